@@ -1,0 +1,81 @@
+"""Every error outre-async raises on purpose, in one tree.
+
+    OutreError                         base: catch this to catch everything below
+    ├── ConfigError (ValueError)       an argument value is out of range or inconsistent
+    ├── DatasetError                   an on-disk dataset is missing or not usable
+    │   ├── DatasetNotFoundError       no dataset (no directory or no manifest) at the path
+    │   ├── DatasetExistsError         the output path already holds something; pass overwrite
+    │   ├── ManifestError              manifest.json unreadable, incomplete or of another format
+    │   │   └── FormatVersionError     written by another (newer or older) format version
+    │   └── DatasetCorruptError        a file is missing, truncated, or disagrees with the manifest
+    ├── InvalidGraphError (ValueError) graph data handed to a writer/importer breaks an invariant
+    └── InputFormatError               an input file cannot be parsed (carries path and line)
+
+Messages say what was expected, what was found and what to do, on one line, so that the CLI can
+print ``str(exc)`` as-is.  Wrapping errors use ``raise ... from exc`` to keep the cause.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = [
+    "ConfigError",
+    "DatasetCorruptError",
+    "DatasetError",
+    "DatasetExistsError",
+    "DatasetNotFoundError",
+    "FormatVersionError",
+    "InputFormatError",
+    "InvalidGraphError",
+    "ManifestError",
+    "OutreError",
+]
+
+
+class OutreError(Exception):
+    """Base class of every error raised on purpose by outre-async."""
+
+
+class ConfigError(OutreError, ValueError):
+    """An argument value is out of range or inconsistent with another one."""
+
+
+class DatasetError(OutreError):
+    """An on-disk dataset is missing or cannot be used."""
+
+
+class DatasetNotFoundError(DatasetError, FileNotFoundError):
+    """No dataset at the given path."""
+
+
+class DatasetExistsError(DatasetError, FileExistsError):
+    """The output path already exists and overwriting was not requested."""
+
+
+class ManifestError(DatasetError):
+    """``manifest.json`` cannot be read or lacks required fields."""
+
+
+class FormatVersionError(ManifestError):
+    """The dataset was written by a different format version."""
+
+
+class DatasetCorruptError(DatasetError):
+    """A dataset file is missing, truncated, or inconsistent with the manifest."""
+
+
+class InvalidGraphError(OutreError, ValueError):
+    """Graph data handed to a writer or importer breaks an invariant (ids out of range, ...)."""
+
+
+class InputFormatError(OutreError):
+    """An input file cannot be parsed; ``path`` and ``line`` (1-based, or None) say where."""
+
+    def __init__(self, message: str, *, path: str | Path | None = None, line: int | None = None):
+        where = ""
+        if path is not None:
+            where = f"{path}:{line}: " if line is not None else f"{path}: "
+        super().__init__(where + message)
+        self.path = None if path is None else Path(path)
+        self.line = line
