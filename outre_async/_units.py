@@ -1,0 +1,36 @@
+"""Human byte sizes: ``"4GiB"`` → 4294967296 and back, for budgets given on the command line."""
+
+from __future__ import annotations
+
+import re
+
+from ._errors import ConfigError
+
+_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9,
+          "t": 10**12, "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+_PATTERN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_bytes(value: str | int) -> int:
+    """Parse ``"512MiB"``, ``"1.5GB"``, ``"1000"`` or an int into a positive number of bytes."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value <= 0:
+            raise ConfigError(f"a byte size must be positive, got {value}")
+        return value
+    match = _PATTERN.match(str(value))
+    unit = match.group(2).lower() if match else None
+    if match is None or unit not in _UNITS:
+        raise ConfigError(f"cannot read {value!r} as a byte size; write e.g. 512MiB, 4GiB or 1000000")
+    size = int(float(match.group(1)) * _UNITS[unit])
+    if size <= 0:
+        raise ConfigError(f"a byte size must be positive, got {value!r}")
+    return size
+
+
+def format_bytes(size: float) -> str:
+    """``1536`` → ``'1.5 KiB'``."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(size) < 1024:
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TiB"

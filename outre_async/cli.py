@@ -1,0 +1,228 @@
+"""The ``outre`` command line: a thin layer of argument parsing over the library.
+
+Every verb is a small function taking the parsed arguments and returning a JSON-able result; ``main``
+prints it (a table, or JSON with ``--json``), maps :class:`OutreError` to a one-line message and exit
+code 1, and Ctrl-C to 130.  ``main(argv)`` is what the tests call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ._errors import ConfigError, OutreError
+from ._units import format_bytes, parse_bytes
+
+Handler = Callable[[argparse.Namespace], dict[str, Any]]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``outre`` with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        result = args.handler(args)
+    except OutreError as exc:
+        print(f"outre {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"outre {args.command}: interrupted", file=sys.stderr)
+        return 130
+    if args.json:
+        print(json.dumps(result, indent=2, default=str))
+    return 0
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="outre", description="Out-of-core GNN training on one machine.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.set_defaults(command=None)
+    for name, add in _VERBS.items():
+        handler, help_text = add
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+        p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                       help="show progress bars (default: when stderr is a terminal)")
+        _ARGS[name](p)
+        p.set_defaults(handler=handler)
+    return parser
+
+
+def _progress(args: argparse.Namespace) -> bool:
+    return sys.stderr.isatty() if args.progress is None else bool(args.progress)
+
+
+def _say(args: argparse.Namespace, text: str) -> None:
+    """Human output goes to stdout unless --json owns stdout."""
+    print(text, file=sys.stderr if args.json else sys.stdout)
+
+
+# -- generate --------------------------------------------------------------------------------------
+
+
+def _args_generate(p: argparse.ArgumentParser) -> None:
+    p.add_argument("out", type=Path, help="output dataset directory")
+    p.add_argument("--preset", default="tiny", help="named shape (see `outre generate --list`)")
+    p.add_argument("--list", action="store_true", help="list the presets and exit")
+    p.add_argument("--num-nodes", type=int)
+    p.add_argument("--avg-degree", type=float)
+    p.add_argument("--feature-dim", type=int)
+    p.add_argument("--num-classes", type=int)
+    p.add_argument("--num-communities", type=int)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--overwrite", action="store_true")
+
+
+def _cmd_generate(args: argparse.Namespace) -> dict[str, Any]:
+    from ._generate import PRESETS, generate
+
+    if args.list:
+        rows = {name: _config_dict(cfg) for name, cfg in PRESETS.items()}
+        for name, cfg in rows.items():
+            _say(args, f"{name:15s} " + " ".join(f"{k}={v}" for k, v in cfg.items() if k != "name"))
+        return {"presets": rows}
+    overrides = {k: v for k, v in {
+        "num_nodes": args.num_nodes, "avg_degree": args.avg_degree, "feature_dim": args.feature_dim,
+        "num_classes": args.num_classes, "num_communities": args.num_communities,
+    }.items() if v is not None}
+    start = time.perf_counter()
+    path = generate(args.out, args.preset, seed=args.seed, overwrite=args.overwrite,
+                    progress=_progress(args), **overrides)
+    return _report_written(args, path, time.perf_counter() - start)
+
+
+def _config_dict(cfg: Any) -> dict[str, Any]:
+    return {name: getattr(cfg, name) for name in cfg.__slots__}
+
+
+def _report_written(args: argparse.Namespace, path: Path, seconds: float) -> dict[str, Any]:
+    from ._dataset import open_dataset
+
+    summary = open_dataset(path).summary()
+    _say(args, f"wrote {path}: {summary['num_nodes']:,} nodes, {summary['num_edges']:,} edges, "
+               f"dim {summary['feature_dim']}, {format_bytes(summary['total_bytes'])} in {seconds:.1f} s")
+    return {**summary, "seconds": seconds}
+
+
+# -- convert ---------------------------------------------------------------------------------------
+
+
+def _args_convert(p: argparse.ArgumentParser) -> None:
+    p.add_argument("src", type=Path, help="input: OGB raw folder, .npz, .pt (PyG Data), edge list")
+    p.add_argument("out", type=Path, help="output dataset directory")
+    p.add_argument("--format", choices=["ogb", "npz", "pyg", "edgelist", "binary"],
+                   help="input format (default: detected from SRC)")
+    p.add_argument("--undirected", action="store_true", help="add the reverse of every edge")
+    p.add_argument("--drop-self-loops", action="store_true")
+    p.add_argument("--dedupe", action="store_true", help="drop duplicate edges")
+    p.add_argument("--num-nodes", type=int, help="node count for edge lists (default: max id + 1)")
+    p.add_argument("--binary-dtype", choices=["int32", "int64"], help="id type of a binary edge list")
+    p.add_argument("--memory-budget", default="1GiB", help="RAM for the external edge sort (e.g. 512MiB)")
+    p.add_argument("--feature-dtype", choices=["float32", "float16"], default="float32")
+    p.add_argument("--overwrite", action="store_true")
+
+
+def _cmd_convert(args: argparse.Namespace) -> dict[str, Any]:
+    from ._convert import convert
+
+    opts: dict[str, Any] = {
+        "undirected": args.undirected, "drop_self_loops": args.drop_self_loops, "dedupe": args.dedupe,
+        "memory_budget": parse_bytes(args.memory_budget), "feature_dtype": args.feature_dtype,
+        "overwrite": args.overwrite, "progress": _progress(args),
+    }
+    if args.num_nodes is not None:
+        opts["num_nodes"] = args.num_nodes
+    if args.binary_dtype is not None:
+        opts["binary_dtype"] = args.binary_dtype
+    start = time.perf_counter()
+    path = convert(args.src, args.out, format=args.format, **opts)
+    return _report_written(args, path, time.perf_counter() - start)
+
+
+# -- info ------------------------------------------------------------------------------------------
+
+
+def _args_info(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dataset", type=Path)
+    p.add_argument("--verify", action="store_true", help="also scan every edge (O(E))")
+
+
+def _cmd_info(args: argparse.Namespace) -> dict[str, Any]:
+    from ._dataset import open_dataset
+
+    ds = open_dataset(args.dataset)
+    if args.verify:
+        ds.verify()
+    s = ds.summary()
+    deg = s["in_degree"]
+    lines = [
+        f"dataset      {s['path']}",
+        f"nodes        {s['num_nodes']:,}",
+        f"edges        {s['num_edges']:,}  ({ds.indices.dtype} ids)",
+        f"in-degree    mean {deg['mean']:.2f}  median {deg['median']:.0f}  p99 {deg['p99']:.0f}  "
+        f"max {deg['max']:,}  isolated {deg['isolated']:,}",
+        f"features     {s['feature_dim']} x {s['feature_dtype']}  {s['row_layout']}",
+        f"classes      {s['num_classes']}",
+        "splits       " + ("  ".join(f"{k} {v:,}" for k, v in s["splits"].items()) or "none"),
+        f"size         {format_bytes(s['total_bytes'])}  "
+        + "  ".join(f"{k} {format_bytes(v)}" for k, v in s["bytes"].items()),
+    ]
+    if args.verify:
+        lines.append("verify       ok (every neighbour id in range)")
+    _say(args, "\n".join(lines))
+    return s
+
+
+# -- quickstart ------------------------------------------------------------------------------------
+
+
+def _args_quickstart(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dir", type=Path, help="keep the generated dataset here (default: a temp dir, removed)")
+    p.add_argument("--preset", default="quickstart")
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--batch-size", type=int, default=512)
+    p.add_argument("--fanouts", default="10,10", help="comma-separated, one per layer")
+    p.add_argument("--hidden", type=int, default=128)
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--seed", type=int, default=0)
+
+
+def _cmd_quickstart(args: argparse.Namespace) -> dict[str, Any]:
+    from ._quickstart import QuickstartConfig, run_quickstart
+
+    config = QuickstartConfig(
+        preset=args.preset, epochs=args.epochs, batch_size=args.batch_size,
+        fanouts=parse_fanouts(args.fanouts), hidden=args.hidden, lr=args.lr, seed=args.seed,
+    )
+    return run_quickstart(config, directory=args.dir, progress=_progress(args),
+                          say=lambda text: _say(args, text))
+
+
+def parse_fanouts(text: str) -> tuple[int, ...]:
+    try:
+        fanouts = tuple(int(part) for part in text.split(","))
+    except ValueError as exc:
+        raise ConfigError(f"fanouts must be comma-separated integers like 10,10, got {text!r}") from exc
+    return fanouts
+
+
+_VERBS: dict[str, tuple[Handler, str]] = {
+    "generate": (_cmd_generate, "generate a synthetic graph with planted communities into a dataset"),
+    "convert": (_cmd_convert, "import a graph (OGB raw folder, .npz, PyG .pt, edge list) into a dataset"),
+    "info": (_cmd_info, "show a dataset's counts, degree statistics, sizes and splits"),
+    "quickstart": (_cmd_quickstart, "generate a small graph and train GraphSAGE on it"),
+}
+_ARGS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
+    "generate": _args_generate, "convert": _args_convert, "info": _args_info, "quickstart": _args_quickstart,
+}
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
