@@ -1,0 +1,100 @@
+"""The ``outre`` verbs through ``main(argv)``: exit codes, JSON output, one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import outre_async as oa
+from outre_async.cli import main
+
+
+def _json(capsys: pytest.CaptureFixture[str]) -> dict:
+    return json.loads(capsys.readouterr().out)
+
+
+def test_generate_then_info(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["generate", "--preset", "tiny", str(tmp_path / "g"), "--json", "--no-progress"]) == 0
+    written = _json(capsys)
+    assert written["num_nodes"] == oa.open_dataset(tmp_path / "g").num_nodes
+    assert main(["info", str(tmp_path / "g"), "--verify"]) == 0
+    out = capsys.readouterr().out
+    assert "nodes" in out and "verify       ok" in out
+    assert main(["info", str(tmp_path / "g"), "--json"]) == 0
+    assert _json(capsys)["num_edges"] == written["num_edges"]
+
+
+def test_generate_size_flags_override_the_preset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["generate", str(tmp_path / "g"), "--num-nodes", "777", "--feature-dim", "12", "--json"]) == 0
+    info = _json(capsys)
+    assert (info["num_nodes"], info["feature_dim"]) == (777, 12)
+
+
+def test_generate_list_presets(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["generate", "--list", str(tmp_path / "unused")]) == 0
+    out = capsys.readouterr().out
+    for name in ("tiny", "quickstart", "products-like", "papers-like", "igb-like"):
+        assert name in out
+    assert not (tmp_path / "unused").exists()
+
+
+def test_convert_npz_then_info(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = Path(__file__).resolve().parents[2] / "shared" / "data" / "cora.npz"
+    if not src.exists():
+        pytest.skip("shared data not present")
+    assert main(["convert", str(src), str(tmp_path / "cora"), "--json"]) == 0
+    info = _json(capsys)
+    assert (info["num_nodes"], info["num_edges"], info["feature_dim"], info["num_classes"]) == (2708, 10556, 1433, 7)
+    assert info["splits"] == {"train": 140, "val": 500, "test": 1000}
+
+
+def test_errors_are_one_line_and_nonzero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["info", str(tmp_path / "missing")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("outre info: error: no dataset at") and err.count("\n") == 1
+    assert main(["generate", "--preset", "no-such-preset", str(tmp_path / "g")]) == 1
+    assert "no-such-preset" in capsys.readouterr().err
+    assert not (tmp_path / "g").exists()
+    bad = tmp_path / "bad.txt"
+    bad.write_text("0 1\n1 x\n")
+    assert main(["convert", str(bad), str(tmp_path / "out")]) == 1
+    assert f"{bad}:2" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.txt"]
+
+
+def test_convert_refuses_to_overwrite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    edges = tmp_path / "e.txt"
+    edges.write_text("0 1\n1 2\n2 0\n")
+    assert main(["convert", str(edges), str(tmp_path / "out")]) == 0
+    assert main(["convert", str(edges), str(tmp_path / "out")]) == 1
+    assert "overwrite" in capsys.readouterr().err
+    assert main(["convert", str(edges), str(tmp_path / "out"), "--overwrite", "--undirected"]) == 0
+    assert oa.open_dataset(tmp_path / "out").num_edges == 6
+
+
+def test_bad_budget_and_fanouts_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    edges = tmp_path / "e.txt"
+    edges.write_text("0 1\n")
+    assert main(["convert", str(edges), str(tmp_path / "o"), "--memory-budget", "lots"]) == 1
+    assert "byte size" in capsys.readouterr().err
+    assert main(["quickstart", "--fanouts", "10,x"]) == 1
+    assert "fanouts" in capsys.readouterr().err
+
+
+def test_quickstart_trains_graphsage_better_than_mlp(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["quickstart", "--dir", str(tmp_path), "--preset", "tiny", "--epochs", "5",
+            "--batch-size", "128", "--json"]
+    assert main(argv) == 0
+    result = _json(capsys)
+    losses = [e["loss"] for e in result["epochs"]]
+    assert losses[-1] < losses[0]
+    assert result["test_accuracy"] > result["mlp_test_accuracy"] + 0.05
+    assert np.isfinite(losses).all()
+    assert (tmp_path / "dataset" / "manifest.json").exists()
+
+
+def test_no_command_prints_help() -> None:
+    assert main([]) == 2

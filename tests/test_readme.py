@@ -1,0 +1,32 @@
+"""The README's two set-up commands exist, and CI runs exactly the README's test command."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _bash_blocks(text: str) -> list[str]:
+    return re.findall(r"```bash\n(.*?)\n```", text, flags=re.S)
+
+
+def test_readme_has_the_two_setup_commands_and_ci_runs_the_test_one() -> None:
+    blocks = _bash_blocks((ROOT / "README.md").read_text())
+    run_cmd = next(b for b in blocks if "outre quickstart" in b)
+    test_cmd = next(b for b in blocks if "pytest" in b)
+    for cmd in (run_cmd, test_cmd):
+        assert "pip install torch==2.13.0" in cmd, cmd
+    ci = (ROOT / ".ci" / "run").read_text()
+    test_step = test_cmd.split("&&")[-1].strip()
+    assert test_step in ci.splitlines(), f"CI must run the README test command {test_step!r}"
+    assert "pip install --quiet torch==2.13.0" in ci
+
+
+def test_partition_and_cache_install_under_outre_async() -> None:
+    import outre_async.cache
+    import outre_async.partition
+
+    assert Path(outre_async.partition.__file__).parent.name == "partition"
+    assert Path(outre_async.cache.__file__).parent.name == "cache"
