@@ -16,11 +16,13 @@ from ._errors import (
     DatasetError,
     DatasetExistsError,
     DatasetNotFoundError,
+    ExtractorError,
     FormatVersionError,
     InputFormatError,
     InvalidGraphError,
     ManifestError,
     OutreError,
+    PipelineClosed,
 )
 from ._layout import RowLayout, choose_row_layout
 from ._writer import DatasetWriter
@@ -53,11 +55,13 @@ __all__ = [
     "DatasetExistsError",
     "DatasetNotFoundError",
     "DatasetWriter",
+    "ExtractorError",
     "FormatVersionError",
     "InputFormatError",
     "InvalidGraphError",
     "ManifestError",
     "OutreError",
+    "PipelineClosed",
     "RowLayout",
     "choose_row_layout",
     "open_dataset",

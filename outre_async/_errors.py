@@ -9,7 +9,9 @@
     │   │   └── FormatVersionError     written by another (newer or older) format version
     │   └── DatasetCorruptError        a file is missing, truncated, or disagrees with the manifest
     ├── InvalidGraphError (ValueError) graph data handed to a writer/importer breaks an invariant
-    └── InputFormatError               an input file cannot be parsed (carries path and line)
+    ├── InputFormatError               an input file cannot be parsed (carries path and line)
+    ├── ExtractorError                 a feature read failed (carries path and byte offset)
+    └── PipelineClosed                 the loader was closed or failed; no more batches
 
 Messages say what was expected, what was found and what to do, on one line, so that the CLI can
 print ``str(exc)`` as-is.  Wrapping errors use ``raise ... from exc`` to keep the cause.
@@ -25,11 +27,13 @@ __all__ = [
     "DatasetError",
     "DatasetExistsError",
     "DatasetNotFoundError",
+    "ExtractorError",
     "FormatVersionError",
     "InputFormatError",
     "InvalidGraphError",
     "ManifestError",
     "OutreError",
+    "PipelineClosed",
 ]
 
 
@@ -79,3 +83,17 @@ class InputFormatError(OutreError):
         super().__init__(where + message)
         self.path = None if path is None else Path(path)
         self.line = line
+
+
+class ExtractorError(OutreError):
+    """A feature read failed; ``path`` and ``offset`` (bytes) say where, ``errno`` why (or None)."""
+
+    def __init__(self, message: str, *, path: str | Path, offset: int, errno: int | None = None):
+        super().__init__(f"{path} at byte {offset}: {message}")
+        self.path = Path(path)
+        self.offset = offset
+        self.errno = errno
+
+
+class PipelineClosed(OutreError):
+    """The loader was closed (or failed) and delivers no more batches."""
