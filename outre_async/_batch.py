@@ -1,0 +1,74 @@
+"""Typed contracts between pipeline stages, and the batch the consumer sees.
+
+``SampledBatch`` (sampler → extractors) carries topology only, as PyG's ``SamplerOutput`` does;
+``ExtractedBatch`` (extractors → consumer) adds the gathered feature rows and the buffer hold.
+``OutreBatch`` is a PyG ``Data`` with one extra method, :meth:`OutreBatch.release`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch_geometric.data import Data
+
+
+@dataclass(frozen=True, slots=True)
+class SampledBatch:
+    seq: int            # position in the epoch's plan
+    subgraph: Any       # SampledSubgraph: n_id, edge_index, num_sampled_nodes/edges, batch_size
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractedBatch:
+    seq: int
+    subgraph: Any
+    x: np.ndarray       # [len(n_id), dim] float32, rows in n_id order
+    hold: Any           # the feature-buffer Acquisition, released by the consumer
+
+
+class OutreBatch(Data):
+    """A PyG mini-batch: ``x``, ``edge_index``, ``y``, ``n_id``, ``batch_size``, per-hop sizes, ``seq``.
+
+    Its feature-buffer slots stay pinned until :meth:`release` (called for you when the next batch
+    is requested; calling it earlier lets the buffer reuse the slots sooner).
+    """
+
+    def release(self) -> None:
+        callback = self.__dict__.pop("_outre_release", None)
+        if callback is not None:
+            callback()
+
+
+def to_batch(eb: ExtractedBatch, labels: np.ndarray | None, epoch: int,
+             release: Callable[[], None], device: torch.device) -> OutreBatch:
+    """Wrap an extracted batch as PyG ``Data``; on CUDA, copy through pinned memory asynchronously."""
+    sub = eb.subgraph
+    n_id = torch.from_numpy(np.asarray(sub.n_id, dtype=np.int64))
+    batch = OutreBatch(
+        x=torch.from_numpy(eb.x),
+        edge_index=torch.from_numpy(np.asarray(sub.edge_index, dtype=np.int64)),
+        n_id=n_id,
+        batch_size=int(sub.batch_size),
+        num_sampled_nodes=list(sub.num_sampled_nodes),
+        num_sampled_edges=list(sub.num_sampled_edges),
+        seq=eb.seq,
+        epoch=epoch,
+    )
+    if labels is not None:
+        batch.y = torch.from_numpy(labels[sub.n_id])
+    if device.type != "cpu":
+        batch = _to_device(batch, device)
+    batch.__dict__["_outre_release"] = release
+    return batch
+
+
+def _to_device(batch: OutreBatch, device: torch.device) -> OutreBatch:
+    for key in ("x", "edge_index", "n_id", "y"):
+        value = getattr(batch, key, None)
+        if isinstance(value, torch.Tensor):
+            setattr(batch, key, value.pin_memory().to(device, non_blocking=True))
+    return batch
