@@ -45,6 +45,13 @@ _LAZY = {
     "SampledSubgraph": "._sampler",
     "SyncLoader": "._sync_loader",
     "GraphSAGE": ".nn",
+    "MLP": ".nn",
+    "OutreLoader": "._loader",
+    "LoaderConfig": "._loader",
+    "OutreBatch": "._batch",
+    "FeatureSource": "._sources",
+    "open_source": "._sources",
+    "detect_io_uring": "._sources",
 }
 
 __all__ = [
