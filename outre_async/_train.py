@@ -39,7 +39,7 @@ def train_epoch(model: nn.Module, batches: Iterable, optimizer: torch.optim.Opti
         loss = F.cross_entropy(logits, target)
         loss.backward()
         optimizer.step()
-        loss_sum += float(loss) * len(target)
+        loss_sum += loss.item() * len(target)
         correct += int((logits.argmax(-1) == target).sum())
         seen += len(target)
         count += 1
@@ -54,7 +54,7 @@ def evaluate(model: nn.Module, batches: Iterable) -> EpochResult:
     loss_sum = correct = seen = count = 0
     for batch in batches:
         logits, target = _labelled(model, batch)
-        loss_sum += float(F.cross_entropy(logits, target, reduction="sum")) if len(target) else 0.0
+        loss_sum += F.cross_entropy(logits, target, reduction="sum").item() if len(target) else 0.0
         correct += int((logits.argmax(-1) == target).sum())
         seen += len(target)
         count += 1
