@@ -146,10 +146,18 @@ class OutreLoader:
         self._res = await _Resources.create(self, loop)
 
     async def aclose(self) -> None:
-        """Release every resource (ring, files, threads); the loader can be opened again later."""
+        """Close any epoch still running, then release every resource (ring, files, threads).
+
+        An ``async for`` left by an exception or cancellation in its body leaves its epoch open until
+        the generator is collected; closing the loader closes it deterministically.  The loader can be
+        opened again later.
+        """
         res, self._res = self._res, None
-        if res is not None:
-            await res.close()
+        if res is None:
+            return
+        for epoch in list(res.epochs):
+            await epoch.aclose()
+        await res.close()
 
     def __aiter__(self) -> AsyncIterator[OutreBatch]:
         return self._one_epoch()
@@ -168,8 +176,14 @@ class OutreLoader:
         def wrap(eb: ExtractedBatch) -> OutreBatch:
             return to_batch(eb, labels, epoch, lambda: res.buffer.release(eb.hold), device)
 
-        async for batch in deliver(parts, ordered=self.config.ordered, wrap=wrap):
-            yield batch
+        batches = deliver(parts, ordered=self.config.ordered, wrap=wrap)
+        res.epochs.add(batches)
+        try:
+            async for batch in batches:
+                yield batch
+        finally:
+            res.epochs.discard(batches)
+            await batches.aclose()
 
     # -- sync API --------------------------------------------------------------------------------
     def __iter__(self) -> Iterator[OutreBatch]:
@@ -237,6 +251,7 @@ class _Resources:
                  samplers: list[Any], executor: ThreadPoolExecutor) -> None:
         self.loop, self.source, self.buffer = loop, source, buffer
         self.samplers, self.executor = samplers, executor
+        self.epochs: weakref.WeakSet[Any] = weakref.WeakSet()  # running epochs' delivery generators
 
     @classmethod
     async def create(cls, loader: OutreLoader, loop: asyncio.AbstractEventLoop) -> _Resources:
@@ -244,7 +259,8 @@ class _Resources:
         from ._sources import open_source
 
         cfg, ds = loader.config, loader.dataset
-        source = open_source(ds, backend=cfg.backend, max_in_flight=cfg.max_in_flight, **cfg.source_options)
+        io_opts = {} if cfg.backend == "memory" else {"max_in_flight": cfg.max_in_flight, **cfg.source_options}
+        source = open_source(ds, backend=cfg.backend, **io_opts)
         buffer = FeatureBuffer(ds.num_nodes, loader.buffer_rows, ds.feature_dim, min_slots=loader._max_rows)
         samplers = [NeighborSampler(ds, list(cfg.fanouts), seed=cfg.seed) for _ in range(cfg.num_samplers)]
         executor = ThreadPoolExecutor(cfg.num_samplers, thread_name_prefix="outre-sampler")

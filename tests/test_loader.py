@@ -180,13 +180,16 @@ def test_truncated_feature_file_is_a_named_error(dataset: oa.Dataset, tmp_path: 
     copy = tmp_path / "ds"
     shutil.copytree(dataset.path, copy)
     ds = oa.open_dataset(copy)
-    os.truncate(ds.features_path, ds.row_layout.stride * 10)
 
     async def body() -> None:
         async with oa.OutreLoader(ds, fanouts=[4, 3], batch_size=32, backend="pread") as loader:
+            os.truncate(ds.features_path, ds.row_layout.stride * 10)  # under the open loader
             with pytest.raises(oa.ExtractorError):
                 async for _ in loader:
                     pass
+        with pytest.raises(oa.DatasetCorruptError, match="re-create"):  # and at the next open
+            async with oa.OutreLoader(ds, fanouts=[4, 3], batch_size=32, backend="pread") as loader:
+                pass
 
     run(body())
 
@@ -198,6 +201,8 @@ def _threads_and_fds() -> tuple[int, int]:
 
 @pytest.mark.parametrize("backend", ["memory", "pread", "io_uring"])
 def test_sync_loop_break_exception_and_gc_leave_nothing_behind(dataset: oa.Dataset, backend: str) -> None:
+    with _loader(dataset, backend=backend) as warm:  # one-time process state (uvloop's wake-up pipe)
+        assert len(list(warm)) == len(warm)
     before = _threads_and_fds()
     loader = _loader(dataset, backend=backend)
     assert len(list(loader)) == len(loader)
@@ -231,8 +236,10 @@ def test_cancelling_the_consumer_drains_everything(dataset: oa.Dataset) -> None:
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
-            assert loader.stats()["buffer"]["free_slots"] == loader.buffer_rows
-        assert {t for t in asyncio.all_tasks() if t is not asyncio.current_task()} == set()
+            buffer = loader._res.buffer
+        # leaving `async with` closes the epoch the cancelled consumer abandoned mid-body
+        assert buffer.free_slots() == loader.buffer_rows
+        assert [t for t in asyncio.all_tasks() if "outre_async" in t.get_coro().cr_code.co_filename] == []
 
     run(body())
 
