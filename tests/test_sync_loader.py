@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from torch_geometric.nn import SAGEConv
 from torch_geometric.utils import trim_to_layer
 

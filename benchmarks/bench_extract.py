@@ -1,0 +1,242 @@
+"""Cold random-row extraction: io_uring and pread sources vs a memmap gather vs fio, same rows.
+
+    python benchmarks/bench_extract.py                          # 4 GB files, 512 B and 4 KiB rows
+    python benchmarks/bench_extract.py --dir /data/bench --size-gb 8 --rows 400000 \\
+        --depths 32,64,128 --repeats 5 --json extract.json
+
+For each row size (``--row-bytes``: 512 = 128 float32, 4096 = 1024 float32) a dataset of about
+``--size-gb`` GB is written once with ``DatasetWriter`` (or reused from ``--dir``).  Before every
+run the features file is evicted from the page cache (``POSIX_FADV_DONTNEED``); then ``--rows``
+uniformly random rows are read in batches of ``--batch`` ids through each backend at each
+``max_in_flight`` depth, with ``--concurrency`` batches in flight at once (like the pipeline's
+extractors), and through ``ds.features[ids]`` (the memmap gather every out-of-core GNN loader
+starts from).  Reported: rows/s, reads/s (IOPS), MB/s read, mean reads in flight, CPU time per
+row (``time.process_time``: user + system, all threads).  When ``fio`` is installed it runs
+``--rw=randread --direct=1 --ioengine=io_uring`` on the same file at the same block size and
+depths, and the summary gives our IOPS / fio IOPS and our rows/s / memmap rows/s (medians over
+``--repeats``; the machine may be shared and noisy).
+
+Files this script creates are deleted at the end unless ``--keep``; a reused ``--dir`` is kept.
+Nothing here is asserted in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import outre_async as oa
+
+try:  # re-exported at the top level once the sources land in __init__
+    from outre_async import detect_io_uring, open_source  # type: ignore[attr-defined]
+except ImportError:
+    from outre_async._sources import detect_io_uring, open_source
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--dir", help="where the datasets live (reused when present); default: a "
+                                 "temporary directory under the current one, deleted at the end")
+    p.add_argument("--size-gb", type=float, default=4.0, help="feature file size per row size")
+    p.add_argument("--row-bytes", default="512,4096", help="row sizes in bytes, comma-separated")
+    p.add_argument("--rows", type=int, default=200_000, help="random rows read per run")
+    p.add_argument("--batch", type=int, default=10_000, help="ids per read_rows call")
+    p.add_argument("--concurrency", type=int, default=2, help="read_rows calls in flight at once")
+    p.add_argument("--depths", default="16,32,64,128,256", help="max_in_flight values")
+    p.add_argument("--backends", default="io_uring,pread", help="feature source backends")
+    p.add_argument("--repeats", type=int, default=3, help="runs per measurement; medians reported")
+    p.add_argument("--fio-runtime", type=int, default=10, help="seconds per fio run (0: no fio)")
+    p.add_argument("--memmap-rows", type=int, default=20_000, help="rows of the (slow) memmap runs")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--keep", action="store_true", help="keep the datasets this run creates")
+    p.add_argument("--json", help="write the results to this file")
+    return p.parse_args(argv)
+
+
+# -- data ---------------------------------------------------------------------------------------
+def ensure_dataset(path: Path, row_bytes: int, size_gb: float) -> oa.Dataset:
+    """Write (or reuse) a dataset of float32 rows of ``row_bytes`` totalling about ``size_gb``."""
+    dim = row_bytes // 4
+    n = int(size_gb * 1e9) // row_bytes
+    if (path / "manifest.json").exists():
+        ds = oa.open_dataset(path)
+        if ds.feature_dim == dim and ds.num_nodes == n:
+            return ds
+        shutil.rmtree(path)
+    rng = np.random.default_rng(row_bytes)
+    print(f"writing {n:,} rows of {row_bytes} B to {path} ...", file=sys.stderr, flush=True)
+    with oa.DatasetWriter(path, num_nodes=n, feature_dim=dim, num_classes=2) as w:
+        w.write_csc(np.arange(n + 1, dtype=np.int64), (np.arange(n, dtype=np.int64) + 1) % n)
+        block = max(1, (64 << 20) // row_bytes)
+        for start in range(0, n, block):
+            w.append_features(rng.random((min(block, n - start), dim), dtype=np.float32))
+    return oa.open_dataset(path)
+
+
+def evict(path: Path) -> None:
+    """Drop the file's pages from the page cache so that every run starts cold."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+# -- measurements -------------------------------------------------------------------------------
+async def read_all(src: Any, ids: np.ndarray, batch: int, concurrency: int, dim: int) -> None:
+    """Read ``ids`` in batches, ``concurrency`` calls at a time (each with its own output)."""
+    starts = list(range(0, len(ids), batch))
+
+    async def worker(k: int) -> None:
+        out = np.empty((batch, dim), np.float32)
+        for s in starts[k::concurrency]:
+            part = ids[s : s + batch]
+            await src.read_rows(part, out[: len(part)])
+
+    async with asyncio.TaskGroup() as tg:
+        for k in range(concurrency):
+            tg.create_task(worker(k))
+
+
+def run_source(ds: oa.Dataset, backend: str, depth: int, ids: np.ndarray,
+               args: argparse.Namespace) -> dict[str, Any]:
+    evict(ds.features_path)
+
+    async def main() -> dict[str, Any]:
+        async with open_source(ds, backend, max_in_flight=depth) as src:
+            t, c = time.perf_counter(), time.process_time()
+            await read_all(src, ids, args.batch, args.concurrency, ds.feature_dim)
+            return {"wall": time.perf_counter() - t, "cpu": time.process_time() - c, **src.stats()}
+
+    s = asyncio.run(main())
+    return {"backend": backend, "depth": depth, "rows": len(ids),
+            "rows_per_s": len(ids) / s["wall"], "iops": s["reads_submitted"] / s["wall"],
+            "mb_per_s": s["bytes_read"] / s["wall"] / 1e6, "in_flight_mean": s["in_flight_mean"],
+            "cpu_us_per_row": s["cpu"] / len(ids) * 1e6, "direct": s["direct"],
+            "reads": s["reads_submitted"], "short_reads": s["short_reads_resubmitted"]}
+
+
+def run_memmap(ds: oa.Dataset, ids: np.ndarray, batch: int) -> dict[str, Any]:
+    """A fresh mapping per run: pages still mapped from an earlier run would survive eviction."""
+    evict(ds.features_path)
+    features = oa.open_dataset(ds.path).features
+    t, c = time.perf_counter(), time.process_time()
+    for s in range(0, len(ids), batch):
+        np.ascontiguousarray(features[ids[s : s + batch]], dtype=np.float32)
+    wall, cpu = time.perf_counter() - t, time.process_time() - c
+    del features
+    return {"backend": "memmap", "depth": None, "rows": len(ids), "rows_per_s": len(ids) / wall,
+            "cpu_us_per_row": cpu / len(ids) * 1e6}
+
+
+def run_fio(path: Path, bs: int, depth: int, runtime: int) -> dict[str, Any] | None:
+    if runtime <= 0 or shutil.which("fio") is None:
+        return None
+    cmd = ["fio", "--name=r", f"--filename={path}", "--readonly", "--rw=randread", f"--bs={bs}",
+           "--direct=1", "--ioengine=io_uring", f"--iodepth={depth}", f"--runtime={runtime}",
+           "--time_based", "--output-format=json"]
+    evict(path)
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    job = json.loads(proc.stdout)["jobs"][0]
+    cpu = (job["usr_cpu"] + job["sys_cpu"]) / 100 * runtime
+    iops = job["read"]["iops"]
+    return {"backend": "fio", "depth": depth, "iops": iops,
+            "mb_per_s": job["read"]["bw_bytes"] / 1e6,
+            "cpu_us_per_io": cpu / max(1.0, iops * runtime) * 1e6, "command": " ".join(cmd)}
+
+
+# -- driver -------------------------------------------------------------------------------------
+def measure_row_size(ds: oa.Dataset, row_bytes: int,
+                     args: argparse.Namespace) -> list[dict[str, Any]]:
+    depths = [int(d) for d in args.depths.split(",")]
+    backends = [b for b in args.backends.split(",") if b != "io_uring" or detect_io_uring()]
+    rng = np.random.default_rng(args.seed)
+    runs: list[dict[str, Any]] = []
+    for rep in range(args.repeats):
+        ids = rng.integers(0, ds.num_nodes, args.rows)
+        for depth in depths:
+            for res in [run_fio(ds.features_path, row_bytes, depth, args.fio_runtime),
+                        *(run_source(ds, b, depth, ids, args) for b in backends)]:
+                if res is not None:
+                    runs.append({"row_bytes": row_bytes, "repeat": rep, **res})
+                    print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
+        runs.append({"row_bytes": row_bytes, "repeat": rep,
+                     **run_memmap(ds, ids[: args.memmap_rows], args.batch)})
+        print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
+    return runs
+
+
+def median(runs: list[dict[str, Any]], key: str, **match: Any) -> float | None:
+    vals = [r[key] for r in runs if all(r.get(k) == v for k, v in match.items()) and key in r]
+    return statistics.median(vals) if vals else None
+
+
+def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    rows = []
+    for rb in sorted({r["row_bytes"] for r in runs}):
+        memmap = median(runs, "rows_per_s", row_bytes=rb, backend="memmap")
+        keys = sorted({(r["backend"], r["depth"]) for r in runs
+                       if r["row_bytes"] == rb and r["backend"] not in ("fio", "memmap")})
+        for backend, depth in keys:
+            ours = {k: median(runs, k, row_bytes=rb, backend=backend, depth=depth)
+                    for k in ("rows_per_s", "iops", "mb_per_s", "in_flight_mean", "cpu_us_per_row")}
+            fio = median(runs, "iops", row_bytes=rb, backend="fio", depth=depth)
+            rows.append({"row_bytes": rb, "backend": backend, "depth": depth, **ours,
+                         "fio_iops": fio, "memmap_rows_per_s": memmap,
+                         "iops_vs_fio": ours["iops"] / fio if fio else None,
+                         "rows_vs_memmap": ours["rows_per_s"] / memmap if memmap else None})
+    return rows
+
+
+def print_table(summary: list[dict[str, Any]]) -> None:
+    head = f"{'row B':>6} {'backend':>8} {'depth':>5} {'rows/s':>9} {'IOPS':>9} {'fio IOPS':>9} " \
+           f"{'vs fio':>7} {'memmap/s':>9} {'vs mmap':>8} {'in-flt':>6} {'cpu us/row':>10}"
+    print(head)
+    for r in summary:
+        def f(v: float | None, fmt: str) -> str:
+            return format(v, fmt) if v is not None else "-"
+        print(f"{r['row_bytes']:>6} {r['backend']:>8} {r['depth']:>5} "
+              f"{f(r['rows_per_s'], ',.0f'):>9} {f(r['iops'], ',.0f'):>9} "
+              f"{f(r['fio_iops'], ',.0f'):>9} {f(r['iops_vs_fio'], '.0%'):>7} "
+              f"{f(r['memmap_rows_per_s'], ',.0f'):>9} {f(r['rows_vs_memmap'], '.1f'):>8} "
+              f"{f(r['in_flight_mean'], '.1f'):>6} {f(r['cpu_us_per_row'], '.2f'):>10}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    root = Path(args.dir) if args.dir else Path.cwd() / f".bench_extract-{os.getpid()}"
+    created = not root.exists()
+    root.mkdir(parents=True, exist_ok=True)
+    runs: list[dict[str, Any]] = []
+    try:
+        for rb in (int(x) for x in args.row_bytes.split(",")):
+            ds = ensure_dataset(root / f"rows{rb}", rb, args.size_gb)
+            runs += measure_row_size(ds, rb, args)
+    finally:
+        if created and not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    summary = summarize(runs)
+    print_table(summary)
+    if args.json:
+        meta = {"python": sys.version.split()[0], "platform": platform.platform(),
+                "cpus": os.cpu_count(), "args": vars(args), "io_uring": detect_io_uring()}
+        doc = {"meta": meta, "summary": summary, "runs": runs}
+        Path(args.json).write_text(json.dumps(doc, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
