@@ -69,7 +69,7 @@ def _say(args: argparse.Namespace, text: str) -> None:
 
 
 def _args_generate(p: argparse.ArgumentParser) -> None:
-    p.add_argument("out", type=Path, help="output dataset directory")
+    p.add_argument("out", type=Path, nargs="?", help="output dataset directory")
     p.add_argument("--preset", default="tiny", help="named shape (see `outre generate --list`)")
     p.add_argument("--list", action="store_true", help="list the presets and exit")
     p.add_argument("--num-nodes", type=int)
@@ -89,6 +89,8 @@ def _cmd_generate(args: argparse.Namespace) -> dict[str, Any]:
         for name, cfg in rows.items():
             _say(args, f"{name:15s} " + " ".join(f"{k}={v}" for k, v in cfg.items() if k != "name"))
         return {"presets": rows}
+    if args.out is None:
+        raise ConfigError("generate needs an output directory: outre generate --preset NAME OUT")
     overrides = {k: v for k, v in {
         "num_nodes": args.num_nodes, "avg_degree": args.avg_degree, "feature_dim": args.feature_dim,
         "num_classes": args.num_classes, "num_communities": args.num_communities,

@@ -39,6 +39,9 @@ def test_generate_list_presets(capsys: pytest.CaptureFixture[str], tmp_path: Pat
     for name in ("tiny", "quickstart", "products-like", "papers-like", "igb-like"):
         assert name in out
     assert not (tmp_path / "unused").exists()
+    assert main(["generate", "--list"]) == 0
+    assert main(["generate", "--preset", "tiny"]) == 1
+    assert "needs an output directory" in capsys.readouterr().err
 
 
 def test_convert_npz_then_info(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
