@@ -45,7 +45,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 import numpy as np
 from tqdm import tqdm
@@ -158,7 +158,7 @@ def _write(out: PathLike, src: _Source, o: ConvertOptions) -> Path:
         dedupe=o.dedupe,
         memory_budget=int(o.memory_budget),
         progress=o.progress,
-        tmp_dir=o.tmp_dir if o.tmp_dir is not None else out.parent,
+        tmp_dir=Path(o.tmp_dir) if o.tmp_dir is not None else out.parent,
     ) as builder:
         for s, d in src.edges():
             builder.add(s, d)
@@ -413,7 +413,7 @@ def _pyg_source(
             f"{description} has no edge_index; only edge_index graphs are supported"
         )
     if num_nodes is None and _has_key(data, "num_nodes"):
-        num_nodes = int(get("num_nodes"))
+        num_nodes = int(get("num_nodes"))  # type: ignore[arg-type]  # _has_key checked it
     splits = {}
     for name, keys in (
         ("train", ("train_idx", "train_mask")),
@@ -656,7 +656,7 @@ def _open_binary(path: Path) -> BinaryIO:
     """The file, or its decompressed stream when it starts with the gzip magic bytes."""
     with open(path, "rb") as f:
         gz = f.read(2) == b"\x1f\x8b"
-    return gzip.open(path, "rb") if gz else open(path, "rb")  # noqa: SIM115
+    return cast(BinaryIO, gzip.open(path, "rb") if gz else open(path, "rb"))  # noqa: SIM115
 
 
 def _read(f: BinaryIO, size: int, path: Path) -> bytes:
@@ -690,6 +690,7 @@ def _line_blocks(path: Path, progress: bool) -> Iterator[bytes]:
 def _parse_ints(block: bytes, ncols: int, path: Path, first_line: int) -> tuple[np.ndarray, int]:
     """(``[rows, 2]`` or ``[rows]`` int64, lines in the block); a bad line raises with its line."""
     buf = np.frombuffer(block, dtype=np.uint8)
+    out: np.ndarray
     if ncols == 2:
         out = np.empty((len(block) // 4 + 1, 2), dtype=np.int64)  # untouched pages cost no RAM
         rows, bad, lines = parse_int_pairs(buf, out)

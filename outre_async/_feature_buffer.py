@@ -147,7 +147,7 @@ class FeatureBuffer:
         return int((self._refs == 0).sum())
 
     def stats(self) -> dict[str, int | float]:
-        c = dict(self.counters)
+        c: dict[str, int | float] = dict(self.counters)
         c["hit_rate"] = c["hits"] / c["rows"] if c["rows"] else 0.0
         c["slots"] = self.num_slots
         c["free_slots"] = self.free_slots()

@@ -20,7 +20,7 @@ import asyncio
 import os
 import weakref
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -162,7 +162,7 @@ class OutreLoader:
     def __aiter__(self) -> AsyncIterator[OutreBatch]:
         return self._one_epoch()
 
-    async def _one_epoch(self) -> AsyncIterator[OutreBatch]:
+    async def _one_epoch(self) -> AsyncGenerator[OutreBatch, None]:
         await self.open()
         res = self._res
         if res is None:
@@ -207,7 +207,7 @@ class OutreLoader:
             if not portal.closed:
                 portal.call(agen.aclose)
 
-    async def _make_epoch(self) -> AsyncIterator[OutreBatch]:
+    async def _make_epoch(self) -> AsyncGenerator[OutreBatch, None]:
         return self._one_epoch()
 
     def close(self) -> None:
@@ -260,7 +260,7 @@ class _Resources:
 
         cfg, ds = loader.config, loader.dataset
         io_opts = {} if cfg.backend == "memory" else {"max_in_flight": cfg.max_in_flight, **cfg.source_options}
-        source = open_source(ds, backend=cfg.backend, **io_opts)
+        source = open_source(ds, cfg.backend, **io_opts)  # type: ignore[arg-type]  # validated in LoaderConfig
         buffer = FeatureBuffer(ds.num_nodes, loader.buffer_rows, ds.feature_dim, min_slots=loader._max_rows)
         samplers = [NeighborSampler(ds, list(cfg.fanouts), seed=cfg.seed) for _ in range(cfg.num_samplers)]
         executor = ThreadPoolExecutor(cfg.num_samplers, thread_name_prefix="outre-sampler")

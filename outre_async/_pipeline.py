@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
@@ -121,7 +121,7 @@ class _InPlanOrder(_AsCompleted):
 
 
 async def deliver(parts: EpochParts, *, ordered: bool,
-                  wrap: Callable[[ExtractedBatch], Any]) -> AsyncIterator[Any]:
+                  wrap: Callable[[ExtractedBatch], Any]) -> AsyncGenerator[Any, None]:
     """Yield the epoch's batches; release the previous batch's hold when the next is requested."""
     ready: Channel[ExtractedBatch] = Channel(parts.ready_capacity, name="ready queue")
     stages = asyncio.ensure_future(run_stages(parts, ready))

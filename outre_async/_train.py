@@ -30,7 +30,7 @@ def train_epoch(model: nn.Module, batches: Iterable, optimizer: torch.optim.Opti
     """One pass over ``batches``: cross-entropy on the labelled seeds, one optimizer step per batch."""
     model.train()
     start = time.perf_counter()
-    loss_sum = correct = seen = count = 0
+    loss_sum, correct, seen, count = 0.0, 0, 0, 0
     for batch in batches:
         logits, target = _labelled(model, batch)
         if len(target) == 0:
@@ -51,7 +51,7 @@ def evaluate(model: nn.Module, batches: Iterable) -> EpochResult:
     """Loss and accuracy on the labelled seeds of ``batches`` (sampled neighbourhoods, as in training)."""
     model.eval()
     start = time.perf_counter()
-    loss_sum = correct = seen = count = 0
+    loss_sum, correct, seen, count = 0.0, 0, 0, 0
     for batch in batches:
         logits, target = _labelled(model, batch)
         loss_sum += F.cross_entropy(logits, target, reduction="sum").item() if len(target) else 0.0
