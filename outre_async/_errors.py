@@ -8,6 +8,11 @@
     │   ├── ManifestError              manifest.json unreadable, incomplete or of another format
     │   │   └── FormatVersionError     written by another (newer or older) format version
     │   └── DatasetCorruptError        a file is missing, truncated, or disagrees with the manifest
+    ├── PartitionError                 a partition folder (``partitions/<name>/``) is missing or not usable
+    │   ├── PartitionNotFoundError     no partitions of that name; run `outre partition`
+    │   ├── PartitionExistsError       partitions of that name exist already; pass overwrite
+    │   ├── PartitionCorruptError      a partition file is missing, truncated or inconsistent
+    │   └── PartitionMismatchError     written for another dataset (or another version of it)
     ├── InvalidGraphError (ValueError) graph data handed to a writer/importer breaks an invariant
     ├── InputFormatError               an input file cannot be parsed (carries path and line)
     ├── ExtractorError                 a feature read failed (carries path and byte offset)
@@ -33,6 +38,11 @@ __all__ = [
     "InvalidGraphError",
     "ManifestError",
     "OutreError",
+    "PartitionCorruptError",
+    "PartitionError",
+    "PartitionExistsError",
+    "PartitionMismatchError",
+    "PartitionNotFoundError",
     "PipelineClosed",
 ]
 
@@ -67,6 +77,26 @@ class FormatVersionError(ManifestError):
 
 class DatasetCorruptError(DatasetError):
     """A dataset file is missing, truncated, or inconsistent with the manifest."""
+
+
+class PartitionError(OutreError):
+    """A partition folder is missing or cannot be used."""
+
+
+class PartitionNotFoundError(PartitionError, FileNotFoundError):
+    """No partitions of the given name under the dataset."""
+
+
+class PartitionExistsError(PartitionError, FileExistsError):
+    """Partitions of that name exist already and overwriting was not requested."""
+
+
+class PartitionCorruptError(PartitionError):
+    """A partition file is missing, truncated, or inconsistent with ``meta.json``."""
+
+
+class PartitionMismatchError(PartitionError):
+    """The partitions were computed for another dataset or another version of it."""
 
 
 class InvalidGraphError(OutreError, ValueError):

@@ -1,6 +1,8 @@
 """Out-of-core FENNEL partitioner and partition-based batch inputs (installed as ``outre_async.partition``).
 
-Built by the partitioner issue; see design §6.
+Design §6.  Importing this package never imports torch.
 """
 
-__all__: list[str] = []
+from ._fennel import PartitionConfig
+
+__all__ = ["PartitionConfig"]
