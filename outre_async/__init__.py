@@ -22,6 +22,11 @@ from ._errors import (
     InvalidGraphError,
     ManifestError,
     OutreError,
+    PartitionCorruptError,
+    PartitionError,
+    PartitionExistsError,
+    PartitionMismatchError,
+    PartitionNotFoundError,
     PipelineClosed,
 )
 from ._layout import RowLayout, choose_row_layout
@@ -68,6 +73,11 @@ __all__ = [
     "InvalidGraphError",
     "ManifestError",
     "OutreError",
+    "PartitionCorruptError",
+    "PartitionError",
+    "PartitionExistsError",
+    "PartitionMismatchError",
+    "PartitionNotFoundError",
     "PipelineClosed",
     "RowLayout",
     "choose_row_layout",

@@ -119,8 +119,13 @@ class LevelParams:
         return len(self.alpha)
 
 
-def level_params(cfg: PartitionConfig, kk: int, n: np.ndarray, n_t: np.ndarray, m: np.ndarray) -> LevelParams:
-    """FENNEL's defaults for groups of ``n`` nodes, ``n_t`` training nodes and ``m`` edges each."""
+def level_params(cfg: PartitionConfig, kk: int, n: np.ndarray, n_t: np.ndarray, m: np.ndarray,
+                 even: tuple[float, float] | None = None) -> LevelParams:
+    """FENNEL's defaults for groups of ``n`` nodes, ``n_t`` training nodes and ``m`` edges each.
+
+    ``even``: ``(N / K, N_t / K)`` of the whole run, for the second level of two: every sub-partition
+    is then capped at ``nu`` times the *global* even share (feasible, since a first-level part holds at
+    most ``nu N / k1`` nodes), so the final balance is within ``nu`` rather than ``nu**2``."""
     n = np.asarray(n, dtype=np.float64)
     n_t = np.asarray(n_t, dtype=np.float64)
     m = np.asarray(m, dtype=np.float64)
@@ -130,8 +135,12 @@ def level_params(cfg: PartitionConfig, kk: int, n: np.ndarray, n_t: np.ndarray, 
         alpha = np.where(n > 0, math.sqrt(kk) * m / np.maximum(n, 1) ** 1.5, 0.0)
     ratio = np.where(n_t > 0, n / np.maximum(n_t, 1), 0.0)
     alpha_t = cfg.train_weight * alpha * ratio ** (cfg.gamma - 1.0)
-    cap = np.array([math.ceil(cfg.nu * x / kk) for x in n], dtype=np.int64)
-    tcap = np.array([max(1, math.ceil(cfg.nu * x / kk)) for x in n_t], dtype=np.int64)
+    if even is None:
+        cap = np.array([math.ceil(cfg.nu * x / kk) for x in n], dtype=np.int64)
+        tcap = np.array([max(1, math.ceil(cfg.nu * x / kk)) for x in n_t], dtype=np.int64)
+    else:
+        cap = np.full(len(n), math.ceil(cfg.nu * even[0]), dtype=np.int64)
+        tcap = np.full(len(n), max(1, math.ceil(cfg.nu * even[1])), dtype=np.int64)
     objective = K.FENNEL if cfg.objective == "fennel" else K.LDG
     return LevelParams(kk=kk, alpha=alpha, alpha_t=alpha_t, cap=cap, tcap=tcap, gamma=float(cfg.gamma),
                        objective=objective)
@@ -224,7 +233,7 @@ def stream_partition(ds: Dataset, cfg: PartitionConfig, *, order: np.ndarray | N
     del cross
     sizes = np.bincount(level1, minlength=cfg.k1)
     tsizes = np.bincount(level1[is_train], minlength=cfg.k1)
-    params2 = level_params(cfg, kk, sizes, tsizes, internal / 2)
+    params2 = level_params(cfg, kk, sizes, tsizes, internal / 2, even=(n / cfg.parts, n_t / cfg.parts))
     assign2, fallbacks2 = run(stream, cfg, params2, level1, is_train, scratch_dir)
     stats.update(level2_seconds=time.perf_counter() - start - stats["level1_seconds"],
                  train_cap_fallbacks=fallbacks + fallbacks2)

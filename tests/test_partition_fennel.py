@@ -103,12 +103,13 @@ def test_two_level_is_consistent_with_its_levels(small: oa.Dataset) -> None:
     sizes1 = np.bincount(res.level1, minlength=3)
     for g in range(3):
         sub = np.bincount(res.assign[res.level1 == g] - 4 * g, minlength=4)
-        assert sub.sum() == sizes1[g] and sub.max() <= math.ceil(cfg.nu * sizes1[g] / 4)
+        assert sub.sum() == sizes1[g] and sub.max() <= math.ceil(cfg.nu * small.num_nodes / 12)
     # the second level equals the reference run per first-level group
     dst = np.repeat(np.arange(small.num_nodes), np.diff(small.indptr))
     src = np.asarray(small.indices)
     internal = np.bincount(res.level1[dst][res.level1[src] == res.level1[dst]], minlength=3)
-    params = level_params(cfg, 4, sizes1, np.bincount(res.level1[mask], minlength=3), internal / 2)
+    params = level_params(cfg, 4, sizes1, np.bincount(res.level1[mask], minlength=3), internal / 2,
+                          even=(small.num_nodes / 12, mask.sum() / 12))
     ref = reference_fennel(small.indptr, src, mask, params, node_group=res.level1)
     np.testing.assert_array_equal(res.assign, ref)
 
