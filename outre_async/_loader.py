@@ -61,14 +61,17 @@ class LoaderConfig:
     max_in_flight: int = 64
     device: str = "cpu"
     source_options: dict[str, Any] = field(default_factory=dict)
+    partitions: str | None = None  # partitions/<name>/ of the dataset: partition-based batches (OUTRE §4.2)
+    parts_per_batch: int = 1       # partitions per macro batch
+    neighbor_cache: int = 0        # bytes of the global neighbour cache (partition mode)
 
     def __post_init__(self) -> None:
         if not self.fanouts or any(not isinstance(f, int) or f == 0 or f < -1 for f in self.fanouts):
             raise ConfigError(f"fanouts={list(self.fanouts)} must be a non-empty list of ints > 0 (or -1 = all)")
-        for name in ("batch_size", "num_samplers", "num_extractors", "max_in_flight"):
+        for name in ("batch_size", "num_samplers", "num_extractors", "max_in_flight", "parts_per_batch"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name}={getattr(self, name)} must be >= 1")
-        for name in ("extract_queue", "ready_queue", "buffer_rows", "memory_budget"):
+        for name in ("extract_queue", "ready_queue", "buffer_rows", "memory_budget", "neighbor_cache"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name}={getattr(self, name)} must be >= 1 (or omitted for the default)")
         if self.backend not in BACKENDS:
@@ -91,17 +94,30 @@ class OutreLoader:
                  memory_budget: int | str | None = None, **options: Any) -> None:
         self.dataset = dataset if isinstance(dataset, Dataset) else open_dataset(dataset)
         budget = 0 if memory_budget is None else parse_bytes(memory_budget)
+        if isinstance(options.get("neighbor_cache"), str):
+            options["neighbor_cache"] = parse_bytes(options["neighbor_cache"])
         self.config = LoaderConfig(fanouts=tuple(fanouts), batch_size=batch_size, memory_budget=budget, **options)
         if self.dataset.feature_dim == 0:
             raise ConfigError(f"dataset {self.dataset.path} has no features; the loader needs them")
         self._seeds = self.dataset.split(split) if isinstance(split, str) else np.asarray(split, dtype=np.int64)
         self._max_rows = max_rows_per_batch(batch_size, self.config.fanouts, self.dataset.num_nodes)
+        self._partitioned = self._partition_batching()
         self.buffer_rows = self._buffer_rows()
         self._epoch = 0
         self._counters: dict[str, float] = defaultdict(float)
         self._box: list[_Resources | None] = [None]  # shared with the GC finalizer, which must not hold self
         self._portal: LoopThread | None = None
         self._finalizer: weakref.finalize | None = None
+
+    def _partition_batching(self) -> Any:
+        cfg = self.config
+        if cfg.partitions is None:
+            return None
+        from .partition._loader_support import PartitionBatching
+
+        return PartitionBatching(self.dataset, cfg.partitions, self._seeds, parts_per_batch=cfg.parts_per_batch,
+                                 batch_size=cfg.batch_size, shuffle=cfg.shuffle, seed=cfg.seed,
+                                 drop_last=cfg.drop_last, neighbor_cache_bytes=cfg.neighbor_cache)
 
     @property
     def _res(self) -> _Resources | None:
@@ -227,6 +243,8 @@ class OutreLoader:
 
     # -- introspection ---------------------------------------------------------------------------
     def __len__(self) -> int:
+        if self._partitioned is not None:  # the plan of the next epoch (macro batches vary per epoch)
+            return len(self._partitioned.plan(self._epoch))
         return num_batches(len(self._seeds), self.config.batch_size, self.config.drop_last)
 
     def stats(self) -> dict[str, Any]:
@@ -241,6 +259,8 @@ class OutreLoader:
             out["backend"] = self._res.source.backend
             out["buffer"] = self._res.buffer.stats()
             out["io"] = self._res.source.stats()
+        if self._partitioned is not None:
+            out["neighbor_lists"] = self._partitioned.stats()
         return out
 
 
@@ -262,18 +282,26 @@ class _Resources:
         io_opts = {} if cfg.backend == "memory" else {"max_in_flight": cfg.max_in_flight, **cfg.source_options}
         source = open_source(ds, cfg.backend, **io_opts)  # type: ignore[arg-type]  # validated in LoaderConfig
         buffer = FeatureBuffer(ds.num_nodes, loader.buffer_rows, ds.feature_dim, min_slots=loader._max_rows)
-        samplers = [NeighborSampler(ds, list(cfg.fanouts), seed=cfg.seed) for _ in range(cfg.num_samplers)]
+        if loader._partitioned is not None:
+            samplers = loader._partitioned.samplers(ds, list(cfg.fanouts), cfg.seed, cfg.num_samplers)
+        else:
+            samplers = [NeighborSampler(ds, list(cfg.fanouts), seed=cfg.seed) for _ in range(cfg.num_samplers)]
         executor = ThreadPoolExecutor(cfg.num_samplers, thread_name_prefix="outre-sampler")
         return cls(loop, source, buffer, samplers, executor)
 
     def epoch_parts(self, loader: OutreLoader, epoch: int) -> EpochParts:
         cfg = loader.config
-        plan = plan_epoch(loader._seeds, cfg.batch_size, shuffle=cfg.shuffle, seed=cfg.seed, epoch=epoch,
-                          drop_last=cfg.drop_last)
+        plan: list[Any]
+        if loader._partitioned is not None:  # micro-batches of macro batches (OUTRE §4.2)
+            plan, stream_base = loader._partitioned.plan(epoch), loader._partitioned.stream_base(epoch)
+        else:
+            plan = plan_epoch(loader._seeds, cfg.batch_size, shuffle=cfg.shuffle, seed=cfg.seed, epoch=epoch,
+                              drop_last=cfg.drop_last)
+            stream_base = epoch * max(len(plan), 1)
         return EpochParts(
             plan=plan, samplers=self.samplers, executor=self.executor, buffer=self.buffer,
             source=self.source, extract_capacity=cfg.extract_capacity, ready_capacity=cfg.ready_capacity,
-            num_extractors=cfg.num_extractors, stream_base=epoch * max(len(plan), 1),
+            num_extractors=cfg.num_extractors, stream_base=stream_base,
             counters=loader._counters,
         )
 

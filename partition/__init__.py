@@ -6,17 +6,26 @@ summarises a dataset's partition folders.  Importing this package never imports 
 """
 
 from ._api import default_name, partition
+from ._batches import MicroBatch, group_seeds, plan_partition_epoch
 from ._fennel import PartitionConfig
 from ._output import dataset_identity
 from ._reader import AdjacencyBlock, PartitionSet, list_partitions, open_partitions
+from ._redundancy import redundancy_ratio
+from ._tiered import MacroStore, PartitionSampler
 
 __all__ = [
     "AdjacencyBlock",
+    "MacroStore",
+    "MicroBatch",
     "PartitionConfig",
+    "PartitionSampler",
     "PartitionSet",
     "dataset_identity",
     "default_name",
+    "group_seeds",
     "list_partitions",
     "open_partitions",
     "partition",
+    "plan_partition_epoch",
+    "redundancy_ratio",
 ]

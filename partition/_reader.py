@@ -13,6 +13,7 @@ import json
 import os
 import zlib
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,13 @@ class PartitionSet:
     @property
     def name(self) -> str:
         return self.path.name
+
+    @cached_property
+    def slot_of_node(self) -> np.ndarray:
+        """Inverse of ``part_nodes``: the position of every node in the partition order."""
+        slot = np.empty(len(self.part_nodes), self.part_nodes.dtype)
+        slot[self.part_nodes] = np.arange(len(self.part_nodes), dtype=self.part_nodes.dtype)
+        return slot
 
     @property
     def num_parts(self) -> int:

@@ -1,0 +1,142 @@
+"""Partition-based batches: plans cover every seed once per epoch, the tiered sampler (global cache,
+macro-batch adjacency, disk) gives exactly the plain sampler's samples, OutreLoader in partition mode,
+the global neighbour cache and the redundancy ratio."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+from outre_async.cache import NeighborCache
+from outre_async.partition import (
+    MacroStore,
+    MicroBatch,
+    PartitionSampler,
+    group_seeds,
+    partition,
+    plan_partition_epoch,
+    redundancy_ratio,
+)
+
+import outre_async as oa
+
+
+@pytest.fixture(scope="module")
+def ds(tmp_path_factory: pytest.TempPathFactory) -> oa.Dataset:
+    path = oa.generate(tmp_path_factory.mktemp("pb") / "g", "tiny", seed=6, feature_dim=8)
+    return oa.open_dataset(path)
+
+
+@pytest.fixture(scope="module")
+def parts(ds: oa.Dataset):
+    return partition(ds, 16, name="p16", passes=2)
+
+
+@pytest.mark.parametrize("ppb", [1, 3, 16])
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_plan_covers_every_seed_once_per_epoch(ds: oa.Dataset, parts, ppb: int, shuffle: bool) -> None:
+    train = ds.split("train")
+    ptr, grouped = group_seeds(parts.assignment, train, parts.num_parts)
+    for epoch in range(3):
+        plan = plan_partition_epoch(ptr, grouped, parts_per_batch=ppb, batch_size=50, shuffle=shuffle, seed=1,
+                                    epoch=epoch)
+        seen = np.concatenate([b.seeds for b in plan])
+        np.testing.assert_array_equal(np.sort(seen), np.sort(train))
+        for b in plan:
+            assert 0 < len(b) <= 50 and len(b.parts) <= ppb
+            assert np.isin(parts.assignment[b.seeds], b.parts).all()
+        macros = [b.macro for b in plan]
+        assert macros == sorted(macros)  # a macro batch's micro-batches are consecutive
+
+
+def test_plans_differ_between_epochs(ds: oa.Dataset, parts) -> None:
+    ptr, grouped = group_seeds(parts.assignment, ds.split("train"), parts.num_parts)
+    a, b = (plan_partition_epoch(ptr, grouped, parts_per_batch=2, batch_size=64, shuffle=True, seed=0, epoch=e)
+            for e in (0, 1))
+    assert [x.parts for x in a] != [x.parts for x in b]
+
+
+@pytest.mark.parametrize("cache_bytes", [0, 12_000, 1 << 22])
+def test_tiered_sampler_equals_plain_sampler(ds: oa.Dataset, parts, cache_bytes: int) -> None:
+    cache = NeighborCache.build(ds.indptr, ds.indices, parts.cross, cache_bytes)
+    store = MacroStore(parts, capacity=2)
+    tiered = PartitionSampler(ds, parts, [5, 3, 2], seed=9, cache=cache, store=store)
+    plain = oa.NeighborSampler(ds, [5, 3, 2], seed=9)
+    ptr, grouped = group_seeds(parts.assignment, ds.split("train"), parts.num_parts)
+    plan = plan_partition_epoch(ptr, grouped, parts_per_batch=2, batch_size=40, shuffle=True, seed=0, epoch=0)
+    for stream, batch in enumerate(plan[:25]):
+        got, want = tiered.sample(batch, stream), plain.sample(batch.seeds, stream)
+        np.testing.assert_array_equal(got.n_id, want.n_id)
+        np.testing.assert_array_equal(got.edge_index, want.edge_index)
+        assert got.num_sampled_nodes == want.num_sampled_nodes
+        assert got.num_sampled_edges == want.num_sampled_edges
+    cached, macro, disk = (int(x) for x in tiered.tiers)
+    assert macro > 0 and disk > 0
+    assert (cached > 0) == (cache.num_cached > 0)
+    assert store.loads <= len({b.parts for b in plan[:25]})  # each macro batch read once
+    # plain seeds (no macro batch) go cache -> disk, same samples
+    np.testing.assert_array_equal(tiered.sample(np.arange(30), 99).n_id, plain.sample(np.arange(30), 99).n_id)
+
+
+def test_neighbor_cache_budget_and_contents(ds: oa.Dataset, parts) -> None:
+    budget = 4 * ds.num_nodes + 3000
+    cache = NeighborCache.build(ds.indptr, ds.indices, parts.cross, budget)
+    assert 0 < cache.num_cached and cache.nbytes <= budget
+    for v in cache.nodes:
+        np.testing.assert_array_equal(cache.neighbors(int(v)), ds.indices[ds.indptr[v] : ds.indptr[v + 1]])
+    out = np.setdiff1d(np.arange(ds.num_nodes), cache.nodes)
+    assert cache.neighbors(int(out[0])) is None
+    assert parts.cross[cache.nodes].min() >= parts.cross[out].max() - 0  # the top-ranked nodes are cached
+    assert NeighborCache.build(ds.indptr, ds.indices, parts.cross, 100).num_cached == 0
+
+
+def _collect(loader: oa.OutreLoader) -> list:
+    async def go():
+        out = []
+        async with loader:
+            async for batch in loader:
+                out.append((batch.seq, batch.epoch, batch.n_id[: batch.batch_size].numpy().copy(),
+                            batch.n_id.numpy().copy(), batch.edge_index.numpy().copy()))
+                batch.release()
+        return out
+
+    return asyncio.run(asyncio.wait_for(go(), 60))
+
+
+def test_outre_loader_partition_mode(ds: oa.Dataset, parts) -> None:
+    loader = oa.OutreLoader(ds, fanouts=[4, 3], batch_size=64, seed=3, backend="memory", partitions="p16",
+                            parts_per_batch=3, neighbor_cache="64KiB")
+    expected = len(loader)
+    got = _collect(loader)
+    assert len(got) == expected
+    seeds = np.concatenate([g[2] for g in got])
+    np.testing.assert_array_equal(np.sort(seeds), np.sort(ds.split("train")))  # each train node once
+    plain = oa.NeighborSampler(ds, [4, 3], seed=3)
+    base = loader._partitioned.stream_base(0)
+    for seq, _, s, n_id, edge_index in got:
+        want = plain.sample(s, base + seq)
+        np.testing.assert_array_equal(n_id, want.n_id)
+        np.testing.assert_array_equal(edge_index, want.edge_index)
+    stats = loader.stats()["neighbor_lists"]
+    assert stats["lists_from_macro_batch"] > 0 and stats["partitions"] == "p16"
+    assert stats["global_cache_bytes"] <= 64 * 1024
+    assert stats["macro_loads"] >= -(-16 // 3)
+
+
+def test_loader_rejects_unknown_partitions(ds: oa.Dataset) -> None:
+    with pytest.raises(oa.PartitionNotFoundError):
+        oa.OutreLoader(ds, fanouts=[2], batch_size=8, backend="memory", partitions="missing")
+    with pytest.raises(oa.ConfigError, match="parts_per_batch"):
+        oa.OutreLoader(ds, fanouts=[2], batch_size=8, backend="memory", partitions="p16", parts_per_batch=0)
+
+
+def test_microbatch_len() -> None:
+    assert len(MicroBatch(np.arange(3), 0, (1,))) == 3
+
+
+def test_redundancy_ratio_drops_with_partition_batches(ds: oa.Dataset, parts) -> None:
+    rr = redundancy_ratio(ds, fanouts=[5, 5], batch_size=64, partitions=parts, parts_per_batch=1)
+    assert rr["random"]["seeds"] == rr["partition"]["seeds"] == len(ds.split("train"))
+    assert rr["random"]["rr"] >= 1.0 and rr["partition"]["rr"] >= 1.0
+    assert rr["reduction"] > 0.05
