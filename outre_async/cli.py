@@ -179,6 +179,11 @@ def _cmd_info(args: argparse.Namespace) -> dict[str, Any]:
     ]
     if args.verify:
         lines.append("verify       ok (every neighbour id in range)")
+    from .partition._cli import info_lines
+    from .partition._reader import list_partitions
+
+    s["partitions"] = list_partitions(ds)
+    lines += info_lines(s["partitions"])
     _say(args, "\n".join(lines))
     return s
 
@@ -219,14 +224,61 @@ def parse_fanouts(text: str) -> tuple[int, ...]:
     return fanouts
 
 
+# -- bench (implementation in outre_async.bench._cli) ----------------------------------------------
+
+
+def _args_bench(p: argparse.ArgumentParser) -> None:
+    from .bench._cli import add_arguments
+
+    add_arguments(p)
+
+
+def _cmd_bench(args: argparse.Namespace) -> dict[str, Any]:
+    from .bench._cli import run_command
+
+    return run_command(args, lambda text: _say(args, text))
+
+
+# -- partition, stats (implementation in outre_async.partition._cli) ------------------------------
+
+
+def _args_partition(p: argparse.ArgumentParser) -> None:
+    from .partition._cli import add_partition_arguments
+
+    add_partition_arguments(p)
+
+
+def _cmd_partition(args: argparse.Namespace) -> dict[str, Any]:
+    from .partition._cli import run_partition
+
+    return run_partition(args, progress=_progress(args), say=lambda text: _say(args, text))
+
+
+def _args_stats(p: argparse.ArgumentParser) -> None:
+    from .partition._cli import add_stats_arguments
+
+    add_stats_arguments(p)
+
+
+def _cmd_stats(args: argparse.Namespace) -> dict[str, Any]:
+    from .partition._cli import run_stats
+
+    return run_stats(args, say=lambda text: _say(args, text), parse_fanouts=parse_fanouts)
+
+
 _VERBS: dict[str, tuple[Handler, str]] = {
     "generate": (_cmd_generate, "generate a synthetic graph with planted communities into a dataset"),
     "convert": (_cmd_convert, "import a graph (OGB raw folder, .npz, PyG .pt, edge list) into a dataset"),
     "info": (_cmd_info, "show a dataset's counts, degree statistics, sizes and splits"),
     "quickstart": (_cmd_quickstart, "generate a small graph and train GraphSAGE on it"),
+    "partition": (_cmd_partition, "partition a dataset with streaming FENNEL into partitions/<name>/"),
+    "stats": (_cmd_stats, "dataset statistics: `stats redundancy` = OUTRE's redundancy ratio"),
+    "bench": (_cmd_bench, "run systems side by side under a memory cap against the physical limit"),
 }
 _ARGS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "generate": _args_generate, "convert": _args_convert, "info": _args_info, "quickstart": _args_quickstart,
+    "partition": _args_partition, "stats": _args_stats,
+    "bench": _args_bench,
 }
 
 if __name__ == "__main__":  # pragma: no cover

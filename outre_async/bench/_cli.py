@@ -1,0 +1,84 @@
+"""``outre bench``'s arguments and handler (registered by ``outre_async.cli``)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .._units import format_bytes, parse_bytes
+from ._presets import BENCH_PRESETS
+
+DEFAULT_DATA_DIR = Path("~/.cache/outre-async/bench")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--quick", action="store_true",
+                   help="2 repeats of a few batches per run (igb-like: 30), a 3 s disk probe: under 10 minutes")
+    p.add_argument("--preset", default="igb-like", choices=list(BENCH_PRESETS), help="dataset + setup (default igb-like)")
+    p.add_argument("--systems", help="comma-separated systems (default: pyg-mmap,sync,outre,outre-part); "
+                                     "a plug-in outside the package as module:Class")
+    p.add_argument("--repeats", type=int, help="runs per system (default 3; --quick 2)")
+    p.add_argument("--max-batches", type=int, help="batches per run instead of full epochs (labelled in the results)")
+    p.add_argument("--cap", help="memory cap of every child, e.g. 1.5GiB, or 'none' (default: the preset's)")
+    p.add_argument("--out", type=Path, default=Path("results"), help="where the JSON/Markdown/PNG go (default results/)")
+    p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
+                   help="generated datasets, reused between runs (default ~/.cache/outre-async/bench)")
+    p.add_argument("--timeout", type=float, help="seconds per run before it is killed and recorded as a timeout")
+    p.add_argument("--no-compute-only", dest="compute_only", action="store_false",
+                   help="skip the compute-only/sampling-only limit runs")
+    p.add_argument("--probe-seconds", type=float, help="length of the disk probe (default 4; --quick 3)")
+    p.add_argument("--seed", type=int, default=0)
+
+
+def run_command(args: argparse.Namespace, say: Callable[[str], None]) -> dict[str, Any]:
+    from ._runner import SuiteConfig, run_suite
+
+    cap: int | str | None = "default"
+    if args.cap is not None:
+        cap = None if args.cap.lower() in ("none", "uncapped", "0") else parse_bytes(args.cap)
+    options: dict[str, Any] = {
+        "preset": args.preset, "repeats": args.repeats, "max_batches": args.max_batches, "cap": cap,
+        "seed": args.seed, "out_dir": args.out, "data_dir": args.data_dir.expanduser(), "timeout_s": args.timeout,
+        "compute_only": args.compute_only, "probe_seconds": args.probe_seconds, "command": _command_line(args),
+        "systems": tuple(s.strip() for s in args.systems.split(",") if s.strip()) if args.systems else None,
+    }
+    options = {k: v for k, v in options.items() if v is not None or k == "cap"}
+    config = SuiteConfig.quick_of(**options) if args.quick else SuiteConfig(**options)
+    # SIGTERM unwinds like Ctrl-C, so the running child is killed and its cgroup removed
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        result = run_suite(config, say)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    say(_summary_text(result))
+    return result
+
+
+def _command_line(args: argparse.Namespace) -> str:
+    """The invocation, rebuilt from the parsed options (what to type to run the same suite)."""
+    words = ["outre", "bench"] + (["--quick"] if args.quick else []) + ["--preset", args.preset]
+    for flag in ("systems", "repeats", "max_batches", "cap", "timeout", "probe_seconds"):
+        value = getattr(args, flag)
+        if value is not None:
+            words += ["--" + flag.replace("_", "-"), str(value)]
+    words += ["--out", str(args.out), "--seed", str(args.seed)] + ([] if args.compute_only else ["--no-compute-only"])
+    return shlex.join(words)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _summary_text(result: dict[str, Any]) -> str:
+    from ._report import table
+
+    files = result["files"]
+    png = files["png"].get("path") or f"skipped ({files['png']['skipped']})"
+    cap = result["cap"]["applied"]
+    return (f"\n{result['suite']} ({result['mode']}, cap {cap})\n\n{table(result)}\n\n"
+            f"wrote {files['json']}\n      {files['md']}\nplot  {png}\n"
+            + (f"(requested cap {format_bytes(result['cap']['requested_bytes'])})" if result["cap"]["requested_bytes"] else ""))

@@ -1,0 +1,72 @@
+"""Benchmark presets: one dataset shape plus the model, fanouts, batch size and memory cap run on it.
+
+Every system of a suite trains the same GraphSAGE on the same dataset with the same fanouts, batch
+size, seed and cap, so only the loader differs.  The caps sit well below the feature bytes (the point
+of an out-of-core benchmark) and above every system's own working set, which is, measured on this
+machine: torch + PyG + numba ≈ 0.5 GiB of RSS, plus for ``pyg-mmap`` the int64 copy of the topology
+that PyG's sampler needs (8 B per edge: 0.1 GiB on igb-like, 0.96 GiB on papers-like), and for
+``outre`` the feature buffer (by default 3 batches' worth of rows) plus the gathered batches in
+flight.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._errors import ConfigError
+
+GiB = 1 << 30
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BenchPreset:
+    """What a suite runs: a generator preset (+ overrides) and the training setup on it."""
+
+    name: str
+    dataset: str                      # `outre generate` preset
+    overrides: dict[str, Any] = field(default_factory=dict)
+    fanouts: tuple[int, ...]
+    batch_size: int
+    hidden: int
+    lr: float = 0.003
+    cap_bytes: int                    # default memory cap of every child
+    timeout_s: float                  # per run (one child)
+    quick_max_batches: int            # `--quick`: batches per run
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.fanouts or any(f < 1 for f in self.fanouts):
+            raise ConfigError(f"fanouts={list(self.fanouts)} must be positive ints")
+        for name in ("batch_size", "hidden", "cap_bytes", "quick_max_batches"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name}={getattr(self, name)} must be >= 1")
+
+
+BENCH_PRESETS: dict[str, BenchPreset] = {
+    # CI smoke runs of the harness: 2,000 nodes, 32-dim; the cap only has to hold torch.
+    "tiny": BenchPreset(
+        name="tiny", dataset="tiny", fanouts=(5, 5), batch_size=64, hidden=32, lr=0.01,
+        cap_bytes=2 * GiB, timeout_s=300, quick_max_batches=4,
+        note="harness smoke test; everything fits in RAM",
+    ),
+    # 1M nodes, 12M edges, 1024-dim float32 = 3.8 GiB of features: the feature-I/O-bound case.
+    "igb-like": BenchPreset(
+        name="igb-like", dataset="igb-like", fanouts=(10, 5), batch_size=512, hidden=128,
+        cap_bytes=int(1.5 * GiB), timeout_s=3600, quick_max_batches=30,
+        note="I/O-bound: 4 KiB rows, small model; cap = 39% of the feature bytes",
+    ),
+    # 8M nodes, 120M edges, 128-dim float32 = 3.8 GiB of features + 0.45 GiB of topology.
+    "papers-like": BenchPreset(
+        name="papers-like", dataset="papers-like", fanouts=(10, 10), batch_size=1024, hidden=256,
+        cap_bytes=int(2.5 * GiB), timeout_s=3600, quick_max_batches=30,
+        note="compute and I/O mixed: 512 B rows, wider model; cap = 58% of features + topology",
+    ),
+}
+
+
+def get_preset(name: str) -> BenchPreset:
+    try:
+        return BENCH_PRESETS[name]
+    except KeyError:
+        raise ConfigError(f"unknown bench preset {name!r}; choose one of: {', '.join(BENCH_PRESETS)}") from None

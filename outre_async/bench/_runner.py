@@ -1,0 +1,176 @@
+"""The suite: every system on the same dataset and setup, one child each, round-robin over repeats.
+
+Repeats are interleaved (repeat 1: every system, then repeat 2: every system, ...) so that the
+systems see the same background load on a shared machine; ratios are taken per repeat and their
+median reported.  ``compute-only`` runs in every repeat too, and with the disk probe it gives the
+physical limit of the same run (see ``_limit``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from .._errors import ConfigError
+from ._child_run import run_in_child
+from ._presets import BenchPreset, get_preset
+from ._summary import summarize
+from ._systems import RunSpec, resolve_system
+from .child import COMPUTE_ONLY
+
+DEFAULT_SYSTEMS = ("pyg-mmap", "sync", "outre", "outre-part")
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SuiteConfig:
+    """One ``outre bench`` invocation.  ``cap``: "default" (the preset's), None (uncapped) or bytes."""
+
+    preset: str = "igb-like"
+    systems: tuple[str, ...] = DEFAULT_SYSTEMS
+    repeats: int = 3
+    max_batches: int = 0
+    cap: int | str | None = "default"
+    seed: int = 0
+    out_dir: Path = Path("results")
+    data_dir: Path
+    timeout_s: float | None = None
+    probe_seconds: float = 4.0
+    val_nodes: int = 2048
+    compute_only: bool = True
+    quick: bool = False
+    command: str = ""
+
+    def __post_init__(self) -> None:
+        get_preset(self.preset)
+        if self.repeats < 1:
+            raise ConfigError(f"repeats={self.repeats} must be >= 1")
+        if self.max_batches < 0:
+            raise ConfigError(f"max_batches={self.max_batches} must be >= 0 (0 = full epochs)")
+        if not self.systems:
+            raise ConfigError("systems must name at least one system")
+        if self.cap != "default" and self.cap is not None and (not isinstance(self.cap, int) or self.cap < 1):
+            raise ConfigError(f"cap={self.cap!r} must be 'default', None (uncapped) or a byte count")
+
+    @classmethod
+    def quick_of(cls, **kwargs: Any) -> SuiteConfig:
+        """``--quick``: 2 repeats of the preset's quick batch count, a short probe."""
+        preset = get_preset(kwargs.get("preset", "igb-like"))
+        defaults = {"repeats": 2, "max_batches": preset.quick_max_batches, "probe_seconds": 3.0, "val_nodes": 1024}
+        return cls(**{**defaults, **{k: v for k, v in kwargs.items() if v is not None}, "quick": True})
+
+
+def ensure_dataset(preset: BenchPreset, data_dir: Path, seed: int, say: Callable[[str], None]) -> Path:
+    """The preset's dataset under ``data_dir`` (generated once, then reused)."""
+    from .._generate import GENERATOR_VERSION, generate
+
+    path = data_dir / f"{preset.dataset}-s{seed}-g{GENERATOR_VERSION}"
+    if not (path / "manifest.json").exists():
+        say(f"generating {preset.dataset} (seed {seed}) into {path} ...")
+        data_dir.mkdir(parents=True, exist_ok=True)
+        generate(path, preset.dataset, seed=seed, overwrite=True, **preset.overrides)
+    return path
+
+
+def run_suite(config: SuiteConfig, say: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run the suite; write ``<out>/<suite>-<timestamp>.json`` (+ ``.md``, ``.png``); return the result."""
+    from .._dataset import open_dataset
+    from ._measure import machine_facts
+    from ._probe import probe_random_reads
+    from ._report import write_outputs
+    from ._schema import validate_result
+
+    preset = get_preset(config.preset)
+    path = ensure_dataset(preset, config.data_dir, config.seed, say)
+    ds = open_dataset(path)
+    cap_bytes = preset.cap_bytes if config.cap == "default" else config.cap
+    spec = RunSpec(dataset=str(path), fanouts=preset.fanouts, batch_size=preset.batch_size, hidden=preset.hidden,
+                   lr=preset.lr, seed=config.seed, max_batches=config.max_batches, val_nodes=config.val_nodes)
+    started = dt.datetime.now().astimezone()
+    machine = machine_facts(path)
+    say(f"probing random {ds.row_layout.stride}-byte reads on {ds.features_path.name} for {config.probe_seconds:.0f} s ...")
+    probe = probe_random_reads(ds.features_path, ds.row_layout.stride, seconds=config.probe_seconds)
+    runs = _run_all(config, spec, cap_bytes, preset, path, say)
+    machine["loadavg_start"] = machine.pop("loadavg")
+    machine["loadavg_end"] = [float(v) for v in Path("/proc/loadavg").read_text().split()[:3]]
+    suite = f"{preset.name}{'-quick' if config.quick else ''}"
+    result = {
+        "schema_version": SCHEMA_VERSION,
+        "suite": suite,
+        "command": config.command,
+        "started": started.isoformat(timespec="seconds"),
+        "finished": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "mode": f"max-batches {config.max_batches}" if config.max_batches else "full epochs",
+        "preset": {"name": preset.name, "dataset": preset.dataset, "note": preset.note, "fanouts": list(preset.fanouts),
+                   "batch_size": preset.batch_size, "hidden": preset.hidden, "lr": preset.lr, "model": "GraphSAGE"},
+        "dataset": _dataset_facts(ds),
+        "cap": {"requested_bytes": cap_bytes, "applied": _applied_cap(runs)},
+        "repeats": config.repeats,
+        "seed": config.seed,
+        "machine": machine,
+        "disk_probe": probe,
+        "runs": runs,
+    }
+    result["summary"] = summarize(runs, probe, list(config.systems))
+    validate_result(result)
+    stamp = started.strftime("%Y%m%d-%H%M%S")
+    result["files"] = write_outputs(result, config.out_dir, f"{suite}-{stamp}")
+    return result
+
+
+def _run_all(config: SuiteConfig, spec: RunSpec, cap_bytes: int | None, preset: BenchPreset, path: Path,
+             say: Callable[[str], None]) -> list[dict[str, Any]]:
+    timeout = config.timeout_s or preset.timeout_s
+    names = list(config.systems) + ([COMPUTE_ONLY] if config.compute_only else [])
+    skip = {name: resolve_system(name).skip_reason() for name in config.systems}  # unknown names fail here, early
+    runs: list[dict[str, Any]] = []
+    for repeat in range(config.repeats):
+        for name in names:
+            if skip.get(name):
+                record = {"system": name, "outcome": "skipped", "message": skip[name], "cap": "not run",
+                          "cap_bytes": None, "wall_seconds": 0.0}
+            else:
+                say(f"[{repeat + 1}/{config.repeats}] {name} ...")
+                # compute-only measures the limit: it holds feature windows in RAM, so it runs uncapped
+                run_spec = spec if name != COMPUTE_ONLY else replace(spec, ram_budget=_ram_budget())
+                record = run_in_child(name, run_spec, cap_bytes=None if name == COMPUTE_ONLY else cap_bytes,
+                                      timeout_s=timeout, dataset_dir=path)
+            record["repeat"] = repeat
+            say(f"    {_one_line(record)}")
+            runs.append(record)
+    return runs
+
+
+def _applied_cap(runs: list[dict[str, Any]]) -> str:
+    """How the systems' children were capped (compute-only always runs uncapped)."""
+    capped = [r["cap"] for r in runs if r["system"] != COMPUTE_ONLY and r["outcome"] != "skipped"]
+    return capped[0] if capped else "no system ran"
+
+
+def _ram_budget() -> int:
+    """Feature bytes compute-only may hold at once: a quarter of the available memory, at most 4 GiB."""
+    try:
+        with open("/proc/meminfo") as f:
+            avail = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration):
+        avail = 4 << 30
+    return int(min(avail // 4, 4 << 30))
+
+
+def _one_line(record: dict[str, Any]) -> str:
+    m = record.get("metrics")
+    if record["outcome"] != "ok" or not m:
+        return f"{record['outcome']}: {record.get('message', '')}"
+    return (f"ok: epoch {m['epoch_seconds']:.2f} s over {m['batches']} batches, train {m['train_seconds']:.2f} s, "
+            f"stall {m['stall_seconds']:.2f} s, read {m['read_bytes_proc'] / 2**20:.0f} MiB, val acc {m['val_accuracy']:.3f}")
+
+
+def _dataset_facts(ds: Any) -> dict[str, Any]:
+    s = ds.summary()
+    return {"path": s["path"], "num_nodes": s["num_nodes"], "num_edges": s["num_edges"],
+            "feature_dim": s["feature_dim"], "feature_dtype": s["feature_dtype"], "row_stride": ds.row_layout.stride,
+            "feature_bytes": ds.row_layout.stride * ds.num_nodes, "total_bytes": s["total_bytes"],
+            "splits": s["splits"], "num_classes": s["num_classes"], "generator": s["meta"].get("generator")}

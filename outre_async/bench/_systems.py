@@ -1,0 +1,251 @@
+"""The systems a suite compares, as plug-ins: one small class per loader.
+
+A plug-in turns (dataset, :class:`RunSpec`) into an iterable of PyG mini-batches and reports its own
+stage counters afterwards; the child process (``child.py``) does everything else the same way for
+every system: the model, the timed training loop, I/O counters, evaluation.  Adding a system:
+
+    @register_system
+    class MySystem(System):
+        name = "my-loader"
+        summary = "what it is, in one line"
+
+        def open(self, ds, spec):
+            self.loader = MyLoader(ds, fanouts=spec.fanouts, batch_size=spec.batch_size, seed=spec.seed)
+            return iter(self.loader)
+
+A system outside this package is named ``"package.module:ClassName"`` on the command line.
+``skip_reason`` runs in the harness process and must stay cheap; ``open`` runs in the child and may
+raise :class:`SystemSkipped` too (e.g. an import that fails only there).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import mmap
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from .._errors import ConfigError
+
+WHEELS_HINT = ("pip install --no-deps ../shared/wheels/torch_scatter-*.whl ../shared/wheels/torch_sparse-*.whl "
+               "(and `pip install scipy` if importing torch_sparse asks for it)")
+
+
+class SystemSkipped(Exception):
+    """A system that cannot run here; the message says why and what to install."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunSpec:
+    """What every system of a suite shares (sent to the child as JSON)."""
+
+    dataset: str
+    fanouts: tuple[int, ...]
+    batch_size: int
+    hidden: int
+    lr: float
+    seed: int
+    max_batches: int = 0          # 0: full epoch
+    val_nodes: int = 2048         # validation seeds evaluated after the epoch
+    ram_budget: int = 2 << 30     # compute-only: feature bytes held in RAM at once
+
+
+class System:
+    """Base class of the plug-ins; subclasses set ``name`` and ``summary`` and implement ``open``."""
+
+    name: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+
+    def skip_reason(self) -> str | None:
+        """Why this system cannot run in this environment (None: it can)."""
+        return None
+
+    def open(self, ds: Any, spec: RunSpec) -> Iterator[Any]:
+        raise NotImplementedError
+
+    def stats(self) -> dict[str, Any]:
+        """After the epoch: ``sample_seconds``, ``extract_seconds`` (busy time, summed over workers),
+        ``rows_from_cache``, ``rows_from_disk`` (None where the system cannot tell) and ``extra``."""
+        return {}
+
+    def close(self) -> None:
+        """Release what ``open`` acquired."""
+
+
+SYSTEMS: dict[str, type[System]] = {}
+
+
+def register_system(cls: type[System]) -> type[System]:
+    if not cls.name:
+        raise ConfigError(f"{cls.__name__} needs a non-empty `name` to be registered")
+    SYSTEMS[cls.name] = cls
+    return cls
+
+
+def resolve_system(name: str) -> System:
+    """A registered name, or ``"module:Class"`` of a :class:`System` subclass importable here."""
+    if name in SYSTEMS:
+        return SYSTEMS[name]()
+    if ":" in name:
+        module, _, attr = name.partition(":")
+        try:
+            cls = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(f"cannot import system {name!r}: {exc}") from exc
+        if not (inspect.isclass(cls) and issubclass(cls, System)):
+            raise ConfigError(f"{name!r} is not a subclass of outre_async.bench.System")
+        return cls()
+    raise ConfigError(f"unknown system {name!r}; choose from {', '.join(SYSTEMS)} or give module:Class")
+
+
+# -- the built-in systems -------------------------------------------------------------------------
+
+
+@register_system
+class PygMmap(System):
+    name = "pyg-mmap"
+    summary = "PyG NeighborLoader (torch-sparse sampler) over memory-mapped features: the papers' PyG+"
+    madvise: ClassVar[int | None] = None  # the kernel's default read-around (see read_ahead_kb in the machine facts)
+
+    def skip_reason(self) -> str | None:
+        if importlib.util.find_spec("torch_sparse") is None:
+            return f"torch_sparse is not installed; to run PyG's NeighborLoader: {WHEELS_HINT}"
+        return None
+
+    def open(self, ds: Any, spec: RunSpec) -> Iterator[Any]:
+        import numpy as np
+        import torch
+        from torch_geometric.data import Data
+        from torch_geometric.loader import NeighborLoader
+
+        try:
+            from torch_sparse import SparseTensor
+        except ImportError as exc:
+            raise SystemSkipped(f"torch_sparse does not import ({exc}); {WHEELS_HINT}") from exc
+        n = ds.num_nodes
+        with warnings.catch_warnings():  # the memmap is read-only; PyG only reads it
+            warnings.simplefilter("ignore", UserWarning)
+            x = torch.from_numpy(self._features(ds))
+        # CSC as PyG's adj_t (row v = in-neighbours of v); PyG's sampler wants int64 column ids in RAM.
+        adj_t = SparseTensor(rowptr=torch.from_numpy(ds.indptr), col=torch.from_numpy(ds.indices.astype(np.int64)),
+                             sparse_sizes=(n, n), is_sorted=True, trust_data=True)
+        data = Data(x=x, y=torch.from_numpy(ds.labels.astype(np.int64)), adj_t=adj_t, num_nodes=n)
+        torch.manual_seed(spec.seed)
+        self.loader = NeighborLoader(data, num_neighbors=list(spec.fanouts), batch_size=spec.batch_size,
+                                     input_nodes=torch.from_numpy(ds.split("train")), shuffle=True)
+        self._times = {"sample": 0.0, "extract": 0.0}
+        self.loader.node_sampler.sample_from_nodes = _timed(self.loader.node_sampler.sample_from_nodes,
+                                                            self._times, "sample")
+        self.loader.filter_fn = _timed(self.loader.filter_fn, self._times, "extract")
+        return iter(self.loader)
+
+    def _features(self, ds: Any) -> Any:
+        if self.madvise is None:
+            return ds.features
+        import numpy as np
+
+        dtype = ds.feature_dtype
+        mm = np.memmap(ds.features_path, dtype=dtype, mode="r", shape=(ds.num_nodes, ds.row_layout.stride // dtype.itemsize))
+        mm._mmap.madvise(self.madvise)  # type: ignore[attr-defined]
+        return mm[:, : ds.feature_dim]
+
+    def stats(self) -> dict[str, Any]:
+        return {"sample_seconds": self._times["sample"], "extract_seconds": self._times["extract"],
+                "rows_from_cache": None, "rows_from_disk": None,
+                "extra": {"sampler": "torch_sparse.neighbor_sample", "features": "memmap (page cache)",
+                          "madvise": self.madvise}}
+
+
+@register_system
+class PygMmapRandom(PygMmap):
+    name = "pyg-mmap-random"
+    summary = "pyg-mmap with madvise(MADV_RANDOM) on the feature map: no read-around on page faults"
+    madvise = mmap.MADV_RANDOM
+
+
+def _timed(fn: Any, times: dict[str, float], key: str) -> Any:
+    import time
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            times[key] += time.perf_counter() - start
+
+    return wrapper
+
+
+@register_system
+class Sync(System):
+    name = "sync"
+    summary = "oa.SyncLoader: sample (numba) -> memmap gather -> train, one batch at a time"
+
+    def open(self, ds: Any, spec: RunSpec) -> Iterator[Any]:
+        from .._sync_loader import SyncLoader
+
+        self.loader = SyncLoader(ds, split="train", fanouts=spec.fanouts, batch_size=spec.batch_size, seed=spec.seed)
+        return iter(self.loader)
+
+    def stats(self) -> dict[str, Any]:
+        s = self.loader.stats()
+        return {"sample_seconds": s["sample_seconds"], "extract_seconds": s["gather_seconds"],
+                "rows_from_cache": None, "rows_from_disk": None, "extra": {"features": "memmap (page cache)"}}
+
+
+@register_system
+class Outre(System):
+    name = "outre"
+    summary = "oa.OutreLoader: async samplers, io_uring extractors, feature buffer, random batches"
+    loader_options: ClassVar[dict[str, Any]] = {"backend": "auto"}
+
+    def open(self, ds: Any, spec: RunSpec) -> Iterator[Any]:
+        from .._loader import OutreLoader
+
+        self.loader = OutreLoader(ds, split="train", fanouts=list(spec.fanouts), batch_size=spec.batch_size,
+                                  seed=spec.seed, **self.loader_options)
+        return iter(self.loader)
+
+    def stats(self) -> dict[str, Any]:
+        s = self.loader.stats()
+        buf = s.get("buffer", {})
+        return {"sample_seconds": s.get("sample_seconds", 0.0), "extract_seconds": s.get("extract_seconds", 0.0),
+                "rows_from_cache": int(buf.get("hits", 0) + buf.get("waits", 0)),
+                "rows_from_disk": int(buf.get("reads", 0)),
+                "extra": {"backend": s.get("backend"), "buffer_rows": s.get("buffer_rows"),
+                          "loader_stall_seconds": s.get("stall_seconds"), "io": s.get("io", {}),
+                          "buffer": buf}}
+
+    def close(self) -> None:
+        self.loader.close()
+
+
+@register_system
+class OutrePart(Outre):
+    """FENNEL partition-based batches (the partitioner issue).
+
+    PLUG-IN WAITING FOR ITS API: this build's ``OutreLoader`` has no ``partitions=`` option, so the
+    system reports itself skipped.  When the option lands, ``skip_reason`` returns None and ``open``
+    passes ``partitions``/``parts_per_batch`` (the partitions are made once per dataset first).
+    """
+
+    name = "outre-part"
+    summary = "OutreLoader with FENNEL partition-based batches and the neighbour caches"
+
+    def skip_reason(self) -> str | None:
+        from .._loader import LoaderConfig, OutreLoader
+
+        params = set(inspect.signature(OutreLoader.__init__).parameters) | set(LoaderConfig.__dataclass_fields__)
+        if "partitions" not in params:
+            return "partitions not available (OutreLoader has no `partitions=` option in this build)"
+        return None
+
+    def open(self, ds: Any, spec: RunSpec) -> Iterator[Any]:
+        reason = self.skip_reason()
+        if reason is not None:
+            raise SystemSkipped(reason)
+        raise SystemSkipped("partitions API present but this plug-in has not been wired to it yet")
