@@ -1,0 +1,108 @@
+"""The ``outre partition`` and ``outre stats redundancy`` verbs, and the partition lines of ``outre info``.
+
+Registered by ``outre_async.cli`` (thin wrappers there); each ``run_*`` returns a JSON-able dict.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from outre_async._units import format_bytes, parse_bytes
+
+Say = Callable[[str], None]
+
+
+def add_partition_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dataset", type=Path)
+    p.add_argument("--parts", type=int, required=True, help="number of partitions K")
+    p.add_argument("--levels", type=int, choices=[1, 2], default=1, help="2: k1 parts, each split again")
+    p.add_argument("--first-level", type=int, help="k1 of a two-level run (must divide K; default ~sqrt(K))")
+    p.add_argument("--mode", choices=["exact", "bloom"], default="exact")
+    p.add_argument("--passes", type=int, default=1, help="streaming passes (2+: restreaming, exact mode)")
+    p.add_argument("--name", help="folder under partitions/ (default: fennel-K[...])")
+    p.add_argument("--objective", choices=["fennel", "ldg"], default="fennel")
+    p.add_argument("--gamma", type=float, default=1.5)
+    p.add_argument("--nu", type=float, default=1.1, help="load limit: |P_i| <= nu n / K")
+    p.add_argument("--alpha", type=float, help="FENNEL alpha (default sqrt(K) m / n^1.5)")
+    p.add_argument("--train-weight", type=float, default=1.0, help="weight of the training-node balance term")
+    p.add_argument("--chunk", default="64MiB", help="read buffer for the streamed indices")
+    p.add_argument("--bloom-memory", default="64MiB", help="Bloom filters' total size per level (bloom mode)")
+    p.add_argument("--overwrite", action="store_true")
+
+
+def run_partition(args: argparse.Namespace, *, progress: bool, say: Say) -> dict[str, Any]:
+    from outre_async._dataset import open_dataset
+
+    from ._api import partition
+
+    ds = open_dataset(args.dataset)
+    options: dict[str, Any] = {
+        "levels": args.levels, "mode": args.mode, "passes": args.passes, "objective": args.objective,
+        "gamma": args.gamma, "nu": args.nu, "train_weight": args.train_weight,
+        "chunk_edges": max(1, parse_bytes(args.chunk) // ds.indices.dtype.itemsize),
+        "bloom_bytes": parse_bytes(args.bloom_memory),
+    }
+    if args.first_level is not None:
+        options["first_level"] = args.first_level
+    if args.alpha is not None:
+        options["alpha"] = args.alpha
+    parts = partition(ds, args.parts, name=args.name, overwrite=args.overwrite, progress=progress, **options)
+    meta = parts.meta
+    q = meta["quality"]
+    say(f"wrote {parts.path}: {parts.num_parts} parts, edge cut {q['edge_cut_fraction']:.4f}, "
+        f"node balance {q['node_balance']:.3f}, train balance {_f(q['train_balance'])}, "
+        f"{meta['seconds']:.1f} s ({meta['edges_per_second'] / 1e6:.2f} M edges/s streaming), "
+        f"peak RSS {format_bytes(meta['peak_rss_bytes'])}")
+    return {"path": str(parts.path), **meta}
+
+
+def _f(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+def info_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """``outre info``'s partition lines."""
+    if not rows:
+        return ["partitions   none (create them with `outre partition DATASET --parts K`)"]
+    out = []
+    for r in rows:
+        if r["status"] != "ok":
+            out.append(f"partitions   {r['name']}: unusable: {r['status']}")
+            continue
+        out.append(f"partitions   {r['name']}: {r['parts']} parts, levels {r['levels']}, {r['mode']}, "
+                   f"{r['passes']} pass(es), edge cut {r['edge_cut_fraction']:.4f}, "
+                   f"balance {r['node_balance']:.3f} / train {_f(r['train_balance'])}")
+    return out
+
+
+def add_stats_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("what", choices=["redundancy"], help="redundancy: OUTRE's redundancy ratio (eq. 2)")
+    p.add_argument("dataset", type=Path)
+    p.add_argument("--partitions", help="partition folder name for partition-based batches")
+    p.add_argument("--fanouts", default="10,10,10")
+    p.add_argument("--batch-size", type=int, default=1024)
+    p.add_argument("--parts-per-batch", type=int, default=1)
+    p.add_argument("--split", default="train")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-batches", type=int, help="sample only this many batches of each plan (estimate)")
+
+
+def run_stats(args: argparse.Namespace, *, say: Say, parse_fanouts: Callable[[str], tuple[int, ...]]) -> dict[str, Any]:
+    from outre_async._dataset import open_dataset
+
+    from ._reader import open_partitions
+    from ._redundancy import redundancy_ratio
+
+    ds = open_dataset(args.dataset)
+    parts = open_partitions(ds, args.partitions) if args.partitions else None
+    rr = redundancy_ratio(ds, fanouts=parse_fanouts(args.fanouts), batch_size=args.batch_size, partitions=parts,
+                          parts_per_batch=args.parts_per_batch, split=args.split, seed=args.seed,
+                          max_batches=args.max_batches)
+    line = f"redundancy ratio  random {rr['random']['rr']:.2f}"
+    if parts is not None:
+        line += f"  partition ({parts.name}) {rr['partition']['rr']:.2f}  reduction {100 * rr['reduction']:.1f} %"
+    say(line)
+    return rr

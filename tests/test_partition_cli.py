@@ -1,0 +1,39 @@
+"""``outre partition``, ``outre info`` listing partitions, and ``outre stats redundancy``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import outre_async as oa
+from outre_async.cli import main
+
+
+def test_partition_info_and_redundancy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ds = oa.generate(tmp_path / "g", "tiny", seed=1, feature_dim=0)
+    assert main(["partition", str(ds), "--parts", "8", "--passes", "2", "--json", "--no-progress"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["num_parts"] == 8 and 0 < out["quality"]["edge_cut_fraction"] < 1
+    assert main(["partition", str(ds), "--parts", "8", "--levels", "2", "--first-level", "2", "--mode", "bloom",
+                 "--name", "two", "--bloom-memory", "64KiB", "--progress"]) == 0
+    assert "wrote" in capsys.readouterr().out
+    assert main(["info", str(ds)]) == 0
+    text = capsys.readouterr().out
+    assert "partitions   fennel-8: 8 parts" in text and "partitions   two: 8 parts, levels 2, bloom" in text
+    assert main(["stats", "redundancy", str(ds), "--partitions", "fennel-8", "--fanouts", "5,5", "--batch-size", "64",
+                 "--json"]) == 0
+    rr = json.loads(capsys.readouterr().out)
+    assert rr["partition"]["rr"] < rr["random"]["rr"]
+
+
+def test_partition_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["partition", str(tmp_path / "missing"), "--parts", "4"]) == 1
+    assert capsys.readouterr().err.startswith("outre partition: error: no dataset at")
+    ds = oa.generate(tmp_path / "g", "tiny", seed=1, feature_dim=0)
+    assert main(["partition", str(ds), "--parts", "0"]) == 1
+    err = capsys.readouterr().err
+    assert "parts=0" in err and err.count("\n") == 1
+    assert main(["stats", "redundancy", str(ds), "--partitions", "nope"]) == 1
+    assert "no partitions 'nope'" in capsys.readouterr().err
