@@ -224,6 +224,21 @@ def parse_fanouts(text: str) -> tuple[int, ...]:
     return fanouts
 
 
+# -- bench (implementation in outre_async.bench._cli) ----------------------------------------------
+
+
+def _args_bench(p: argparse.ArgumentParser) -> None:
+    from .bench._cli import add_arguments
+
+    add_arguments(p)
+
+
+def _cmd_bench(args: argparse.Namespace) -> dict[str, Any]:
+    from .bench._cli import run_command
+
+    return run_command(args, lambda text: _say(args, text))
+
+
 # -- partition, stats (implementation in outre_async.partition._cli) ------------------------------
 
 
@@ -258,10 +273,12 @@ _VERBS: dict[str, tuple[Handler, str]] = {
     "quickstart": (_cmd_quickstart, "generate a small graph and train GraphSAGE on it"),
     "partition": (_cmd_partition, "partition a dataset with streaming FENNEL into partitions/<name>/"),
     "stats": (_cmd_stats, "dataset statistics: `stats redundancy` = OUTRE's redundancy ratio"),
+    "bench": (_cmd_bench, "run systems side by side under a memory cap against the physical limit"),
 }
 _ARGS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "generate": _args_generate, "convert": _args_convert, "info": _args_info, "quickstart": _args_quickstart,
     "partition": _args_partition, "stats": _args_stats,
+    "bench": _args_bench,
 }
 
 if __name__ == "__main__":  # pragma: no cover
