@@ -22,13 +22,14 @@ from ._reader import PartitionSet
 
 
 def redundancy_ratio(ds: Dataset, *, fanouts: Sequence[int], batch_size: int, partitions: PartitionSet | None = None,
-                     parts_per_batch: int = 1, split: str = "train", seed: int = 0,
+                     parts_per_batch: int = 1, split: str | np.ndarray = "train", seed: int = 0,
                      max_batches: int | None = None) -> dict[str, Any]:
     """RR of random batches and (with ``partitions``) of partition-based batches, and the reduction."""
     sampler = NeighborSampler(ds, fanouts, seed=seed)
-    seeds = ds.split(split)
+    seeds = ds.split(split) if isinstance(split, str) else np.asarray(split, dtype=np.int64)
     random_plan = plan_epoch(seeds, batch_size, shuffle=True, seed=seed, epoch=0)
-    out: dict[str, Any] = {"fanouts": list(sampler.fanouts), "batch_size": batch_size, "split": split,
+    out: dict[str, Any] = {"fanouts": list(sampler.fanouts), "batch_size": batch_size,
+                           "split": split if isinstance(split, str) else f"{len(seeds)} given ids",
                            "random": _rr(sampler, random_plan, max_batches)}
     if partitions is not None:
         ptr, grouped = group_seeds(partitions.assignment, seeds, partitions.num_parts)
