@@ -33,6 +33,7 @@ class BenchPreset:
     cap_bytes: int                    # default memory cap of every child
     timeout_s: float                  # per run (one child)
     quick_max_batches: int            # `--quick`: batches per run
+    system_options: dict[str, dict[str, Any]] = field(default_factory=dict)  # per system, e.g. partitions
     note: str = ""
 
     def __post_init__(self) -> None:
@@ -48,18 +49,22 @@ BENCH_PRESETS: dict[str, BenchPreset] = {
     "tiny": BenchPreset(
         name="tiny", dataset="tiny", fanouts=(5, 5), batch_size=64, hidden=32, lr=0.01,
         cap_bytes=2 * GiB, timeout_s=300, quick_max_batches=4,
+        system_options={"outre-part": {"parts": 16, "parts_per_batch": 2, "neighbor_cache": 1 << 20}},
         note="harness smoke test; everything fits in RAM",
     ),
     # 1M nodes, 12M edges, 1024-dim float32 = 3.8 GiB of features: the feature-I/O-bound case.
     "igb-like": BenchPreset(
         name="igb-like", dataset="igb-like", fanouts=(10, 5), batch_size=512, hidden=128,
         cap_bytes=int(1.5 * GiB), timeout_s=3600, quick_max_batches=30,
+        # ~390 train seeds per part: a macro batch of 8 parts is ~6 batches of 512
+        system_options={"outre-part": {"parts": 256, "parts_per_batch": 8, "neighbor_cache": 64 << 20}},
         note="I/O-bound: 4 KiB rows, small model; cap = 39% of the feature bytes",
     ),
     # 8M nodes, 120M edges, 128-dim float32 = 3.8 GiB of features + 0.45 GiB of topology.
     "papers-like": BenchPreset(
         name="papers-like", dataset="papers-like", fanouts=(10, 10), batch_size=1024, hidden=256,
         cap_bytes=int(2.5 * GiB), timeout_s=3600, quick_max_batches=30,
+        system_options={"outre-part": {"parts": 1024, "parts_per_batch": 8, "neighbor_cache": 128 << 20}},
         note="compute and I/O mixed: 512 B rows, wider model; cap = 58% of features + topology",
     ),
 }

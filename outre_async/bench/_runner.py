@@ -125,7 +125,19 @@ def _run_all(config: SuiteConfig, spec: RunSpec, cap_bytes: int | None, preset: 
              say: Callable[[str], None]) -> list[dict[str, Any]]:
     timeout = config.timeout_s or preset.timeout_s
     names = list(config.systems) + ([COMPUTE_ONLY] if config.compute_only else [])
-    skip = {name: resolve_system(name).skip_reason() for name in config.systems}  # unknown names fail here, early
+    plugins = {name: resolve_system(name) for name in config.systems}  # unknown names fail here, early
+    skip = {name: p.skip_reason() for name, p in plugins.items()}
+    specs = {name: replace(spec, options=preset.system_options.get(name, {})) for name in config.systems}
+    specs[COMPUTE_ONLY] = replace(spec, ram_budget=_ram_budget())
+    for name, plugin in plugins.items():
+        if not skip[name]:
+            try:
+                prepared = plugin.prepare(str(path), specs[name])
+            except Exception as exc:  # noqa: BLE001 - recorded like a failing run
+                skip[name] = f"prepare failed: {type(exc).__name__}: {exc}"
+                prepared = {}
+            if prepared:
+                say(f"prepared {name}: {prepared}")
     runs: list[dict[str, Any]] = []
     for repeat in range(config.repeats):
         for name in names:
@@ -135,8 +147,7 @@ def _run_all(config: SuiteConfig, spec: RunSpec, cap_bytes: int | None, preset: 
             else:
                 say(f"[{repeat + 1}/{config.repeats}] {name} ...")
                 # compute-only measures the limit: it holds feature windows in RAM, so it runs uncapped
-                run_spec = spec if name != COMPUTE_ONLY else replace(spec, ram_budget=_ram_budget())
-                record = run_in_child(name, run_spec, cap_bytes=None if name == COMPUTE_ONLY else cap_bytes,
+                record = run_in_child(name, specs[name], cap_bytes=None if name == COMPUTE_ONLY else cap_bytes,
                                       timeout_s=timeout, dataset_dir=path)
             record["repeat"] = repeat
             say(f"    {_one_line(record)}")

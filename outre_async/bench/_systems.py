@@ -26,7 +26,7 @@ import inspect
 import mmap
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from .._errors import ConfigError
@@ -52,6 +52,7 @@ class RunSpec:
     max_batches: int = 0          # 0: full epoch
     val_nodes: int = 2048         # validation seeds evaluated after the epoch
     ram_budget: int = 2 << 30     # compute-only: feature bytes held in RAM at once
+    options: dict[str, Any] = field(default_factory=dict)  # this system's own options (from the preset)
 
 
 class System:
@@ -63,6 +64,10 @@ class System:
     def skip_reason(self) -> str | None:
         """Why this system cannot run in this environment (None: it can)."""
         return None
+
+    def prepare(self, dataset_dir: str, spec: RunSpec) -> dict[str, Any]:
+        """Once per suite in the harness, before any run and untimed (e.g. build partitions)."""
+        return {}
 
     def open(self, ds: Any, spec: RunSpec) -> Iterator[Any]:
         raise NotImplementedError
@@ -226,26 +231,52 @@ class Outre(System):
 
 @register_system
 class OutrePart(Outre):
-    """FENNEL partition-based batches (the partitioner issue).
+    """FENNEL partition-based batches with the global neighbour cache (OUTRE §4.2).
 
-    PLUG-IN WAITING FOR ITS API: this build's ``OutreLoader`` has no ``partitions=`` option, so the
-    system reports itself skipped.  When the option lands, ``skip_reason`` returns None and ``open``
-    passes ``partitions``/``parts_per_batch`` (the partitions are made once per dataset first).
+    ``prepare`` (in the harness, once, untimed) partitions the dataset into ``spec.options["parts"]``
+    FENNEL parts unless ``partitions/<name>/`` is already there; the child then loads with
+    ``partitions=name, parts_per_batch, neighbor_cache``.
     """
 
     name = "outre-part"
-    summary = "OutreLoader with FENNEL partition-based batches and the neighbour caches"
+    summary = "OutreLoader with FENNEL partition-based batches and the global neighbour cache"
 
     def skip_reason(self) -> str | None:
-        from .._loader import LoaderConfig, OutreLoader
+        from .._loader import LoaderConfig
 
-        params = set(inspect.signature(OutreLoader.__init__).parameters) | set(LoaderConfig.__dataclass_fields__)
-        if "partitions" not in params:
+        if "partitions" not in LoaderConfig.__dataclass_fields__:
             return "partitions not available (OutreLoader has no `partitions=` option in this build)"
         return None
 
+    def prepare(self, dataset_dir: str, spec: RunSpec) -> dict[str, Any]:
+        from .._dataset import open_dataset
+        from ..partition import list_partitions, partition
+
+        ds = open_dataset(dataset_dir)
+        name = _partition_name(spec)
+        if any(p["name"] == name and p.get("status") == "ok" for p in list_partitions(ds)):
+            return {"partitions": name, "reused": True}
+        import time
+
+        start = time.perf_counter()
+        parts = partition(ds, int(spec.options.get("parts", 256)), name=name, overwrite=True)
+        return {"partitions": name, "reused": False, "seconds": time.perf_counter() - start,
+                "num_parts": parts.num_parts}
+
     def open(self, ds: Any, spec: RunSpec) -> Iterator[Any]:
-        reason = self.skip_reason()
-        if reason is not None:
-            raise SystemSkipped(reason)
-        raise SystemSkipped("partitions API present but this plug-in has not been wired to it yet")
+        from .._loader import OutreLoader
+
+        self.loader = OutreLoader(ds, split="train", fanouts=list(spec.fanouts), batch_size=spec.batch_size,
+                                  seed=spec.seed, partitions=_partition_name(spec),
+                                  parts_per_batch=int(spec.options.get("parts_per_batch", 4)),
+                                  neighbor_cache=int(spec.options.get("neighbor_cache", 64 << 20)), **self.loader_options)
+        return iter(self.loader)
+
+    def stats(self) -> dict[str, Any]:
+        out = super().stats()
+        out["extra"]["neighbor_lists"] = self.loader.stats().get("neighbor_lists")
+        return out
+
+
+def _partition_name(spec: RunSpec) -> str:
+    return f"bench-fennel-{int(spec.options.get('parts', 256))}"
