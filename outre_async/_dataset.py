@@ -1,16 +1,20 @@
 """Reading an on-disk dataset: :func:`open_dataset` validates, :class:`Dataset` gives the arrays.
 
-What is held in RAM: ``indptr`` (O(N)), ``labels`` and the splits.  ``indices`` and the features are
-memory-mapped (the features are also read with O_DIRECT by the extractors, see ``_layout``).
+What is held in RAM: the splits from the start; ``indptr`` and ``labels`` (O(N) each) from their
+first access on (each is loaded once, its checksum checked again).  ``indices`` and the features are
+memory-mapped (the features are also read with O_DIRECT by the extractors, see ``_layout``);
+:meth:`Dataset.indptr_map` maps ``indptr`` too, for bounded-memory readers (the partitioner).
 Opening checks the manifest, every file's presence and exact size, the checksums of the small files,
-``indptr`` monotonicity and the id ranges of splits and labels; :meth:`Dataset.verify` additionally
-scans ``indices`` (O(E), so it is not done on open).
+``indptr`` monotonicity and the id ranges of splits and labels, scanning ``indptr`` and ``labels`` in
+fixed-size blocks (so opening holds neither); :meth:`Dataset.verify` additionally scans ``indices``
+(O(E), so it is not done on open).
 """
 
 from __future__ import annotations
 
 import os
 import zlib
+from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -28,12 +32,9 @@ class Dataset:
     def __init__(self, path: Path, manifest: Manifest) -> None:
         self.path = path
         self.manifest = manifest
-        self.indptr: np.ndarray = _load_small(path, manifest.indptr)
-        _check_indptr(path, self.indptr, manifest.num_edges)
-        self.labels: np.ndarray | None = None
+        _scan_indptr(path, manifest.indptr, manifest.num_edges)
         if manifest.labels is not None:
-            self.labels = _load_small(path, manifest.labels)
-            _check_labels(path, self.labels, manifest.num_classes)
+            _scan_labels(path, manifest.labels, manifest.num_classes)
         self._splits = {name: _load_small(path, e) for name, e in manifest.splits.items()}
         for name, ids in self._splits.items():
             _check_split(path, name, ids, manifest.num_nodes)
@@ -76,6 +77,24 @@ class Dataset:
         return self.path / self.manifest.features.file
 
     # -- arrays ----------------------------------------------------------------------------------
+    @cached_property
+    def indptr(self) -> np.ndarray:
+        """CSC offsets ``[N+1]`` (int64), loaded on first access."""
+        return _load_small(self.path, self.manifest.indptr)
+
+    def indptr_map(self) -> np.ndarray:
+        """``indptr`` memory-mapped read-only (validated on open): its pages are clean page cache the
+        kernel can reclaim, for readers that must stay within a memory cap."""
+        e = self.manifest.indptr
+        return np.memmap(self.path / e.file, dtype=e.dtype, mode="r", shape=e.shape).view(np.ndarray)
+
+    @cached_property
+    def labels(self) -> np.ndarray | None:
+        """Class ids ``[N]`` (-1: unlabelled), loaded on first access; ``None`` without labels."""
+        if self.manifest.labels is None:
+            return None
+        return _load_small(self.path, self.manifest.labels)
+
     @cached_property
     def indices(self) -> np.ndarray:
         """In-neighbour ids, memory-mapped read-only (a plain ndarray view, usable from numba)."""
@@ -188,23 +207,52 @@ def _check_files(root: Path, m: Manifest) -> None:
             )
 
 
+_SCAN_ITEMS = 1 << 20  # items per block of the open-time scans (8 MiB of int64)
+
+
 def _load_small(root: Path, entry: FileEntry) -> np.ndarray:
-    raw = (root / entry.file).read_bytes()
-    if entry.crc32 is not None and zlib.crc32(raw) != entry.crc32:
+    """Read a whole file into one array (no intermediate copy) and check its checksum."""
+    out = np.empty(entry.shape, dtype=entry.dtype)
+    with open(root / entry.file, "rb") as f:
+        got = f.readinto(memoryview(out).cast("B"))
+    if got != out.nbytes:
+        raise DatasetCorruptError(f"{root}: {entry.file} ends at byte {got}, expected {out.nbytes}; re-create the dataset")
+    if entry.crc32 is not None and zlib.crc32(memoryview(out).cast("B")) != entry.crc32:
         raise DatasetCorruptError(f"{root}: {entry.file} fails its checksum; re-create the dataset")
-    return np.frombuffer(raw, dtype=entry.dtype).reshape(entry.shape).copy()
+    return out
 
 
-def _check_indptr(root: Path, indptr: np.ndarray, num_edges: int) -> None:
-    if indptr[0] != 0 or indptr[-1] != num_edges:
-        raise DatasetCorruptError(f"{root}: indptr must run from 0 to num_edges={num_edges}, runs {indptr[0]}..{indptr[-1]}")
-    if len(indptr) > 1 and (np.diff(indptr) < 0).any():
-        raise DatasetCorruptError(f"{root}: indptr is not monotone (non-decreasing); re-create the dataset")
+def _blocks(root: Path, entry: FileEntry) -> Iterator[np.ndarray]:
+    """The file's items in blocks of at most ``_SCAN_ITEMS`` (one reused buffer), then its checksum
+    is checked: bounded memory whatever the file's size."""
+    buf = np.empty(min(_SCAN_ITEMS, int(np.prod(entry.shape))), dtype=entry.dtype)
+    crc = 0
+    with open(root / entry.file, "rb") as f:
+        while got := f.readinto(memoryview(buf).cast("B")):
+            crc = zlib.crc32(memoryview(buf).cast("B")[:got], crc)
+            yield buf[: got // buf.itemsize]
+    if entry.crc32 is not None and crc != entry.crc32:
+        raise DatasetCorruptError(f"{root}: {entry.file} fails its checksum; re-create the dataset")
 
 
-def _check_labels(root: Path, labels: np.ndarray, num_classes: int) -> None:
-    if len(labels) and (labels.min() < -1 or labels.max() >= num_classes):
-        raise DatasetCorruptError(f"{root}: labels fall outside [-1, num_classes={num_classes})")
+def _scan_indptr(root: Path, entry: FileEntry, num_edges: int) -> None:
+    first, last = None, 0
+    for block in _blocks(root, entry):
+        if first is None:
+            first = int(block[0])
+        elif block[0] < last:
+            raise DatasetCorruptError(f"{root}: indptr is not monotone (non-decreasing); re-create the dataset")
+        if len(block) > 1 and (np.diff(block) < 0).any():
+            raise DatasetCorruptError(f"{root}: indptr is not monotone (non-decreasing); re-create the dataset")
+        last = int(block[-1])
+    if first != 0 or last != num_edges:
+        raise DatasetCorruptError(f"{root}: indptr must run from 0 to num_edges={num_edges}, runs {first}..{last}")
+
+
+def _scan_labels(root: Path, entry: FileEntry, num_classes: int) -> None:
+    for block in _blocks(root, entry):
+        if len(block) and (block.min() < -1 or block.max() >= num_classes):
+            raise DatasetCorruptError(f"{root}: labels fall outside [-1, num_classes={num_classes})")
 
 
 def _check_split(root: Path, name: str, ids: np.ndarray, num_nodes: int) -> None:
