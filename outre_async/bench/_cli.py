@@ -17,9 +17,10 @@ DEFAULT_DATA_DIR = Path("~/.cache/outre-async/bench")
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true",
-                   help="2 repeats of a few batches per run (igb-like: 30), a 3 s disk probe: under 10 minutes")
+                   help="2 repeats of 10 batches per run, 90 s per run at most, a 3 s probe: under 10 minutes")
     p.add_argument("--preset", default="igb-like", choices=list(BENCH_PRESETS), help="dataset + setup (default igb-like)")
-    p.add_argument("--systems", help="comma-separated systems (default: pyg-mmap,sync,outre,outre-part); "
+    p.add_argument("--systems", help="comma-separated systems (default: pyg-mmap,pyg-mmap-random,sync,outre,outre-part; "
+                                     "--quick: without pyg-mmap); "
                                      "a plug-in outside the package as module:Class")
     p.add_argument("--repeats", type=int, help="runs per system (default 3; --quick 2)")
     p.add_argument("--max-batches", type=int, help="batches per run instead of full epochs (labelled in the results)")

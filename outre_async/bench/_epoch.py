@@ -8,6 +8,7 @@ the two timers is a numpy mark per batch, a few microseconds.
 
 from __future__ import annotations
 
+import mmap
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
@@ -93,20 +94,35 @@ def timed_epoch(model: nn.Module, optimizer: torch.optim.Optimizer, batches: Ite
     return c
 
 
+def random_access_features(ds: Any, advice: int | None = mmap.MADV_RANDOM) -> np.ndarray:
+    """A fresh memory map of the feature matrix with ``madvise(advice)`` (None: the kernel's default
+    read-around, which on a device with a large ``read_ahead_kb`` reads megabytes per row)."""
+    dtype = ds.feature_dtype
+    mm = np.memmap(ds.features_path, dtype=dtype, mode="r", shape=(ds.num_nodes, ds.row_layout.stride // dtype.itemsize))
+    if advice is not None:
+        mm._mmap.madvise(advice)  # type: ignore[attr-defined]
+    return mm[:, : ds.feature_dim]
+
+
 @torch.no_grad()
 def validation_accuracy(model: nn.Module, ds: Any, *, fanouts: tuple[int, ...], batch_size: int, seed: int,
                         max_nodes: int) -> dict[str, float]:
-    """Loss and accuracy on the first ``max_nodes`` validation nodes, sampled by the same
-    :class:`SyncLoader` batches whatever system trained the model (so the figures compare)."""
-    from .._sync_loader import SyncLoader
+    """Loss and accuracy on the first ``max_nodes`` validation nodes: the same sampled batches whatever
+    system trained the model (so the figures compare), features through a MADV_RANDOM map."""
+    from .._plan import plan_epoch
+    from .._sampler import NeighborSampler
+    from .._sync_loader import gather_features, to_data
 
     if "val" not in ds.split_names or max_nodes < 1:
         return {"val_loss": float("nan"), "val_accuracy": float("nan"), "val_nodes": 0}
     nodes = ds.split("val")[:max_nodes]
-    loader = SyncLoader(ds, split=nodes, fanouts=fanouts, batch_size=batch_size, shuffle=False, seed=seed)
+    sampler = NeighborSampler(ds, list(fanouts), seed=seed)
+    features = random_access_features(ds)
     model.eval()
     loss_sum = correct = seen = 0.0
-    for batch in loader:
+    for seq, seeds in enumerate(plan_epoch(nodes, batch_size, shuffle=False, seed=seed, epoch=0)):
+        sub = sampler.sample(seeds, seq)
+        batch = to_data(sub, gather_features(features, sub.n_id), torch.from_numpy(ds.labels[sub.n_id]))
         out = model(batch.x, batch.edge_index)[: batch.batch_size]
         target = batch.y[: batch.batch_size].long()
         keep = target >= 0

@@ -21,7 +21,10 @@ from ._summary import summarize
 from ._systems import RunSpec, resolve_system
 from .child import COMPUTE_ONLY
 
-DEFAULT_SYSTEMS = ("pyg-mmap", "sync", "outre", "outre-part")
+DEFAULT_SYSTEMS = ("pyg-mmap", "pyg-mmap-random", "sync", "outre", "outre-part")
+# --quick leaves out pyg-mmap with the kernel's default read-around: with this machine's read_ahead_kb=8192 a
+# batch costs it about a minute (GBs of read-around per batch); `--systems` brings it back
+QUICK_SYSTEMS = ("pyg-mmap-random", "sync", "outre", "outre-part")
 SCHEMA_VERSION = 1
 
 
@@ -59,7 +62,8 @@ class SuiteConfig:
     def quick_of(cls, **kwargs: Any) -> SuiteConfig:
         """``--quick``: 2 repeats of the preset's quick batch count, a short probe."""
         preset = get_preset(kwargs.get("preset", "igb-like"))
-        defaults = {"repeats": 2, "max_batches": preset.quick_max_batches, "probe_seconds": 3.0, "val_nodes": 1024}
+        defaults = {"repeats": 2, "max_batches": preset.quick_max_batches, "probe_seconds": 3.0, "val_nodes": 1024,
+                    "systems": QUICK_SYSTEMS, "timeout_s": 90.0 if preset.name != "tiny" else None}
         return cls(**{**defaults, **{k: v for k, v in kwargs.items() if v is not None}, "quick": True})
 
 

@@ -2,7 +2,7 @@
 
 * epoch time: median, mean, standard deviation, min and max over the repeats that finished;
 * stage busy times, rows, bytes, peak memory, loss and accuracy: medians over those repeats;
-* speedup over the baseline (``pyg-mmap`` when it ran, else ``sync``): the median of per-repeat
+* speedup over the baseline (the first of ``pyg-mmap``, ``pyg-mmap-random``, ``sync`` that ran): the median of per-repeat
   ratios, each taken between runs of the same repeat (side by side, same background load);
 * the limit: ``max(compute-only, sampling-only, io-bound)``, with io-bound = unique rows of the epoch
   ÷ the probe's random reads per second (each unique row must be read once after the eviction);
@@ -16,7 +16,7 @@ from typing import Any
 
 from .child import COMPUTE_ONLY
 
-BASELINES = ("pyg-mmap", "sync")
+BASELINES = ("pyg-mmap", "pyg-mmap-random", "sync")
 _MEDIAN_KEYS = ("sample_seconds", "extract_seconds", "train_seconds", "stall_seconds", "batches", "rows_requested",
                 "rows_unique", "rows_from_cache", "rows_from_disk", "read_bytes_proc", "read_bytes_diskstats",
                 "peak_rss_bytes", "cgroup_peak_bytes", "redundancy", "loss", "train_accuracy", "val_accuracy",
@@ -77,7 +77,7 @@ def _limit(compute: dict[str, Any] | None, probe: dict[str, Any]) -> dict[str, A
     if not compute or not compute.get("ok_runs"):
         return None
     iops = probe.get("iops") or 0.0
-    rows = compute["rows_unique"]
+    rows = int(compute["rows_unique"])
     terms = {"compute_only_seconds": compute["train_seconds"], "sampling_only_seconds": compute["sample_seconds"],
              "io_bound_seconds": rows / iops if iops else None}
     present = {k: v for k, v in terms.items() if v is not None}

@@ -149,14 +149,9 @@ class PygMmap(System):
         return iter(self.loader)
 
     def _features(self, ds: Any) -> Any:
-        if self.madvise is None:
-            return ds.features
-        import numpy as np
+        from ._epoch import random_access_features
 
-        dtype = ds.feature_dtype
-        mm = np.memmap(ds.features_path, dtype=dtype, mode="r", shape=(ds.num_nodes, ds.row_layout.stride // dtype.itemsize))
-        mm._mmap.madvise(self.madvise)  # type: ignore[attr-defined]
-        return mm[:, : ds.feature_dim]
+        return ds.features if self.madvise is None else random_access_features(ds, self.madvise)
 
     def stats(self) -> dict[str, Any]:
         return {"sample_seconds": self._times["sample"], "extract_seconds": self._times["extract"],
