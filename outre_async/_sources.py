@@ -36,6 +36,7 @@ import itertools
 import mmap
 import os
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,7 +49,7 @@ from ._errors import ConfigError, DatasetCorruptError, ExtractorError, PipelineC
 from ._staging import (
     ReadPlan,
     StagingPool,
-    gather_rows,
+    gather_blocks,
     plan_reads,
     resume_at,
     split_by_bytes,
@@ -300,18 +301,19 @@ class _DiskSource(FeatureSource):
         chunks = split_by_bytes(unique, stride=f.stride, row_bytes=f.row_bytes, align=self.align,
                                 max_bytes=self.config.max_stage_bytes)
         if len(chunks) == 1:
-            await self._run_chunks([self._plan(unique)], lambda _i, plan, arena: gather_rows(
+            await self._run_chunks([self._plan(unique)], lambda _i, plan, arena: gather_blocks(
                 arena, plan, dtype=f.dtype, dim=f.dim, rows=inverse, out=out))
             return
         plans = (self._plan(unique[a:b]) for a, b in chunks)
         await self._run_chunks(plans, functools.partial(self._scatter, chunks, inverse, out))
 
     def _scatter(self, chunks: list[tuple[int, int]], inverse: np.ndarray, out: np.ndarray,
-                 i: int, plan: ReadPlan, arena: mmap.mmap) -> None:
+                 i: int, plan: ReadPlan, arena: mmap.mmap) -> Iterator[None]:
         a, b = chunks[i]
         sel = np.flatnonzero((inverse >= a) & (inverse < b))
         part = np.empty((len(sel), self.dim), dtype=out.dtype)
-        gather_rows(arena, plan, dtype=self.dtype, dim=self.dim, rows=inverse[sel] - a, out=part)
+        yield from gather_blocks(arena, plan, dtype=self.dtype, dim=self.dim, rows=inverse[sel] - a,
+                                 out=part)
         out[sel] = part
 
     async def _run_chunks(self, plans: Any, deliver: Any) -> None:
@@ -330,11 +332,18 @@ class _DiskSource(FeatureSource):
                 plan, arena, handle = active[0]
                 await self._wait(handle)
                 active.pop(0)
-                deliver(i, plan, arena)
+                await self._copy_out(deliver(i, plan, arena))
                 self._pool.release(arena)
         except BaseException:
             await self._abandon(active)
             raise
+
+    async def _copy_out(self, blocks: Iterator[None]) -> None:
+        """Run a block-wise gather; between blocks, while reads are in flight, let the loop reap
+        and resubmit so the device queue stays fed during a large copy."""
+        for _ in blocks:
+            if self._flight.now:
+                await asyncio.sleep(0)
 
     async def _abandon(self, active: list[tuple[ReadPlan, mmap.mmap, Any]]) -> None:
         """Stop, drain, then release every active chunk (the cancellation rule).  A cancellation
@@ -370,6 +379,7 @@ class _DiskSource(FeatureSource):
         return {**super().stats(), "direct": self.direct, "align": self.align,
                 "max_in_flight": self.config.max_in_flight, "in_flight_peak": self._flight.peak,
                 "in_flight_mean": round(self._flight.mean(), 2),
+                "busy_seconds": round(self._flight.busy, 4),
                 "staging_arenas": self._pool.allocated}
 
     def _close_fd(self) -> None:

@@ -15,6 +15,7 @@ steady stream of batches does not pay page faults for fresh memory on every call
 from __future__ import annotations
 
 import mmap
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -115,9 +116,12 @@ def resume_at(off: int, need: int, cur: int, res: int, align: int) -> int | None
     return nxt
 
 
-def gather_rows(arena: mmap.mmap, plan: ReadPlan, *, dtype: np.dtype, dim: int, rows: np.ndarray,
-                out: np.ndarray) -> None:
-    """``out[i] = row rows[i] of plan.unique``, read from the staged bytes: one numpy gather."""
+def gather_blocks(arena: mmap.mmap, plan: ReadPlan, *, dtype: np.dtype, dim: int, rows: np.ndarray,
+                  out: np.ndarray) -> Iterator[None]:
+    """``out[i] = row rows[i] of plan.unique``, read from the staged bytes: a numpy gather
+    in blocks of about ``GATHER_BLOCK`` bytes, yielding after each block so
+    an event loop can reap completions between blocks (a 40 MB gather would otherwise hold the loop
+    for milliseconds while the device queue drains)."""
     flat = np.frombuffer(arena, dtype=dtype, count=plan.nbytes // dtype.itemsize)
     window = np.lib.stride_tricks.sliding_window_view(flat, dim)
     elems = plan.row_elems[rows]
@@ -126,6 +130,7 @@ def gather_rows(arena: mmap.mmap, plan: ReadPlan, *, dtype: np.dtype, dim: int, 
     step = max(1, GATHER_BLOCK // (dim * dtype.itemsize))
     for a in range(0, len(elems), step):
         out[a : a + step] = window[elems[a : a + step]]
+        yield
 
 
 class StagingPool:
