@@ -11,7 +11,7 @@ import numpy as np
 from outre_async._dataset import Dataset, open_dataset
 
 from ._fennel import PartitionConfig, bloom_fp_bound, bloom_shape, level_params, stream_partition
-from ._output import PartitionWriter, check_name
+from ._output import BUFFER_BYTES, PartitionWriter, check_name
 from ._reader import PartitionSet, open_partitions
 from ._stream import CscStream
 
@@ -27,18 +27,19 @@ def default_name(cfg: PartitionConfig) -> str:
 
 def partition(dataset: Dataset | str | os.PathLike[str], parts: int, *, name: str | None = None,
               order: np.ndarray | None = None, overwrite: bool = False, progress: bool = False,
-              **options: Any) -> PartitionSet:
+              write_buffer_bytes: int = BUFFER_BYTES, **options: Any) -> PartitionSet:
     """Partition ``dataset`` into ``parts`` parts and write ``partitions/<name>/``; returns it opened.
 
     ``options`` are :class:`PartitionConfig` fields (``levels``, ``first_level``, ``mode``, ``passes``,
     ``gamma``, ``nu``, ``alpha``, ``train_weight``, ``objective``, ``chunk_edges``, ``bloom_bytes``).
     ``order``: the stream order (default: storage order).  ``progress``: a tqdm bar over streamed edges.
+    ``write_buffer_bytes``: memory for regrouping the outputs into partition order (see ``_buckets``).
     """
     ds = dataset if isinstance(dataset, Dataset) else open_dataset(dataset)
     cfg = PartitionConfig(parts=parts, **options)
     name = check_name(name or default_name(cfg))
     start = time.perf_counter()
-    with PartitionWriter(ds, name, overwrite=overwrite) as writer, _Progress(ds, cfg, progress) as bar:
+    with PartitionWriter(ds, name, overwrite=overwrite, buffer_bytes=write_buffer_bytes) as writer, _Progress(ds, cfg, progress) as bar:
         result = stream_partition(ds, cfg, order=order, on_chunk=bar.update, scratch_dir=writer.tmp)
         seconds = time.perf_counter() - start
         bar.set_description("writing outputs")
@@ -51,6 +52,7 @@ def partition(dataset: Dataset | str | os.PathLike[str], parts: int, *, name: st
             meta["bloom_level1"] = {"bits_per_filter": nbits, "hashes": nhash,
                                     "fp_bound_when_full": bloom_fp_bound(nbits, nhash, int(params.cap[0]))}
         writer.write(result, stream, meta, started=start)
+        del result, stream  # the O(N) assignment and the read buffer, before the outputs are loaded
     return open_partitions(ds, name)
 
 

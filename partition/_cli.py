@@ -29,6 +29,8 @@ def add_partition_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--alpha", type=float, help="FENNEL alpha (default sqrt(K) m / n^1.5)")
     p.add_argument("--train-weight", type=float, default=1.0, help="weight of the training-node balance term")
     p.add_argument("--chunk", default="64MiB", help="read buffer for the streamed indices")
+    p.add_argument("--write-buffer", default="64MiB",
+                   help="memory for regrouping the outputs into partition order (4 KiB x 3 per part at least)")
     p.add_argument("--bloom-memory", default="64MiB", help="Bloom filters' total size per level (bloom mode)")
     p.add_argument("--overwrite", action="store_true")
 
@@ -49,7 +51,8 @@ def run_partition(args: argparse.Namespace, *, progress: bool, say: Say) -> dict
         options["first_level"] = args.first_level
     if args.alpha is not None:
         options["alpha"] = args.alpha
-    parts = partition(ds, args.parts, name=args.name, overwrite=args.overwrite, progress=progress, **options)
+    parts = partition(ds, args.parts, name=args.name, overwrite=args.overwrite, progress=progress,
+                      write_buffer_bytes=parse_bytes(args.write_buffer), **options)
     meta = parts.meta
     q = meta["quality"]
     say(f"wrote {parts.path}: {parts.num_parts} parts, edge cut {q['edge_cut_fraction']:.4f}, "

@@ -215,7 +215,7 @@ def stream_partition(ds: Dataset, cfg: PartitionConfig, *, order: np.ndarray | N
     order = _check_order(ds, order)
     stream = CscStream(ds, chunk_edges=cfg.chunk_edges, order=order, on_chunk=on_chunk)
     is_train = train_mask(ds)
-    n, n_t = ds.num_nodes, int(is_train.sum())
+    n, n_t = ds.num_nodes, int(np.count_nonzero(is_train))
     start = time.perf_counter()
     params = level_params(cfg, cfg.k1, np.array([n]), np.array([n_t]), np.array([ds.num_edges / 2]))
     run = _bloom_level if cfg.mode == "bloom" else _exact_level
@@ -227,10 +227,8 @@ def stream_partition(ds: Dataset, cfg: PartitionConfig, *, order: np.ndarray | N
     level1 = assign
     kk = cfg.parts // cfg.k1
     internal = np.zeros(cfg.k1, np.int64)
-    cross = np.zeros(n, np.int32)
     for nodes, ptr, buf in stream:
-        K.cut_chunk(nodes, ptr, buf, level1, cross, internal)
-    del cross
+        K.cut_chunk(nodes, ptr, buf, level1, np.empty(len(nodes), np.int32), internal)
     sizes = np.bincount(level1, minlength=cfg.k1)
     tsizes = np.bincount(level1[is_train], minlength=cfg.k1)
     params2 = level_params(cfg, kk, sizes, tsizes, internal / 2, even=(n / cfg.parts, n_t / cfg.parts))

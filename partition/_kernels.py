@@ -216,20 +216,30 @@ def fennel_chunk(nodes, ptr, buf, assign, node_group, is_train, kk, size, tsize,
 
 @njit(cache=True, nogil=True)
 def cut_chunk(nodes, ptr, buf, assign, cross, internal):
-    """Per node: neighbours in another partition (``cross[v]``); per partition: internal edges.
-    Returns the chunk's cut edge count."""
+    """Per node of the chunk: neighbours in another partition (``cross[i]``, chunk-local); per
+    partition: internal edges.  Returns the chunk's cut edge count."""
     cut = 0
     for i in range(len(nodes)):
-        v = nodes[i]
-        p = assign[v]
+        p = assign[nodes[i]]
         c = 0
         for e in range(ptr[i], ptr[i + 1]):
             if assign[buf[e]] != p:
                 c += 1
-        cross[v] = c
+        cross[i] = c
         internal[p] += ptr[i + 1] - ptr[i] - c
         cut += c
     return cut
+
+
+@njit(cache=True, nogil=True)
+def max_degree(indptr):
+    """Largest ``indptr[v+1] - indptr[v]`` (0 for no nodes), without an O(N) temporary."""
+    best = 0
+    for v in range(len(indptr) - 1):
+        d = indptr[v + 1] - indptr[v]
+        if d > best:
+            best = d
+    return best
 
 
 @njit(cache=True, nogil=True)
@@ -263,14 +273,40 @@ def group_by_part(assign, ids, num_parts):
 
 
 @njit(cache=True, nogil=True)
-def scatter_chunk(nodes, ptr, buf, assign, slot_of_node, adj_ptr, out, base):
-    """Copy each node's list to its place in the partition-ordered adjacency (``out`` covers edges
-    ``base...`` of it)."""
-    for i in range(len(nodes)):
-        v = nodes[i]
-        start = adj_ptr[slot_of_node[v]] - base
-        for e in range(ptr[i], ptr[i + 1]):
-            out[start + e - ptr[i]] = buf[e]
+def edges_per_part(assign, indptr, out):
+    """``out[p]`` += the in-degrees of partition p's nodes (its share of the adjacency); returns ``out``."""
+    for v in range(len(assign)):
+        out[assign[v]] += indptr[v + 1] - indptr[v]
+    return out
+
+
+@njit(cache=True, nogil=True)
+def running_ends(part, ptr, fill, out):
+    """``out[i]``: where list ``i`` ends in the partition-ordered output, ``fill[p]`` being where the
+    next list of partition ``p`` starts (advanced here): the partition-wise ``adj_ptr`` entries."""
+    for i in range(len(part)):
+        p = part[i]
+        fill[p] += ptr[i + 1] - ptr[i]
+        out[i] = fill[p]
+
+
+@njit(cache=True, nogil=True)
+def bucket_lists(part, ptr, buf, i0, bucket, fill):
+    """Append lists ``i0, i0+1, ...`` (``buf[ptr[i]:ptr[i+1]]``, bound for partition ``part[i]``)
+    to their partition's row of ``bucket`` (``fill[p]`` items used).  Stops at the first list that
+    does not fit in its row and returns its index (the caller drains that row, or writes a list
+    longer than a whole row itself); returns ``len(part)`` when every list went in."""
+    room = bucket.shape[1]
+    for i in range(i0, len(part)):
+        p = part[i]
+        lo, hi = ptr[i], ptr[i + 1]
+        at = fill[p]
+        if at + hi - lo > room:
+            return i
+        for e in range(lo, hi):
+            bucket[p, at + e - lo] = buf[e]
+        fill[p] = at + hi - lo
+    return len(part)
 
 
 # -- Bloom filters ---------------------------------------------------------------------------------

@@ -15,10 +15,13 @@ Files (raw little-endian arrays, no header; dtypes and sizes recorded in ``meta.
 ``cross``          int32 [N]   in-neighbours of each node that sit in another partition
 =================  ==========  =====================================================================
 
-``adj_indices`` is written through a file-backed memory map: each partition's slots are filled in
-increasing order, so the page cache sees K sequential write streams and can write back under
-memory pressure; every other array is O(N) or smaller.  ``meta.json`` is written last, into the
-temporary directory, which is then renamed into place: a crash never leaves a folder that opens.
+Memory: the writer holds ``assignment`` (int32, N) and per-chunk arrays; ``indptr`` is read through
+its memory map.  ``part_nodes``, ``adj_ptr`` and ``adj_indices`` are produced in one storage-order
+pass over the CSC and regrouped into partition order on disk by :class:`~._buckets.Buckets`
+(``buffer_bytes`` of rows in all); ``cross`` is written in node order as it is computed.  Every file
+goes through an :class:`~._outfile.OutFile` (bounded dirty page cache, synced before the rename).
+``meta.json`` is written last, into the temporary directory, which is then renamed into place: a
+crash never leaves a folder that opens.
 """
 
 from __future__ import annotations
@@ -40,7 +43,9 @@ from outre_async._dataset import Dataset
 from outre_async._errors import ConfigError, PartitionExistsError
 
 from . import _kernels as K
+from ._buckets import Buckets, row_items
 from ._fennel import Assignment
+from ._outfile import OutFile
 from ._stream import CscStream
 
 FORMAT_NAME = "outre-async-partitions"
@@ -48,6 +53,7 @@ FORMAT_VERSION = 1
 META_NAME = "meta.json"
 PARTITIONS_DIR = "partitions"
 LARGE_FILES = ("adj_indices",)  # size-checked only; every other file is checksummed
+BUFFER_BYTES = 64 << 20  # the rows regrouping the partition-ordered files, all together
 
 
 def dataset_identity(ds: Dataset) -> dict[str, Any]:
@@ -77,8 +83,9 @@ def check_name(name: str) -> str:
 class PartitionWriter:
     """Write the outputs of one :class:`~._fennel.Assignment` into ``partitions/<name>/``."""
 
-    def __init__(self, ds: Dataset, name: str, *, overwrite: bool = False) -> None:
+    def __init__(self, ds: Dataset, name: str, *, overwrite: bool = False, buffer_bytes: int = BUFFER_BYTES) -> None:
         self.ds = ds
+        self.buffer_bytes = int(buffer_bytes)
         self.path = ds.path / PARTITIONS_DIR / check_name(name)
         if self.path.exists() and not overwrite:
             raise PartitionExistsError(f"partitions {name!r} already exist at {self.path}; pass overwrite "
@@ -100,19 +107,20 @@ class PartitionWriter:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def write(self, result: Assignment, stream: CscStream, meta: dict[str, Any], *, started: float) -> dict[str, Any]:
-        """Write every file and the meta, rename into place; returns the final meta.  ``seconds`` in
-        the meta is the wall time since ``started`` (a ``time.perf_counter()`` value)."""
+        """Write every file and the meta, rename into place; returns the final meta.  ``stream`` must
+        be in storage order.  ``seconds`` in the meta is the wall time since ``started`` (a
+        ``time.perf_counter()`` value)."""
         ds, k, assign = self.ds, result.parts, result.assign
-        ids = np.int32 if ds.num_nodes < 2**31 else np.int64
+        if stream.order is not None:
+            raise ConfigError("the partition writer needs a storage-order stream (order=None)")
         self._array("assignment", assign.astype(np.int32, copy=False))
-        part_ptr, part_nodes = K.group_by_part(assign, np.arange(ds.num_nodes, dtype=ids), k)
+        part_ptr = _offsets(np.bincount(assign, minlength=k))
         self._array("part_ptr", part_ptr)
-        self._array("part_nodes", part_nodes)
-        train = ds.split("train").astype(ids) if "train" in ds.split_names else np.empty(0, ids)
+        train = ds.split("train") if "train" in ds.split_names else np.empty(0, np.int64)
         train_ptr, train_nodes = K.group_by_part(assign, train, k)
         self._array("train_ptr", train_ptr)
         self._array("train_nodes", train_nodes)
-        quality = self._adjacency(stream, assign, part_nodes, k)
+        quality = self._partition_order(stream, assign, part_ptr, k)
         sizes, tsizes = np.diff(part_ptr), np.diff(train_ptr)
         quality["node_balance"] = float(sizes.max() * k / ds.num_nodes)
         quality["train_balance"] = float(tsizes.max() * k / len(train)) if len(train) else None
@@ -126,34 +134,48 @@ class PartitionWriter:
         self._install()
         return meta
 
-    def _adjacency(self, stream: CscStream, assign: np.ndarray, part_nodes: np.ndarray, k: int) -> dict[str, Any]:
-        ds = self.ds
-        slot = np.empty(ds.num_nodes, part_nodes.dtype)
-        slot[part_nodes] = np.arange(ds.num_nodes, dtype=part_nodes.dtype)
-        adj_ptr = np.zeros(ds.num_nodes + 1, np.int64)
-        np.cumsum(np.diff(ds.indptr)[part_nodes], out=adj_ptr[1:])
-        self._array("adj_ptr", adj_ptr)
-        dtype = ds.manifest.indices.dtype
-        out = np.memmap(self.tmp / "adj_indices.bin", mode="w+", dtype=dtype, shape=(max(ds.num_edges, 1),))
-        cross = np.zeros(ds.num_nodes, np.int32)
+    def _partition_order(self, stream: CscStream, assign: np.ndarray, part_ptr: np.ndarray,
+                         k: int) -> dict[str, Any]:
+        """One storage-order pass: ``cross`` in node order, and ``part_nodes``, ``adj_ptr`` and
+        ``adj_indices`` regrouped into partition order through :class:`~._buckets.Buckets`."""
+        edge_ptr = _offsets(K.edges_per_part(assign, self.ds.indptr_map(), np.zeros(k, np.int64)))
+        dtype = self.ds.manifest.indices.dtype
         internal = np.zeros(k, np.int64)
         cut = 0
-        for nodes, ptr, buf in stream:
-            cut += int(K.cut_chunk(nodes, ptr, buf, assign, cross, internal))
-            K.scatter_chunk(nodes, ptr, buf, assign, slot, adj_ptr, out, 0)
-        out.flush()
-        del out, slot
-        self.files["adj_indices"] = {"file": "adj_indices.bin", "dtype": str(np.dtype(dtype)), "shape": [ds.num_edges],
-                                     "nbytes": ds.num_edges * np.dtype(dtype).itemsize, "crc32": None}
-        self._array("cross", cross)
-        return {"edges_cut": cut, "edge_cut_fraction": cut / max(ds.num_edges, 1),
+        with (OutFile(self.tmp / "part_nodes.bin", np.int64) as f_nodes,
+              OutFile(self.tmp / "adj_ptr.bin", np.int64) as f_ptr,
+              OutFile(self.tmp / "adj_indices.bin", dtype) as f_adj,
+              OutFile(self.tmp / "cross.bin", np.int32) as f_cross):
+            f_ptr.append(np.zeros(1, np.int64))
+            share = self.buffer_bytes // 4  # half for the adjacency, a quarter for each node-level file
+            nodes_b = Buckets(f_nodes, part_ptr[:-1], row_items(share, k, 8))
+            ends_b = Buckets(f_ptr, part_ptr[:-1] + 1, row_items(share, k, 8))
+            adj_b = Buckets(f_adj, edge_ptr[:-1], row_items(2 * share, k, f_adj.dtype.itemsize))
+            fill = edge_ptr[:-1].copy()
+            for nodes, ptr, buf in stream:
+                part = assign[nodes]
+                cross = np.empty(len(nodes), np.int32)
+                cut += int(K.cut_chunk(nodes, ptr, buf, assign, cross, internal))
+                f_cross.append(cross)
+                ends = np.empty(len(nodes), np.int64)
+                K.running_ends(part, ptr, fill, ends)
+                unit = np.arange(len(nodes) + 1, dtype=np.int64)
+                nodes_b.add(part, unit, nodes)
+                ends_b.add(part, unit, ends)
+                adj_b.add(part, ptr, buf)
+            for b in (nodes_b, ends_b, adj_b):
+                b.flush()
+            self.files["part_nodes"] = f_nodes.close()
+            self.files["adj_ptr"] = f_ptr.close()
+            self.files["adj_indices"] = f_adj.close(checksum=False)
+            self.files["cross"] = f_cross.close()
+        return {"edges_cut": cut, "edge_cut_fraction": cut / max(self.ds.num_edges, 1),
                 "internal_edges_min_max": [int(internal.min()), int(internal.max())]}
 
     def _array(self, stem: str, array: np.ndarray) -> None:
-        data = np.ascontiguousarray(array)
-        (self.tmp / f"{stem}.bin").write_bytes(data.data)
-        self.files[stem] = {"file": f"{stem}.bin", "dtype": str(data.dtype), "shape": list(data.shape),
-                            "nbytes": int(data.nbytes), "crc32": zlib.crc32(data.data)}
+        with OutFile(self.tmp / f"{stem}.bin", array.dtype) as f:
+            f.append(array)
+            self.files[stem] = f.close()
 
     def _install(self) -> None:
         _fsync_dir(self.tmp)
@@ -167,6 +189,12 @@ class PartitionWriter:
         else:
             os.rename(self.tmp, self.path)
         _fsync_dir(self.path.parent)
+
+
+def _offsets(counts: np.ndarray) -> np.ndarray:
+    out = np.zeros(len(counts) + 1, np.int64)
+    np.cumsum(counts, out=out[1:])
+    return out
 
 
 def peak_rss_bytes() -> int:

@@ -195,14 +195,19 @@ def _entry(path: Path, meta: dict[str, Any], stem: str) -> tuple[Path, np.dtype,
 def _load(path: Path, meta: dict[str, Any], stem: str) -> np.ndarray:
     file, dtype, nbytes, crc = _entry(path, meta, stem)
     try:
-        raw = file.read_bytes()
+        size = file.stat().st_size
     except FileNotFoundError as exc:
         raise PartitionCorruptError(f"{path}: file {file.name} is missing; re-partition") from exc
-    if len(raw) != nbytes:
-        raise PartitionCorruptError(f"{path}: {file.name} has {len(raw)} bytes, meta.json says {nbytes}; re-partition")
-    if crc is not None and zlib.crc32(raw) != crc:
+    if size != nbytes or nbytes % dtype.itemsize:
+        raise PartitionCorruptError(f"{path}: {file.name} has {size} bytes, meta.json says {nbytes}; re-partition")
+    out = np.empty(nbytes // dtype.itemsize, dtype=dtype)  # read in place: no second copy
+    with open(file, "rb") as f:
+        got = f.readinto(memoryview(out).cast("B"))
+    if got != nbytes:
+        raise PartitionCorruptError(f"{path}: {file.name} has {got} bytes, meta.json says {nbytes}; re-partition")
+    if crc is not None and zlib.crc32(memoryview(out).cast("B")) != crc:
         raise PartitionCorruptError(f"{path}: {file.name} fails its checksum; re-partition")
-    return np.frombuffer(raw, dtype=dtype).copy()
+    return out
 
 
 def _check_size(path: Path, meta: dict[str, Any], stem: str) -> None:

@@ -3,9 +3,10 @@
 :class:`CscStream` yields ``(nodes, ptr, buf)`` per chunk: node ids, int64 offsets into ``buf`` and
 the nodes' in-neighbour lists.  In storage order every chunk is one ``pread`` (looped over short
 reads) of a contiguous byte range of ``indices`` into one reusable buffer: ``indices`` is never
-memory-mapped or held whole, and never read node by node.  The buffer holds
-``max(chunk_edges, max in-degree)`` ids (a hub's list always fits whole; the max in-degree is below N,
-so memory stays O(N) + chunk), and a chunk holds at most ``chunk_edges`` nodes.
+memory-mapped or held whole, and never read node by node; ``indptr`` is read through its memory map
+(clean page cache, reclaimable under a memory cap).  The buffer holds ``max(chunk_edges, max
+in-degree)`` ids (a hub's list always fits whole; the max in-degree is below N, so memory stays
+O(N) + chunk), and a chunk holds at most ``chunk_edges`` nodes.
 
 With an explicit node ``order`` a chunk's lists are gathered from the memory-mapped ``indices``
 (random access, cached by the OS): meant for restreaming experiments and small graphs; the
@@ -35,7 +36,8 @@ class CscStream:
         self.chunk_edges = max(int(chunk_edges), 1)
         self.order = order
         self.on_chunk = on_chunk  # called with each chunk's edge count (progress bars)
-        deg_max = int(np.diff(ds.indptr).max()) if ds.num_nodes else 0
+        self._indptr = ds.indptr_map()
+        deg_max = int(K.max_degree(self._indptr))
         self._buf = np.empty(max(self.chunk_edges, deg_max, 1), dtype=ds.manifest.indices.dtype)
 
     @property
@@ -50,7 +52,7 @@ class CscStream:
                 self.on_chunk(int(ptr[-1]))
 
     def _storage_order(self) -> Iterator[Chunk]:
-        indptr, n = self.ds.indptr, self.ds.num_nodes
+        indptr, n = self._indptr, self.ds.num_nodes
         itemsize = self._buf.itemsize
         fd = os.open(self.ds.path / self.ds.manifest.indices.file, os.O_RDONLY)
         try:
@@ -69,7 +71,7 @@ class CscStream:
             os.close(fd)
 
     def _given_order(self, order: np.ndarray) -> Iterator[Chunk]:
-        indptr, indices = self.ds.indptr, self.ds.indices
+        indptr, indices = self._indptr, self.ds.indices
         step = self.chunk_edges
         i = 0
         while i < len(order):
