@@ -125,14 +125,7 @@ class UringSource(_DiskSource):
             self._teardown()
         entries = max(8, 1 << (self.config.max_in_flight - 1).bit_length())
         ring = L.Ring()
-        exp = os.environ.get("OUTRE_EXP", "")
-        flags = 0
-        if exp == "coop":
-            flags = L.IORING_SETUP_COOP_TASKRUN | L.IORING_SETUP_TASKRUN_FLAG | L.IORING_SETUP_SINGLE_ISSUER
-        elif exp == "defer":
-            flags = L.IORING_SETUP_DEFER_TASKRUN | L.IORING_SETUP_TASKRUN_FLAG | L.IORING_SETUP_SINGLE_ISSUER
-        self._defer = exp == "defer"
-        L.io_uring_queue_init(entries, ring, flags)
+        L.io_uring_queue_init(entries, ring)
         efd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         L.io_uring_register_eventfd(ring, efd)
         loop.add_reader(efd, self._reap)
@@ -290,8 +283,6 @@ class UringSource(_DiskSource):
             os.eventfd_read(self._efd)
         except BlockingIOError:
             pass
-        if self._defer:
-            L.io_uring_get_events(self._ring)
         while self._reap_slice():
             if not self._closed and self._broken is None:
                 self._pump()
