@@ -95,6 +95,36 @@ def evict(path: Path) -> None:
         os.close(fd)
 
 
+class Noise:
+    """What the rest of the machine did during a run (it is shared): reads completed by the disk
+    holding ``path`` (``/sys/dev/block/M:m/stat``) and CPU seconds busy on all cores
+    (``/proc/stat``).  ``foreign(...)`` subtracts the run's own reads and CPU."""
+
+    def __init__(self, path: Path) -> None:
+        st = os.stat(path)
+        self.stat = Path(f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}/stat")
+        self.reads0, self.cpu0 = self._reads(), self._cpu()
+
+    def _reads(self) -> int | None:
+        try:
+            return int(self.stat.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    @staticmethod
+    def _cpu() -> float:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return (sum(v[:8]) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")  # all but idle and iowait
+
+    def foreign(self, wall: float, own_reads: float | None, own_cpu: float) -> dict[str, Any]:
+        reads = self._reads()
+        out = {"foreign_cpu_cores": round((self._cpu() - self.cpu0 - own_cpu) / wall, 2)}
+        if reads is not None and self.reads0 is not None and own_reads is not None:
+            out["foreign_iops"] = round((reads - self.reads0 - own_reads) / wall)
+        return out
+
+
 # -- measurements -------------------------------------------------------------------------------
 async def read_all(src: Any, ids: np.ndarray, batch: int, concurrency: int, dim: int) -> None:
     """Read ``ids`` in batches, ``concurrency`` calls at a time (each with its own output)."""
@@ -117,12 +147,17 @@ def run_source(ds: oa.Dataset, backend: str, depth: int, ids: np.ndarray,
 
     async def main() -> dict[str, Any]:
         async with open_source(ds, backend, max_in_flight=depth) as src:
+            noise = Noise(ds.features_path)
             t, c = time.perf_counter(), time.process_time()
             await read_all(src, ids, args.batch, args.concurrency, ds.feature_dim)
-            return {"wall": time.perf_counter() - t, "cpu": time.process_time() - c, **src.stats()}
+            wall, cpu = time.perf_counter() - t, time.process_time() - c
+            s = src.stats()
+            return {"wall": wall, "cpu": cpu, **s,
+                    **noise.foreign(wall, s["reads_submitted"] + s["short_reads_resubmitted"], cpu)}
 
     s = asyncio.run(main())
     return {"backend": backend, "depth": depth, "rows": len(ids),
+            "foreign_cpu_cores": s["foreign_cpu_cores"], "foreign_iops": s.get("foreign_iops"),
             "rows_per_s": len(ids) / s["wall"], "iops": s["reads_submitted"] / s["wall"],
             "mb_per_s": s["bytes_read"] / s["wall"] / 1e6, "in_flight_mean": s["in_flight_mean"],
             "cpu_us_per_row": s["cpu"] / len(ids) * 1e6, "direct": s["direct"],
@@ -133,13 +168,15 @@ def run_memmap(ds: oa.Dataset, ids: np.ndarray, batch: int) -> dict[str, Any]:
     """A fresh mapping per run: pages still mapped from an earlier run would survive eviction."""
     evict(ds.features_path)
     features = oa.open_dataset(ds.path).features
+    noise = Noise(ds.features_path)
     t, c = time.perf_counter(), time.process_time()
     for s in range(0, len(ids), batch):
         np.ascontiguousarray(features[ids[s : s + batch]], dtype=np.float32)
     wall, cpu = time.perf_counter() - t, time.process_time() - c
     del features
     return {"backend": "memmap", "depth": None, "rows": len(ids), "rows_per_s": len(ids) / wall,
-            "cpu_us_per_row": cpu / len(ids) * 1e6}
+            "mb_per_s": len(ids) * ds.row_layout.row_bytes / wall / 1e6,
+            "cpu_us_per_row": cpu / len(ids) * 1e6, **noise.foreign(wall, None, cpu)}
 
 
 def run_fio(path: Path, bs: int, depth: int, runtime: int) -> dict[str, Any] | None:
@@ -149,13 +186,18 @@ def run_fio(path: Path, bs: int, depth: int, runtime: int) -> dict[str, Any] | N
            "--direct=1", "--ioengine=io_uring", f"--iodepth={depth}", f"--runtime={runtime}",
            "--time_based", "--output-format=json"]
     evict(path)
+    noise = Noise(path)
+    t = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    wall = time.perf_counter() - t
     job = json.loads(proc.stdout)["jobs"][0]
     cpu = (job["usr_cpu"] + job["sys_cpu"]) / 100 * runtime
     iops = job["read"]["iops"]
     return {"backend": "fio", "depth": depth, "iops": iops,
             "mb_per_s": job["read"]["bw_bytes"] / 1e6,
-            "cpu_us_per_io": cpu / max(1.0, iops * runtime) * 1e6, "command": " ".join(cmd)}
+            "cpu_us_per_io": cpu / max(1.0, iops * runtime) * 1e6,
+            "lat_us": job["read"]["clat_ns"]["mean"] / 1e3,
+            **noise.foreign(wall, job["read"]["total_ios"], cpu), "command": " ".join(cmd)}
 
 
 # -- driver -------------------------------------------------------------------------------------
@@ -184,6 +226,18 @@ def median(runs: list[dict[str, Any]], key: str, **match: Any) -> float | None:
     return statistics.median(vals) if vals else None
 
 
+def paired(runs: list[dict[str, Any]], rb: int, backend: str, depth: int, key: str, ref: str,
+           ref_key: str, ref_depth: int | None) -> float | None:
+    """Median over repeats of (ours / reference) where both ran in the same repeat, side by side."""
+    ratios = []
+    for rep in sorted({r["repeat"] for r in runs}):
+        ours = median(runs, key, row_bytes=rb, backend=backend, depth=depth, repeat=rep)
+        base = median(runs, ref_key, row_bytes=rb, backend=ref, depth=ref_depth, repeat=rep)
+        if ours is not None and base:
+            ratios.append(ours / base)
+    return statistics.median(ratios) if ratios else None
+
+
 def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for rb in sorted({r["row_bytes"] for r in runs}):
@@ -192,27 +246,36 @@ def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                        if r["row_bytes"] == rb and r["backend"] not in ("fio", "memmap")})
         for backend, depth in keys:
             ours = {k: median(runs, k, row_bytes=rb, backend=backend, depth=depth)
-                    for k in ("rows_per_s", "iops", "mb_per_s", "in_flight_mean", "cpu_us_per_row")}
-            fio = median(runs, "iops", row_bytes=rb, backend="fio", depth=depth)
-            rows.append({"row_bytes": rb, "backend": backend, "depth": depth, **ours,
-                         "fio_iops": fio, "memmap_rows_per_s": memmap,
-                         "iops_vs_fio": ours["iops"] / fio if fio else None,
-                         "rows_vs_memmap": ours["rows_per_s"] / memmap if memmap else None})
+                    for k in ("rows_per_s", "iops", "mb_per_s", "in_flight_mean", "cpu_us_per_row",
+                              "foreign_cpu_cores", "foreign_iops")}
+            fio = {f"fio_{k}": median(runs, k, row_bytes=rb, backend="fio", depth=depth)
+                   for k in ("iops", "lat_us", "cpu_us_per_io", "foreign_cpu_cores", "foreign_iops")}
+            rows.append({"row_bytes": rb, "backend": backend, "depth": depth, **ours, **fio,
+                         "memmap_rows_per_s": memmap,
+                         "iops_vs_fio": paired(runs, rb, backend, depth, "iops", "fio", "iops", depth),
+                         "rows_vs_memmap": paired(runs, rb, backend, depth, "rows_per_s", "memmap",
+                                                  "rows_per_s", None)})
     return rows
 
 
 def print_table(summary: list[dict[str, Any]]) -> None:
-    head = f"{'row B':>6} {'backend':>8} {'depth':>5} {'rows/s':>9} {'IOPS':>9} {'fio IOPS':>9} " \
-           f"{'vs fio':>7} {'memmap/s':>9} {'vs mmap':>8} {'in-flt':>6} {'cpu us/row':>10}"
-    print(head)
+    def f(v: float | None, fmt: str) -> str:
+        return format(v, fmt) if v is not None else "-"
+
+    print(f"{'row B':>6} {'backend':>8} {'depth':>5} {'rows/s':>9} {'IOPS':>9} {'MB/s':>6} "
+          f"{'fio IOPS':>9} {'vs fio':>7} {'memmap/s':>9} {'vs mmap':>8} {'in-flt':>6} "
+          f"{'us/row':>6} {'fio us':>6} {'oth cpu':>7} {'oth IOPS':>8}")
     for r in summary:
-        def f(v: float | None, fmt: str) -> str:
-            return format(v, fmt) if v is not None else "-"
         print(f"{r['row_bytes']:>6} {r['backend']:>8} {r['depth']:>5} "
-              f"{f(r['rows_per_s'], ',.0f'):>9} {f(r['iops'], ',.0f'):>9} "
+              f"{f(r['rows_per_s'], ',.0f'):>9} {f(r['iops'], ',.0f'):>9} {f(r['mb_per_s'], '.0f'):>6} "
               f"{f(r['fio_iops'], ',.0f'):>9} {f(r['iops_vs_fio'], '.0%'):>7} "
               f"{f(r['memmap_rows_per_s'], ',.0f'):>9} {f(r['rows_vs_memmap'], '.1f'):>8} "
-              f"{f(r['in_flight_mean'], '.1f'):>6} {f(r['cpu_us_per_row'], '.2f'):>10}")
+              f"{f(r['in_flight_mean'], '.1f'):>6} {f(r['cpu_us_per_row'], '.2f'):>6} "
+              f"{f(r['fio_cpu_us_per_io'], '.2f'):>6} {f(r['foreign_cpu_cores'], '.2f'):>7} "
+              f"{f(r['foreign_iops'], ',.0f'):>8}")
+    print("us/row: our CPU time per row (user+sys, all threads); fio us: fio's per I/O; "
+          "oth cpu / oth IOPS: median CPU cores and disk reads/s used by other processes during "
+          "our runs (the machine is shared)")
 
 
 def main(argv: list[str] | None = None) -> int:
