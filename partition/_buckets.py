@@ -5,9 +5,12 @@ The partition-ordered outputs (``part_nodes``, ``adj_ptr``, ``adj_indices``) hol
 so each partition's records arrive in their final order: partition ``p``'s next record goes right
 after its previous one.  :class:`Buckets` keeps one row of ``row_items`` per partition; a full row
 is written at partition ``p``'s current file offset with one ``pwrite`` (a list longer than a whole
-row is written directly).  Memory: ``K x row_items`` items, whatever N and E; writes: contiguous
-runs of up to a row, K interleaved sequential streams (an :class:`~._outfile.OutFile` bounds
-their dirty page cache).  The copying is :func:`~._kernels.bucket_lists`.
+row is written directly).  A row is written up to the last page boundary it reaches, its tail kept
+for the next write: a write covering part of a page that is no longer cached makes the kernel read
+that page first, so only the pages at partition boundaries are ever written in parts.
+
+Memory: ``K x row_items`` items, whatever N and E; writes: runs of up to a row, K interleaved
+sequential streams (an :class:`~._outfile.OutFile` bounds their dirty page cache).  The copying is :func:`~._kernels.bucket_lists`.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from . import _kernels as K
 from ._outfile import OutFile
 
 MIN_ROW_BYTES = 4096
+PAGE_BYTES = 4096
 
 
 def row_items(budget_bytes: int, parts: int, itemsize: int) -> int:
@@ -28,8 +32,9 @@ def row_items(budget_bytes: int, parts: int, itemsize: int) -> int:
 class Buckets:
     """One output file regrouped by partition; ``starts[p]`` is partition p's first item offset."""
 
-    def __init__(self, out: OutFile, starts: np.ndarray, row: int) -> None:
+    def __init__(self, out: OutFile, starts: np.ndarray, row: int, *, page_bytes: int = PAGE_BYTES) -> None:
         self.out = out
+        self.page = max(page_bytes // out.dtype.itemsize, 1)  # items per page
         self.next = np.array(starts, dtype=np.int64)  # file offset of each row's first item
         self.rows = np.empty((len(self.next), max(int(row), 1)), dtype=out.dtype)
         self.fill = np.zeros(len(self.next), dtype=np.int64)
@@ -43,8 +48,10 @@ class Buckets:
         i = 0
         while (i := int(K.bucket_lists(part, ptr, buf, i, self.rows, self.fill))) < len(part):
             p = int(part[i])
-            self._drain(p)
             lo, hi = int(ptr[i]), int(ptr[i + 1])
+            self._drain(p, whole=False)
+            if self.fill[p] + hi - lo > self.rows.shape[1]:
+                self._drain(p, whole=True)
             if hi - lo > self.rows.shape[1]:  # longer than a whole row: write it as it is
                 self.out.pwrite(buf[lo:hi], int(self.next[p]))
                 self.next[p] += hi - lo
@@ -53,11 +60,15 @@ class Buckets:
     def flush(self) -> None:
         """Write every partially filled row."""
         for p in np.flatnonzero(self.fill):
-            self._drain(int(p))
+            self._drain(int(p), whole=True)
 
-    def _drain(self, p: int) -> None:
-        n = int(self.fill[p])
-        if n:
-            self.out.pwrite(self.rows[p, :n], int(self.next[p]))
-            self.next[p] += n
-            self.fill[p] = 0
+    def _drain(self, p: int, *, whole: bool) -> None:
+        """Write row p: all of it, or up to the last page boundary (keeping the tail in the row)."""
+        start, n = int(self.next[p]), int(self.fill[p])
+        cut = n if whole else (start + n) // self.page * self.page - start
+        if cut <= 0:
+            return
+        self.out.pwrite(self.rows[p, :cut], start)
+        self.rows[p, : n - cut] = self.rows[p, cut:n]  # numpy copies overlapping ranges correctly
+        self.next[p] += cut
+        self.fill[p] = n - cut

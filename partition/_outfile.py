@@ -1,11 +1,13 @@
 """One output file of the partition writer, written with a bounded amount of dirty page cache.
 
 :class:`OutFile` writes arrays at item offsets (``pwrite``, looped over short writes) or appends
-them.  Every ``sync_bytes`` written it ``fdatasync``\\ s the file and drops its cached pages
-(``POSIX_FADV_DONTNEED``).  Why: a memory cap (a cgroup's limit) counts the page cache, and dirty
-pages can only be reclaimed after writeback, which reclaim inside a cgroup v1 does not start; a
-large output written through the cache alone can get the writer OOM-killed.  Here at most
-``sync_bytes`` of the file are dirty at any time, and nothing of it stays cached.
+them.  Every ``sync_bytes`` written it calls ``fdatasync`` on the file.  Why: a memory cap (a cgroup's
+limit) counts the page cache, and dirty pages can only be reclaimed after writeback, which reclaim
+inside a cgroup v1 does not start; a large output written through the cache alone can get the
+writer OOM-killed.  Here at most ``sync_bytes`` of the file are dirty at any time, and after each
+sync its pages are dropped (``POSIX_FADV_DONTNEED``), so nothing of it stays cached.  A later write
+into part of a dropped page makes the kernel read that page back first: writers that write pages in
+parts (``_buckets``) align their writes to pages.
 
 :meth:`OutFile.close` returns the file's ``meta.json`` entry; its CRC-32 is computed while the file
 is written in order, and by reading it back (in blocks) when it was written out of order.

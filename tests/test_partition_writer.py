@@ -73,7 +73,10 @@ def test_writer_files_equal_the_scatter_reference(hub_ds: oa.Dataset, parts: int
     assert json.loads((out.path / "meta.json").read_text())["files"] == files
 
 
-def test_buckets_regroup_lists_with_tiny_rows(tmp_path: Path) -> None:
+@pytest.mark.parametrize("page_bytes", [4096, 8, 12])
+def test_buckets_regroup_lists_with_tiny_rows(tmp_path: Path, page_bytes: int) -> None:
+    """Rows of 3 items: many lists are longer than a row; 8- and 12-byte pages: rows are written
+    in aligned parts, their tails kept."""
     rng = np.random.default_rng(0)
     k, lists = 4, 200
     part = rng.integers(0, k, lists).astype(np.int32)
@@ -83,7 +86,7 @@ def test_buckets_regroup_lists_with_tiny_rows(tmp_path: Path) -> None:
     want = np.concatenate([buf[ptr[i] : ptr[i + 1]] for p in range(k) for i in range(lists) if part[i] == p])
     starts = np.concatenate([[0], np.cumsum(np.bincount(part, weights=lens, minlength=k))[:-1]]).astype(np.int64)
     with OutFile(tmp_path / "b.bin", np.int32, sync_bytes=64) as f:
-        b = Buckets(f, starts, row=3)  # many lists are longer than a row
+        b = Buckets(f, starts, row=3, page_bytes=page_bytes)
         half = lists // 2
         b.add(part[:half], ptr[: half + 1], buf)
         b.add(part[half:], ptr[half:] - ptr[half], buf[ptr[half] :])
