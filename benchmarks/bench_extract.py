@@ -59,6 +59,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=3, help="runs per measurement; medians reported")
     p.add_argument("--fio-runtime", type=int, default=10, help="seconds per fio run (0: no fio)")
     p.add_argument("--memmap-rows", type=int, default=20_000, help="rows of the (slow) memmap runs")
+    p.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop",
+                   help="event loop of the source runs (uvloop: what the loader's sync bridge uses; "
+                        "falls back to asyncio when uvloop is not installed)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--keep", action="store_true", help="keep the datasets this run creates")
     p.add_argument("--json", help="write the results to this file")
@@ -141,6 +144,17 @@ async def read_all(src: Any, ids: np.ndarray, batch: int, concurrency: int, dim:
             tg.create_task(worker(k))
 
 
+def run_loop(coro: Any, loop: str) -> Any:
+    if loop == "uvloop":
+        try:
+            import uvloop
+        except ImportError:
+            pass
+        else:
+            return uvloop.run(coro)
+    return asyncio.run(coro)
+
+
 def run_source(ds: oa.Dataset, backend: str, depth: int, ids: np.ndarray,
                args: argparse.Namespace) -> dict[str, Any]:
     evict(ds.features_path)
@@ -155,7 +169,7 @@ def run_source(ds: oa.Dataset, backend: str, depth: int, ids: np.ndarray,
             return {"wall": wall, "cpu": cpu, **s,
                     **noise.foreign(wall, s["reads_submitted"] + s["short_reads_resubmitted"], cpu)}
 
-    s = asyncio.run(main())
+    s = run_loop(main(), args.loop)
     return {"backend": backend, "depth": depth, "rows": len(ids),
             "foreign_cpu_cores": s["foreign_cpu_cores"], "foreign_iops": s.get("foreign_iops"),
             "rows_per_s": len(ids) / s["wall"], "iops": s["reads_submitted"] / s["wall"],

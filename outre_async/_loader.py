@@ -58,7 +58,7 @@ class LoaderConfig:
     buffer_rows: int = 0         # 0: from memory_budget, else (num_extractors + 1) × max rows per batch
     memory_budget: int = 0       # bytes for the feature buffer; 0 = use buffer_rows' default
     backend: str = "auto"
-    max_in_flight: int = 64
+    max_in_flight: int | None = None  # None: the I/O backend's default (io_uring 128, pread 32)
     device: str = "cpu"
     source_options: dict[str, Any] = field(default_factory=dict)
     partitions: str | None = None  # partitions/<name>/ of the dataset: partition-based batches (OUTRE §4.2)
@@ -68,7 +68,9 @@ class LoaderConfig:
     def __post_init__(self) -> None:
         if not self.fanouts or any(not isinstance(f, int) or f == 0 or f < -1 for f in self.fanouts):
             raise ConfigError(f"fanouts={list(self.fanouts)} must be a non-empty list of ints > 0 (or -1 = all)")
-        for name in ("batch_size", "num_samplers", "num_extractors", "max_in_flight", "parts_per_batch"):
+        if self.max_in_flight is not None and self.max_in_flight < 1:
+            raise ConfigError(f"max_in_flight={self.max_in_flight} must be >= 1 (or None for the backend's default)")
+        for name in ("batch_size", "num_samplers", "num_extractors", "parts_per_batch"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name}={getattr(self, name)} must be >= 1")
         for name in ("extract_queue", "ready_queue", "buffer_rows", "memory_budget", "neighbor_cache"):
@@ -279,7 +281,9 @@ class _Resources:
         from ._sources import open_source
 
         cfg, ds = loader.config, loader.dataset
-        io_opts = {} if cfg.backend == "memory" else {"max_in_flight": cfg.max_in_flight, **cfg.source_options}
+        io_opts = {} if cfg.backend == "memory" else {**cfg.source_options}
+        if cfg.backend != "memory" and cfg.max_in_flight is not None:
+            io_opts.setdefault("max_in_flight", cfg.max_in_flight)
         source = open_source(ds, cfg.backend, **io_opts)  # type: ignore[arg-type]  # validated in LoaderConfig
         buffer = FeatureBuffer(ds.num_nodes, loader.buffer_rows, ds.feature_dim, min_slots=loader._max_rows)
         if loader._partitioned is not None:

@@ -63,14 +63,17 @@ _ALIGNMENTS = (512, 4096)
 class IOConfig:
     """Tuning of the disk sources; every value is checked here, errors name the offending value.
 
-    ``max_in_flight``: reads outstanding at once (io_uring queue depth; pread worker threads).
+    ``max_in_flight``: reads outstanding at once (io_uring queue depth; pread worker threads);
+    ``None`` takes the backend's measured default (``DEFAULT_DEPTH``: 128 for io_uring, the depth
+    at which ``fio`` saturates the disk it was measured on; 32 pread threads, past which more
+    threads cost more CPU than they add IOPS; see ``benchmarks/bench_extract.py``).
     ``max_read_bytes``: cap of one coalesced read.  ``max_gap_bytes``: rows whose spans are at most
     this far apart are read together (reading a small hole costs less than another I/O).
     ``max_stage_bytes``: staging memory of one request chunk.  ``direct``: try O_DIRECT.
     ``fault_offsets``: test hook, reads covering one of these file offsets fail with EBADF.
     """
 
-    max_in_flight: int = 64
+    max_in_flight: int | None = None
     max_read_bytes: int = 128 << 10
     max_gap_bytes: int = 4096
     max_stage_bytes: int = 64 << 20
@@ -78,7 +81,7 @@ class IOConfig:
     fault_offsets: frozenset[int] = frozenset()
 
     def __post_init__(self) -> None:
-        if not 1 <= self.max_in_flight <= 4096:
+        if self.max_in_flight is not None and not 1 <= self.max_in_flight <= 4096:
             raise ConfigError(f"max_in_flight must be in [1, 4096], got {self.max_in_flight=}")
         if self.max_read_bytes < 4096 or self.max_read_bytes % 4096:
             raise ConfigError(
@@ -271,9 +274,12 @@ class _DiskSource(FeatureSource):
     waits (uncancellably) until none of its reads is in flight.
     """
 
+    DEFAULT_DEPTH = 64
+
     def __init__(self, file: FeatureFile, config: IOConfig) -> None:
         super().__init__(file.num_rows, file.dim, file.dtype)
         self.file, self.config = file, config
+        self.depth: int = config.max_in_flight or self.DEFAULT_DEPTH  # reads outstanding at most
         try:
             self._fd, self.direct, self.align = open_direct(file.path, config.direct)
         except FileNotFoundError as exc:
@@ -377,7 +383,7 @@ class _DiskSource(FeatureSource):
 
     def stats(self) -> dict[str, Any]:
         return {**super().stats(), "direct": self.direct, "align": self.align,
-                "max_in_flight": self.config.max_in_flight, "in_flight_peak": self._flight.peak,
+                "max_in_flight": self.depth, "in_flight_peak": self._flight.peak,
                 "in_flight_mean": round(self._flight.mean(), 2),
                 "busy_seconds": round(self._flight.busy, 4),
                 "staging_arenas": self._pool.allocated}
@@ -422,12 +428,13 @@ class PreadSource(_DiskSource):
     threads only fill staging memory and report counts back through their futures."""
 
     backend = "pread"
+    DEFAULT_DEPTH = 32
 
     def __init__(self, source: Dataset | FeatureFile, config: IOConfig | None = None,
                  **opts: Any) -> None:
         file = source if isinstance(source, FeatureFile) else FeatureFile.of(source)
         super().__init__(file, config or IOConfig(**opts))
-        self._executor = ThreadPoolExecutor(self.config.max_in_flight,
+        self._executor = ThreadPoolExecutor(self.depth,
                                             thread_name_prefix="outre-pread")
         self._pending: set[asyncio.Future[tuple[int, int, int]]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -436,7 +443,7 @@ class PreadSource(_DiskSource):
         self._loop = loop = asyncio.get_running_loop()
         chunk = _PreadChunk()
         n = plan.num_reads
-        step = -(-n // self.config.max_in_flight)  # one slice per worker: few executor round trips
+        step = -(-n // self.depth)  # one slice per worker: few executor round trips
         for a in range(0, n, step):
             fut = loop.run_in_executor(self._executor, self._read_slice, chunk, plan, arena,
                                        a, min(n, a + step))

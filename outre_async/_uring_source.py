@@ -98,6 +98,7 @@ class UringSource(_DiskSource):
 
     backend = "io_uring"
     REAP_SLICE = 8
+    DEFAULT_DEPTH = 128
 
     def __init__(self, source: Dataset | FeatureFile, config: IOConfig | None = None,
                  **opts: Any) -> None:
@@ -123,7 +124,7 @@ class UringSource(_DiskSource):
                 raise ConfigError("this UringSource has reads in flight on another event loop; "
                                   "use one source per loop")
             self._teardown()
-        entries = max(8, 1 << (self.config.max_in_flight - 1).bit_length())
+        entries = max(8, 1 << (self.depth - 1).bit_length())
         ring = L.Ring()
         L.io_uring_queue_init(entries, ring)
         efd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
@@ -199,7 +200,7 @@ class UringSource(_DiskSource):
     # -- submission --------------------------------------------------------------------------------
     def _pump(self) -> None:
         """Prepare SQEs from the queue within the in-flight budget; one submit for all of them."""
-        budget = self.config.max_in_flight - self._flight.now
+        budget = self.depth - self._flight.now
         queue, count, batch = self._queue, 0, []
         while budget > count and queue:
             job = queue[0]

@@ -252,3 +252,14 @@ def test_stats_report_stages_and_backend(dataset: oa.Dataset) -> None:
     assert stats["delivered_batches"] == len(batches) == stats["sampled_batches"] == stats["extracted_batches"]
     assert stats["epochs_started"] == 1
     assert {"sample_seconds", "extract_seconds", "stall_seconds", "buffer_rows"} <= stats.keys()
+
+
+@pytest.mark.parametrize(("opts", "depth"), [({}, 32), ({"max_in_flight": 7}, 7)])
+def test_max_in_flight_reaches_the_source(dataset: oa.Dataset, opts: dict, depth: int) -> None:
+    async def body() -> int:
+        async with _loader(dataset, backend="pread", **opts) as loader:
+            return loader.stats()["io"]["max_in_flight"]
+
+    assert run(body()) == depth
+    with pytest.raises(oa.ConfigError, match="max_in_flight"):
+        _loader(dataset, max_in_flight=0)

@@ -484,6 +484,16 @@ def test_bad_io_config_is_a_config_error(opts: dict) -> None:
         IOConfig(**opts)
 
 
+@pytest.mark.parametrize(("backend", "default"), [pytest.param("io_uring", 128, marks=NEEDS_URING),
+                                                 ("pread", 32)])
+def test_depth_defaults_per_backend_and_can_be_set(ds129: tuple, backend: str, default: int) -> None:
+    async def main() -> tuple[int, int]:
+        async with open_source(ds129[0], backend) as a, open_source(ds129[0], backend, max_in_flight=5) as b:
+            return a.stats()["max_in_flight"], b.stats()["max_in_flight"]
+
+    assert asyncio.run(main()) == (default, 5)
+
+
 def test_bad_backend_name(ds129: tuple) -> None:
     with pytest.raises(oa.ConfigError, match="backend"):
         open_source(ds129[0], "mmap")  # type: ignore[arg-type]
