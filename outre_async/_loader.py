@@ -58,7 +58,7 @@ class LoaderConfig:
     buffer_rows: int = 0         # 0: from memory_budget, else (num_extractors + 1) × max rows per batch
     memory_budget: int = 0       # bytes for the feature buffer; 0 = use buffer_rows' default
     backend: str = "auto"
-    max_in_flight: int | None = None  # None: the I/O backend's default (io_uring 128, pread 32)
+    max_in_flight: int | None = None  # None: the I/O backend's default (io_uring 256, pread 32)
     device: str = "cpu"
     source_options: dict[str, Any] = field(default_factory=dict)
     partitions: str | None = None  # partitions/<name>/ of the dataset: partition-based batches (OUTRE §4.2)
@@ -270,9 +270,9 @@ class _Resources:
     """What an open loader holds, all bound to one event loop."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, source: Any, buffer: FeatureBuffer,
-                 samplers: list[Any], executor: ThreadPoolExecutor) -> None:
+                 samplers: list[Any], executor: ThreadPoolExecutor, copier: ThreadPoolExecutor) -> None:
         self.loop, self.source, self.buffer = loop, source, buffer
-        self.samplers, self.executor = samplers, executor
+        self.samplers, self.executor, self.copier = samplers, executor, copier
         self.epochs: weakref.WeakSet[Any] = weakref.WeakSet()  # running epochs' delivery generators
 
     @classmethod
@@ -285,13 +285,15 @@ class _Resources:
         if cfg.backend != "memory" and cfg.max_in_flight is not None:
             io_opts.setdefault("max_in_flight", cfg.max_in_flight)
         source = open_source(ds, cfg.backend, **io_opts)  # type: ignore[arg-type]  # validated in LoaderConfig
-        buffer = FeatureBuffer(ds.num_nodes, loader.buffer_rows, ds.feature_dim, min_slots=loader._max_rows)
+        copier = ThreadPoolExecutor(cfg.num_extractors, thread_name_prefix="outre-copy")  # big buffer copies
+        buffer = FeatureBuffer(ds.num_nodes, loader.buffer_rows, ds.feature_dim, min_slots=loader._max_rows,
+                               executor=copier)
         if loader._partitioned is not None:
             samplers = loader._partitioned.samplers(ds, list(cfg.fanouts), cfg.seed, cfg.num_samplers)
         else:
             samplers = [NeighborSampler(ds, list(cfg.fanouts), seed=cfg.seed) for _ in range(cfg.num_samplers)]
         executor = ThreadPoolExecutor(cfg.num_samplers, thread_name_prefix="outre-sampler")
-        return cls(loop, source, buffer, samplers, executor)
+        return cls(loop, source, buffer, samplers, executor, copier)
 
     def epoch_parts(self, loader: OutreLoader, epoch: int) -> EpochParts:
         cfg = loader.config
@@ -314,6 +316,7 @@ class _Resources:
             await self.source.aclose()
         finally:
             self.executor.shutdown(wait=True)
+            self.copier.shutdown(wait=True)
 
 
 def _close_portal(portal: LoopThread, box: list[_Resources | None]) -> None:

@@ -64,9 +64,11 @@ class IOConfig:
     """Tuning of the disk sources; every value is checked here, errors name the offending value.
 
     ``max_in_flight``: reads outstanding at once (io_uring queue depth; pread worker threads);
-    ``None`` takes the backend's measured default (``DEFAULT_DEPTH``: 128 for io_uring, the depth
-    at which ``fio`` saturates the disk it was measured on; 32 pread threads, past which more
-    threads cost more CPU than they add IOPS; see ``benchmarks/bench_extract.py``).
+    ``None`` takes the backend's measured default (``DEFAULT_DEPTH``, ``benchmarks/bench_extract.py``
+    on a virtio disk where ``fio`` saturates at 64-128): 256 for io_uring, because the loop reaps
+    completions in bursts (about 50 per wakeup) and needs twice fio's depth to keep the device
+    itself ~100 deep (80-91 % of fio's IOPS at 256, 65-79 % at 128); 32 pread threads, past which
+    more threads cost more CPU than they add IOPS.
     ``max_read_bytes``: cap of one coalesced read.  ``max_gap_bytes``: rows whose spans are at most
     this far apart are read together (reading a small hole costs less than another I/O).
     ``max_stage_bytes``: staging memory of one request chunk.  ``direct``: try O_DIRECT.

@@ -98,7 +98,7 @@ class UringSource(_DiskSource):
 
     backend = "io_uring"
     REAP_SLICE = 8
-    DEFAULT_DEPTH = 128
+    DEFAULT_DEPTH = 256  # measured: see IOConfig
 
     def __init__(self, source: Dataset | FeatureFile, config: IOConfig | None = None,
                  **opts: Any) -> None:

@@ -484,7 +484,7 @@ def test_bad_io_config_is_a_config_error(opts: dict) -> None:
         IOConfig(**opts)
 
 
-@pytest.mark.parametrize(("backend", "default"), [pytest.param("io_uring", 128, marks=NEEDS_URING),
+@pytest.mark.parametrize(("backend", "default"), [pytest.param("io_uring", 256, marks=NEEDS_URING),
                                                  ("pread", 32)])
 def test_depth_defaults_per_backend_and_can_be_set(ds129: tuple, backend: str, default: int) -> None:
     async def main() -> tuple[int, int]:
