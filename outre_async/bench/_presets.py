@@ -57,7 +57,10 @@ BENCH_PRESETS: dict[str, BenchPreset] = {
         name="igb-like", dataset="igb-like", fanouts=(10, 5), batch_size=512, hidden=128,
         cap_bytes=int(2.5 * GiB), timeout_s=3600, quick_max_batches=10,
         # ~390 train seeds per part: a macro batch of 8 parts is ~6 batches of 512
-        system_options={"outre-part": {"parts": 256, "parts_per_batch": 8, "neighbor_cache": 64 << 20}},
+        # the feature buffer gets what the cap leaves beyond the ~1.2 GiB working set (torch, model, batches)
+        system_options={"outre": {"memory_budget": "1GiB"},
+                        "outre-part": {"parts": 256, "parts_per_batch": 8, "neighbor_cache": 64 << 20,
+                                       "memory_budget": "1GiB"}},
         note="I/O-bound: 4 KiB rows, small model; cap = 65% of the feature bytes (1.5 GiB thrashed pyg-mmap-random: "
              "170 GB read for 3 batches, vs 0.22 GB at 2.5 GiB)",
     ),
@@ -65,7 +68,9 @@ BENCH_PRESETS: dict[str, BenchPreset] = {
     "papers-like": BenchPreset(
         name="papers-like", dataset="papers-like", fanouts=(10, 10), batch_size=1024, hidden=256,
         cap_bytes=3 * GiB, timeout_s=3600, quick_max_batches=10,
-        system_options={"outre-part": {"parts": 1024, "parts_per_batch": 8, "neighbor_cache": 128 << 20}},
+        system_options={"outre": {"memory_budget": "1GiB"},
+                        "outre-part": {"parts": 1024, "parts_per_batch": 8, "neighbor_cache": 128 << 20,
+                                       "memory_budget": "1GiB"}},
         note="compute and I/O mixed: 512 B rows, wider model; cap = 71% of features + topology",
     ),
 }

@@ -207,7 +207,7 @@ class Outre(System):
         from .._loader import OutreLoader
 
         self.loader = OutreLoader(ds, split="train", fanouts=list(spec.fanouts), batch_size=spec.batch_size,
-                                  seed=spec.seed, **self.loader_options)
+                                  seed=spec.seed, memory_budget=spec.options.get("memory_budget"), **self.loader_options)
         return iter(self.loader)
 
     def stats(self) -> dict[str, Any]:
@@ -263,6 +263,7 @@ class OutrePart(Outre):
 
         self.loader = OutreLoader(ds, split="train", fanouts=list(spec.fanouts), batch_size=spec.batch_size,
                                   seed=spec.seed, partitions=_partition_name(spec),
+                                  memory_budget=spec.options.get("memory_budget"),
                                   parts_per_batch=int(spec.options.get("parts_per_batch", 4)),
                                   neighbor_cache=int(spec.options.get("neighbor_cache", 64 << 20)), **self.loader_options)
         return iter(self.loader)
