@@ -117,10 +117,3 @@ def gather_rows(data, slots, out) -> None:
     """``out[i] = data[slots[i]]`` for every row: the batch tensor, assembled from buffer slots."""
     for i in range(len(slots)):
         out[i, :] = data[slots[i], :]
-
-
-@njit(cache=True, nogil=True)
-def scatter_rows(data, slots, rows) -> None:
-    """``data[slots[i]] = rows[i]`` for every row: freshly read rows into their buffer slots."""
-    for i in range(len(slots)):
-        data[slots[i], :] = rows[i, :]

@@ -28,7 +28,7 @@ async def extractor_worker(inp: Channel[SampledBatch], out: Channel[ExtractedBat
         hold = await buffer.acquire(sb.subgraph.n_id)
         try:
             await buffer.fill(hold, source)
-            x = await buffer.assemble(hold)
+            x = buffer.gather(hold)
             counters["extract_seconds"] += time.perf_counter() - start
             counters["extracted_batches"] += 1
             await out.send(ExtractedBatch(sb.seq, sb.subgraph, x, hold))

@@ -11,33 +11,20 @@ undone and the batch waits for a release.  With ``num_slots`` ≥ (batches that 
 (max rows per batch) it never waits for long; a buffer smaller than one batch is refused at
 construction (:class:`ConfigError`), because that batch could never be served.
 
-Only the event loop thread touches this object's bookkeeping (no locks).  The two large copies of a
-batch, read rows into their slots (:meth:`fill`) and slots into the batch matrix (:meth:`assemble`),
-run as ``nogil`` numba kernels in the loader's copy executor when they exceed ``OFFLOAD_BYTES``: a
-60 MB gather on the loop thread would stop it reaping completions for tens of milliseconds while the
-device queue drains.  This is safe without locks because every slot such a copy touches is held by
-the batch (never reassigned while held), slots being filled are marked valid and their waiters woken
-only after the copy, and nothing else writes them.
-
-Cancellation rule: a cancelled :meth:`fill` still lets the reads it submitted finish inside the
-source and a copy already running in a thread finish too, marks its unread rows invalid so nobody
-waits on them forever, and leaves releasing to the caller's ``finally``.
+Only the event loop thread touches this object (no locks).  Cancellation rule: a cancelled
+:meth:`fill` still lets the reads it submitted finish inside the source, marks its unread rows
+invalid so nobody waits on them forever, and leaves releasing to the caller's ``finally``.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import _buffer_kernels as K
 from ._errors import ConfigError
-from ._sample_stage import run_in_thread
-
-OFFLOAD_BYTES = 1 << 20  # copies at least this large leave the loop thread (when there is an executor)
 
 
 @dataclass(eq=False, slots=True)
@@ -58,15 +45,13 @@ class Acquisition:
 class FeatureBuffer:
     """``num_slots`` rows of ``dim`` float32 values plus GNNDrive's mapping table and standby LRU."""
 
-    def __init__(self, num_nodes: int, num_slots: int, dim: int, *, min_slots: int = 1,
-                 executor: Executor | None = None) -> None:
+    def __init__(self, num_nodes: int, num_slots: int, dim: int, *, min_slots: int = 1) -> None:
         if num_slots < max(min_slots, 1):
             raise ConfigError(
                 f"feature buffer of {num_slots=} rows is smaller than the {min_slots} rows one round of "
                 "batches needs; raise buffer_rows / memory_budget or lower batch_size, fanouts or extractors"
             )
         self.num_slots = num_slots
-        self._executor = executor
         self.data = np.zeros((num_slots, dim), dtype=np.float32)
         self._slot_of = np.full(num_nodes, -1, dtype=np.int64)
         self._node_of = np.full(num_slots, -1, dtype=np.int64)
@@ -122,7 +107,7 @@ class FeatureBuffer:
             if len(read_slots):
                 rows = np.empty((len(read_slots), self.data.shape[1]), dtype=np.float32)
                 await source.read_rows(acq.ids[acq.read_mask], rows)
-                await self._copy(K.scatter_rows, self.data, read_slots, rows)
+                self.data[read_slots] = rows
                 self._valid[read_slots] = 1
         except BaseException as exc:
             K.invalidate(read_slots, self._slot_of, self._node_of, self._valid)
@@ -142,19 +127,6 @@ class FeatureBuffer:
             else:
                 fut.set_exception(exc if isinstance(exc, Exception) else asyncio.CancelledError())
                 fut.exception()  # retrieved here: a batch nobody waits for must not warn
-
-    async def _copy(self, kernel: Callable[..., None], data: np.ndarray, slots: np.ndarray,
-                    rows: np.ndarray) -> None:
-        if self._executor is not None and rows.nbytes >= OFFLOAD_BYTES:
-            await run_in_thread(self._executor, kernel, data, slots, rows)
-        else:
-            kernel(data, slots, rows)
-
-    async def assemble(self, acq: Acquisition) -> np.ndarray:
-        """:meth:`gather`, off the loop thread when large (see the module docstring)."""
-        out = np.empty((len(acq.slots), self.data.shape[1]), dtype=np.float32)
-        await self._copy(K.gather_rows, self.data, acq.slots, out)
-        return out
 
     def gather(self, acq: Acquisition) -> np.ndarray:
         """The batch's feature matrix ``[len(ids), dim]``, copied out of the slots."""

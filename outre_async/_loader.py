@@ -270,9 +270,9 @@ class _Resources:
     """What an open loader holds, all bound to one event loop."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, source: Any, buffer: FeatureBuffer,
-                 samplers: list[Any], executor: ThreadPoolExecutor, copier: ThreadPoolExecutor) -> None:
+                 samplers: list[Any], executor: ThreadPoolExecutor) -> None:
         self.loop, self.source, self.buffer = loop, source, buffer
-        self.samplers, self.executor, self.copier = samplers, executor, copier
+        self.samplers, self.executor = samplers, executor
         self.epochs: weakref.WeakSet[Any] = weakref.WeakSet()  # running epochs' delivery generators
 
     @classmethod
@@ -285,15 +285,13 @@ class _Resources:
         if cfg.backend != "memory" and cfg.max_in_flight is not None:
             io_opts.setdefault("max_in_flight", cfg.max_in_flight)
         source = open_source(ds, cfg.backend, **io_opts)  # type: ignore[arg-type]  # validated in LoaderConfig
-        copier = ThreadPoolExecutor(cfg.num_extractors, thread_name_prefix="outre-copy")  # big buffer copies
-        buffer = FeatureBuffer(ds.num_nodes, loader.buffer_rows, ds.feature_dim, min_slots=loader._max_rows,
-                               executor=copier)
+        buffer = FeatureBuffer(ds.num_nodes, loader.buffer_rows, ds.feature_dim, min_slots=loader._max_rows)
         if loader._partitioned is not None:
             samplers = loader._partitioned.samplers(ds, list(cfg.fanouts), cfg.seed, cfg.num_samplers)
         else:
             samplers = [NeighborSampler(ds, list(cfg.fanouts), seed=cfg.seed) for _ in range(cfg.num_samplers)]
         executor = ThreadPoolExecutor(cfg.num_samplers, thread_name_prefix="outre-sampler")
-        return cls(loop, source, buffer, samplers, executor, copier)
+        return cls(loop, source, buffer, samplers, executor)
 
     def epoch_parts(self, loader: OutreLoader, epoch: int) -> EpochParts:
         cfg = loader.config
@@ -316,7 +314,6 @@ class _Resources:
             await self.source.aclose()
         finally:
             self.executor.shutdown(wait=True)
-            self.copier.shutdown(wait=True)
 
 
 def _close_portal(portal: LoopThread, box: list[_Resources | None]) -> None:

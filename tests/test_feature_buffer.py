@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import random
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
-from outre_async import ConfigError, _feature_buffer
+from outre_async import ConfigError
 from outre_async._feature_buffer import FeatureBuffer
 
 FEATURES = np.random.default_rng(0).standard_normal((200, 6)).astype(np.float32)
@@ -153,42 +152,3 @@ def test_cancelled_fill_does_not_strand_waiters() -> None:
         np.testing.assert_array_equal(await _batch(buf, src, np.arange(10)), FEATURES[:10])
 
     run(body())
-
-
-class CountingExecutor(ThreadPoolExecutor):
-    def __init__(self) -> None:
-        super().__init__(2)
-        self.submitted = 0
-
-    def submit(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        self.submitted += 1
-        return super().submit(*args, **kwargs)
-
-
-@pytest.mark.parametrize("seed", [0, 1])
-def test_large_copies_run_in_the_executor_with_the_same_rows(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
-    monkeypatch.setattr(_feature_buffer, "OFFLOAD_BYTES", 0)  # every fill and assemble leaves the loop
-    ex = CountingExecutor()
-
-    async def body() -> None:
-        buf, src = FeatureBuffer(200, 120, 6, executor=ex), ArraySource(seed=seed)
-        batches = [np.random.default_rng(seed + i).choice(200, 40, replace=False) for i in range(6)]
-
-        async def one(ids: np.ndarray) -> np.ndarray:
-            acq = await buf.acquire(ids)
-            try:
-                await buf.fill(acq, src)
-                return await buf.assemble(acq)
-            finally:
-                buf.release(acq)
-
-        outs = await asyncio.gather(*(one(ids) for ids in batches))
-        for ids, x in zip(batches, outs, strict=True):
-            np.testing.assert_array_equal(x, FEATURES[ids])
-        assert buf.free_slots() == 120
-
-    try:
-        run(body())
-    finally:
-        ex.shutdown(wait=True)
-    assert ex.submitted >= 6  # at least every assemble went to the executor
