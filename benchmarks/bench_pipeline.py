@@ -82,6 +82,26 @@ def evict(path: Path) -> None:
         os.close(fd)
 
 
+def busy_cpu_seconds() -> float:
+    """CPU seconds all cores spent busy (``/proc/stat``: everything but idle and iowait)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (sum(v[:8]) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+
+
+class OtherCPU:
+    """CPU cores used by other processes while a run lasts (the machine is shared)."""
+
+    def __enter__(self) -> OtherCPU:
+        self.busy, self.own, self.t = busy_cpu_seconds(), time.process_time(), time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        wall = time.perf_counter() - self.t
+        other = busy_cpu_seconds() - self.busy - (time.process_time() - self.own)
+        self.cores = round(max(other, 0.0) / wall, 2)
+
+
 def log(rec: dict[str, Any]) -> None:
     print(json.dumps(rec), file=sys.stderr, flush=True)
 
@@ -186,13 +206,16 @@ def run_pipelining(ds: oa.Dataset, args: argparse.Namespace) -> list[dict[str, A
     runs = []
     for rep in range(args.repeats):
         for train_s in sleeps:
-            rec = {"part": "a", "loader": f"outre-{args.consumer}", "repeat": rep,
-                   **epoch(ds, seeds, train_s, args)}
+            with OtherCPU() as other:
+                res = epoch(ds, seeds, train_s, args)
+            rec = {"part": "a", "loader": f"outre-{args.consumer}", "repeat": rep, **res,
+                   "other_cpu_cores": other.cores}
             runs.append(rec)
             log(rec)
             if not args.no_sync_baseline:
-                rec = {"part": "a", "loader": "sync", "repeat": rep,
-                       **epoch_syncloader(ds, seeds, train_s, args)}
+                with OtherCPU() as other:
+                    res = epoch_syncloader(ds, seeds, train_s, args)
+                rec = {"part": "a", "loader": "sync", "repeat": rep, **res, "other_cpu_cores": other.cores}
                 runs.append(rec)
                 log(rec)
     return runs
@@ -293,7 +316,7 @@ def print_table(summary: list[dict[str, Any]]) -> None:
 
     print(f"{'loader':>14} {'train ms':>8} {'epoch s':>8} {'sample s':>8} {'extract s':>9} "
           f"{'train s':>8} {'stall s':>8} {'1st s':>6} {'stall/b ms':>10} {'ep/max':>7} "
-          f"{'-1st/max':>8} {'overlap':>7} {'dominant':>8}")
+          f"{'-1st/max':>8} {'overlap':>7} {'dominant':>8} {'oth cpu':>7}")
     for r in (r for r in summary if r["part"] == "a"):
         print(f"{r['loader']:>14} {f(r['train_ms'], '.1f'):>8} {f(r.get('epoch_s'), '.2f'):>8} "
               f"{f(r.get('sample_s'), '.2f'):>8} {f(r.get('extract_s'), '.2f'):>9} "
@@ -301,7 +324,8 @@ def print_table(summary: list[dict[str, Any]]) -> None:
               f"{f(r.get('first_batch_s'), '.2f'):>6} {f(r.get('stall_after_first_ms'), '.1f'):>10} "
               f"{f(r.get('epoch_vs_max_stage'), '.2f'):>7} {f(r.get('after_first_vs_max_stage'), '.2f'):>8} "
               f"{f(r.get('overlap'), '.2f'):>7} "
-              f"{r.get('dominant', '-'):>8}")
+              f"{r.get('dominant', '-'):>8} {f(r.get('other_cpu_cores'), '.2f'):>7}")
+    print("oth cpu: CPU cores used by other processes during the epoch (the machine may be shared)")
     print()
     print(f"{'loader (empty-work stages)':>32} {'us/batch':>9}")
     for r in (r for r in summary if r["part"] == "b"):
