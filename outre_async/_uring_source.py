@@ -12,10 +12,15 @@ How it works, and why:
   pump runs when work arrives and after every reap, so completions of one batch immediately make
   room for the next batch's reads: the device queue stays fed across batch boundaries and
   concurrent callers share it.
-* **Staging.**  Reads are ``IORING_OP_READV`` of one ``memoryview`` slice of the job's page-aligned
-  mmap arena (the binding's ``Iovec`` accepts memoryviews; its plain read needs a whole bytearray),
-  so a coalesced run lands in place and the copy to ``out`` is one numpy gather per chunk.  The
-  job keeps its ``Iovec``s (and through them the arena) alive until each read's completion.
+* **Staging.**  Reads are ``IORING_OP_READV`` into the job's page-aligned mmap arena, so a
+  coalesced run lands in place and the copy to ``out`` is one numpy gather per chunk.  The
+  binding's ``Iovec`` never releases the buffer it takes from each memoryview it is given (measured:
+  every ``Iovec([view[a:b]])`` leaves its slice alive, ~184 B, and pins the arena forever), so a
+  read's ``Iovec`` is built from **pre-made block slices** of the arena (``_ArenaBlocks``: one
+  memoryview per ``block`` bytes, made once per arena and block size): a read of ``[s, s+n)`` is
+  ``Iovec(blocks[s/B:(s+n)/B])``, the same contiguous memory as one segment, and nothing new is
+  pinned.  Arenas are therefore kept for the source's life (the pool never drops them).  The job
+  keeps its ``Iovec``s alive until each read's completion.
 * **Short reads** are resubmitted from the aligned offset where data stopped; end of file before
   the bytes a row needs is an :class:`ExtractorError`, never a resubmission loop.  Negative
   results (EIO, EBADF, EINVAL...) become :class:`ExtractorError` with the file path, the read's byte
@@ -34,10 +39,12 @@ import asyncio
 import errno as errno_mod
 import mmap
 import os
+import sys
 from collections import deque
 from typing import Any
 
 import liburing as L
+import numpy as np
 
 from ._dataset import Dataset
 from ._errors import ConfigError, OutreError, PipelineClosed
@@ -45,23 +52,53 @@ from ._sources import FeatureFile, IOConfig, _DiskSource, uncancellable
 from ._staging import ReadPlan, resume_at
 
 _INDEX_MASK = (1 << 32) - 1
+_MAX_BLOCK = 64 << 10   # largest block slice: fewer segments per read, bounded slice tables
+_RESUME_BLOCK = 512     # resubmitted short reads start at any 512-byte-aligned offset
 _TRANSIENT = (errno_mod.EAGAIN, errno_mod.EBUSY, errno_mod.EINTR)
+
+
+class _ArenaBlocks:
+    """Block slices of one arena, per block size, made once (see the module docstring: the binding
+    pins whatever memoryview an ``Iovec`` is built from, so only these long-lived slices are used)."""
+
+    __slots__ = ("view", "by_size")
+
+    def __init__(self, arena: mmap.mmap) -> None:
+        self.view = memoryview(arena)
+        self.by_size: dict[int, list[memoryview]] = {}
+
+    def of_size(self, block: int) -> list[memoryview]:
+        blocks = self.by_size.get(block)
+        if blocks is None:
+            view = self.view
+            blocks = self.by_size[block] = [view[i : i + block] for i in range(0, len(view) - block + 1, block)]
+        return blocks
+
+
+def _block_size(plan: ReadPlan) -> int:
+    """The largest power of two (<= 64 KiB) dividing every stage offset and read length of ``plan``."""
+    if plan.num_reads == 0:
+        return _MAX_BLOCK
+    bits = int(np.bitwise_or.reduce(plan.stage)) | int(np.bitwise_or.reduce(plan.lengths)) | _MAX_BLOCK
+    return bits & -bits
 
 
 class _Job:
     """The reads of one staged chunk, and where they stand.  Owned by the event loop."""
 
-    __slots__ = ("token", "offsets", "lengths", "needs", "stage", "view", "iovs", "next",
+    __slots__ = ("token", "offsets", "lengths", "needs", "stage", "arena", "block", "blocks", "iovs", "next",
                  "inflight", "left", "stopped", "error", "waiter", "resume", "cur", "queued",
                  "settled")
 
-    def __init__(self, token: int, plan: ReadPlan, arena: mmap.mmap) -> None:
+    def __init__(self, token: int, plan: ReadPlan, arena: _ArenaBlocks) -> None:
         self.token = token
         self.offsets: list[int] = plan.offsets.tolist()
         self.lengths: list[int] = plan.lengths.tolist()
         self.needs: list[int] = plan.needs.tolist()
         self.stage: list[int] = plan.stage.tolist()
-        self.view = memoryview(arena)
+        self.arena = arena
+        self.block = _block_size(plan)
+        self.blocks = arena.of_size(self.block)
         self.iovs: list[Any] = [None] * len(self.offsets)  # keeps each read's memory alive
         self.next = 0                       # first read not yet submitted
         self.inflight = 0                   # submitted, not completed
@@ -113,6 +150,8 @@ class UringSource(_DiskSource):
         self._token = 0
         self._broken: OutreError | None = None
         self._idle: asyncio.Future[None] | None = None
+        self._arenas: dict[int, _ArenaBlocks] = {}  # id(arena) -> its block slices
+        self._pool.max_cached = sys.maxsize  # arenas live as long as the source (module docstring)
 
     # -- ring lifecycle ----------------------------------------------------------------------------
     def _ensure_ring(self) -> None:
@@ -165,7 +204,10 @@ class UringSource(_DiskSource):
         if self._broken is not None:
             raise self._broken
         self._token = (self._token + 1) & 0x7FFFFFFF
-        job = _Job(self._token, plan, arena)
+        blocks = self._arenas.get(id(arena))
+        if blocks is None:
+            blocks = self._arenas[id(arena)] = _ArenaBlocks(arena)
+        job = _Job(self._token, plan, blocks)
         self._jobs[job.token] = job
         self._counters["runs"] += plan.num_reads
         self._enqueue(job)
@@ -241,14 +283,14 @@ class UringSource(_DiskSource):
         count = self._prepare_resume(job, budget)
         start = job.next
         stop = min(len(job.offsets), start + budget - count)
-        ring, fd, view, base = self._ring, self._fd, job.view, job.token << 32
+        ring, fd, blocks, size, base = self._ring, self._fd, job.blocks, job.block, job.token << 32
         offsets, lengths, stage, iovs = job.offsets, job.lengths, job.stage, job.iovs
         get_sqe, prep, set_data, iovec = (L.io_uring_get_sqe, L.io_uring_prep_readv,
                                           L.io_uring_sqe_set_data64, L.Iovec)
         faults = self.config.fault_offsets
         for k in range(start, stop):
             s = stage[k]
-            iov = iovec([view[s : s + lengths[k]]])
+            iov = iovec(blocks[s // size : (s + lengths[k]) // size])
             sqe = get_sqe(ring)
             prep(sqe, self._fault_fd(offsets[k], lengths[k]) if faults else fd, iov, offsets[k])
             set_data(sqe, base | k)
@@ -262,7 +304,8 @@ class UringSource(_DiskSource):
         while job.resume and count < budget:
             k = job.resume.pop()
             off, cur, s = job.offsets[k], job.cur[k], job.stage[k]
-            iov = L.Iovec([job.view[s + cur - off : s + job.lengths[k]]])
+            blocks = job.arena.of_size(_RESUME_BLOCK)
+            iov = L.Iovec(blocks[(s + cur - off) // _RESUME_BLOCK : (s + job.lengths[k]) // _RESUME_BLOCK])
             sqe = L.io_uring_get_sqe(self._ring)
             L.io_uring_prep_readv(sqe, self._fault_fd(cur, job.lengths[k] - (cur - off)), iov, cur)
             L.io_uring_sqe_set_data64(sqe, (job.token << 32) | k)

@@ -557,3 +557,32 @@ def test_split_by_bytes_bounds_each_chunk() -> None:
     assert all(b == c for (_, b), (c, _) in zip(chunks, chunks[1:], strict=False))
     assert max(b - a for a, b in chunks) * 512 <= 64 << 10
     assert split_by_bytes(unique[:0], stride=512, row_bytes=512, align=512, max_bytes=4096) == []
+
+
+@NEEDS_URING
+def test_io_uring_reads_pin_no_new_objects(ds129: tuple) -> None:
+    """The binding's Iovec never releases the memoryview it reads into; reads must reuse the
+    arena's block slices, so live memoryviews stay flat however many reads are made."""
+    import gc
+
+    ds, x = ds129
+    rng = np.random.default_rng(11)
+
+    def live_views() -> int:
+        gc.collect()
+        return sum(isinstance(o, memoryview) for o in gc.get_objects())
+
+    async def main() -> list[int]:
+        counts = []
+        async with open_source(ds, "io_uring", max_gap_bytes=0) as src:
+            for round_ in range(3):
+                for _ in range(10):
+                    ids = rng.integers(0, ds.num_nodes, 200)
+                    out = np.empty((len(ids), 129), np.float32)
+                    await src.read_rows(ids, out)
+                    np.testing.assert_array_equal(out, x[ids])
+                counts.append(live_views())
+        return counts
+
+    counts = run(main())
+    assert counts[2] - counts[0] < 100, f"memoryviews grow with reads: {counts}"
