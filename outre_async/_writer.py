@@ -249,16 +249,23 @@ class DatasetWriter:
         )
 
     def _install(self) -> None:
-        if self.path.exists():
-            if not self._overwrite:
-                raise DatasetExistsError(f"{self.path} appeared while writing; choose another path or pass overwrite")
-            old = self.path.parent / f".{self.path.name}.old-{secrets.token_hex(4)}"
-            os.rename(self.path, old)
-            os.rename(self._tmp, self.path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(self._tmp, self.path)
-        _fsync_dir(self.path.parent)
+        install_directory(self._tmp, self.path, overwrite=self._overwrite, exists=DatasetExistsError(
+            f"{self.path} appeared while writing; choose another path or pass overwrite"))
+
+
+def install_directory(tmp: Path, path: Path, *, overwrite: bool, exists: Exception) -> None:
+    """Rename the finished ``tmp`` directory to ``path`` (replacing it when ``overwrite``, else
+    raising ``exists``), then fsync the parent so the rename survives a crash."""
+    if path.exists():
+        if not overwrite:
+            raise exists
+        old = path.parent / f".{path.name}.old-{secrets.token_hex(4)}"
+        os.rename(path, old)
+        os.rename(tmp, path)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.rename(tmp, path)
+    _fsync_dir(path.parent)
 
 
 def _check_ids(ids: np.ndarray, num_nodes: int, what: str) -> None:

@@ -41,6 +41,7 @@ import numpy as np
 
 from outre_async._dataset import Dataset
 from outre_async._errors import ConfigError, PartitionExistsError
+from outre_async._writer import install_directory
 
 from . import _kernels as K
 from ._buckets import Buckets, row_items
@@ -179,16 +180,8 @@ class PartitionWriter:
 
     def _install(self) -> None:
         _fsync_dir(self.tmp)
-        if self.path.exists():
-            if not self.overwrite:
-                raise PartitionExistsError(f"{self.path} appeared while writing; pass overwrite or choose another name")
-            old = self.path.parent / f".{self.path.name}.old-{secrets.token_hex(4)}"
-            os.rename(self.path, old)
-            os.rename(self.tmp, self.path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(self.tmp, self.path)
-        _fsync_dir(self.path.parent)
+        install_directory(self.tmp, self.path, overwrite=self.overwrite, exists=PartitionExistsError(
+            f"{self.path} appeared while writing; pass overwrite or choose another name"))
 
 
 def _offsets(counts: np.ndarray) -> np.ndarray:
