@@ -219,10 +219,10 @@ def _load_small(root: Path, entry: FileEntry) -> np.ndarray:
     """Read a whole file into one array (no intermediate copy) and check its checksum."""
     out = np.empty(entry.shape, dtype=entry.dtype)
     with open(root / entry.file, "rb") as f:
-        got = f.readinto(memoryview(out).cast("B"))
+        got = f.readinto(memoryview(out).cast("B"))  # type: ignore[arg-type]  # an ndarray is a buffer
     if got != out.nbytes:
         raise DatasetCorruptError(f"{root}: {entry.file} ends at byte {got}, expected {out.nbytes}; re-create the dataset")
-    if entry.crc32 is not None and zlib.crc32(memoryview(out).cast("B")) != entry.crc32:
+    if entry.crc32 is not None and zlib.crc32(memoryview(out).cast("B")) != entry.crc32:  # type: ignore[arg-type]
         raise DatasetCorruptError(f"{root}: {entry.file} fails its checksum; re-create the dataset")
     return out
 
@@ -233,8 +233,8 @@ def _blocks(root: Path, entry: FileEntry) -> Iterator[np.ndarray]:
     buf = np.empty(min(_SCAN_ITEMS, int(np.prod(entry.shape))), dtype=entry.dtype)
     crc = 0
     with open(root / entry.file, "rb") as f:
-        while got := f.readinto(memoryview(buf).cast("B")):
-            crc = zlib.crc32(memoryview(buf).cast("B")[:got], crc)
+        while got := f.readinto(memoryview(buf).cast("B")):  # type: ignore[arg-type]
+            crc = zlib.crc32(memoryview(buf).cast("B")[:got], crc)  # type: ignore[arg-type]
             yield buf[: got // buf.itemsize]
     if entry.crc32 is not None and crc != entry.crc32:
         raise DatasetCorruptError(f"{root}: {entry.file} fails its checksum; re-create the dataset")

@@ -575,7 +575,7 @@ def test_io_uring_reads_pin_no_new_objects(ds129: tuple) -> None:
     async def main() -> list[int]:
         counts = []
         async with open_source(ds, "io_uring", max_gap_bytes=0) as src:
-            for round_ in range(3):
+            for _round in range(3):
                 for _ in range(10):
                     ids = rng.integers(0, ds.num_nodes, 200)
                     out = np.empty((len(ids), 129), np.float32)

@@ -91,6 +91,7 @@ def run_suite(config: SuiteConfig, say: Callable[[str], None] = print) -> dict[s
     path = ensure_dataset(preset, config.data_dir, config.seed, say)
     ds = open_dataset(path)
     cap_bytes = preset.cap_bytes if config.cap == "default" else config.cap
+    assert not isinstance(cap_bytes, str), "SuiteConfig parses every other cap string"
     spec = RunSpec(dataset=str(path), fanouts=preset.fanouts, batch_size=preset.batch_size, hidden=preset.hidden,
                    lr=preset.lr, seed=config.seed, max_batches=config.max_batches, val_nodes=config.val_nodes)
     started = dt.datetime.now().astimezone()

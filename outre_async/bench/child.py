@@ -44,6 +44,7 @@ def run(system_name: str, spec_dict: dict[str, Any]) -> dict[str, Any]:
     if system is None:
         metrics = compute_only(model, optimizer, ds, spec)
     else:
+        assert batches is not None  # opened above whenever a system is given
         try:
             counters = timed_epoch(model, optimizer, batches, num_nodes=ds.num_nodes, max_batches=spec.max_batches)
             stage = system.stats()
