@@ -175,7 +175,8 @@ def scatter_sources(pairs: np.ndarray, lo: int, pos: np.ndarray, out: np.ndarray
 
 
 @njit(cache=True, nogil=True)
-def _insertion_sort(a: np.ndarray, lo: int, hi: int) -> None:
+def insertion_sort(a: np.ndarray, lo: int, hi: int) -> None:
+    """Sort ``a[lo:hi]`` in place; linear on nearly sorted runs (callers pre-bucket long ones)."""
     for i in range(lo + 1, hi):
         x = a[i]
         j = i - 1
@@ -193,7 +194,7 @@ def sort_segments(out: np.ndarray, offsets: np.ndarray, dedupe: bool, counts: np
     for v in range(len(offsets) - 1):
         lo, hi = offsets[v], offsets[v + 1]
         if hi - lo <= SMALL_SEGMENT:
-            _insertion_sort(out, lo, hi)
+            insertion_sort(out, lo, hi)
         else:
             out[lo:hi].sort()
         start = write

@@ -25,6 +25,8 @@ import math
 import numpy as np
 from numba import njit, uint64
 
+from ._convert_kernels import insertion_sort
+
 _GOLDEN = 0x9E3779B97F4A7C15
 _MIX1 = 0xBF58476D1CE4E5B9
 _MIX2 = 0x94D049BB133111EB
@@ -321,13 +323,7 @@ def _sort_run(a: np.ndarray, lo: np.int64, n: np.int64, scratch: np.ndarray,
             counts[b] += 1
         for i in range(n):
             a[lo + i] = scratch[i]
-    for i in range(lo + 1, lo + n):
-        x = a[i]
-        j = i - 1
-        while j >= lo and a[j] > x:
-            a[j + 1] = a[j]
-            j -= 1
-        a[j + 1] = x
+    insertion_sort(a, lo, lo + n)
 
 
 @njit(cache=True, nogil=True)
