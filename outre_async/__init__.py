@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ._dataset import Dataset, open_dataset
 from ._errors import (
     ConfigError,
     DatasetCorruptError,
@@ -29,34 +28,33 @@ from ._errors import (
     PartitionNotFoundError,
     PipelineClosed,
 )
-from ._layout import RowLayout, choose_row_layout
-from ._writer import DatasetWriter
+from .store import Dataset, DatasetWriter, RowLayout, choose_row_layout, open_dataset
 
 __version__ = "0.1.0"
 
 # name -> private module that defines it; imported on first attribute access (PEP 562).
 _LAZY = {
-    "write_dataset": "._convert",
-    "convert": "._convert",
-    "from_pyg": "._convert",
-    "from_npz": "._convert",
-    "from_ogb": "._convert",
-    "from_edge_list": "._convert",
-    "generate": "._generate",
-    "PRESETS": "._generate",
-    "GeneratorConfig": "._generate",
-    "sample_neighbors": "._sampler",
-    "NeighborSampler": "._sampler",
-    "SampledSubgraph": "._sampler",
-    "SyncLoader": "._sync_loader",
+    "write_dataset": ".ingest",
+    "convert": ".ingest",
+    "from_pyg": ".ingest",
+    "from_npz": ".ingest",
+    "from_ogb": ".ingest",
+    "from_edge_list": ".ingest",
+    "generate": ".ingest",
+    "PRESETS": ".ingest",
+    "GeneratorConfig": ".ingest",
+    "sample_neighbors": ".sampling",
+    "NeighborSampler": ".sampling",
+    "SampledSubgraph": ".sampling",
+    "SyncLoader": ".loader",
     "GraphSAGE": ".nn",
     "MLP": ".nn",
-    "OutreLoader": "._loader",
-    "LoaderConfig": "._loader",
-    "OutreBatch": "._batch",
-    "FeatureSource": "._sources",
-    "open_source": "._sources",
-    "detect_io_uring": "._sources",
+    "OutreLoader": ".loader",
+    "LoaderConfig": ".loader",
+    "OutreBatch": ".loader",
+    "FeatureSource": ".features",
+    "open_source": ".features",
+    "detect_io_uring": ".features",
 }
 
 __all__ = [

@@ -55,8 +55,8 @@ def run_quickstart(config: QuickstartConfig, *, directory: Path | None, progress
 
 
 def _dataset(config: QuickstartConfig, path: Path, progress: bool, say: Callable[[str], None]):  # type: ignore[no-untyped-def]
-    from ._dataset import open_dataset
-    from ._generate import generate
+    from .ingest._generate import generate
+    from .store._dataset import open_dataset
 
     if not (path / "manifest.json").exists():
         generate(path, config.preset, seed=config.seed, progress=progress)
@@ -68,7 +68,7 @@ def _dataset(config: QuickstartConfig, path: Path, progress: bool, say: Callable
 
 
 def _train(config: QuickstartConfig, ds, say: Callable[[str], None]) -> dict[str, Any]:  # type: ignore[no-untyped-def]
-    from ._loader import OutreLoader
+    from .loader._loader import OutreLoader
 
     torch.manual_seed(config.seed)
     with contextlib.ExitStack() as stack:

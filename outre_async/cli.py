@@ -82,7 +82,7 @@ def _args_generate(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_generate(args: argparse.Namespace) -> dict[str, Any]:
-    from ._generate import PRESETS, generate
+    from .ingest._generate import PRESETS, generate
 
     if args.list:
         rows = {name: _config_dict(cfg) for name, cfg in PRESETS.items()}
@@ -106,7 +106,7 @@ def _config_dict(cfg: Any) -> dict[str, Any]:
 
 
 def _report_written(args: argparse.Namespace, path: Path, seconds: float) -> dict[str, Any]:
-    from ._dataset import open_dataset
+    from .store._dataset import open_dataset
 
     summary = open_dataset(path).summary()
     _say(args, f"wrote {path}: {summary['num_nodes']:,} nodes, {summary['num_edges']:,} edges, "
@@ -133,7 +133,7 @@ def _args_convert(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_convert(args: argparse.Namespace) -> dict[str, Any]:
-    from ._convert import convert
+    from .ingest._convert import convert
 
     opts: dict[str, Any] = {
         "undirected": args.undirected, "drop_self_loops": args.drop_self_loops, "dedupe": args.dedupe,
@@ -158,7 +158,7 @@ def _args_info(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_info(args: argparse.Namespace) -> dict[str, Any]:
-    from ._dataset import open_dataset
+    from .store._dataset import open_dataset
 
     ds = open_dataset(args.dataset)
     if args.verify:

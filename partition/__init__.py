@@ -11,7 +11,7 @@ from ._fennel import PartitionConfig
 from ._output import dataset_identity
 from ._reader import AdjacencyBlock, PartitionSet, list_partitions, open_partitions
 from ._redundancy import redundancy_ratio
-from ._tiered import MacroStore, PartitionSampler
+from ._sampler import MacroStore, PartitionSampler
 
 __all__ = [
     "AdjacencyBlock",

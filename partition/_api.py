@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from outre_async._dataset import Dataset, open_dataset
+from outre_async.store._dataset import Dataset, open_dataset
 
 from ._fennel import PartitionConfig, bloom_fp_bound, bloom_shape, level_params, stream_partition
 from ._output import BUFFER_BYTES, PartitionWriter, check_name

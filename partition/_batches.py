@@ -3,7 +3,7 @@
 Each epoch shuffles the partitions that hold seeds, groups ``parts_per_batch`` of them into a macro
 batch, shuffles the macro batch's seeds and cuts them into micro-batches of ``batch_size`` (the last
 of each macro batch may be smaller; ``drop_last`` drops it).  A pure function of
-``(grouped seeds, sizes, shuffle, seed, epoch)``, like ``outre_async._plan.plan_epoch``, so every
+``(grouped seeds, sizes, shuffle, seed, epoch)``, like ``outre_async.sampling._plan.plan_epoch``, so every
 loader (and the redundancy-ratio tool) agrees on the plan.
 """
 

@@ -36,7 +36,7 @@ def add_partition_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_partition(args: argparse.Namespace, *, progress: bool, say: Say) -> dict[str, Any]:
-    from outre_async._dataset import open_dataset
+    from outre_async.store._dataset import open_dataset
 
     from ._api import partition
 
@@ -94,7 +94,7 @@ def add_stats_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_stats(args: argparse.Namespace, *, say: Say, parse_fanouts: Callable[[str], tuple[int, ...]]) -> dict[str, Any]:
-    from outre_async._dataset import open_dataset
+    from outre_async.store._dataset import open_dataset
 
     from ._reader import open_partitions
     from ._redundancy import redundancy_ratio

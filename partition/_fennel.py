@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from outre_async._dataset import Dataset
 from outre_async._errors import ConfigError
+from outre_async.store._dataset import Dataset
 
 from . import _kernels as K
 from ._stream import CscStream

@@ -39,9 +39,9 @@ from typing import Any
 
 import numpy as np
 
-from outre_async._dataset import Dataset
 from outre_async._errors import ConfigError, PartitionExistsError
-from outre_async._writer import install_directory
+from outre_async.store._dataset import Dataset
+from outre_async.store._writer import install_directory
 
 from . import _kernels as K
 from ._buckets import Buckets, row_items

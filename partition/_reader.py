@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from outre_async._dataset import Dataset
 from outre_async._errors import PartitionCorruptError, PartitionMismatchError, PartitionNotFoundError
+from outre_async.store._dataset import Dataset
 
 from ._output import FORMAT_NAME, FORMAT_VERSION, META_NAME, PARTITIONS_DIR, dataset_identity
 

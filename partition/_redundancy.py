@@ -1,6 +1,6 @@
 """Redundancy ratio (OUTRE eq. 2): ``RR = sum_b |sampled L-hop neighbourhood of b| / sum_b |seeds of b|``.
 
-Computed for one epoch of random batches (``outre_async._plan.plan_epoch``) and, given partitions,
+Computed for one epoch of random batches (``outre_async.sampling._plan.plan_epoch``) and, given partitions,
 one epoch of partition-based batches (:func:`plan_partition_epoch`), with the same sampler, fanouts,
 batch size and seed.  ``max_batches`` samples only the first batches of each plan (an estimate; the
 plans are shuffled, so a prefix is a random subset of batches).
@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from outre_async._dataset import Dataset
-from outre_async._plan import plan_epoch
-from outre_async._sampler import NeighborSampler
+from outre_async.sampling._plan import plan_epoch
+from outre_async.sampling._sampler import NeighborSampler
+from outre_async.store._dataset import Dataset
 
 from ._batches import group_seeds, plan_partition_epoch
 from ._reader import PartitionSet

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from outre_async._dataset import Dataset
+from outre_async.store._dataset import Dataset
 
 from . import _kernels as K
 

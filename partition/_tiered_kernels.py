@@ -1,4 +1,4 @@
-"""numba kernel of the tiered neighbour sampler: the uniform sampler of ``outre_async._sampler_kernels``
+"""numba kernel of the tiered neighbour sampler: the uniform sampler of ``outre_async.sampling._sampler_kernels``
 with each in-neighbour list resolved from, in order,
 
 1. the global neighbour cache (``c_slot[v] >= 0``: ``c_idx[c_ptr[s]:c_ptr[s+1]]``),
@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from outre_async._sampler_kernels import (
+from outre_async.sampling._sampler_kernels import (
     NEIGHBOR_OUT_OF_RANGE,
     OK,
     _add_seeds,

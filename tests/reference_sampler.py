@@ -1,6 +1,6 @@
 """Plain-Python reference of the neighbour sampler (no numba, no numpy tricks): the test oracle.
 
-It implements the algorithm documented in ``outre_async._sampler_kernels`` step by step, with a
+It implements the algorithm documented in ``outre_async.sampling._sampler_kernels`` step by step, with a
 dict for the relabelling and ``_rng.py_bounded`` for the random numbers, so that for the same
 ``(seed, stream)`` it must produce exactly the kernel's ``n_id``, ``edge_index`` and per-hop counts.
 """
@@ -8,7 +8,7 @@ dict for the relabelling and ``_rng.py_bounded`` for the random numbers, so that
 from __future__ import annotations
 
 from outre_async._rng import py_bounded, stream_state
-from outre_async._sampler_kernels import FLOYD_FACTOR
+from outre_async.sampling._sampler_kernels import FLOYD_FACTOR
 
 
 class _Rng:

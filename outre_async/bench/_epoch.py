@@ -109,9 +109,9 @@ def validation_accuracy(model: nn.Module, ds: Any, *, fanouts: tuple[int, ...], 
                         max_nodes: int) -> dict[str, float]:
     """Loss and accuracy on the first ``max_nodes`` validation nodes: the same sampled batches whatever
     system trained the model (so the figures compare), features through a MADV_RANDOM map."""
-    from .._plan import plan_epoch
-    from .._sampler import NeighborSampler
-    from .._sync_loader import gather_features, to_data
+    from ..loader._sync_loader import gather_features, to_data
+    from ..sampling._plan import plan_epoch
+    from ..sampling._sampler import NeighborSampler
 
     if "val" not in ds.split_names or max_nodes < 1:
         return {"val_loss": float("nan"), "val_accuracy": float("nan"), "val_nodes": 0}

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import ConfigError
-from ._child_run import run_in_child
 from ._presets import BenchPreset, get_preset
+from ._run_in_child import run_in_child
 from ._summary import summarize
 from ._systems import RunSpec, resolve_system
 from .child import COMPUTE_ONLY
@@ -69,7 +69,7 @@ class SuiteConfig:
 
 def ensure_dataset(preset: BenchPreset, data_dir: Path, seed: int, say: Callable[[str], None]) -> Path:
     """The preset's dataset under ``data_dir`` (generated once, then reused)."""
-    from .._generate import GENERATOR_VERSION, generate
+    from ..ingest._generate import GENERATOR_VERSION, generate
 
     path = data_dir / f"{preset.dataset}-s{seed}-g{GENERATOR_VERSION}"
     if not (path / "manifest.json").exists():
@@ -81,7 +81,7 @@ def ensure_dataset(preset: BenchPreset, data_dir: Path, seed: int, say: Callable
 
 def run_suite(config: SuiteConfig, say: Callable[[str], None] = print) -> dict[str, Any]:
     """Run the suite; write ``<out>/<suite>-<timestamp>.json`` (+ ``.md``, ``.png``); return the result."""
-    from .._dataset import open_dataset
+    from ..store._dataset import open_dataset
     from ._measure import machine_facts
     from ._probe import probe_random_reads
     from ._report import write_outputs

@@ -23,11 +23,11 @@ COMPUTE_ONLY = "compute-only"
 def run(system_name: str, spec_dict: dict[str, Any]) -> dict[str, Any]:
     import torch
 
-    from .._dataset import open_dataset
     from ..nn import GraphSAGE
+    from ..store._dataset import open_dataset
     from ._epoch import timed_epoch, validation_accuracy
-    from ._limit import compute_only
     from ._measure import device_of, diskstats_read_bytes, peak_rss_bytes, proc_read_bytes
+    from ._physical_limit import compute_only
     from ._systems import RunSpec, resolve_system
 
     spec = RunSpec(**{**spec_dict, "fanouts": tuple(spec_dict["fanouts"])})

@@ -1,0 +1,82 @@
+"""``compute-only``: the physical limit's compute and sampling terms, measured in a child like the rest.
+
+The same batches as ``sync``/``outre`` (same plan, same sampler streams), in two passes:
+
+1. *sampling-only*: the numba sampler alone over the epoch's plan, one thread (timed);
+2. *compute-only*: the same model trains on those batches with their features already in RAM.
+   Features are loaded (untimed) in windows of batches whose unique rows fit ``ram_budget``, so the
+   timed part is the training step alone, with no loader thread competing for the CPU.
+
+The third term, *io-bound* (unique rows of the epoch ÷ the disk's random-read rate), is computed by
+the harness from ``rows_unique`` reported here and the probe it ran at the start.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from ._epoch import train_step
+from ._systems import RunSpec
+
+
+def compute_only(model: nn.Module, optimizer: torch.optim.Optimizer, ds: Any, spec: RunSpec) -> dict[str, Any]:
+    from ..loader._sync_loader import to_data
+    from ..sampling._plan import plan_epoch
+    from ..sampling._sampler import NeighborSampler
+
+    plan = plan_epoch(ds.split("train"), spec.batch_size, shuffle=True, seed=spec.seed, epoch=0)
+    stream_base = 0  # epoch 0 of a fresh loader: streams 0 .. len(plan) - 1, as SyncLoader/OutreLoader
+    if spec.max_batches:
+        plan = plan[: spec.max_batches]
+    sampler = NeighborSampler(ds, list(spec.fanouts), seed=spec.seed)
+    start = time.perf_counter()
+    subs = [sampler.sample(seeds, stream_base + seq) for seq, seeds in enumerate(plan)]
+    sampling = time.perf_counter() - start
+
+    row_bytes = max(ds.feature_dim * 4, 1)
+    budget_rows = max(spec.ram_budget // row_bytes, 1)
+    seen = np.zeros(ds.num_nodes, dtype=np.bool_)
+    train = load = 0.0
+    loss_sum = correct = labelled = rows = 0.0
+    model.train()
+    for window in _windows(subs, budget_rows):
+        t0 = time.perf_counter()
+        unique = np.unique(np.concatenate([s.n_id for s in window]))
+        in_ram = np.ascontiguousarray(ds.features[unique], dtype=np.float32)  # sorted rows: near-sequential
+        load += time.perf_counter() - t0
+        for sub in window:
+            x = torch.from_numpy(in_ram[np.searchsorted(unique, sub.n_id)])
+            batch = to_data(sub, x, torch.from_numpy(ds.labels[sub.n_id]))
+            t1 = time.perf_counter()
+            loss, ok, count = train_step(model, optimizer, batch)
+            train += time.perf_counter() - t1
+            loss_sum, correct, labelled = loss_sum + loss, correct + ok, labelled + count
+            seen[sub.n_id] = True
+            rows += len(sub.n_id)
+        del in_ram
+    return {
+        "epoch_seconds": train, "train_seconds": train, "sample_seconds": sampling, "extract_seconds": 0.0,
+        "stall_seconds": 0.0, "batches": len(subs), "seeds": int(sum(len(p) for p in plan)),
+        "rows_requested": int(rows), "rows_unique": int(seen.sum()), "rows_from_cache": None, "rows_from_disk": None,
+        "loss": loss_sum / max(labelled, 1), "train_accuracy": correct / max(labelled, 1),
+        "extra": {"feature_load_seconds_untimed": load, "windows_ram_budget_bytes": spec.ram_budget,
+                  "sampling_only_seconds": sampling},
+    }
+
+
+def _windows(subs: list[Any], budget_rows: int) -> list[list[Any]]:
+    """Consecutive groups of batches whose summed rows (≥ their unique rows) fit ``budget_rows``."""
+    out: list[list[Any]] = [[]]
+    rows = 0
+    for sub in subs:
+        if out[-1] and rows + len(sub.n_id) > budget_rows:
+            out.append([])
+            rows = 0
+        out[-1].append(sub)
+        rows += len(sub.n_id)
+    return [w for w in out if w]

@@ -1,0 +1,443 @@
+"""Synthetic graphs with planted communities, streamed into a dataset (``outre generate``).
+
+The model is a degree-corrected stochastic block model (DC-SBM) generated in destination order,
+so the CSC comes out sorted and no edge is ever held twice or sorted globally:
+
+1. Communities get heavy-tailed sizes (Pareto, the largest at most :data:`COMMUNITY_SIZE_RATIO`
+   times the smallest).  With ``shuffle_ids`` node ids are a seeded random permutation of the
+   community order, so ids carry no trace of the communities (a partitioner has to find them);
+   without it, communities are contiguous id ranges.
+2. Every node gets a weight θ from a power law truncated to ``[xmin, max_degree]`` with exponent
+   ``degree_exponent``; ``xmin`` is solved so that the mean weight is ``avg_degree``.
+3. For each chunk of consecutive destinations ``v``: the in-degree is θ_v rounded stochastically;
+   each source comes from v's own community with probability ``mixing_intra``, otherwise from a
+   different community chosen by total weight; inside a community, a node is chosen ∝ θ (alias
+   tables).  Lists are sorted, without duplicates or self loops (kernels in ``_gen_kernels``).
+4. Labels are ``community mod num_classes``; a feature row is its class centroid (a random
+   vector of norm ≈ 1) plus N(0, ``feature_noise``²) noise in every dimension.  The noise hides
+   the class from a single row (an MLP is weak), and averaging over the in-neighbours, most of
+   which share the class, removes it (a GNN is strong).
+
+Randomness is counter-based: everything about node ``v`` (weight, in-neighbours, feature noise)
+comes from streams seeded by ``(seed, v)``, so a seed gives a byte-identical dataset whatever
+``chunk_nodes`` is.  Memory is O(N) (weights, communities, alias tables, the writer's ``indptr``)
+plus one chunk of edges and features: never O(E) or O(N·D).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from .._errors import ConfigError
+from .._rng import stream_state
+from ..store._writer import INT32_LIMIT, DatasetWriter
+from . import _gen_kernels as kernels
+
+__all__ = ["PRESETS", "GeneratorConfig", "generate", "planted_communities"]
+
+GENERATOR_VERSION = 1  # bump whenever the same seed would give a different graph
+COMMUNITY_SIZE_TAIL = 1.2  # Pareto index of the community sizes (smaller = more unequal)
+COMMUNITY_SIZE_RATIO = 50.0  # largest / smallest community size, before rounding
+MIN_COMMUNITY_SIZE = 2
+_CHUNK_EDGES = 1 << 22  # a default chunk holds about this many edges ...
+_CHUNK_FEATURE_BYTES = 64 << 20  # ... or this many feature bytes, whichever is fewer nodes
+_MIN_CHUNK = 1024
+# one independent random stream per use
+_TAG_COMMUNITIES, _TAG_WEIGHTS, _TAG_DEGREES, _TAG_EDGES = 0, 1, 2, 3
+_TAG_CENTROIDS, _TAG_FEATURES, _TAG_SPLITS = 4, 5, 6
+_ZIGGURAT = kernels.ziggurat_tables()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class GeneratorConfig:
+    """The shape of a synthetic graph; the module docstring describes the model.
+
+    ``avg_degree`` is the mean in-degree (the realised mean is within a few percent: hubs in small
+    communities may run out of distinct sources).  ``mixing_intra`` is the chance that a source is
+    drawn from the node's own community; the realised intra-community fraction of edges is a few
+    points lower, because hubs whose community is too small for their intra share take the rest
+    from other communities.  ``feature_noise`` is the noise standard deviation per dimension
+    against centroids √2 apart.  Nodes outside the splits are labelled too; no split uses them.
+    """
+
+    name: str = "custom"
+    num_nodes: int = 2_000
+    avg_degree: float = 10.0
+    max_degree: int = 200
+    degree_exponent: float = 2.5
+    num_communities: int = 32
+    mixing_intra: float = 0.85
+    num_classes: int = 8
+    feature_dim: int = 32
+    feature_dtype: str = "float32"
+    feature_noise: float = 1.0
+    train_fraction: float = 0.5
+    val_fraction: float = 0.2
+    test_fraction: float = 0.3
+    shuffle_ids: bool = True
+
+    def __post_init__(self) -> None:
+        _check_types(self)
+        _check_sizes(self)
+        _check_model(self)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Field values by name (what the dataset's ``meta["generator"]`` records)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+_INT_FIELDS = ("num_nodes", "max_degree", "num_communities", "num_classes", "feature_dim")
+_FLOAT_FIELDS = ("avg_degree", "degree_exponent", "mixing_intra", "feature_noise",
+                 "train_fraction", "val_fraction", "test_fraction")
+
+
+def _check_types(c: GeneratorConfig) -> None:
+    for name in _INT_FIELDS:
+        value = getattr(c, name)
+        if isinstance(value, bool) or not isinstance(value, int | np.integer):
+            raise ConfigError(f"{name}={value!r} must be an integer")
+    for name in _FLOAT_FIELDS:
+        value = getattr(c, name)
+        if isinstance(value, bool) or not isinstance(value, int | float | np.number) \
+                or not math.isfinite(value):
+            raise ConfigError(f"{name}={value!r} must be a finite number")
+    if not isinstance(c.name, str) or not c.name:
+        raise ConfigError(f"name={c.name!r} must be a non-empty string")
+    if c.feature_dtype not in ("float32", "float16"):
+        raise ConfigError(f"feature_dtype={c.feature_dtype!r} must be 'float32' or 'float16'")
+    if not isinstance(c.shuffle_ids, bool | np.bool_):
+        raise ConfigError(f"shuffle_ids={c.shuffle_ids!r} must be True or False")
+
+
+def _check_sizes(c: GeneratorConfig) -> None:
+    n, k = c.num_nodes, c.num_communities
+    if n < 2:
+        raise ConfigError(f"num_nodes={n} must be >= 2")
+    if not 1 <= k <= n // MIN_COMMUNITY_SIZE:
+        raise ConfigError(f"num_communities={k} must be in [1, num_nodes // 2 = {n // 2}]")
+    if not 2 <= c.num_classes <= k:
+        raise ConfigError(f"num_classes={c.num_classes} must be in [2, num_communities={k}] "
+                          "(a class is a union of communities); raise num_communities")
+    if c.max_degree < 1:
+        raise ConfigError(f"max_degree={c.max_degree} must be >= 1")
+    ceiling = min(c.max_degree, n - 1)
+    if not 0 < c.avg_degree < ceiling:
+        raise ConfigError(f"avg_degree={c.avg_degree} must be in (0, {ceiling}): below "
+                          "max_degree and num_nodes - 1")
+    if c.feature_dim < 0:
+        raise ConfigError(f"feature_dim={c.feature_dim} must be >= 0 (0 = topology only)")
+
+
+def _check_model(c: GeneratorConfig) -> None:
+    if not 1.0 < c.degree_exponent <= 5.0:
+        raise ConfigError(f"degree_exponent={c.degree_exponent} must be in (1, 5]; "
+                          "real graphs have 2 to 3")
+    if not 0.0 <= c.mixing_intra <= 1.0:
+        raise ConfigError(f"mixing_intra={c.mixing_intra} must be a probability in [0, 1]")
+    if c.feature_noise < 0:
+        raise ConfigError(f"feature_noise={c.feature_noise} must be >= 0")
+    fractions = (c.train_fraction, c.val_fraction, c.test_fraction)
+    if min(fractions) < 0 or sum(fractions) > 1.0 + 1e-9:
+        raise ConfigError(f"train_fraction={c.train_fraction}, val_fraction={c.val_fraction}, "
+                          f"test_fraction={c.test_fraction} must be >= 0 and sum to at most 1")
+
+
+PRESETS: dict[str, GeneratorConfig] = {
+    # Tests and `outre quickstart --preset tiny`: milliseconds to generate once compiled.
+    "tiny": GeneratorConfig(
+        name="tiny", num_nodes=2_000, avg_degree=10.0, max_degree=200, degree_exponent=2.5,
+        num_communities=32, mixing_intra=0.85, num_classes=8, feature_dim=32, feature_noise=1.0,
+        train_fraction=0.5, val_fraction=0.2, test_fraction=0.3,
+    ),
+    # `outre quickstart`: a 2-layer GraphSAGE clearly beats an MLP, in seconds per epoch.
+    "quickstart": GeneratorConfig(
+        name="quickstart", num_nodes=30_000, avg_degree=15.0, max_degree=1_000,
+        degree_exponent=2.4, num_communities=200, mixing_intra=0.85, num_classes=10,
+        feature_dim=64, feature_noise=1.0, train_fraction=0.3, val_fraction=0.1,
+        test_fraction=0.2,
+    ),
+    # ogbn-products (2.45M nodes, 61.9M undirected edges, 100-dim, 47 classes, 8 % train) at
+    # 0.4x the nodes and about the same in-degree per node.
+    "products-like": GeneratorConfig(
+        name="products-like", num_nodes=1_000_000, avg_degree=25.0, max_degree=10_000,
+        degree_exponent=2.3, num_communities=2_000, mixing_intra=0.8, num_classes=47,
+        feature_dim=100, feature_noise=0.5, train_fraction=0.10, val_fraction=0.02,
+        test_fraction=0.20,
+    ),
+    # ogbn-papers100M (111M nodes, 1.6B edges, 128-dim, 172 classes, 1.1 % train) at 1/14 of
+    # the nodes: still 4 GiB of features, so out of core on a small machine.
+    "papers-like": GeneratorConfig(
+        name="papers-like", num_nodes=8_000_000, avg_degree=15.0, max_degree=20_000,
+        degree_exponent=2.2, num_communities=8_000, mixing_intra=0.75, num_classes=172,
+        feature_dim=128, feature_noise=0.4, train_fraction=0.02, val_fraction=0.002,
+        test_fraction=0.004,
+    ),
+    # IGB-small (IGB homogeneous: 1M nodes, 12M edges, 1024-dim, 19 classes) at full size: 4 GiB
+    # of features for a small graph, the feature-I/O-bound case.  IGB's loader trains on 60 %;
+    # 10 % here keeps an epoch short.
+    "igb-like": GeneratorConfig(
+        name="igb-like", num_nodes=1_000_000, avg_degree=12.0, max_degree=5_000,
+        degree_exponent=2.4, num_communities=1_000, mixing_intra=0.8, num_classes=19,
+        feature_dim=1024, feature_noise=0.6, train_fraction=0.10, val_fraction=0.05,
+        test_fraction=0.05,
+    ),
+}
+
+
+def resolve_config(config: GeneratorConfig | str, overrides: dict[str, Any]) -> GeneratorConfig:
+    """A preset name or a config, with ``overrides`` replacing fields (validated again)."""
+    if isinstance(config, str):
+        if config not in PRESETS:
+            raise ConfigError(f"unknown preset {config!r}; choose one of: {', '.join(PRESETS)}")
+        config = PRESETS[config]
+    elif not isinstance(config, GeneratorConfig):
+        raise ConfigError("config must be a preset name or a GeneratorConfig, "
+                          f"got {type(config).__name__}")
+    names = [f.name for f in dataclasses.fields(GeneratorConfig)]
+    unknown = sorted(set(overrides) - set(names))
+    if unknown:
+        raise ConfigError(f"unknown generator option(s) {unknown}; the options are: "
+                          f"{', '.join(names)}")
+    return dataclasses.replace(config, **overrides) if overrides else config
+
+
+# -- the public entry points -----------------------------------------------------------------------
+
+
+def generate(
+    out: str | os.PathLike[str],
+    config: GeneratorConfig | str = "tiny",
+    *,
+    seed: int = 0,
+    overwrite: bool = False,
+    progress: bool = False,
+    chunk_nodes: int | None = None,
+    **overrides: Any,
+) -> Path:
+    """Generate a synthetic dataset at ``out`` and return its path.
+
+    ``config`` is a :data:`PRESETS` name or a :class:`GeneratorConfig`; ``overrides`` replace its
+    fields (``num_nodes=...``).  A seed gives a byte-identical dataset whatever ``chunk_nodes``
+    (nodes generated and written per step; default: about 4M edges or 64 MiB of features).  On
+    any error, or Ctrl-C, nothing is left at ``out``.
+    """
+    cfg = resolve_config(config, overrides)
+    _check_seed(seed)
+    chunk = _chunk_nodes(cfg, chunk_nodes)
+    meta = {"generator": {"model": "dc-sbm", "version": GENERATOR_VERSION, **cfg.as_dict(),
+                          "seed": int(seed)}}
+    with DatasetWriter(out, num_nodes=cfg.num_nodes, feature_dim=cfg.feature_dim,
+                       feature_dtype=cfg.feature_dtype, num_classes=cfg.num_classes,
+                       overwrite=overwrite, meta=meta) as writer:
+        plan = _make_plan(cfg, int(seed))
+        _write_chunks(writer, plan, chunk, progress)
+        writer.write_labels(plan.labels(0, cfg.num_nodes))
+        _write_splits(writer, cfg, int(seed))
+    return writer.path
+
+
+def planted_communities(config: GeneratorConfig | str = "tiny", seed: int = 0,
+                        **overrides: Any) -> np.ndarray:
+    """The planted community (int32) of every node of ``generate(out, config, seed=seed, ...)``.
+
+    Ground truth for tests and partitioner evaluations; O(N), draws no edge.
+    """
+    cfg = resolve_config(config, overrides)
+    _check_seed(seed)
+    return _communities(cfg, int(seed))[0]
+
+
+def _check_seed(seed: int) -> None:
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise ConfigError(f"seed={seed!r} must be a non-negative integer")
+
+
+def _chunk_nodes(cfg: GeneratorConfig, chunk_nodes: int | None) -> int:
+    """Nodes per step: as given, or enough for large writes while a chunk stays tens of MiB."""
+    if chunk_nodes is not None:
+        if isinstance(chunk_nodes, bool) or not isinstance(chunk_nodes, int | np.integer) \
+                or chunk_nodes < 1:
+            raise ConfigError(f"chunk_nodes={chunk_nodes!r} must be a positive integer")
+        return int(chunk_nodes)
+    row_bytes = cfg.feature_dim * np.dtype(cfg.feature_dtype).itemsize
+    by_edges = _CHUNK_EDGES / cfg.avg_degree
+    by_features = _CHUNK_FEATURE_BYTES / row_bytes if row_bytes else by_edges
+    return max(int(min(by_edges, by_features)), _MIN_CHUNK)
+
+
+def _wrapping() -> np.errstate:
+    """The kernels' uint64 arithmetic wraps on purpose; under ``NUMBA_DISABLE_JIT=1`` numpy would
+    warn about it.  numpy's error state is per thread, so every kernel call site enters this."""
+    return np.errstate(over="ignore")
+
+
+# -- the O(N) plan ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Plan:
+    """Everything the chunk loop needs, built once: O(N) arrays, never O(E)."""
+
+    config: GeneratorConfig
+    community: np.ndarray  # int32 [N]
+    ptr: np.ndarray  # int64 [K+1]: community c owns alias rows ptr[c]:ptr[c+1]
+    weights: np.ndarray  # float64 [N]: θ, expected in-degree and propensity as a source
+    table: np.ndarray  # [N, 4] per-community alias rows (int32; int64 for N >= 2**31)
+    group_table: np.ndarray  # [K, 4] alias rows over communities, by total weight
+    centroids: np.ndarray  # float32 [C, D]
+    degree_key: np.uint64
+    edge_key: np.uint64
+    feature_key: np.uint64
+
+    def labels(self, start: int, stop: int) -> np.ndarray:
+        return (self.community[start:stop] % self.config.num_classes).astype(np.int64)
+
+
+def _make_plan(cfg: GeneratorConfig, seed: int) -> _Plan:
+    community, members, ptr = _communities(cfg, seed)
+    weights = _degree_weights(cfg, seed)
+    dtype = np.int32 if cfg.num_nodes <= INT32_LIMIT else np.int64
+    table = np.empty((cfg.num_nodes, 4), dtype=dtype)
+    k = cfg.num_communities
+    group_table = np.empty((k, 4), dtype=dtype)
+    group_weights = np.bincount(community, weights=weights, minlength=k)
+    with _wrapping():
+        kernels.alias_tables(ptr, members, weights, table)
+        kernels.alias_tables(np.array([0, k]), np.arange(k), group_weights, group_table)
+    return _Plan(
+        config=cfg, community=community, ptr=ptr, weights=weights, table=table,
+        group_table=group_table, centroids=_centroids(cfg, seed),
+        degree_key=_key(seed, _TAG_DEGREES), edge_key=_key(seed, _TAG_EDGES),
+        feature_key=_key(seed, _TAG_FEATURES),
+    )
+
+
+def _key(seed: int, tag: int) -> np.uint64:
+    return np.uint64(stream_state(seed, tag)[0])
+
+
+def _communities(cfg: GeneratorConfig, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(community[N], members[N], ptr[K+1])``; community c is ``members[ptr[c]:ptr[c+1]]``."""
+    rng = np.random.default_rng([seed, _TAG_COMMUNITIES])
+    sizes = _community_sizes(cfg.num_nodes, cfg.num_communities, rng)
+    ptr = np.zeros(cfg.num_communities + 1, dtype=np.int64)
+    np.cumsum(sizes, out=ptr[1:])
+    members = rng.permutation(cfg.num_nodes) if cfg.shuffle_ids else np.arange(cfg.num_nodes)
+    community = np.empty(cfg.num_nodes, dtype=np.int32)
+    community[members] = np.repeat(np.arange(cfg.num_communities, dtype=np.int32), sizes)
+    return community, members, ptr
+
+
+def _community_sizes(n: int, k: int, rng: np.random.Generator) -> np.ndarray:
+    """Heavy-tailed sizes summing to ``n``, each >= MIN_COMMUNITY_SIZE (largest remainders)."""
+    raw = np.minimum((1.0 - rng.random(k)) ** (-1.0 / COMMUNITY_SIZE_TAIL), COMMUNITY_SIZE_RATIO)
+    share = raw / raw.sum() * (n - MIN_COMMUNITY_SIZE * k)
+    sizes = MIN_COMMUNITY_SIZE + np.floor(share).astype(np.int64)
+    short = n - int(sizes.sum())
+    sizes[np.argsort(np.floor(share) - share, kind="stable")[:short]] += 1
+    return sizes
+
+
+def _degree_weights(cfg: GeneratorConfig, seed: int) -> np.ndarray:
+    xmax = float(min(cfg.max_degree, cfg.num_nodes - 1))
+    xmin = pareto_xmin(cfg.avg_degree, xmax, cfg.degree_exponent)
+    weights = np.empty(cfg.num_nodes, dtype=np.float64)
+    with _wrapping():
+        kernels.degree_weights(_key(seed, _TAG_WEIGHTS), xmin, xmax, cfg.degree_exponent, weights)
+    return weights
+
+
+def pareto_xmin(mean: float, xmax: float, exponent: float) -> float:
+    """The lower end ``xmin`` of a power law truncated to ``[xmin, xmax]`` with mean ``mean``.
+
+    The truncated mean grows with ``xmin`` from 0 to ``xmax``, so bisection always converges.
+    """
+    lo, hi = 0.0, float(mean)
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if _pareto_mean(mid, xmax, exponent) < mean:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def _pareto_mean(a: float, b: float, g: float) -> float:
+    if a <= 0.0:
+        return 0.0
+    r = b / a
+    if abs(g - 2.0) < 1e-6:
+        return a * math.log(r) / (1.0 - 1.0 / r)
+    return a * (g - 1.0) / (g - 2.0) * (1.0 - r ** (2.0 - g)) / (1.0 - r ** (1.0 - g))
+
+
+def _centroids(cfg: GeneratorConfig, seed: int) -> np.ndarray:
+    """One random direction per class, entries N(0, 1/D): norms ≈ 1, pairwise distances ≈ √2."""
+    rng = np.random.default_rng([seed, _TAG_CENTROIDS])
+    dim = max(cfg.feature_dim, 1)
+    return (rng.standard_normal((cfg.num_classes, dim)) / math.sqrt(dim)).astype(np.float32)
+
+
+# -- the chunk loop --------------------------------------------------------------------------------
+
+
+def _write_chunks(writer: DatasetWriter, plan: _Plan, chunk: int, progress: bool) -> None:
+    """Generate and append chunk after chunk.  A helper thread draws a chunk's features while
+    this one draws its topology (both kernels release the GIL); it is joined on the way out."""
+    n, dim = plan.config.num_nodes, plan.config.feature_dim
+    with (ThreadPoolExecutor(max_workers=1, thread_name_prefix="outre-generate") as pool,
+          tqdm(total=n, unit="node", unit_scale=True, disable=not progress,
+               desc=f"generate {plan.config.name}") as bar):
+        for start in range(0, n, chunk):
+            stop = min(start + chunk, n)
+            features = pool.submit(_features, plan, start, stop) if dim else None
+            writer.append_neighbors(*_topology(plan, start, stop))
+            if features is not None:
+                writer.append_features(features.result())
+            bar.update(stop - start)
+
+
+def _topology(plan: _Plan, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+    """In-degrees and concatenated in-neighbour lists of the destinations ``start:stop``."""
+    cfg = plan.config
+    targets = np.empty(stop - start, dtype=np.int64)
+    degrees = np.empty_like(targets)
+    by_community = np.argsort(plan.community[start:stop], kind="stable")
+    with _wrapping():
+        kernels.target_degrees(plan.degree_key, plan.weights, start,
+                               min(cfg.max_degree, cfg.num_nodes - 1), targets)
+        out = np.empty(int(targets.sum()), dtype=plan.table.dtype)
+        count = kernels.in_neighbors(plan.edge_key, start, by_community, targets, plan.community,
+                                     plan.ptr, plan.table, plan.group_table, cfg.mixing_intra,
+                                     degrees, out)
+    return degrees, out[:count]
+
+
+def _features(plan: _Plan, start: int, stop: int) -> np.ndarray:
+    """Rows ``start:stop``: class centroid + N(0, feature_noise²) noise, per-node streams."""
+    cfg = plan.config
+    rows = np.empty((stop - start, cfg.feature_dim), dtype=np.float32)
+    with _wrapping():
+        kernels.feature_rows(plan.feature_key, start, plan.labels(start, stop), plan.centroids,
+                             cfg.feature_noise, *_ZIGGURAT, rows)
+    return rows if cfg.feature_dtype == "float32" else rows.astype(cfg.feature_dtype)
+
+
+def _write_splits(writer: DatasetWriter, cfg: GeneratorConfig, seed: int) -> None:
+    """Disjoint random train/val/test node sets of the configured fractions (sorted ids)."""
+    order = np.random.default_rng([seed, _TAG_SPLITS]).permutation(cfg.num_nodes)
+    fractions = np.cumsum([cfg.train_fraction, cfg.val_fraction, cfg.test_fraction])
+    bounds = np.minimum(np.round(fractions * cfg.num_nodes).astype(np.int64), cfg.num_nodes)
+    start = 0
+    for name, stop in zip(("train", "val", "test"), bounds, strict=True):
+        writer.write_split(name, np.sort(order[start:stop]))
+        start = int(stop)

@@ -1,0 +1,9 @@
+"""The loaders: :class:`OutreLoader` (asyncio pipeline: sample and extract stages, bounded channels,
+reorder buffer, the sync bridge's loop thread, partition-mode batching) and the :class:`SyncLoader`
+baseline."""
+
+from ._batch import OutreBatch
+from ._loader import LoaderConfig, OutreLoader
+from ._sync_loader import SyncLoader
+
+__all__ = ["LoaderConfig", "OutreBatch", "OutreLoader", "SyncLoader"]

@@ -1,0 +1,65 @@
+"""What ``OutreLoader(..., partitions=NAME)`` needs, kept out of the loader module.
+
+:class:`PartitionBatching` opens the partitions (validated against the dataset), groups the loader's
+seeds by partition, builds the global neighbour cache within its byte budget, plans each epoch's
+micro-batches (:func:`plan_partition_epoch`) and makes the tiered samplers.  Its RNG streams are
+spaced by an upper bound of the batches per epoch, so two epochs never share a stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from outre_async.store._dataset import Dataset
+
+from ..partition._batches import MicroBatch, group_seeds, max_batches_per_epoch, plan_partition_epoch
+from ..partition._reader import open_partitions
+from ..partition._sampler import MacroStore, PartitionSampler
+
+
+class PartitionBatching:
+    def __init__(self, ds: Dataset, name: str, seeds: np.ndarray, *, parts_per_batch: int, batch_size: int,
+                 shuffle: bool, seed: int, drop_last: bool, neighbor_cache_bytes: int) -> None:
+        from outre_async.cache import NeighborCache
+
+        self.parts = open_partitions(ds, name)
+        self.ptr, self.grouped = group_seeds(self.parts.assignment, seeds, self.parts.num_parts)
+        self.parts_per_batch, self.batch_size = parts_per_batch, batch_size
+        self.shuffle, self.seed, self.drop_last = shuffle, seed, drop_last
+        self.cache = NeighborCache.build(ds.indptr, ds.indices, self.parts.cross, neighbor_cache_bytes)
+        self.spacing = max_batches_per_epoch(len(seeds), self.parts.num_parts, parts_per_batch, batch_size)
+        self._stores: list[MacroStore] = []
+        self._samplers: list[PartitionSampler] = []  # every sampler made (their counters outlive a close)
+
+    def plan(self, epoch: int) -> list[MicroBatch]:
+        return plan_partition_epoch(self.ptr, self.grouped, parts_per_batch=self.parts_per_batch,
+                                    batch_size=self.batch_size, shuffle=self.shuffle, seed=self.seed, epoch=epoch,
+                                    drop_last=self.drop_last)
+
+    def stream_base(self, epoch: int) -> int:
+        return epoch * self.spacing
+
+    def samplers(self, ds: Dataset, fanouts: Sequence[int], seed: int, count: int) -> list[PartitionSampler]:
+        store = MacroStore(self.parts, capacity=count + 1)  # one per opening of the loader
+        self._stores.append(store)
+        made = [PartitionSampler(ds, self.parts, fanouts, seed=seed, cache=self.cache, store=store)
+                for _ in range(count)]
+        self._samplers += made
+        return made
+
+    def stats(self) -> dict[str, Any]:
+        tiers = sum((s.tiers for s in self._samplers), np.zeros(3, np.int64))
+        total = max(int(tiers.sum()), 1)
+        out: dict[str, Any] = {
+            "partitions": self.parts.name, "num_parts": self.parts.num_parts, "parts_per_batch": self.parts_per_batch,
+            "lists_from_global_cache": int(tiers[0]), "lists_from_macro_batch": int(tiers[1]),
+            "lists_from_disk": int(tiers[2]), "global_cache_hit_rate": int(tiers[0]) / total,
+            "macro_batch_hit_rate": int(tiers[1]) / total, "global_cache_nodes": self.cache.num_cached,
+            "global_cache_bytes": self.cache.nbytes,
+        }
+        out["macro_loads"] = sum(st.loads for st in self._stores)
+        out["macro_bytes_read"] = sum(st.bytes_read for st in self._stores)
+        return out

@@ -1,0 +1,168 @@
+"""Uniform neighbour sampling over the store's CSC: :class:`NeighborSampler` and its output type.
+
+The semantics are PyG's ``NeighborSampler`` (directed, non-disjoint, without replacement): seeds
+are local ids ``0..B-1`` in the given order, each hop's new nodes follow in discovery order, hop
+``h+1`` expands only the nodes hop ``h`` discovered, and ``edge_index`` row 0 is the sampled
+neighbour (source), row 1 the node it was sampled for (target).  The kernels are in
+``_sampler_kernels`` (algorithm choices documented there); this module validates input, owns the
+relabel scratch and turns kernel status codes into named errors.
+
+Seeds must be unique: a repeated seed would need two local ids for one node (or a batch whose
+``batch_size`` first rows are not the seeds), so it is rejected with :class:`ConfigError`.
+
+A sample depends only on ``(seed, stream, seeds, fanouts)``: the pipeline passes the batch's
+position in the epoch as ``stream``, so results do not depend on thread scheduling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .._errors import ConfigError, DatasetCorruptError, InvalidGraphError
+from .._rng import stream_state
+from . import _sampler_kernels as K
+
+__all__ = ["NeighborSampler", "SampledSubgraph", "sample_neighbors", "check_fanouts"]
+
+INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class SampledSubgraph:
+    """Topology of one sampled batch (sampler -> extractor contract; features are joined later).
+
+    ``n_id`` int64 [n]: global ids, seeds first.  ``edge_index`` int64 [2, E]: local ids, row 0
+    the source (sampled neighbour), row 1 the target, hop 1 edges first.  ``num_sampled_nodes``
+    (hops + 1 entries, the seed count first) and ``num_sampled_edges`` (one per hop) are what PyG's
+    ``trim_to_layer`` needs.  ``batch_size`` is the number of seeds.
+    """
+
+    n_id: np.ndarray
+    edge_index: np.ndarray
+    num_sampled_nodes: tuple[int, ...]
+    num_sampled_edges: tuple[int, ...]
+    batch_size: int
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.n_id)
+
+    @property
+    def num_edges(self) -> int:
+        return int(self.edge_index.shape[1])
+
+
+class NeighborSampler:
+    """Samples ``fanouts[h]`` in-neighbours per node and hop (``-1``: all of them) over a CSC.
+
+    ``data`` is a :class:`~outre_async.Dataset` (its ``indptr`` and memory-mapped ``indices``) or an
+    ``(indptr, indices)`` pair.  Thread-safe: each concurrent :meth:`sample` call takes its own
+    relabel scratch (one N-entry int32 array, int64 past 2**31 nodes) from a small pool that grows
+    to the highest concurrency seen, so two executor threads sampling at once hold two scratches.
+    """
+
+    def __init__(self, data: Any, fanouts: Sequence[int], *, seed: int = 0) -> None:
+        self.indptr, self.indices = _csc_arrays(data)
+        self.fanouts: tuple[int, ...] = check_fanouts(fanouts)
+        self.seed = int(seed)
+        self._fanouts = np.asarray(self.fanouts, dtype=np.int64)
+        self._scratch_dtype = np.int32 if self.num_nodes <= INT32_MAX else np.int64
+        self._pool: list[np.ndarray] = []
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.indptr) - 1
+
+    def sample(self, seeds: Any, stream: int = 0) -> SampledSubgraph:
+        """Sample the neighbourhood of ``seeds`` (unique node ids) with RNG stream ``stream``."""
+        seeds = _as_seeds(seeds)
+        state = stream_state(self.seed, stream)
+        scratch = self._take_scratch()
+        status, where, n_id, edge_index, nodes, edges = K.sample_multihop(
+            self.indptr, self.indices, seeds, self._fanouts, state, scratch)
+        self._pool.append(scratch)  # only on a normal return: the kernel left it all -1 again
+        if status != K.OK:
+            self._raise(status, int(where), seeds)
+        return SampledSubgraph(n_id, edge_index, tuple(int(c) for c in nodes),
+                               tuple(int(c) for c in edges), len(seeds))
+
+    def _take_scratch(self) -> np.ndarray:
+        try:
+            return self._pool.pop()  # atomic: concurrent callers never share a scratch
+        except IndexError:
+            return np.full(self.num_nodes, -1, dtype=self._scratch_dtype)
+
+    def _raise(self, status: int, where: int, seeds: np.ndarray) -> None:
+        if status == K.SEED_OUT_OF_RANGE:
+            raise ConfigError(f"seed node id {int(seeds[where])} (position {where}) is out of "
+                              f"range [0, {self.num_nodes}); pass ids of this graph")
+        if status == K.SEED_REPEATED:
+            first = int(np.flatnonzero(seeds == seeds[where])[0])
+            raise ConfigError(f"seeds must be unique: node {int(seeds[where])} is at positions "
+                              f"{first} and {where}; deduplicate the seeds (e.g. np.unique)")
+        raise DatasetCorruptError(f"indices[{where}] = {int(self.indices[where])} is not a node id "
+                                  f"in [0, {self.num_nodes}); the graph is corrupt, re-convert it")
+
+    def __repr__(self) -> str:
+        return (f"NeighborSampler(num_nodes={self.num_nodes}, fanouts={list(self.fanouts)}, "
+                f"seed={self.seed})")
+
+
+def sample_neighbors(indptr: np.ndarray, indices: np.ndarray, seeds: Any, fanouts: Sequence[int], *,
+                     seed: int, stream: int = 0) -> SampledSubgraph:
+    """One-off :meth:`NeighborSampler.sample` (allocates the O(N) scratch each call: use a
+    :class:`NeighborSampler` when sampling repeatedly)."""
+    return NeighborSampler((indptr, indices), fanouts, seed=seed).sample(seeds, stream)
+
+
+def check_fanouts(fanouts: Any) -> tuple[int, ...]:
+    """Validate fanouts: a non-empty sequence of ints, each ``> 0`` or ``-1`` (all neighbours)."""
+    if isinstance(fanouts, (str, bytes)) or not isinstance(fanouts, Sequence | np.ndarray):
+        raise ConfigError(f"fanouts must be a non-empty list of ints (e.g. [15, 10, 5]), "
+                          f"got {fanouts!r}")
+    if len(fanouts) == 0:
+        raise ConfigError(f"fanouts must list at least one hop, got {list(fanouts)!r}")
+    for f in fanouts:
+        if isinstance(f, bool) or not isinstance(f, int | np.integer) or not (f > 0 or f == -1):
+            raise ConfigError(f"each fanout must be an int > 0 or -1 (all neighbours), got {f!r} "
+                              f"in fanouts={list(fanouts)!r}")
+    return tuple(int(f) for f in fanouts)
+
+
+def _as_seeds(seeds: Any) -> np.ndarray:
+    arr = np.asarray(seeds)
+    if arr.ndim != 1 or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
+        raise ConfigError(f"seeds must be a 1-D array of integer node ids, got {arr.dtype} "
+                          f"{arr.shape}")
+    return np.ascontiguousarray(arr, dtype=np.int64)
+
+
+def _csc_arrays(data: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``(indptr, indices)`` of a Dataset (already validated on open) or of a checked pair."""
+    if hasattr(data, "indptr") and hasattr(data, "indices"):
+        return data.indptr, data.indices
+    if not (isinstance(data, tuple | list) and len(data) == 2):
+        raise ConfigError(f"expected a Dataset or an (indptr, indices) pair, "
+                          f"got {type(data).__name__}")
+    return _checked_csc(np.asarray(data[0]), np.asarray(data[1]))
+
+
+def _checked_csc(indptr: np.ndarray, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """What the kernel needs to stay in bounds: indptr monotone from 0 to at most len(indices)."""
+    if indptr.ndim != 1 or len(indptr) < 1 or not np.issubdtype(indptr.dtype, np.integer):
+        raise InvalidGraphError(f"indptr must be a 1-D integer array of N+1 entries, "
+                                f"got {indptr.dtype} {indptr.shape}")
+    if indices.ndim != 1 or (indices.size and not np.issubdtype(indices.dtype, np.integer)):
+        raise InvalidGraphError(f"indices must be a 1-D integer array, "
+                                f"got {indices.dtype} {indices.shape}")
+    indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+    if indptr[0] != 0 or indptr[-1] > len(indices) or (np.diff(indptr) < 0).any():
+        raise InvalidGraphError(f"indptr must be non-decreasing from 0 to at most len(indices)="
+                                f"{len(indices)}; got {indptr[0]}..{indptr[-1]}")
+    if indices.dtype not in (np.int32, np.int64):
+        indices = indices.astype(np.int64)
+    return indptr, indices

@@ -1,0 +1,276 @@
+"""Reading an on-disk dataset: :func:`open_dataset` validates, :class:`Dataset` gives the arrays.
+
+What is held in RAM: the splits from the start; ``indptr`` and ``labels`` (O(N) each) from their
+first access on (each is loaded once, its checksum checked again).  ``indices`` and the features are
+memory-mapped (the features are also read with O_DIRECT by the extractors, see ``_layout``);
+:meth:`Dataset.indptr_map` maps ``indptr`` too, for bounded-memory readers (the partitioner).
+Opening checks the manifest, every file's presence and exact size, the checksums of the small files,
+``indptr`` monotonicity and the id ranges of splits and labels, scanning ``indptr`` and ``labels`` in
+fixed-size blocks (so opening holds neither); :meth:`Dataset.verify` additionally scans ``indices``
+(O(E), so it is not done on open).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import zlib
+from collections.abc import Iterator
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._errors import ConfigError, DatasetCorruptError, DatasetNotFoundError
+from ._layout import RowLayout
+from ._manifest import MANIFEST_NAME, SPLIT_NAMES, FileEntry, Manifest, read_manifest
+
+
+class Dataset:
+    """An opened, validated dataset directory.  Cheap to open; arrays are loaded lazily."""
+
+    def __init__(self, path: Path, manifest: Manifest) -> None:
+        self.path = path
+        self.manifest = manifest
+        _scan_indptr(path, manifest.indptr, manifest.num_edges)
+        if manifest.labels is not None:
+            _scan_labels(path, manifest.labels, manifest.num_classes)
+        self._splits = {name: _load_small(path, e) for name, e in manifest.splits.items()}
+        for name, ids in self._splits.items():
+            _check_split(path, name, ids, manifest.num_nodes)
+
+    # -- sizes -----------------------------------------------------------------------------------
+    @property
+    def num_nodes(self) -> int:
+        return self.manifest.num_nodes
+
+    @property
+    def num_edges(self) -> int:
+        return self.manifest.num_edges
+
+    @property
+    def num_classes(self) -> int:
+        return self.manifest.num_classes
+
+    @property
+    def feature_dim(self) -> int:
+        return 0 if self.manifest.features is None else self.manifest.features.dim
+
+    @property
+    def feature_dtype(self) -> np.dtype:
+        if self.manifest.features is None:
+            raise ConfigError(f"dataset {self.path} has no features")
+        return np.dtype(self.manifest.features.dtype)
+
+    @property
+    def row_layout(self) -> RowLayout:
+        """Byte layout of ``features.bin`` (stride, row bytes): what O_DIRECT readers need."""
+        f = self.manifest.features
+        if f is None:
+            raise ConfigError(f"dataset {self.path} has no features")
+        return RowLayout(row_bytes=f.row_bytes, stride=f.stride, layout=f.layout)  # type: ignore[arg-type]
+
+    @property
+    def features_path(self) -> Path:
+        if self.manifest.features is None:
+            raise ConfigError(f"dataset {self.path} has no features")
+        return self.path / self.manifest.features.file
+
+    # -- arrays ----------------------------------------------------------------------------------
+    @cached_property
+    def indptr(self) -> np.ndarray:
+        """CSC offsets ``[N+1]`` (int64), loaded on first access."""
+        return _load_small(self.path, self.manifest.indptr)
+
+    def indptr_map(self) -> np.ndarray:
+        """``indptr`` memory-mapped read-only (validated on open): its pages are clean page cache the
+        kernel can reclaim, for readers that must stay within a memory cap."""
+        e = self.manifest.indptr
+        return np.memmap(self.path / e.file, dtype=e.dtype, mode="r", shape=e.shape).view(np.ndarray)
+
+    @cached_property
+    def labels(self) -> np.ndarray | None:
+        """Class ids ``[N]`` (-1: unlabelled), loaded on first access; ``None`` without labels."""
+        if self.manifest.labels is None:
+            return None
+        return _load_small(self.path, self.manifest.labels)
+
+    @cached_property
+    def indices(self) -> np.ndarray:
+        """In-neighbour ids, memory-mapped read-only (a plain ndarray view, usable from numba), advised
+        ``MADV_RANDOM`` because samplers touch neighbour lists at random (see ``features``)."""
+        e = self.manifest.indices
+        if e.nbytes == 0:
+            return np.empty(0, dtype=e.dtype)
+        return _random_access_map(self.path / e.file, np.dtype(e.dtype), e.shape)
+
+    @cached_property
+    def features(self) -> np.ndarray:
+        """Feature matrix ``[N, D]`` as a read-only memmap view (strided when rows are padded).
+
+        Like ``indices`` it is advised ``MADV_RANDOM``: a fault then reads its page, not the device's
+        read-ahead window (8 MiB on some disks), which would multiply a random gather's I/O ~2000×.
+        """
+        f = self.manifest.features
+        if f is None:
+            raise ConfigError(f"dataset {self.path} has no features; it is topology-only")
+        dtype = np.dtype(f.dtype)
+        full = _random_access_map(self.path / f.file, dtype, (self.num_nodes, f.stride // dtype.itemsize))
+        return full[:, : f.dim]
+
+    def split(self, name: str) -> np.ndarray:
+        """Node ids of split ``name`` (``train``, ``val``, ``test``)."""
+        if name not in self._splits:
+            have = sorted(self._splits) or "none"
+            raise ConfigError(f"dataset {self.path} has no split {name!r}; it has: {have}")
+        return self._splits[name]
+
+    @property
+    def split_names(self) -> list[str]:
+        return [s for s in SPLIT_NAMES if s in self._splits]
+
+    def in_degrees(self) -> np.ndarray:
+        return np.diff(self.indptr)
+
+    def verify(self, chunk: int = 1 << 24) -> None:
+        """Full O(E) scan: every neighbour id in range.  Raises :class:`DatasetCorruptError`."""
+        idx = self.indices
+        for start in range(0, len(idx), chunk):
+            part = idx[start : start + chunk]
+            if part.min() < 0 or part.max() >= self.num_nodes:
+                raise DatasetCorruptError(
+                    f"{self.path}: indices[{start}:{start + len(part)}] hold ids outside [0, {self.num_nodes}); re-convert"
+                )
+
+    def summary(self) -> dict[str, Any]:
+        """Counts, degree statistics, file sizes and split sizes (what ``outre info`` prints)."""
+        deg = self.in_degrees()
+        sizes = {p.name: p.stat().st_size for p in sorted(self.path.iterdir()) if p.is_file()}
+        return {
+            "path": str(self.path),
+            "num_nodes": self.num_nodes,
+            "num_edges": self.num_edges,
+            "num_classes": self.num_classes,
+            "feature_dim": self.feature_dim,
+            "feature_dtype": None if self.manifest.features is None else self.manifest.features.dtype,
+            "row_layout": None if self.manifest.features is None else {
+                "row_bytes": self.manifest.features.row_bytes,
+                "stride": self.manifest.features.stride,
+                "layout": self.manifest.features.layout,
+            },
+            "in_degree": {
+                "mean": float(deg.mean()), "median": float(np.median(deg)),
+                "max": int(deg.max()), "p99": float(np.percentile(deg, 99)),
+                "isolated": int((deg == 0).sum()),
+            },
+            "splits": {name: int(len(ids)) for name, ids in self._splits.items()},
+            "bytes": sizes,
+            "total_bytes": int(sum(sizes.values())),
+            "meta": self.manifest.meta,
+        }
+
+    def __repr__(self) -> str:
+        return (f"Dataset({str(self.path)!r}, num_nodes={self.num_nodes}, num_edges={self.num_edges}, "
+                f"feature_dim={self.feature_dim}, num_classes={self.num_classes})")
+
+
+def open_dataset(path: str | os.PathLike[str]) -> Dataset:
+    """Open and validate the dataset at ``path``; raise a :class:`DatasetError` subclass if unusable."""
+    root = Path(path)
+    if not root.is_dir():
+        raise DatasetNotFoundError(f"no dataset at {root}: not a directory; create one with `outre convert` or `outre generate`")
+    if not (root / MANIFEST_NAME).is_file():
+        raise DatasetNotFoundError(f"no dataset at {root}: {MANIFEST_NAME} is missing (incomplete write?); re-create it")
+    manifest = read_manifest(root)
+    _check_files(root, manifest)
+    return Dataset(root, manifest)
+
+
+def _check_files(root: Path, m: Manifest) -> None:
+    entries: list[tuple[str, int]] = [(m.indptr.file, m.indptr.nbytes), (m.indices.file, m.indices.nbytes)]
+    if m.indptr.shape != (m.num_nodes + 1,):
+        raise DatasetCorruptError(f"{root}: indptr shape {m.indptr.shape} != ({m.num_nodes + 1},)")
+    if m.indices.shape != (m.num_edges,):
+        raise DatasetCorruptError(f"{root}: indices shape {m.indices.shape} != ({m.num_edges},)")
+    if m.features is not None:
+        f = m.features
+        if f.row_bytes != f.dim * np.dtype(f.dtype).itemsize or f.stride < f.row_bytes or f.nbytes != m.num_nodes * f.stride:
+            raise DatasetCorruptError(f"{root}: feature layout in the manifest is inconsistent (dim={f.dim}, stride={f.stride})")
+        entries.append((f.file, f.nbytes))
+    if m.labels is not None:
+        entries.append((m.labels.file, m.labels.nbytes))
+    entries += [(e.file, e.nbytes) for e in m.splits.values()]
+    for name, expected in entries:
+        p = root / name
+        if not p.is_file():
+            raise DatasetCorruptError(f"{root}: file {name} is missing; re-create the dataset")
+        actual = p.stat().st_size
+        if actual != expected:
+            raise DatasetCorruptError(
+                f"{root}: {name} has {actual} bytes, the manifest says {expected} (truncated or replaced); re-create the dataset"
+            )
+
+
+_SCAN_ITEMS = 1 << 20  # items per block of the open-time scans (8 MiB of int64)
+
+
+def _load_small(root: Path, entry: FileEntry) -> np.ndarray:
+    """Read a whole file into one array (no intermediate copy) and check its checksum."""
+    out = np.empty(entry.shape, dtype=entry.dtype)
+    with open(root / entry.file, "rb") as f:
+        got = f.readinto(memoryview(out).cast("B"))  # type: ignore[arg-type]  # an ndarray is a buffer
+    if got != out.nbytes:
+        raise DatasetCorruptError(f"{root}: {entry.file} ends at byte {got}, expected {out.nbytes}; re-create the dataset")
+    if entry.crc32 is not None and zlib.crc32(memoryview(out).cast("B")) != entry.crc32:  # type: ignore[arg-type]
+        raise DatasetCorruptError(f"{root}: {entry.file} fails its checksum; re-create the dataset")
+    return out
+
+
+def _blocks(root: Path, entry: FileEntry) -> Iterator[np.ndarray]:
+    """The file's items in blocks of at most ``_SCAN_ITEMS`` (one reused buffer), then its checksum
+    is checked: bounded memory whatever the file's size."""
+    buf = np.empty(min(_SCAN_ITEMS, int(np.prod(entry.shape))), dtype=entry.dtype)
+    crc = 0
+    with open(root / entry.file, "rb") as f:
+        while got := f.readinto(memoryview(buf).cast("B")):  # type: ignore[arg-type]
+            crc = zlib.crc32(memoryview(buf).cast("B")[:got], crc)  # type: ignore[arg-type]
+            yield buf[: got // buf.itemsize]
+    if entry.crc32 is not None and crc != entry.crc32:
+        raise DatasetCorruptError(f"{root}: {entry.file} fails its checksum; re-create the dataset")
+
+
+def _scan_indptr(root: Path, entry: FileEntry, num_edges: int) -> None:
+    first, last = None, 0
+    for block in _blocks(root, entry):
+        if first is None:
+            first = int(block[0])
+        elif block[0] < last:
+            raise DatasetCorruptError(f"{root}: indptr is not monotone (non-decreasing); re-create the dataset")
+        if len(block) > 1 and (np.diff(block) < 0).any():
+            raise DatasetCorruptError(f"{root}: indptr is not monotone (non-decreasing); re-create the dataset")
+        last = int(block[-1])
+    if first != 0 or last != num_edges:
+        raise DatasetCorruptError(f"{root}: indptr must run from 0 to num_edges={num_edges}, runs {first}..{last}")
+
+
+def _scan_labels(root: Path, entry: FileEntry, num_classes: int) -> None:
+    for block in _blocks(root, entry):
+        if len(block) and (block.min() < -1 or block.max() >= num_classes):
+            raise DatasetCorruptError(f"{root}: labels fall outside [-1, num_classes={num_classes})")
+
+
+def _check_split(root: Path, name: str, ids: np.ndarray, num_nodes: int) -> None:
+    if len(ids) and (ids.min() < 0 or ids.max() >= num_nodes):
+        raise DatasetCorruptError(f"{root}: split {name!r} holds node ids outside [0, {num_nodes})")
+    if len(np.unique(ids)) != len(ids):
+        raise DatasetCorruptError(f"{root}: split {name!r} lists a node id more than once")
+
+
+def _random_access_map(path: Path, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    """A read-only memmap view advised ``MADV_RANDOM`` (no read-around on faults) where supported."""
+    mm = np.memmap(path, dtype=dtype, mode="r", shape=shape)
+    raw = getattr(mm, "_mmap", None)
+    if raw is not None and hasattr(mmap, "MADV_RANDOM"):
+        raw.madvise(mmap.MADV_RANDOM)
+    return mm.view(np.ndarray)

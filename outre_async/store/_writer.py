@@ -1,0 +1,283 @@
+"""Streaming, atomic writer of the on-disk dataset format (design §3).
+
+Memory stays bounded by the chunks handed in plus O(N) for ``indptr``: topology arrives as blocks of
+consecutive destination nodes (``append_neighbors``), features as blocks of consecutive rows
+(``append_features``).  Everything is written into a hidden temporary directory beside the target
+and renamed into place by :meth:`DatasetWriter.commit`, after the manifest, so a crash or an error
+never leaves a half-written dataset that opens; :meth:`abort` (or leaving the ``with`` block on an
+exception) removes the temporary directory.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import zlib
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from .._errors import ConfigError, DatasetExistsError, InvalidGraphError
+from ._layout import RowLayoutName, choose_row_layout
+from ._manifest import SPLIT_NAMES, FeatureEntry, FileEntry, Manifest
+
+INT32_LIMIT = 2**31 - 1
+
+
+class DatasetWriter:
+    """Write one dataset; use as a context manager so errors clean up after themselves.
+
+    >>> with DatasetWriter(out, num_nodes=n, feature_dim=d, num_classes=c) as w:
+    ...     w.append_neighbors(in_degrees_block, neighbor_ids_block)   # repeat, in node order
+    ...     w.append_features(rows_block)                              # repeat, in node order
+    ...     w.write_labels(labels); w.write_split("train", train_ids)
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        num_nodes: int,
+        feature_dim: int = 0,
+        feature_dtype: str = "float32",
+        num_classes: int | None = None,
+        row_layout: RowLayoutName = "auto",
+        overwrite: bool = False,
+        meta: dict[str, Any] | None = None,
+    ) -> None:
+        self.path = Path(path)
+        if num_nodes <= 0:
+            raise InvalidGraphError(f"empty graph: num_nodes must be >= 1, got {num_nodes}")
+        if feature_dim < 0:
+            raise ConfigError(f"feature_dim must be >= 0, got {feature_dim=}")
+        if feature_dtype not in ("float32", "float16"):
+            raise ConfigError(f"feature_dtype must be 'float32' or 'float16', got {feature_dtype=}")
+        if self.path.exists() and not overwrite:
+            raise DatasetExistsError(f"{self.path} already exists; choose another path or pass overwrite")
+        self.num_nodes = int(num_nodes)
+        self.num_classes = num_classes
+        self.meta = dict(meta or {})
+        self._overwrite = overwrite
+        self._index_dtype = np.dtype(np.int32 if num_nodes <= INT32_LIMIT else np.int64)
+        self._feature_dtype = np.dtype(feature_dtype)
+        self._feature_dim = int(feature_dim)
+        self._layout = (
+            choose_row_layout(feature_dim * self._feature_dtype.itemsize, row_layout) if feature_dim else None
+        )
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._tmp = self.path.parent / f".{self.path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+        self._tmp.mkdir()
+        self._indptr = np.zeros(self.num_nodes + 1, dtype=np.int64)
+        self._nodes_done = 0
+        self._indices_file: BinaryIO | None = open(self._tmp / "indices.bin", "wb")  # noqa: SIM115
+        self._features_file: BinaryIO | None = (
+            open(self._tmp / "features.bin", "wb") if self._layout else None  # noqa: SIM115
+        )
+        self._rows_done = 0
+        self._labels: FileEntry | None = None
+        self._splits: dict[str, FileEntry] = {}
+        self._split_ids: dict[str, np.ndarray] = {}
+        self._closed = False
+
+    # -- context manager -------------------------------------------------------------------------
+    def __enter__(self) -> DatasetWriter:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None and not self._closed:
+            self.commit()
+        else:
+            self.abort()
+
+    # -- topology --------------------------------------------------------------------------------
+    def append_neighbors(self, in_degrees: np.ndarray, neighbors: np.ndarray) -> None:
+        """Append the in-neighbour lists of the next ``len(in_degrees)`` nodes (CSC order)."""
+        counts = np.asarray(in_degrees)
+        nbrs = np.asarray(neighbors)
+        start, stop = self._nodes_done, self._nodes_done + len(counts)
+        if stop > self.num_nodes:
+            raise InvalidGraphError(f"topology has more than num_nodes={self.num_nodes} destination nodes")
+        if counts.ndim != 1 or nbrs.ndim != 1:
+            raise InvalidGraphError("in_degrees and neighbors must be 1-D arrays")
+        if len(counts) and counts.min() < 0:
+            raise InvalidGraphError("in-degrees must be >= 0 (indptr must be non-decreasing)")
+        if int(counts.sum()) != len(nbrs):
+            raise InvalidGraphError(f"in-degrees sum to {int(counts.sum())} but {len(nbrs)} neighbours given")
+        if len(nbrs):
+            _check_ids(nbrs, self.num_nodes, "edge endpoint")
+        self._indptr[start + 1 : stop + 1] = self._indptr[start] + np.cumsum(counts, dtype=np.int64)
+        self._nodes_done = stop
+        assert self._indices_file is not None
+        self._indices_file.write(np.ascontiguousarray(nbrs, dtype=self._index_dtype).data)
+
+    def write_csc(self, indptr: np.ndarray, indices: np.ndarray, *, chunk_edges: int = 1 << 24) -> None:
+        """Write a whole CSC in bounded chunks (``indptr`` [N+1], ``indices`` [E], may be a memmap)."""
+        indptr = np.asarray(indptr, dtype=np.int64)
+        if indptr.shape != (self.num_nodes + 1,):
+            raise InvalidGraphError(f"indptr must have num_nodes + 1 = {self.num_nodes + 1} entries, got {indptr.shape}")
+        if indptr[0] != 0 or indptr[-1] != len(indices):
+            raise InvalidGraphError(f"indptr must start at 0 and end at len(indices)={len(indices)}")
+        node = 0
+        while node < self.num_nodes:
+            stop = int(np.searchsorted(indptr, indptr[node] + chunk_edges, side="right")) - 1
+            stop = min(max(stop, node + 1), self.num_nodes)
+            self.append_neighbors(np.diff(indptr[node : stop + 1]), indices[indptr[node] : indptr[stop]])
+            node = stop
+
+    # -- features, labels, splits ----------------------------------------------------------------
+    def append_features(self, rows: np.ndarray) -> None:
+        """Append the feature rows of the next ``len(rows)`` nodes."""
+        if self._layout is None or self._features_file is None:
+            raise ConfigError("this dataset was opened with feature_dim=0; pass feature_dim to write features")
+        rows = np.asarray(rows)
+        if rows.ndim != 2 or rows.shape[1] != self._feature_dim:
+            raise InvalidGraphError(f"feature rows must have shape [k, {self._feature_dim}], got {rows.shape}")
+        if self._rows_done + len(rows) > self.num_nodes:
+            raise InvalidGraphError(f"feature row count exceeds num_nodes={self.num_nodes}")
+        if not np.isfinite(rows).all():
+            raise InvalidGraphError(f"feature rows {self._rows_done}..{self._rows_done + len(rows)} hold NaN or inf")
+        width = self._layout.stride // self._feature_dtype.itemsize
+        block = np.zeros((len(rows), width), dtype=self._feature_dtype)
+        block[:, : self._feature_dim] = rows
+        self._features_file.write(block.data)
+        self._rows_done += len(rows)
+
+    def write_labels(self, labels: np.ndarray) -> None:
+        """Write per-node class labels; ``-1`` marks an unlabelled node."""
+        labels = np.asarray(labels)
+        if labels.shape != (self.num_nodes,) or not np.issubdtype(labels.dtype, np.integer):
+            raise InvalidGraphError(f"labels must be integers of shape [{self.num_nodes}], got {labels.dtype} {labels.shape}")
+        labels = labels.astype(np.int64, copy=False)
+        if labels.min() < -1:
+            raise InvalidGraphError(f"labels must be >= -1 (-1 = unlabelled), found {int(labels.min())}")
+        if self.num_classes is None:
+            self.num_classes = int(labels.max()) + 1
+        elif labels.max() >= self.num_classes:
+            raise InvalidGraphError(
+                f"label {int(labels.max())} is outside the class range [0, {self.num_classes}); fix num_classes or the labels"
+            )
+        self._labels = self._write_small("labels", labels)
+
+    def write_split(self, name: str, ids: np.ndarray) -> None:
+        """Write the node ids of split ``name`` ('train', 'val' or 'test'): unique, in range, disjoint."""
+        if name not in SPLIT_NAMES:
+            raise ConfigError(f"split name must be one of {SPLIT_NAMES}, got {name!r}")
+        ids = np.asarray(ids)
+        if ids.ndim != 1 or (len(ids) and not np.issubdtype(ids.dtype, np.integer)):
+            raise InvalidGraphError(f"split {name!r} must be a 1-D integer array, got {ids.dtype} {ids.shape}")
+        ids = ids.astype(np.int64, copy=False)
+        if len(ids):
+            _check_ids(ids, self.num_nodes, f"split {name!r} node id")
+        uniq = np.unique(ids)
+        if len(uniq) != len(ids):
+            raise InvalidGraphError(f"split {name!r} lists {len(ids) - len(uniq)} node ids more than once")
+        for other, other_ids in self._split_ids.items():
+            overlap = np.intersect1d(uniq, other_ids, assume_unique=True)
+            if len(overlap):
+                raise InvalidGraphError(f"splits {name!r} and {other!r} share {len(overlap)} nodes (e.g. {int(overlap[0])})")
+        self._split_ids[name] = uniq
+        self._splits[name] = self._write_small(f"split_{name}", ids)
+
+    def _write_small(self, stem: str, array: np.ndarray) -> FileEntry:
+        data = np.ascontiguousarray(array)
+        (self._tmp / f"{stem}.bin").write_bytes(data.data)
+        return FileEntry(
+            file=f"{stem}.bin", dtype=str(data.dtype), shape=tuple(data.shape),
+            nbytes=data.nbytes, crc32=zlib.crc32(data.data),
+        )
+
+    # -- commit / abort --------------------------------------------------------------------------
+    def commit(self) -> Path:
+        """Check completeness, write the manifest and move the dataset into place atomically."""
+        try:
+            manifest = self._finish()
+            manifest.write(self._tmp)
+            _fsync_dir(self._tmp)
+            self._install()
+        except BaseException:
+            self.abort()
+            raise
+        self._closed = True
+        return self.path
+
+    def abort(self) -> None:
+        """Discard everything written so far."""
+        for handle in (self._indices_file, self._features_file):
+            if handle is not None and not handle.closed:
+                handle.close()
+        shutil.rmtree(self._tmp, ignore_errors=True)
+        self._closed = True
+
+    def _finish(self) -> Manifest:
+        if self._nodes_done != self.num_nodes:
+            raise InvalidGraphError(f"topology covers {self._nodes_done} of num_nodes={self.num_nodes} nodes")
+        num_edges = int(self._indptr[-1])
+        if num_edges == 0:
+            raise InvalidGraphError("empty graph: no edges; an outre-async dataset needs at least one edge")
+        if self._layout is not None and self._rows_done != self.num_nodes:
+            raise InvalidGraphError(f"feature row count {self._rows_done} != num_nodes {self.num_nodes}")
+        for handle in (self._indices_file, self._features_file):
+            if handle is not None:
+                handle.flush()
+                os.fsync(handle.fileno())
+                handle.close()
+        indices_entry = FileEntry(
+            file="indices.bin", dtype=str(self._index_dtype), shape=(num_edges,),
+            nbytes=num_edges * self._index_dtype.itemsize,
+        )
+        return Manifest(
+            num_nodes=self.num_nodes,
+            num_edges=num_edges,
+            num_classes=int(self.num_classes or 0),
+            indptr=self._write_small("indptr", self._indptr),
+            indices=indices_entry,
+            features=self._feature_entry(),
+            labels=self._labels,
+            splits=dict(self._splits),
+            meta=self.meta,
+        )
+
+    def _feature_entry(self) -> FeatureEntry | None:
+        if self._layout is None:
+            return None
+        return FeatureEntry(
+            file="features.bin", dtype=str(self._feature_dtype), dim=self._feature_dim,
+            row_bytes=self._layout.row_bytes, stride=self._layout.stride, layout=self._layout.layout,
+            nbytes=self.num_nodes * self._layout.stride,
+        )
+
+    def _install(self) -> None:
+        install_directory(self._tmp, self.path, overwrite=self._overwrite, exists=DatasetExistsError(
+            f"{self.path} appeared while writing; choose another path or pass overwrite"))
+
+
+def install_directory(tmp: Path, path: Path, *, overwrite: bool, exists: Exception) -> None:
+    """Rename the finished ``tmp`` directory to ``path`` (replacing it when ``overwrite``, else
+    raising ``exists``), then fsync the parent so the rename survives a crash."""
+    if path.exists():
+        if not overwrite:
+            raise exists
+        old = path.parent / f".{path.name}.old-{secrets.token_hex(4)}"
+        os.rename(path, old)
+        os.rename(tmp, path)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.rename(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _check_ids(ids: np.ndarray, num_nodes: int, what: str) -> None:
+    lo, hi = int(ids.min()), int(ids.max())
+    if lo < 0 or hi >= num_nodes:
+        bad = lo if lo < 0 else hi
+        raise InvalidGraphError(f"{what} {bad} is out of range [0, {num_nodes}); check num_nodes or the input ids")
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,147 @@
+"""Partition-aware neighbour sampling: the global neighbour cache, then the macro batch's partition
+adjacency, then the memory-mapped ``indices`` (OUTRE §4.2; kernel in ``_tiered_kernels``).
+
+:class:`MacroStore` loads a macro batch's partition adjacency once, with one sequential read per
+partition, when the first of its micro-batches is sampled, and shares it among the sampler threads;
+it keeps the ``capacity`` most recently used macro batches that no sampler is using (the plan
+visits macro batches one after another, so with ``capacity >= num_samplers`` each is read once per
+epoch).  It is the one object sampler threads share, so it has a lock; the lock is held only for
+bookkeeping and while a block is read, never while sampling.
+
+Samples are identical to :class:`outre_async.NeighborSampler`'s for the same ``(seed, stream, seeds)``:
+each tier holds the same lists (see the kernel's docstring); the tests check this bit for bit.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from outre_async._rng import stream_state
+from outre_async.sampling._sampler import NeighborSampler, SampledSubgraph, _as_seeds
+
+from ._batches import MicroBatch
+from ._reader import AdjacencyBlock, PartitionSet
+from ._tiered_kernels import sample_multihop_tiered
+
+
+@dataclass(frozen=True, slots=True)
+class _Macro:
+    of_part: np.ndarray   # int32 [K]: index of the partition inside the macro batch, or -1
+    base: np.ndarray      # int64 [P]: first block slot of each of its partitions
+    block: AdjacencyBlock
+
+
+class MacroStore:
+    """Macro-batch adjacency blocks, loaded once and shared by the samplers (see the module docstring)."""
+
+    def __init__(self, parts: PartitionSet, capacity: int) -> None:
+        self.parts = parts
+        self.capacity = max(1, int(capacity))
+        self._lock = threading.Lock()
+        self._blocks: OrderedDict[tuple[int, ...], _Macro] = OrderedDict()
+        self._users: dict[tuple[int, ...], int] = {}
+        self._loading: dict[tuple[int, ...], threading.Event] = {}
+        self.loads = 0
+        self.bytes_read = 0
+        self.none = _Macro(np.full(parts.num_parts, -1, np.int32), np.zeros(0, np.int64),
+                           AdjacencyBlock(np.empty(0, np.int64), np.zeros(1, np.int64), np.empty(0, np.int32)))
+
+    def acquire(self, key: tuple[int, ...]) -> _Macro:
+        while True:
+            with self._lock:
+                macro = self._blocks.get(key)
+                if macro is not None:
+                    self._blocks.move_to_end(key)
+                    self._users[key] = self._users.get(key, 0) + 1
+                    return macro
+                event = self._loading.get(key)
+                if event is None:
+                    event = self._loading[key] = threading.Event()
+                    break
+            event.wait()  # another sampler is reading this block
+        try:
+            macro = self._load(key)
+        finally:
+            with self._lock:
+                del self._loading[key]
+            event.set()
+        with self._lock:
+            self._blocks[key] = macro
+            self._users[key] = self._users.get(key, 0) + 1
+            self.loads += 1
+            self.bytes_read += macro.block.indices.nbytes
+            self._evict()
+        return macro
+
+    def release(self, key: tuple[int, ...]) -> None:
+        with self._lock:
+            self._users[key] -= 1
+            if not self._users[key]:
+                del self._users[key]
+            self._evict()
+
+    def _evict(self) -> None:
+        idle = [k for k in self._blocks if k not in self._users]
+        for k in idle[: max(0, len(idle) - self.capacity)]:
+            del self._blocks[k]
+
+    def _load(self, key: tuple[int, ...]) -> _Macro:
+        block = self.parts.read_adjacency(key)
+        of_part = np.full(self.parts.num_parts, -1, np.int32)
+        of_part[list(key)] = np.arange(len(key), dtype=np.int32)
+        sizes = np.array([self.parts.part_ptr[p + 1] - self.parts.part_ptr[p] for p in key], np.int64)
+        base = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        return _Macro(of_part, base, block)
+
+    def stats(self) -> dict[str, Any]:
+        return {"macro_loads": self.loads, "macro_bytes_read": self.bytes_read}
+
+
+class PartitionSampler:
+    """A :class:`~outre_async.NeighborSampler` that reads lists from the caches first.
+
+    ``sample(item, stream)`` takes a :class:`MicroBatch` (its macro batch's adjacency is used) or
+    plain seeds (global cache, then disk).  One instance per sampler thread (its relabel scratch and
+    tier counters are its own); the :class:`MacroStore` and the cache are shared, read-only.
+    """
+
+    def __init__(self, ds: Any, parts: PartitionSet, fanouts: Sequence[int], *, seed: int, cache: Any,
+                 store: MacroStore) -> None:
+        self.plain = NeighborSampler(ds, fanouts, seed=seed)  # validation, errors, reference semantics
+        self.parts, self.cache, self.store = parts, cache, store
+        self.slot_of_node = parts.slot_of_node
+        self.tiers = np.zeros(3, np.int64)
+        self._fanouts = np.asarray(self.plain.fanouts, dtype=np.int64)
+        self._scratch = np.full(self.plain.num_nodes, -1, dtype=np.int32 if self.plain.num_nodes < 2**31 else np.int64)
+
+    @property
+    def fanouts(self) -> tuple[int, ...]:
+        return self.plain.fanouts
+
+    def sample(self, item: MicroBatch | Any, stream: int = 0) -> SampledSubgraph:
+        if isinstance(item, MicroBatch):
+            key = tuple(item.parts)
+            macro = self.store.acquire(key)
+            try:
+                return self._sample(_as_seeds(item.seeds), stream, macro)
+            finally:
+                self.store.release(key)
+        return self._sample(_as_seeds(item), stream, self.store.none)
+
+    def _sample(self, seeds: np.ndarray, stream: int, macro: _Macro) -> SampledSubgraph:
+        p, c = self.parts, self.cache
+        state = stream_state(self.plain.seed, stream)
+        status, where, n_id, edge_index, nodes, edges = sample_multihop_tiered(
+            self.plain.indptr, self.plain.indices, c.slot, c.indptr, c.indices, p.assignment, self.slot_of_node,
+            p.part_ptr, macro.of_part, macro.base, macro.block.indptr, macro.block.indices, seeds, self._fanouts,
+            state, self._scratch, self.tiers)
+        if status != 0:
+            self.plain._raise(int(status), int(where), seeds)
+        return SampledSubgraph(n_id, edge_index, tuple(int(x) for x in nodes), tuple(int(x) for x in edges),
+                               len(seeds))

@@ -1,0 +1,154 @@
+"""``outre bench`` on the tiny preset: every system runs (or is recorded as skipped with its reason),
+the JSON has the documented shape, a failing plug-in and an OOM kill are recorded outcomes, and no
+cgroup or temporary file is left behind.  No timing is asserted."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from outre_async.bench import SchemaError, validate_result
+from outre_async.bench._cgroup import MemoryCap, _own_memory_cgroup, open_cap
+from outre_async.bench._presets import get_preset
+from outre_async.bench._run_in_child import run_in_child
+from outre_async.bench._runner import ensure_dataset
+from outre_async.bench._systems import RunSpec
+from outre_async.cli import main
+
+PLUGIN = '''
+from outre_async.bench import System
+
+
+class Raises(System):
+    name = "raises"
+    summary = "a plug-in that fails on purpose"
+
+    def open(self, ds, spec):
+        raise RuntimeError("plug-in failure on purpose")
+'''
+SYSTEMS = "pyg-mmap,sync,outre,outre-part,bench_test_plugin:Raises"
+
+
+def _cgroup_children() -> set[str]:
+    parent, _ = _own_memory_cgroup(Path("/sys/fs/cgroup"))
+    if parent is None or not parent.is_dir():
+        return set()
+    return {p.name for p in parent.iterdir() if p.name.startswith("outre-bench-")}
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    root = tmp_path_factory.mktemp("bench")
+    (root / "plugins").mkdir()
+    (root / "plugins" / "bench_test_plugin.py").write_text(PLUGIN)
+    before = _cgroup_children()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.syspath_prepend(str(root / "plugins"))
+        mp.setenv("PYTHONPATH", os.pathsep.join([str(root / "plugins"), os.environ.get("PYTHONPATH", "")]))
+        argv = ["bench", "--preset", "tiny", "--systems", SYSTEMS, "--repeats", "1", "--max-batches", "2",
+                "--out", str(root / "results"), "--data-dir", str(root / "data"), "--probe-seconds", "0.5", "--json"]
+        import contextlib
+        import io
+
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = main(argv)
+    assert code == 0
+    yield {"result": json.loads(out.getvalue()), "root": root, "cgroups_before": before}
+
+
+def _runs(result: dict[str, Any], system: str) -> list[dict[str, Any]]:
+    return [r for r in result["runs"] if r["system"] == system]
+
+
+def test_our_systems_run_and_consume_the_same_batches(suite: dict[str, Any]) -> None:
+    result = suite["result"]
+    metrics = {}
+    for name in ("sync", "outre", "compute-only"):
+        (run,) = _runs(result, name)
+        assert run["outcome"] == "ok", run
+        m = run["metrics"]
+        assert m["batches"] == 2 and m["planned_batches"] == 2
+        assert m["rows_unique"] <= m["rows_requested"] and m["redundancy"] >= 1.0
+        assert 0.0 <= m["val_accuracy"] <= 1.0 and m["loss"] > 0
+        metrics[name] = m
+    # same plan and sampler streams: the same rows reach the model whatever the loader
+    assert metrics["sync"]["rows_requested"] == metrics["outre"]["rows_requested"] == metrics["compute-only"]["rows_requested"]
+    assert metrics["outre"]["rows_from_disk"] >= 1  # the buffer started empty
+    assert result["summary"]["limit"]["limit_seconds"] > 0
+
+
+def test_pyg_mmap_runs_or_says_how_to_install_it(suite: dict[str, Any]) -> None:
+    (run,) = _runs(suite["result"], "pyg-mmap")
+    if importlib.util.find_spec("torch_sparse") is None:
+        assert run["outcome"] == "skipped"
+        assert "pip install" in run["message"] and "wheels/torch_sparse" in run["message"]
+    else:
+        assert run["outcome"] == "ok", run
+        assert run["metrics"]["batches"] == 2
+
+
+def test_outre_part_is_skipped_until_partitions_land(suite: dict[str, Any]) -> None:
+    from outre_async.bench._systems import OutrePart
+
+    (run,) = _runs(suite["result"], "outre-part")
+    if OutrePart().skip_reason() is not None:
+        assert run["outcome"] == "skipped" and "partitions not available" in run["message"]
+    else:
+        assert run["outcome"] in ("ok", "skipped")
+
+
+def test_a_failing_plugin_is_recorded_not_fatal(suite: dict[str, Any]) -> None:
+    (run,) = _runs(suite["result"], "bench_test_plugin:Raises")
+    assert run["outcome"] == "error"
+    assert "RuntimeError: plug-in failure on purpose" in run["message"]
+    assert "plug-in failure" in run["stderr_tail"]
+    assert suite["result"]["summary"]["systems"]["bench_test_plugin:Raises"]["ok_runs"] == 0
+
+
+def test_written_json_matches_the_schema_and_nothing_is_left_behind(suite: dict[str, Any]) -> None:
+    result, root = suite["result"], suite["root"]
+    written = json.loads(Path(result["files"]["json"]).read_text())
+    validate_result(written)
+    assert written["suite"] == "tiny" and written["mode"] == "max-batches 2"
+    assert Path(result["files"]["md"]).read_text().count("| sync | ok |") == 1
+    png = result["files"]["png"]
+    assert Path(png["path"]).stat().st_size > 0 if "path" in png else "pip install" in png["skipped"]
+    leftovers = [p for p in (root / "results").iterdir() if p.name.startswith(".")]
+    assert leftovers == []
+    assert _cgroup_children() == suite["cgroups_before"]
+    if os.geteuid() == 0 and _own_memory_cgroup(Path("/sys/fs/cgroup"))[0] is not None:
+        assert written["cap"]["applied"].startswith("cgroup v")
+    else:
+        assert written["cap"]["applied"].startswith("uncapped")
+
+
+def test_schema_names_what_is_wrong(suite: dict[str, Any]) -> None:
+    broken = json.loads(json.dumps(suite["result"]))
+    del broken["runs"][0]["outcome"]
+    broken["disk_probe"]["iops"] = "fast"
+    with pytest.raises(SchemaError, match=r"runs\[0\]\.outcome is missing.*disk_probe\.iops has type str|"
+                                          r"disk_probe\.iops has type str.*runs\[0\]\.outcome is missing"):
+        validate_result(broken)
+
+
+def test_oom_under_a_tiny_cap_is_a_recorded_outcome(tmp_path: Path) -> None:
+    probe = open_cap(64 << 20)
+    if not isinstance(probe, MemoryCap):
+        pytest.skip(f"no memory cgroup here: {probe.reason}")
+    probe.remove()
+    before = _cgroup_children()
+    preset = get_preset("tiny")
+    path = ensure_dataset(preset, tmp_path, 0, lambda _: None)
+    spec = RunSpec(dataset=str(path), fanouts=preset.fanouts, batch_size=preset.batch_size, hidden=8, lr=0.01,
+                   seed=0, max_batches=1)
+    record = run_in_child("sync", spec, cap_bytes=48 << 20, timeout_s=120, dataset_dir=path)
+    assert record["outcome"] == "oom", record
+    assert record["message"].startswith("OOM at 48.0 MiB")
+    assert _cgroup_children() == before

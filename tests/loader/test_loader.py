@@ -1,0 +1,265 @@
+"""OutreLoader end to end: delivery guarantees, ordering, shutdown paths, buffer accounting, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import random
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import outre_async as oa
+from outre_async.sampling._plan import plan_epoch
+
+N, DIM = 600, 20
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> oa.Dataset:
+    path = tmp_path_factory.mktemp("loader") / "ds"
+    rng = np.random.default_rng(0)
+    deg = rng.integers(0, 12, size=N)
+    indptr = np.concatenate([[0], np.cumsum(deg)])
+    indices = rng.integers(0, N, size=int(indptr[-1]))
+    with oa.DatasetWriter(path, num_nodes=N, feature_dim=DIM, num_classes=5) as w:
+        w.write_csc(indptr, indices)
+        w.append_features(rng.standard_normal((N, DIM)).astype(np.float32))
+        w.write_labels(rng.integers(0, 5, size=N))
+        w.write_split("train", np.arange(0, 500))
+        w.write_split("val", np.arange(500, 600))
+    return oa.open_dataset(path)
+
+
+def run(coro, timeout: float = 60.0):
+    return asyncio.run(asyncio.wait_for(coro, timeout))
+
+
+def _loader(ds: oa.Dataset, **kw) -> oa.OutreLoader:
+    opts = {"fanouts": [4, 3], "batch_size": 32, "seed": 7, "backend": "memory", **kw}
+    return oa.OutreLoader(ds, **opts)
+
+
+def _check_batch(ds: oa.Dataset, batch) -> None:
+    n_id = batch.n_id.numpy()
+    np.testing.assert_array_equal(batch.x.numpy(), ds.features[n_id])
+    np.testing.assert_array_equal(batch.y.numpy(), ds.labels[n_id])
+    assert batch.edge_index.max() < len(n_id)
+    assert sum(batch.num_sampled_nodes) == len(n_id)
+
+
+class DelayedSampler:
+    """Wraps a sampler with a seeded random sleep in the worker thread (deterministic chaos)."""
+
+    def __init__(self, inner, seed: int) -> None:
+        self.inner, self.rng = inner, random.Random(seed)
+
+    def sample(self, seeds, stream):
+        time.sleep(self.rng.random() * 3e-3)
+        return self.inner.sample(seeds, stream)
+
+
+class FaultySource:
+    """A memory source with seeded delays that fails reads touching chosen nodes."""
+
+    def __init__(self, ds: oa.Dataset, fail_on: set[int] = frozenset(), seed: int = 0) -> None:
+        self.backend = "faulty-memory"
+        self.ds, self.fail_on, self.rng = ds, set(fail_on), random.Random(seed)
+        self.closed = False
+
+    async def read_rows(self, ids: np.ndarray, out: np.ndarray) -> None:
+        await asyncio.sleep(self.rng.random() * 3e-3)
+        bad = self.fail_on.intersection(ids.tolist())
+        if bad:
+            raise oa.ExtractorError("injected EIO", path=self.ds.features_path,
+                                    offset=min(bad) * self.ds.row_layout.stride, errno=5)
+        out[:] = self.ds.features[ids]
+
+    def stats(self) -> dict:
+        return {}
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+def _chaos(loader: oa.OutreLoader, seed: int) -> None:
+    res = loader._res
+    res.samplers[:] = [DelayedSampler(s, seed + i) for i, s in enumerate(res.samplers)]
+    res.source = FaultySource(loader.dataset, seed=seed)
+
+
+@pytest.mark.parametrize("ordered", [False, True])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_every_batch_once_under_random_delays(dataset: oa.Dataset, ordered: bool, seed: int) -> None:
+    async def body() -> list[int]:
+        loader = _loader(dataset, ordered=ordered, num_samplers=2, num_extractors=3, ready_queue=1)
+        async with loader:
+            _chaos(loader, seed)
+            seqs, seeds = [], []
+            async for batch in loader:
+                _check_batch(dataset, batch)
+                seqs.append(batch.seq)
+                seeds.append(batch.n_id[: batch.batch_size].numpy())
+            assert loader.stats()["buffer"]["free_slots"] == loader.buffer_rows
+        assert sorted(seqs) == list(range(len(loader)))
+        plan = plan_epoch(dataset.split("train"), 32, shuffle=True, seed=7, epoch=0)
+        by_seq = dict(zip(seqs, seeds, strict=True))
+        for seq, expected in enumerate(plan):
+            np.testing.assert_array_equal(by_seq[seq], expected)
+        return seqs
+
+    seqs = run(body())
+    if ordered:
+        assert seqs == sorted(seqs)
+
+
+def test_second_iteration_is_the_next_epoch(dataset: oa.Dataset) -> None:
+    async def body() -> None:
+        async with _loader(dataset, ordered=True) as loader:
+            first = [b.n_id[: b.batch_size].numpy() for b in [b async for b in loader]]
+            second = [b.n_id[: b.batch_size].numpy() for b in [b async for b in loader]]
+        assert len(first) == len(second) == len(loader) == 16
+        assert not np.array_equal(np.concatenate(first), np.concatenate(second))
+        assert sorted(np.concatenate(second).tolist()) == list(range(500))
+
+    run(body())
+
+
+def test_async_matches_the_sync_baseline_batch_for_batch(dataset: oa.Dataset) -> None:
+    sync = oa.SyncLoader(dataset, split="train", fanouts=[4, 3], batch_size=32, seed=7)
+    expected = list(sync)
+
+    async def body() -> list:
+        async with _loader(dataset, ordered=True) as loader:
+            return [b async for b in loader]
+
+    got = run(body())
+    assert len(got) == len(expected)
+    for a, b in zip(got, expected, strict=True):
+        torch.testing.assert_close(a.n_id, b.n_id)
+        torch.testing.assert_close(a.edge_index, b.edge_index)
+        torch.testing.assert_close(a.x, b.x)
+
+
+def test_undersized_buffer_is_an_error_at_construction(dataset: oa.Dataset) -> None:
+    with pytest.raises(oa.ConfigError, match="smaller than one batch"):
+        _loader(dataset, buffer_rows=10)
+    with pytest.raises(oa.ConfigError, match="smaller than one batch"):
+        _loader(dataset, memory_budget="8KiB")
+
+
+@pytest.mark.parametrize("bad", [{"fanouts": []}, {"fanouts": [0]}, {"batch_size": 0}, {"num_extractors": 0},
+                                 {"backend": "nvme"}, {"ready_queue": -1}])
+def test_bad_config_is_named(dataset: oa.Dataset, bad: dict) -> None:
+    with pytest.raises(oa.ConfigError):
+        _loader(dataset, **bad)
+
+
+def test_read_error_reaches_the_consumer_without_a_hang(dataset: oa.Dataset) -> None:
+    async def body() -> None:
+        async with _loader(dataset, num_extractors=2) as loader:
+            loader._res.source = FaultySource(dataset, fail_on={int(dataset.split("train")[-1])})
+            with pytest.raises(oa.ExtractorError, match="injected EIO"):
+                async for _ in loader:
+                    pass
+            assert loader.stats()["buffer"]["free_slots"] == loader.buffer_rows
+            loader._res.source = FaultySource(dataset)
+            assert len([b async for b in loader]) == len(loader)  # usable afterwards
+
+    run(body())
+
+
+def test_truncated_feature_file_is_a_named_error(dataset: oa.Dataset, tmp_path: Path) -> None:
+    import shutil
+
+    copy = tmp_path / "ds"
+    shutil.copytree(dataset.path, copy)
+    ds = oa.open_dataset(copy)
+
+    async def body() -> None:
+        async with oa.OutreLoader(ds, fanouts=[4, 3], batch_size=32, backend="pread") as loader:
+            os.truncate(ds.features_path, ds.row_layout.stride * 10)  # under the open loader
+            with pytest.raises(oa.ExtractorError):
+                async for _ in loader:
+                    pass
+        with pytest.raises(oa.DatasetCorruptError, match="re-create"):  # and at the next open
+            async with oa.OutreLoader(ds, fanouts=[4, 3], batch_size=32, backend="pread") as loader:
+                pass
+
+    run(body())
+
+
+def _threads_and_fds() -> tuple[int, int]:
+    gc.collect()
+    return threading.active_count(), len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.parametrize("backend", ["memory", "pread", "io_uring"])
+def test_sync_loop_break_exception_and_gc_leave_nothing_behind(dataset: oa.Dataset, backend: str) -> None:
+    with _loader(dataset, backend=backend) as warm:  # one-time process state (uvloop's wake-up pipe)
+        assert len(list(warm)) == len(warm)
+    before = _threads_and_fds()
+    loader = _loader(dataset, backend=backend)
+    assert len(list(loader)) == len(loader)
+    for i, batch in enumerate(loader):
+        _check_batch(dataset, batch)
+        if i == 2:
+            break
+    with pytest.raises(RuntimeError, match="in the loop body"):
+        for _ in loader:
+            raise RuntimeError("in the loop body")
+    loader.close()
+    assert _threads_and_fds() == before
+    loader = _loader(dataset, backend=backend)
+    next(iter(loader))
+    del loader
+    assert _threads_and_fds() == before
+
+
+def test_cancelling_the_consumer_drains_everything(dataset: oa.Dataset) -> None:
+    async def body() -> None:
+        loader = _loader(dataset)
+        async with loader:
+            _chaos(loader, 5)
+
+            async def consume() -> None:
+                async for _ in loader:
+                    await asyncio.sleep(0.01)
+
+            task = asyncio.create_task(consume())
+            await asyncio.sleep(0.03)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            buffer = loader._res.buffer
+        # leaving `async with` closes the epoch the cancelled consumer abandoned mid-body
+        assert buffer.free_slots() == loader.buffer_rows
+        assert [t for t in asyncio.all_tasks() if "outre_async" in t.get_coro().cr_code.co_filename] == []
+
+    run(body())
+
+
+def test_stats_report_stages_and_backend(dataset: oa.Dataset) -> None:
+    loader = _loader(dataset, backend="auto")
+    batches = list(loader)
+    stats = loader.stats()
+    loader.close()
+    assert stats["delivered_batches"] == len(batches) == stats["sampled_batches"] == stats["extracted_batches"]
+    assert stats["epochs_started"] == 1
+    assert {"sample_seconds", "extract_seconds", "stall_seconds", "buffer_rows"} <= stats.keys()
+
+
+@pytest.mark.parametrize(("opts", "depth"), [({}, 32), ({"max_in_flight": 7}, 7)])
+def test_max_in_flight_reaches_the_source(dataset: oa.Dataset, opts: dict, depth: int) -> None:
+    async def body() -> int:
+        async with _loader(dataset, backend="pread", **opts) as loader:
+            return loader.stats()["io"]["max_in_flight"]
+
+    assert run(body()) == depth
+    with pytest.raises(oa.ConfigError, match="max_in_flight"):
+        _loader(dataset, max_in_flight=0)
