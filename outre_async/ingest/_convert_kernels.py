@@ -1,7 +1,7 @@
 """numba kernels of the importer: integer text parsing and the CSC bucket sort; arrays in and out.
 
 No I/O and no Python objects here; streaming, files and error messages live in ``_csc_builder`` and
-``_convert``.  Every kernel is ``@njit(cache=True, nogil=True)`` and also runs as plain Python under
+``_text_parsing``.  Every kernel is ``@njit(cache=True, nogil=True)`` and also runs as plain Python under
 ``NUMBA_DISABLE_JIT=1`` (the tests call ``.py_func`` on small inputs).
 
 Text grammar of :func:`parse_int_pairs` / :func:`parse_int_column` (SNAP/OGB/CSV edge and id lists):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import outre_async as oa
-from outre_async.ingest import _convert
+from outre_async.ingest import _arrays, _convert, _text_parsing
 from outre_async.ingest._convert_kernels import (
     parse_int_column,
     parse_int_pairs,
@@ -191,7 +191,7 @@ def _csr(dense: np.ndarray) -> dict[str, np.ndarray]:
 def test_from_npz_dense_and_csr(
     tmp_path: Path, sparse: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_convert, "FEATURE_BLOCK", 4 * 9 * 7)  # 7 rows per block: many blocks
+    monkeypatch.setattr(_arrays, "FEATURE_BLOCK", 4 * 9 * 7)  # 7 rows per block: many blocks
     src, dst = random_edges(50, 300)
     rng = np.random.default_rng(2)
     x = (rng.random((50, 9)) < 0.3).astype(np.float32) * rng.integers(1, 5, (50, 9))
@@ -212,7 +212,7 @@ def test_from_npz_dense_and_csr(
 
 
 def test_csr_duplicate_entries_are_summed() -> None:
-    csr = _convert._CSRFeatures(
+    csr = _arrays.CSRFeatures(
         np.array([0, 3, 3]), np.array([1, 1, 0]), np.array([1.0, 2.0, 5.0]), (2, 3)
     )
     np.testing.assert_array_equal(csr[0:2], [[5, 3, 0], [0, 0, 0]])
@@ -343,7 +343,7 @@ def test_text_edge_lists(tmp_path: Path, name: str, text: str) -> None:
 
 
 def test_text_blocks_split_lines_anywhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_convert, "TEXT_BLOCK", 7)  # blocks cut through lines
+    monkeypatch.setattr(_text_parsing, "TEXT_BLOCK", 7)  # blocks cut through lines
     src, dst = random_edges(500, 300)
     path = write_text(
         tmp_path / "e.txt", "# c\n" + "".join(f"{a} {b}\n" for a, b in zip(src, dst, strict=True))

@@ -1,0 +1,98 @@
+"""``.npz`` archives in the shared schema (``shared/data/README.md``) → a dataset; dense ``x`` or
+CSR ``x_*`` features, checked whole before any row is densified."""
+
+from __future__ import annotations
+
+import zipfile
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._errors import InputFormatError, InvalidGraphError
+from ._arrays import CSRFeatures, array_source
+from ._source import PathLike, existing_path, parse_options, write_source
+
+
+def from_npz(
+    path: PathLike,
+    out: PathLike,
+    *,
+    num_nodes: int | None = None,
+    num_classes: int | None = None,
+    **opts: Any,
+) -> Path:
+    """Write an ``.npz`` in the shared schema: ``edge_index`` [2, E], ``num_nodes``, dense ``x`` or
+    CSR ``x_indptr/x_indices/x_data/x_shape``, ``y``, ``{train,val,test}_idx``.  Arrays are loaded
+    whole (npz members do not stream); the edge sort is still bounded by ``memory_budget``."""
+    o = parse_options(opts)
+    path = existing_path(path)
+    arrays = _load_npz(path)
+    if "edge_index" not in arrays:
+        raise InputFormatError(
+            f"no 'edge_index' array (have {sorted(arrays)}); expected int64 [2, E]", path=path
+        )
+    if num_nodes is None and "num_nodes" in arrays:
+        num_nodes = _scalar_int(arrays["num_nodes"], "num_nodes", path)
+    splits = {name: arrays.get(f"{name}_idx") for name in ("train", "val", "test")}
+    x = _npz_features(arrays, path)
+    src = array_source(
+        arrays["edge_index"], num_nodes, x, arrays.get("y"), splits, num_classes, str(path), "npz"
+    )
+    return write_source(out, src, o)
+
+
+def _load_npz(path: Path) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            if not hasattr(archive, "files"):
+                raise InputFormatError("is a single .npy array, not an .npz archive", path=path)
+            return {key: archive[key] for key in archive.files}
+    except (OSError, ValueError, EOFError, zlib.error, zipfile.BadZipFile) as exc:
+        raise InputFormatError(f"cannot read as .npz ({exc})", path=path) from exc
+
+
+def _scalar_int(value: np.ndarray, key: str, path: Path) -> int:
+    if value.shape != () or not np.issubdtype(value.dtype, np.integer):
+        raise InvalidGraphError(
+            f"{path}: {key} must be an integer scalar, got {value.dtype} {list(value.shape)}"
+        )
+    return int(value)
+
+
+def _npz_features(arrays: dict[str, np.ndarray], path: Path) -> np.ndarray | CSRFeatures | None:
+    csr_keys = ("x_indptr", "x_indices", "x_data", "x_shape")
+    present = [k for k in csr_keys if k in arrays]
+    if "x" in arrays:
+        return arrays["x"]
+    if not present:
+        return None
+    if len(present) != len(csr_keys):
+        raise InputFormatError(
+            f"sparse features need all of {list(csr_keys)}, found only {present}", path=path
+        )
+    return _csr(arrays["x_indptr"], arrays["x_indices"], arrays["x_data"], arrays["x_shape"], path)
+
+
+def _csr(
+    indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, shape: np.ndarray, path: Path
+) -> CSRFeatures:
+    """Check a CSR matrix completely before any of it is densified."""
+    if shape.shape != (2,) or not np.issubdtype(shape.dtype, np.integer) or shape.min() <= 0:
+        raise InvalidGraphError(
+            f"{path}: x_shape must be two positive integers, got {shape.tolist()}"
+        )
+    rows, cols = int(shape[0]), int(shape[1])
+    ok = indptr.shape == (rows + 1,) and np.issubdtype(indptr.dtype, np.integer) and indptr[0] == 0
+    ok = ok and indices.ndim == 1 and data.shape == indices.shape and indptr[-1] == len(indices)
+    ok = ok and bool((np.diff(indptr) >= 0).all()) and np.issubdtype(indices.dtype, np.integer)
+    if not ok:
+        raise InvalidGraphError(
+            f"{path}: x_indptr/x_indices/x_data do not form a CSR matrix of shape {[rows, cols]}"
+        )
+    if len(indices) and (indices.min() < 0 or indices.max() >= cols):
+        raise InvalidGraphError(f"{path}: x_indices hold column ids outside [0, {cols})")
+    if not np.issubdtype(data.dtype, np.number):
+        raise InvalidGraphError(f"{path}: x_data must be numeric, got {data.dtype}")
+    return CSRFeatures(indptr, indices, data, (rows, cols))

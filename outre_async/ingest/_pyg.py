@@ -1,0 +1,100 @@
+"""PyG ``Data`` → a dataset, in memory (:func:`from_pyg`) or from a ``torch.save``-d file.
+
+Loading a ``.pt`` file unpickles it (``torch.load(weights_only=False)``), which can run code stored
+in the file: convert only files you trust, or re-save them as ``.npz``."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+from typing import Any
+
+from .._errors import ConfigError, InputFormatError, InvalidGraphError
+from ._arrays import array_source
+from ._source import PathLike, Source, existing_path, parse_options, write_source
+
+
+def from_pyg(
+    data: Any,
+    out: PathLike,
+    *,
+    num_nodes: int | None = None,
+    num_classes: int | None = None,
+    **opts: Any,
+) -> Path:
+    """Write a homogeneous PyG ``Data``: ``edge_index``, ``x``, ``y``, and the splits as
+    ``{train,val,test}_{mask,idx}`` (``valid_idx`` too).  ``num_nodes`` defaults to
+    ``data.num_nodes`` where it was set explicitly, else as in :func:`write_dataset`."""
+    o = parse_options(opts)
+    return write_source(out, _pyg_source(data, num_nodes, num_classes, "PyG Data", "pyg"), o)
+
+
+def _pyg_source(
+    data: Any, num_nodes: int | None, num_classes: int | None, description: str, fmt: str
+) -> Source:
+    if hasattr(data, "node_types") and hasattr(data, "edge_types"):
+        raise ConfigError(
+            f"{description} is heterogeneous (HeteroData); convert one homogeneous Data"
+        )
+    get = data.get if isinstance(data, dict) else (lambda key: getattr(data, key, None))
+    if get("edge_index") is None:
+        raise InvalidGraphError(
+            f"{description} has no edge_index; only edge_index graphs are supported"
+        )
+    if num_nodes is None and _has_key(data, "num_nodes"):
+        num_nodes = int(get("num_nodes"))  # type: ignore[arg-type]  # _has_key checked it
+    splits = {}
+    for name, keys in (
+        ("train", ("train_idx", "train_mask")),
+        ("val", ("val_idx", "valid_idx", "val_mask")),
+        ("test", ("test_idx", "test_mask")),
+    ):
+        splits[name] = next((get(k) for k in keys if get(k) is not None), None)
+    return array_source(
+        get("edge_index"), num_nodes, get("x"), get("y"), splits, num_classes, description, fmt
+    )
+
+
+def _has_key(data: Any, key: str) -> bool:
+    """Whether ``key`` was set explicitly (PyG infers ``num_nodes`` with a warning otherwise)."""
+    try:
+        return key in data and data[key] is not None
+    except (TypeError, KeyError, AttributeError):
+        return getattr(data, key, None) is not None
+
+
+def from_pt(
+    path: PathLike,
+    out: PathLike,
+    *,
+    num_nodes: int | None = None,
+    num_classes: int | None = None,
+    **opts: Any,
+) -> Path:
+    """A torch-saved PyG ``Data``; see the module docstring for the trust caveat of unpickling."""
+    o = parse_options(opts)
+    path = existing_path(path)
+    src = _pyg_source(_load_pt(path), num_nodes, num_classes, str(path), "pyg")
+    return write_source(out, src, o)
+
+
+def _load_pt(path: Path) -> Any:
+    import torch
+
+    try:  # weights_only=False unpickles, i.e. may run code from the file: trusted input only
+        obj = torch.load(path, map_location="cpu", weights_only=False)
+    except (
+        OSError,
+        RuntimeError,
+        EOFError,
+        pickle.UnpicklingError,
+        ImportError,
+        AttributeError,
+        ValueError,
+    ) as exc:
+        raise InputFormatError(f"cannot load as a torch-saved PyG Data: {exc}", path=path) from exc
+    if isinstance(obj, dict) or hasattr(obj, "edge_index"):
+        return obj
+    raise InputFormatError(
+        f"holds a {type(obj).__name__}, expected a torch_geometric.data.Data", path=path
+    )
