@@ -34,14 +34,13 @@ import secrets
 import shutil
 import time
 import zlib
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from outre_async._errors import ConfigError, PartitionExistsError
 from outre_async.store._dataset import Dataset
-from outre_async.store._writer import install_directory
+from outre_async.store._install import install_directory
 
 from . import _kernels as K
 from ._buckets import Buckets, row_items
@@ -179,7 +178,6 @@ class PartitionWriter:
             self.files[stem] = f.close()
 
     def _install(self) -> None:
-        _fsync_dir(self.tmp)
         install_directory(self.tmp, self.path, overwrite=self.overwrite, exists=PartitionExistsError(
             f"{self.path} appeared while writing; pass overwrite or choose another name"))
 
@@ -193,11 +191,3 @@ def _offsets(counts: np.ndarray) -> np.ndarray:
 def peak_rss_bytes() -> int:
     """Peak resident set size of this process so far (Linux reports KiB)."""
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -1,4 +1,5 @@
-"""The on-disk dataset: manifest, row layout, memory-mapped reader, atomic writer (design §3).
+"""The on-disk dataset: manifest, row layout, memory-mapped reader, atomic writer and directory
+install (design §3).
 
 Everything above the store (ingest, sampling, features, partition, cache, loader) reads graphs through
 :class:`Dataset`; nothing here imports torch or numba.

@@ -3,8 +3,8 @@
 Memory stays bounded by the chunks handed in plus O(N) for ``indptr``: topology arrives as blocks of
 consecutive destination nodes (``append_neighbors``), features as blocks of consecutive rows
 (``append_features``).  Everything is written into a hidden temporary directory beside the target
-and renamed into place by :meth:`DatasetWriter.commit`, after the manifest, so a crash or an error
-never leaves a half-written dataset that opens; :meth:`abort` (or leaving the ``with`` block on an
+and installed by :meth:`DatasetWriter.commit`, after the manifest (``_install``: fsync, rename, fsync
+the parent), so a crash or an error never leaves a half-written dataset that opens; :meth:`abort` (or leaving the ``with`` block on an
 exception) removes the temporary directory.
 """
 
@@ -20,6 +20,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from .._errors import ConfigError, DatasetExistsError, InvalidGraphError
+from ._install import install_directory
 from ._layout import RowLayoutName, choose_row_layout
 from ._manifest import SPLIT_NAMES, FeatureEntry, FileEntry, Manifest
 
@@ -194,7 +195,6 @@ class DatasetWriter:
         try:
             manifest = self._finish()
             manifest.write(self._tmp)
-            _fsync_dir(self._tmp)
             self._install()
         except BaseException:
             self.abort()
@@ -253,31 +253,8 @@ class DatasetWriter:
             f"{self.path} appeared while writing; choose another path or pass overwrite"))
 
 
-def install_directory(tmp: Path, path: Path, *, overwrite: bool, exists: Exception) -> None:
-    """Rename the finished ``tmp`` directory to ``path`` (replacing it when ``overwrite``, else
-    raising ``exists``), then fsync the parent so the rename survives a crash."""
-    if path.exists():
-        if not overwrite:
-            raise exists
-        old = path.parent / f".{path.name}.old-{secrets.token_hex(4)}"
-        os.rename(path, old)
-        os.rename(tmp, path)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.rename(tmp, path)
-    _fsync_dir(path.parent)
-
-
 def _check_ids(ids: np.ndarray, num_nodes: int, what: str) -> None:
     lo, hi = int(ids.min()), int(ids.max())
     if lo < 0 or hi >= num_nodes:
         bad = lo if lo < 0 else hi
         raise InvalidGraphError(f"{what} {bad} is out of range [0, {num_nodes}); check num_nodes or the input ids")
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
