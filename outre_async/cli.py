@@ -82,7 +82,8 @@ def _args_generate(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_generate(args: argparse.Namespace) -> dict[str, Any]:
-    from .ingest._generate import PRESETS, generate
+    from .ingest._gen_config import PRESETS
+    from .ingest._generate import generate
 
     if args.list:
         rows = {name: _config_dict(cfg) for name, cfg in PRESETS.items()}

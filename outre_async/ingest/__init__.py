@@ -4,7 +4,8 @@ CSC builder and the synthetic DC-SBM generator."""
 from ._arrays import write_dataset
 from ._convert import convert
 from ._edge_list import from_edge_list
-from ._generate import PRESETS, GeneratorConfig, generate
+from ._gen_config import PRESETS, GeneratorConfig
+from ._generate import generate
 from ._npz import from_npz
 from ._ogb import from_ogb
 from ._pyg import from_pyg
