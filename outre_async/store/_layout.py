@@ -48,10 +48,6 @@ class RowLayout:
         hi = -(-(start + self.row_bytes) // SECTOR) * SECTOR
         return lo, hi - lo
 
-    def mean_sectors_per_row(self) -> float:
-        """Mean sectors an O_DIRECT read of one random row costs under this layout."""
-        return mean_sectors(self.row_bytes, self.stride)
-
 
 def mean_sectors(row_bytes: int, stride: int) -> float:
     """Exact mean covering-span sectors over the row start offsets modulo one sector."""
