@@ -75,7 +75,7 @@ class OutreLoader:
         self._sample, self._extract, self._delivery = SampleStage(), ExtractStage(), Delivery()
         self._channels = self._new_channels()  # the latest epoch's (what stats()["queues"] reports)
         self._box = ResourceBox()
-        self._portal: LoopThread | None = None
+        self._bridge: LoopThread | None = None
         self._finalizer: weakref.finalize | None = None
 
     def _partition_batching(self) -> PartitionBatching | None:
@@ -185,37 +185,37 @@ class OutreLoader:
 
     # -- sync API --------------------------------------------------------------------------------
     def __iter__(self) -> Iterator[OutreBatch]:
-        if self._res is not None and self._portal is None:
+        if self._res is not None and self._bridge is None:
             raise ConfigError("this loader is open in async mode; use `async for`, or a separate loader")
-        if self._portal is None:
-            self._portal = LoopThread()
-            self._finalizer = weakref.finalize(self, _close_portal, self._portal, self._box)
-        return self._sync_epoch(self._portal)
+        if self._bridge is None:
+            self._bridge = LoopThread()
+            self._finalizer = weakref.finalize(self, _close_bridge, self._bridge, self._box)
+        return self._sync_epoch(self._bridge)
 
-    def _sync_epoch(self, portal: LoopThread) -> Iterator[OutreBatch]:
-        agen = portal.call(self._make_epoch)
+    def _sync_epoch(self, bridge: LoopThread) -> Iterator[OutreBatch]:
+        agen = bridge.call(self._make_epoch)
         try:
             while True:
                 try:
-                    batch = portal.call(agen.__anext__)
+                    batch = bridge.call(agen.__anext__)
                 except StopAsyncIteration:
                     return
                 yield batch
         finally:
-            if not portal.closed:
-                portal.call(agen.aclose)
+            if not bridge.closed:
+                bridge.call(agen.aclose)
 
     async def _make_epoch(self) -> AsyncGenerator[OutreBatch, None]:
         return self._one_epoch()
 
     def close(self) -> None:
         """Shut down the sync bridge: resources closed on its loop, thread joined (idempotent)."""
-        portal, self._portal = self._portal, None
+        bridge, self._bridge = self._bridge, None
         if self._finalizer is not None:
             self._finalizer.detach()
             self._finalizer = None
-        if portal is not None:
-            _close_portal(portal, self._box)
+        if bridge is not None:
+            _close_bridge(bridge, self._box)
 
     def __enter__(self) -> OutreLoader:
         return self
@@ -277,11 +277,11 @@ def _check_source(source: FeatureSource | None, cfg: LoaderConfig, ds: Dataset) 
     return source
 
 
-def _close_portal(portal: LoopThread, box: ResourceBox) -> None:
+def _close_bridge(bridge: LoopThread, box: ResourceBox) -> None:
     """Close the resources on the bridge's loop, then stop and join it (also the GC finalizer)."""
-    if portal.closed:
+    if bridge.closed:
         return
     try:
-        portal.call(box.close)
+        bridge.call(box.close)
     finally:
-        portal.close()
+        bridge.close()

@@ -19,11 +19,13 @@ from typing import Any
 
 import numpy as np
 import torch
+from numpy.typing import ArrayLike
 from torch_geometric.data import Data
 
 from .._errors import ConfigError
 from ..sampling._plan import num_batches, plan_epoch, seed_ids
 from ..sampling._sampler import NeighborSampler, SampledSubgraph
+from ..store._dataset import Dataset
 
 __all__ = ["SyncLoader"]
 
@@ -40,7 +42,7 @@ class SyncLoader:
     ``batch_size`` rows are the seeds.  ``len(loader)`` is the number of batches per epoch.
     """
 
-    def __init__(self, dataset: Any, *, split: str | Any = "train", fanouts: Sequence[int],
+    def __init__(self, dataset: Dataset, *, split: str | ArrayLike = "train", fanouts: Sequence[int],
                  batch_size: int, shuffle: bool = True, seed: int = 0,
                  drop_last: bool = False) -> None:
         self.dataset = dataset
