@@ -260,6 +260,8 @@ def test_config_object_is_one_way_to_configure(dataset: oa.Dataset) -> None:
         oa.OutreLoader(dataset, config=config, batch_size=16)
     with pytest.raises(oa.ConfigError, match="needs fanouts"):
         oa.OutreLoader(dataset, batch_size=16)
+    sized = oa.LoaderConfig(fanouts=[4], batch_size=8, memory_budget="2MiB", neighbor_cache="1KiB")
+    assert (sized.memory_budget, sized.neighbor_cache) == (2 << 20, 1 << 10)  # parsed once, in the config
 
 
 @pytest.mark.parametrize("name", ["extract_queue", "ready_queue", "buffer_rows", "memory_budget"])
