@@ -16,7 +16,8 @@ import numpy as np
 import torch
 from torch_geometric.data import Data
 
-from ..features._feature_buffer import Acquisition, FeatureBuffer
+from ..features import FeatureBuffer
+from ..features._feature_buffer import Acquisition
 from ..sampling._sampler import SampledSubgraph
 
 if TYPE_CHECKING:

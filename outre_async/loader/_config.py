@@ -52,10 +52,10 @@ class LoaderConfig:
             if isinstance(getattr(self, name), str):
                 object.__setattr__(self, name, parse_bytes(getattr(self, name)))
         for name in _AT_LEAST_ONE:
-            _check_int(name, getattr(self, name), "")
+            check_count(name, getattr(self, name))
         for name in _NONE_OR_AT_LEAST_ONE:
             if getattr(self, name) is not None:
-                _check_int(name, getattr(self, name), " (or None for the default)")
+                check_count(name, getattr(self, name), " (or None for the default)")
         if not isinstance(self.neighbor_cache, int) or self.neighbor_cache < 0:
             raise ConfigError(f"neighbor_cache={self.neighbor_cache!r} must be a byte count >= 0 (0: no cache)")
         if self.backend not in BACKENDS:
@@ -75,6 +75,8 @@ class LoaderConfig:
         return None if self.memory_budget is None else int(self.memory_budget)
 
 
-def _check_int(name: str, value: object, default_hint: str) -> None:
+def check_count(name: str, value: object, default_hint: str = "") -> int:
+    """The rule of every count knob (batch size, workers, depths): an int >= 1; also the SyncLoader's."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise ConfigError(f"{name}={value!r} must be an int >= 1{default_hint}")
+    return int(value)

@@ -17,8 +17,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from ..features import FeatureSource
-from ..features._feature_buffer import FeatureBuffer
+from ..features import FeatureBuffer, FeatureSource
 from ._batch import BufferLease, ExtractedBatch, SampledBatch
 from ._channel import Channel
 

@@ -17,8 +17,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
-from ..features import FeatureSource
-from ..features._feature_buffer import FeatureBuffer
+from ..features import FeatureBuffer, FeatureSource
 from ._batch import ExtractedBatch, PlanItem, SampledBatch, Sampler
 from ._channel import Channel
 from ._extract_stage import ExtractStage

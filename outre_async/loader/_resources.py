@@ -17,8 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..features import FeatureSource, open_source
-from ..features._feature_buffer import FeatureBuffer
+from ..features import FeatureBuffer, FeatureSource, open_source
 from ..sampling._sampler import NeighborSampler
 from ..store._dataset import Dataset
 from ._batch import Sampler

@@ -22,10 +22,10 @@ import torch
 from numpy.typing import ArrayLike
 from torch_geometric.data import Data
 
-from .._errors import ConfigError
 from ..sampling._plan import num_batches, plan_epoch, seed_ids
 from ..sampling._sampler import NeighborSampler, SampledSubgraph
 from ..store._dataset import Dataset
+from ._config import check_count
 
 __all__ = ["SyncLoader"]
 
@@ -46,7 +46,7 @@ class SyncLoader:
                  batch_size: int, shuffle: bool = True, seed: int = 0,
                  drop_last: bool = False) -> None:
         self.dataset = dataset
-        self.batch_size = _check_batch_size(batch_size)
+        self.batch_size = check_count("batch_size", batch_size)
         self.shuffle, self.seed, self.drop_last = bool(shuffle), int(seed), bool(drop_last)
         self.sampler = NeighborSampler(dataset, fanouts, seed=self.seed)
         self._seeds = seed_ids(dataset, split)
@@ -120,11 +120,4 @@ def to_data(sub: SampledSubgraph, x: torch.Tensor, y: torch.Tensor | None) -> Da
     if y is not None:
         data.y = y
     return data
-
-
-def _check_batch_size(batch_size: Any) -> int:
-    is_int = isinstance(batch_size, int | np.integer) and not isinstance(batch_size, bool)
-    if not is_int or batch_size < 1:
-        raise ConfigError(f"batch_size must be an int >= 1, got {batch_size=}")
-    return int(batch_size)
 
