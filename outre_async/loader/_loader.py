@@ -36,7 +36,7 @@ from ._delivery import Delivery
 from ._extract_stage import ExtractStage
 from ._loop_thread import LoopThread
 from ._pipeline import EpochParts
-from ._resources import ResourceBox, _Resources
+from ._resources import ResourceBox, Resources
 from ._sample_stage import SampleStage
 from ._stats import queue_stats, resource_stats, stage_stats
 
@@ -89,7 +89,7 @@ class OutreLoader:
                                  drop_last=cfg.drop_last, neighbor_cache_bytes=int(cfg.neighbor_cache))
 
     @property
-    def _res(self) -> _Resources | None:
+    def _res(self) -> Resources | None:
         return self._box.res
 
     def _buffer_rows(self) -> int:
@@ -128,7 +128,7 @@ class OutreLoader:
             if self._res.loop is not loop:
                 raise ConfigError("this loader is open on another event loop; use one loader per loop")
             return
-        self._box.res = await _Resources.create(loop, self.config, self.dataset, buffer_rows=self.buffer_rows,
+        self._box.res = await Resources.create(loop, self.config, self.dataset, buffer_rows=self.buffer_rows,
                                                 max_rows=self._max_rows, partitioned=self._partitioned,
                                                 source=self._source)
 
@@ -167,7 +167,7 @@ class OutreLoader:
             res.epochs.discard(batches)
             await batches.aclose()
 
-    def _epoch_parts(self, res: _Resources, epoch: int) -> EpochParts:
+    def _epoch_parts(self, res: Resources, epoch: int) -> EpochParts:
         cfg = self.config
         plan: Sequence[PlanItem]
         if self._partitioned is not None:  # micro-batches of macro batches (OUTRE §4.2)

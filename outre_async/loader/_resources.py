@@ -1,10 +1,10 @@
 """What an open :class:`OutreLoader` holds, bound to one event loop, and what it leaves behind.
 
-``_Resources.create`` opens the feature source (unless the caller passed one), the feature buffer,
+``Resources.create`` opens the feature source (unless the caller passed one), the feature buffer,
 one sampler per sample worker and their executor.  Ownership rule: a source the loader opened is
 closed with the loader; an injected source (``OutreLoader(..., source=...)``) stays its caller's,
 who opened it and may share it, so the loader never closes it.  On close the loader keeps a
-:class:`ClosedStats` snapshot (backend, buffer and I/O counters) so ``stats()`` still reports them,
+:class:`ResourceStats` snapshot (backend, buffer and I/O counters) so ``stats()`` still reports them,
 while the buffer's memory itself is given back.
 """
 
@@ -28,25 +28,27 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, slots=True)
-class ClosedStats:
-    """The figures of a closed opening, as ``stats()`` reports them."""
+class ResourceStats:
+    """Backend, buffer and I/O figures of an opening (live, or frozen at its close)."""
 
     backend: str
     buffer: dict[str, int | float]
     io: dict[str, Any]
 
 
-class _Resources:
+class Resources:
+    """The source, buffer, samplers and executor of one opening; ``epochs`` are its running deliveries."""
+
     def __init__(self, loop: asyncio.AbstractEventLoop, source: FeatureSource, owns_source: bool,
                  buffer: FeatureBuffer, samplers: list[Sampler], executor: ThreadPoolExecutor) -> None:
         self.loop, self.source, self.owns_source, self.buffer = loop, source, owns_source, buffer
         self.samplers, self.executor = samplers, executor
-        self.epochs: weakref.WeakSet[AsyncGenerator[Any, None]] = weakref.WeakSet()  # running deliveries
+        self.epochs: weakref.WeakSet[AsyncGenerator[Any, None]] = weakref.WeakSet()
 
     @classmethod
     async def create(cls, loop: asyncio.AbstractEventLoop, cfg: LoaderConfig, ds: Dataset, *, buffer_rows: int,
                      max_rows: int, partitioned: PartitionBatching | None,
-                     source: FeatureSource | None) -> _Resources:
+                     source: FeatureSource | None) -> Resources:
         owns_source = source is None
         if source is None:
             source = _open_source(cfg, ds)
@@ -59,8 +61,8 @@ class _Resources:
         executor = ThreadPoolExecutor(cfg.num_samplers, thread_name_prefix="outre-sampler")
         return cls(loop, source, owns_source, buffer, samplers, executor)
 
-    def snapshot(self) -> ClosedStats:
-        return ClosedStats(backend=self.source.backend, buffer=self.buffer.stats(), io=self.source.stats())
+    def snapshot(self) -> ResourceStats:
+        return ResourceStats(backend=self.source.backend, buffer=self.buffer.stats(), io=self.source.stats())
 
     async def close(self) -> None:
         try:
@@ -82,8 +84,8 @@ class ResourceBox:
     """The loader's open resources and the figures of its last closed opening; shared with the sync
     bridge's GC finalizer, which must not hold the loader itself."""
 
-    res: _Resources | None = None
-    closed: ClosedStats | None = None
+    res: Resources | None = None
+    closed: ResourceStats | None = None
 
     async def close(self) -> None:
         """Close every running epoch, then the resources (idempotent); keep their figures."""

@@ -15,7 +15,7 @@ from typing import Any
 from ._channel import ChannelStats
 from ._delivery import DeliveryCounters
 from ._extract_stage import ExtractCounters
-from ._resources import ClosedStats
+from ._resources import ResourceStats
 from ._sample_stage import SampleCounters
 
 
@@ -32,7 +32,7 @@ def queue_stats(channels: dict[str, ChannelStats]) -> dict[str, dict[str, Any]]:
     return {name: asdict(stats) for name, stats in channels.items()}
 
 
-def resource_stats(res: ClosedStats | None) -> dict[str, Any]:
+def resource_stats(res: ResourceStats | None) -> dict[str, Any]:
     """Backend, buffer and I/O figures of the open resources (or of the last closed opening)."""
     if res is None:
         return {}
