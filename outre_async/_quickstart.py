@@ -20,6 +20,7 @@ import torch
 from ._errors import ConfigError
 from ._train import EpochResult, evaluate, train_epoch
 from .nn import MLP, GraphSAGE
+from .sampling._sampler import check_fanouts
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -38,8 +39,7 @@ class QuickstartConfig:
             raise ConfigError(f"{self.epochs=} must be >= 1")
         if self.batch_size < 1:
             raise ConfigError(f"{self.batch_size=} must be >= 1")
-        if not self.fanouts or any(f == 0 or f < -1 for f in self.fanouts):
-            raise ConfigError(f"{self.fanouts=} must be one positive int (or -1 for all) per layer")
+        object.__setattr__(self, "fanouts", check_fanouts(self.fanouts))
 
 
 def run_quickstart(config: QuickstartConfig, *, directory: Path | None, progress: bool,

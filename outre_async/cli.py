@@ -218,11 +218,13 @@ def _cmd_quickstart(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def parse_fanouts(text: str) -> tuple[int, ...]:
+    from .sampling._sampler import check_fanouts  # the one fanout rule (imported late: numba is slow to load)
+
     try:
         fanouts = tuple(int(part) for part in text.split(","))
     except ValueError as exc:
         raise ConfigError(f"fanouts must be comma-separated integers like 10,10, got {text!r}") from exc
-    return fanouts
+    return check_fanouts(fanouts)
 
 
 # -- bench (implementation in outre_async.bench._cli) ----------------------------------------------

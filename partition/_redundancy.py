@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from outre_async.sampling._plan import plan_epoch
+from outre_async.sampling._plan import plan_epoch, seed_ids
 from outre_async.sampling._sampler import NeighborSampler
 from outre_async.store._dataset import Dataset
 
@@ -26,7 +26,7 @@ def redundancy_ratio(ds: Dataset, *, fanouts: Sequence[int], batch_size: int, pa
                      max_batches: int | None = None) -> dict[str, Any]:
     """RR of random batches and (with ``partitions``) of partition-based batches, and the reduction."""
     sampler = NeighborSampler(ds, fanouts, seed=seed)
-    seeds = ds.split(split) if isinstance(split, str) else np.asarray(split, dtype=np.int64)
+    seeds = seed_ids(ds, split)
     random_plan = plan_epoch(seeds, batch_size, shuffle=True, seed=seed, epoch=0)
     out: dict[str, Any] = {"fanouts": list(sampler.fanouts), "batch_size": batch_size,
                            "split": split if isinstance(split, str) else f"{len(seeds)} given ids",

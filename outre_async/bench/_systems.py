@@ -186,7 +186,7 @@ class Sync(System):
     summary = "oa.SyncLoader: sample (numba) -> memmap gather -> train, one batch at a time"
 
     def open(self, ds: Any, spec: RunSpec) -> Iterator[Any]:
-        from ..loader._sync_loader import SyncLoader
+        from ..loader import SyncLoader
 
         self.loader = SyncLoader(ds, split="train", fanouts=spec.fanouts, batch_size=spec.batch_size, seed=spec.seed)
         return iter(self.loader)
@@ -204,7 +204,7 @@ class Outre(System):
     loader_options: ClassVar[dict[str, Any]] = {"backend": "auto"}
 
     def open(self, ds: Any, spec: RunSpec) -> Iterator[Any]:
-        from ..loader._loader import OutreLoader
+        from ..loader import OutreLoader
 
         self.loader = OutreLoader(ds, split="train", fanouts=list(spec.fanouts), batch_size=spec.batch_size,
                                   seed=spec.seed, memory_budget=spec.options.get("memory_budget"), **self.loader_options)
@@ -237,7 +237,7 @@ class OutrePart(Outre):
     summary = "OutreLoader with FENNEL partition-based batches and the global neighbour cache"
 
     def skip_reason(self) -> str | None:
-        from ..loader._loader import LoaderConfig
+        from ..loader import LoaderConfig
 
         if "partitions" not in LoaderConfig.__dataclass_fields__:
             return "partitions not available (OutreLoader has no `partitions=` option in this build)"
@@ -259,7 +259,7 @@ class OutrePart(Outre):
                 "num_parts": parts.num_parts}
 
     def open(self, ds: Any, spec: RunSpec) -> Iterator[Any]:
-        from ..loader._loader import OutreLoader
+        from ..loader import OutreLoader
 
         self.loader = OutreLoader(ds, split="train", fanouts=list(spec.fanouts), batch_size=spec.batch_size,
                                   seed=spec.seed, partitions=_partition_name(spec),

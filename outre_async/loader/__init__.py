@@ -3,7 +3,8 @@ reorder buffer, the sync bridge's loop thread, partition-mode batching) and the 
 baseline."""
 
 from ._batch import OutreBatch
-from ._loader import LoaderConfig, OutreLoader
+from ._config import LoaderConfig
+from ._loader import OutreLoader
 from ._sync_loader import SyncLoader
 
 __all__ = ["LoaderConfig", "OutreBatch", "OutreLoader", "SyncLoader"]

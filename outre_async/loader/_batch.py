@@ -1,33 +1,66 @@
 """Typed contracts between pipeline stages, and the batch the consumer sees.
 
 ``SampledBatch`` (sampler → extractors) carries topology only, as PyG's ``SamplerOutput`` does;
-``ExtractedBatch`` (extractors → consumer) adds the gathered feature rows and the buffer hold.
+``ExtractedBatch`` (extractors → consumer) adds the gathered feature rows and the :class:`BufferLease`
+that keeps their buffer slots pinned.  A :class:`Sampler` is whatever the sample stage can run:
+:class:`~outre_async.NeighborSampler` and the partition-mode ``PartitionSampler`` both fit.
 ``OutreBatch`` is a PyG ``Data`` with one extra method, :meth:`OutreBatch.release`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 import numpy as np
 import torch
 from torch_geometric.data import Data
 
+from ..features import FeatureBuffer
+from ..features._feature_buffer import Acquisition
+from ..sampling._sampler import SampledSubgraph
+
+if TYPE_CHECKING:
+    from ..partition._batches import MicroBatch
+
+PlanItem: TypeAlias = "np.ndarray | MicroBatch"
+"""One planned batch: its seed ids, or (partition mode) a micro-batch that also names its macro batch."""
+
+
+class Sampler(Protocol):
+    """What a sample-stage worker runs in its executor thread; one instance per worker (its scratch
+    is its own).  The result depends only on ``(item, stream)``, never on scheduling."""
+
+    def sample(self, item: PlanItem, stream: int = 0, /) -> SampledSubgraph: ...
+
+
+@dataclass(frozen=True, slots=True)
+class BufferLease:
+    """The feature-buffer slots one batch holds until the consumer is done with it.
+
+    Naming the buffer with the slots lets every shutdown path give a batch back with ``release()``
+    without knowing which buffer it came from; releasing twice is harmless (the buffer ignores it).
+    """
+
+    buffer: FeatureBuffer
+    acquisition: Acquisition
+
+    def release(self) -> None:
+        self.buffer.release(self.acquisition)
+
 
 @dataclass(frozen=True, slots=True)
 class SampledBatch:
-    seq: int            # position in the epoch's plan
-    subgraph: Any       # SampledSubgraph: n_id, edge_index, num_sampled_nodes/edges, batch_size
+    seq: int                    # position in the epoch's plan
+    subgraph: SampledSubgraph   # n_id, edge_index, num_sampled_nodes/edges, batch_size
 
 
 @dataclass(frozen=True, slots=True)
 class ExtractedBatch:
     seq: int
-    subgraph: Any
-    x: np.ndarray       # [len(n_id), dim] float32, rows in n_id order
-    hold: Any           # the feature-buffer Acquisition, released by the consumer
+    subgraph: SampledSubgraph
+    x: np.ndarray               # [len(n_id), dim] float32, rows in n_id order
+    lease: BufferLease          # released by the consumer (or by the shutdown path)
 
 
 class OutreBatch(Data):
@@ -43,8 +76,7 @@ class OutreBatch(Data):
             callback()
 
 
-def to_batch(eb: ExtractedBatch, labels: np.ndarray | None, epoch: int,
-             release: Callable[[], None], device: torch.device) -> OutreBatch:
+def to_batch(eb: ExtractedBatch, labels: np.ndarray | None, epoch: int, device: torch.device) -> OutreBatch:
     """Wrap an extracted batch as PyG ``Data``; on CUDA, copy through pinned memory asynchronously."""
     sub = eb.subgraph
     n_id = torch.from_numpy(np.asarray(sub.n_id, dtype=np.int64))
@@ -62,7 +94,7 @@ def to_batch(eb: ExtractedBatch, labels: np.ndarray | None, epoch: int,
         batch.y = torch.from_numpy(labels[sub.n_id])
     if device.type != "cpu":
         batch = _to_device(batch, device)
-    batch.__dict__["_outre_release"] = release
+    batch.__dict__["_outre_release"] = eb.lease.release
     return batch
 
 

@@ -85,10 +85,6 @@ class Channel(Generic[T]):
                 if not fut.done():
                     fut.set_result(None)
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
     def __len__(self) -> int:
         return len(self._items)
 

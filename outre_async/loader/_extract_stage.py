@@ -3,10 +3,11 @@
 For every :class:`SampledBatch` on the extract channel an extractor acquires buffer slots for the
 batch's rows (hits need no I/O; rows another extractor is reading are awaited), reads the rest through
 the :class:`FeatureSource` (io_uring, pread or memory), gathers the batch matrix and sends an
-:class:`ExtractedBatch` on the bounded ready channel.  The buffer hold travels with the batch and is
-released by the consumer.
+:class:`ExtractedBatch` on the bounded ready channel.  The :class:`BufferLease` travels with the batch
+and is released by the consumer.  The :class:`ExtractStage` outlives epochs and owns the stage's
+counters (only its workers update them).
 
-Cancellation rule: if cancelled (or failing) while it owns a hold that has not been handed on, the
+Cancellation rule: if cancelled (or failing) while it owns a lease that has not been handed on, the
 extractor releases it; the source itself waits for reads already submitted before giving up the
 memory they write into.
 """
@@ -14,24 +15,38 @@ memory they write into.
 from __future__ import annotations
 
 import time
-from typing import Any
+from dataclasses import dataclass
 
-from ..features._feature_buffer import FeatureBuffer
-from ._batch import ExtractedBatch, SampledBatch
+from ..features import FeatureBuffer, FeatureSource
+from ._batch import BufferLease, ExtractedBatch, SampledBatch
 from ._channel import Channel
 
 
-async def extractor_worker(inp: Channel[SampledBatch], out: Channel[ExtractedBatch], buffer: FeatureBuffer,
-                           source: Any, counters: dict[str, float]) -> None:
-    async for sb in inp:
-        start = time.perf_counter()
-        hold = await buffer.acquire(sb.subgraph.n_id)
-        try:
-            await buffer.fill(hold, source)
-            x = buffer.gather(hold)
-            counters["extract_seconds"] += time.perf_counter() - start
-            counters["extracted_batches"] += 1
-            await out.send(ExtractedBatch(sb.seq, sb.subgraph, x, hold))
-        except BaseException:
-            buffer.release(hold)
-            raise
+@dataclass(frozen=True, slots=True)
+class ExtractCounters:
+    """Totals of the extract stage since the loader was made."""
+
+    batches: int = 0
+    seconds: float = 0.0   # summed over workers: acquire + read + gather, waits included
+
+    def plus(self, seconds: float) -> ExtractCounters:
+        return ExtractCounters(self.batches + 1, self.seconds + seconds)
+
+
+class ExtractStage:
+    def __init__(self) -> None:
+        self.counters = ExtractCounters()
+
+    async def worker(self, inp: Channel[SampledBatch], out: Channel[ExtractedBatch], buffer: FeatureBuffer,
+                     source: FeatureSource) -> None:
+        async for sb in inp:
+            start = time.perf_counter()
+            lease = BufferLease(buffer, await buffer.acquire(sb.subgraph.n_id))
+            try:
+                await buffer.fill(lease.acquisition, source)
+                x = buffer.gather(lease.acquisition)
+                self.counters = self.counters.plus(time.perf_counter() - start)
+                await out.send(ExtractedBatch(sb.seq, sb.subgraph, x, lease))
+            except BaseException:
+                lease.release()
+                raise

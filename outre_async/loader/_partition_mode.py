@@ -13,18 +13,16 @@ from typing import Any
 
 import numpy as np
 
-from outre_async.store._dataset import Dataset
-
+from ..cache import NeighborCache
 from ..partition._batches import MicroBatch, group_seeds, max_batches_per_epoch, plan_partition_epoch
 from ..partition._reader import open_partitions
 from ..partition._sampler import MacroStore, PartitionSampler
+from ..store._dataset import Dataset
 
 
 class PartitionBatching:
     def __init__(self, ds: Dataset, name: str, seeds: np.ndarray, *, parts_per_batch: int, batch_size: int,
                  shuffle: bool, seed: int, drop_last: bool, neighbor_cache_bytes: int) -> None:
-        from outre_async.cache import NeighborCache
-
         self.parts = open_partitions(ds, name)
         self.ptr, self.grouped = group_seeds(self.parts.assignment, seeds, self.parts.num_parts)
         self.parts_per_batch, self.batch_size = parts_per_batch, batch_size

@@ -1,8 +1,9 @@
 """Sampler stage: coroutines that run the numba sampling kernel in a bounded executor.
 
-Each worker owns one ``NeighborSampler`` (its O(N) relabel scratch is not shared), takes the next
-``(seq, seeds)`` from the epoch's shared plan iterator (one event loop, so each batch is taken exactly
-once without a lock) and sends a :class:`SampledBatch` on the bounded extract channel.
+Each worker owns one :class:`Sampler` (its O(N) relabel scratch is not shared), takes the next
+``(seq, item)`` from the epoch's shared plan iterator (one event loop, so each batch is taken exactly
+once without a lock) and sends a :class:`SampledBatch` on the bounded extract channel.  The
+:class:`SampleStage` outlives epochs and owns the stage's counters (only its workers update them).
 
 Cancellation rule: a worker stops taking batches at once; a kernel already running in a thread is
 waited for (a thread cannot be interrupted, and the next epoch must not share its scratch), its
@@ -13,17 +14,33 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
-from typing import Any
+from dataclasses import dataclass
+from typing import TypeVar
 
-import numpy as np
-
-from ._batch import SampledBatch
+from ..sampling._sampler import SampledSubgraph
+from ._batch import PlanItem, SampledBatch, Sampler
 from ._channel import Channel
 
+R = TypeVar("R")
 
-async def run_in_thread(executor: Executor, fn: Any, *args: Any) -> Any:
+
+@dataclass(frozen=True, slots=True)
+class SampleCounters:
+    """Totals of the sample stage since the loader was made."""
+
+    batches: int = 0
+    nodes: int = 0
+    edges: int = 0
+    seconds: float = 0.0   # summed over workers: busy time, not wall time
+
+    def plus(self, sub: SampledSubgraph, seconds: float) -> SampleCounters:
+        return SampleCounters(self.batches + 1, self.nodes + sub.num_nodes, self.edges + sub.num_edges,
+                              self.seconds + seconds)
+
+
+async def run_in_thread(executor: Executor, fn: Callable[..., R], *args: object) -> R:
     """Run ``fn`` in ``executor``; if cancelled, wait for the thread to finish before re-raising."""
     fut = asyncio.get_running_loop().run_in_executor(executor, fn, *args)
     try:
@@ -35,13 +52,14 @@ async def run_in_thread(executor: Executor, fn: Any, *args: Any) -> Any:
         raise
 
 
-async def sampler_worker(sampler: Any, plan: Iterator[tuple[int, np.ndarray]], out: Channel[SampledBatch],
-                         executor: Executor, stream_base: int, counters: dict[str, float]) -> None:
-    for seq, seeds in plan:
-        start = time.perf_counter()
-        subgraph = await run_in_thread(executor, sampler.sample, seeds, stream_base + seq)
-        counters["sample_seconds"] += time.perf_counter() - start
-        counters["sampled_batches"] += 1
-        counters["sampled_nodes"] += len(subgraph.n_id)
-        counters["sampled_edges"] += int(subgraph.edge_index.shape[1])
-        await out.send(SampledBatch(seq, subgraph))
+class SampleStage:
+    def __init__(self) -> None:
+        self.counters = SampleCounters()
+
+    async def worker(self, sampler: Sampler, plan: Iterator[tuple[int, PlanItem]], out: Channel[SampledBatch],
+                     executor: Executor, stream_base: int) -> None:
+        for seq, item in plan:
+            start = time.perf_counter()
+            subgraph = await run_in_thread(executor, sampler.sample, item, stream_base + seq)
+            self.counters = self.counters.plus(subgraph, time.perf_counter() - start)
+            await out.send(SampledBatch(seq, subgraph))

@@ -5,8 +5,9 @@ fancy indexing (measured faster than a numba row-copy kernel on the strided memm
 a PyG user would write) -> wrap as a PyG ``Data``.  Nothing overlaps, nothing is cached beyond the
 OS page cache: this is the honest reference the async loader is measured against, not a straw man.
 
-The epoch plan (``_plan.plan_epoch``) and the sampling streams (``epoch * len(plan) + seq``) are
-the async loader's, so for the same seed both loaders yield the same batches.  Iterating again
+The seed ids (``sampling._plan.seed_ids``), the epoch plan (``sampling._plan.plan_epoch``) and the
+sampling streams (``epoch * len(plan) + seq``) are the async loader's, so for the same seed both
+loaders yield the same batches.  Iterating again
 starts the next epoch (epoch 0, 1, ...), reshuffled from ``(seed, epoch)``.
 """
 
@@ -18,11 +19,13 @@ from typing import Any
 
 import numpy as np
 import torch
+from numpy.typing import ArrayLike
 from torch_geometric.data import Data
 
-from .._errors import ConfigError
-from ..sampling._plan import num_batches, plan_epoch
+from ..sampling._plan import num_batches, plan_epoch, seed_ids
 from ..sampling._sampler import NeighborSampler, SampledSubgraph
+from ..store._dataset import Dataset
+from ._config import check_count
 
 __all__ = ["SyncLoader"]
 
@@ -39,14 +42,14 @@ class SyncLoader:
     ``batch_size`` rows are the seeds.  ``len(loader)`` is the number of batches per epoch.
     """
 
-    def __init__(self, dataset: Any, *, split: str | Any = "train", fanouts: Sequence[int],
+    def __init__(self, dataset: Dataset, *, split: str | ArrayLike = "train", fanouts: Sequence[int],
                  batch_size: int, shuffle: bool = True, seed: int = 0,
                  drop_last: bool = False) -> None:
         self.dataset = dataset
-        self.batch_size = _check_batch_size(batch_size)
+        self.batch_size = check_count("batch_size", batch_size)
         self.shuffle, self.seed, self.drop_last = bool(shuffle), int(seed), bool(drop_last)
         self.sampler = NeighborSampler(dataset, fanouts, seed=self.seed)
-        self._seeds = _split_ids(dataset, split)
+        self._seeds = seed_ids(dataset, split)
         self._features = dataset.features
         self._labels = dataset.labels
         self._epoch = 0
@@ -118,27 +121,3 @@ def to_data(sub: SampledSubgraph, x: torch.Tensor, y: torch.Tensor | None) -> Da
         data.y = y
     return data
 
-
-def _check_batch_size(batch_size: Any) -> int:
-    is_int = isinstance(batch_size, int | np.integer) and not isinstance(batch_size, bool)
-    if not is_int or batch_size < 1:
-        raise ConfigError(f"batch_size must be an int >= 1, got {batch_size=}")
-    return int(batch_size)
-
-
-def _split_ids(dataset: Any, split: str | Any) -> np.ndarray:
-    """Seed ids of ``split``: a split name of the store, or explicit unique in-range node ids."""
-    if isinstance(split, str):
-        return np.asarray(dataset.split(split), dtype=np.int64)
-    ids = np.asarray(split)
-    if ids.ndim != 1 or (ids.size and not np.issubdtype(ids.dtype, np.integer)):
-        raise ConfigError(f"split must be a split name or a 1-D array of node ids, "
-                          f"got {ids.dtype} {ids.shape}")
-    ids = ids.astype(np.int64)
-    if ids.size and (ids.min() < 0 or ids.max() >= dataset.num_nodes):
-        bad = int(ids.min()) if ids.min() < 0 else int(ids.max())
-        raise ConfigError(f"split node id {bad} is out of range [0, {dataset.num_nodes})")
-    if len(np.unique(ids)) != len(ids):
-        raise ConfigError(f"split lists {len(ids) - len(np.unique(ids))} node ids more than once; "
-                          f"pass unique ids (e.g. np.unique(split))")
-    return ids

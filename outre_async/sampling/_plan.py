@@ -1,14 +1,22 @@
 """The batch plan of one epoch: which seeds form batch ``seq``.
 
 A pure function of (seed ids, batch size, shuffle, seed, epoch), so every loader (the synchronous
-baseline, the async pipeline, every rank of a data-parallel run) agrees on the plan.
+baseline, the async pipeline, every rank of a data-parallel run) agrees on the plan.  The seed ids
+themselves come from :func:`seed_ids`, the one place a split name or a caller's id array is checked
+(both loaders and the redundancy tool use it).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from .._errors import ConfigError
+
+if TYPE_CHECKING:
+    from ..store._dataset import Dataset
 
 
 def plan_epoch(seeds: np.ndarray, batch_size: int, *, shuffle: bool, seed: int, epoch: int,
@@ -38,3 +46,22 @@ def max_rows_per_batch(batch_size: int, fanouts: list[int] | tuple[int, ...], nu
         if total >= num_nodes:
             return num_nodes
     return min(total, num_nodes)
+
+
+def seed_ids(dataset: Dataset, split: str | ArrayLike) -> np.ndarray:
+    """The seed node ids of ``split`` as int64: a split name of the store, or explicit node ids,
+    which must be 1-D, integer, in range and unique (a node twice would be two batches' seed)."""
+    if isinstance(split, str):
+        return np.asarray(dataset.split(split), dtype=np.int64)
+    ids = np.asarray(split)
+    if ids.ndim != 1 or (ids.size and not np.issubdtype(ids.dtype, np.integer)):
+        raise ConfigError(f"split must be a split name or a 1-D array of node ids, "
+                          f"got {ids.dtype} {ids.shape}")
+    ids = ids.astype(np.int64)
+    if ids.size and (ids.min() < 0 or ids.max() >= dataset.num_nodes):
+        bad = int(ids.min()) if ids.min() < 0 else int(ids.max())
+        raise ConfigError(f"split node id {bad} is out of range [0, {dataset.num_nodes})")
+    if len(np.unique(ids)) != len(ids):
+        raise ConfigError(f"split lists {len(ids) - len(np.unique(ids))} node ids more than once; "
+                          f"pass unique ids (e.g. np.unique(split))")
+    return ids

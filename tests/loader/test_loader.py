@@ -6,6 +6,7 @@ import asyncio
 import gc
 import os
 import random
+import sys
 import threading
 import time
 from pathlib import Path
@@ -16,6 +17,9 @@ import torch
 
 import outre_async as oa
 from outre_async.sampling._plan import plan_epoch
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from fakes import FaultySource  # noqa: E402
 
 N, DIM = 600, 20
 
@@ -41,7 +45,7 @@ def run(coro, timeout: float = 60.0):
 
 
 def _loader(ds: oa.Dataset, **kw) -> oa.OutreLoader:
-    opts = {"fanouts": [4, 3], "batch_size": 32, "seed": 7, "backend": "memory", **kw}
+    opts = {"fanouts": [4, 3], "batch_size": 32, "seed": 7, **({} if "source" in kw else {"backend": "memory"}), **kw}
     return oa.OutreLoader(ds, **opts)
 
 
@@ -64,40 +68,18 @@ class DelayedSampler:
         return self.inner.sample(seeds, stream)
 
 
-class FaultySource:
-    """A memory source with seeded delays that fails reads touching chosen nodes."""
-
-    def __init__(self, ds: oa.Dataset, fail_on: set[int] = frozenset(), seed: int = 0) -> None:
-        self.backend = "faulty-memory"
-        self.ds, self.fail_on, self.rng = ds, set(fail_on), random.Random(seed)
-        self.closed = False
-
-    async def read_rows(self, ids: np.ndarray, out: np.ndarray) -> None:
-        await asyncio.sleep(self.rng.random() * 3e-3)
-        bad = self.fail_on.intersection(ids.tolist())
-        if bad:
-            raise oa.ExtractorError("injected EIO", path=self.ds.features_path,
-                                    offset=min(bad) * self.ds.row_layout.stride, errno=5)
-        out[:] = self.ds.features[ids]
-
-    def stats(self) -> dict:
-        return {}
-
-    async def aclose(self) -> None:
-        self.closed = True
-
-
 def _chaos(loader: oa.OutreLoader, seed: int) -> None:
+    """Seeded delays in the samplers (the loader must be made with ``source=FaultySource(...)``)."""
     res = loader._res
     res.samplers[:] = [DelayedSampler(s, seed + i) for i, s in enumerate(res.samplers)]
-    res.source = FaultySource(loader.dataset, seed=seed)
 
 
 @pytest.mark.parametrize("ordered", [False, True])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_every_batch_once_under_random_delays(dataset: oa.Dataset, ordered: bool, seed: int) -> None:
     async def body() -> list[int]:
-        loader = _loader(dataset, ordered=ordered, num_samplers=2, num_extractors=3, ready_queue=1)
+        loader = _loader(dataset, ordered=ordered, num_samplers=2, num_extractors=3, ready_queue=1,
+                         source=FaultySource(dataset, seed=seed))
         async with loader:
             _chaos(loader, seed)
             seqs, seeds = [], []
@@ -162,14 +144,17 @@ def test_bad_config_is_named(dataset: oa.Dataset, bad: dict) -> None:
 
 def test_read_error_reaches_the_consumer_without_a_hang(dataset: oa.Dataset) -> None:
     async def body() -> None:
-        async with _loader(dataset, num_extractors=2) as loader:
-            loader._res.source = FaultySource(dataset, fail_on={int(dataset.split("train")[-1])})
+        source = FaultySource(dataset, fail_on={int(dataset.split("train")[-1])})
+        async with _loader(dataset, num_extractors=2, source=source) as loader:
             with pytest.raises(oa.ExtractorError, match="injected EIO"):
                 async for _ in loader:
                     pass
             assert loader.stats()["buffer"]["free_slots"] == loader.buffer_rows
-            loader._res.source = FaultySource(dataset)
+            source.fail_on.clear()
             assert len([b async for b in loader]) == len(loader)  # usable afterwards
+        assert loader.stats()["backend"] == "faulty-memory"
+        assert not source.closed  # the caller's source: the loader reads through it, never closes it
+        await source.aclose()
 
     run(body())
 
@@ -223,7 +208,7 @@ def test_sync_loop_break_exception_and_gc_leave_nothing_behind(dataset: oa.Datas
 
 def test_cancelling_the_consumer_drains_everything(dataset: oa.Dataset) -> None:
     async def body() -> None:
-        loader = _loader(dataset)
+        loader = _loader(dataset, source=FaultySource(dataset, seed=5))
         async with loader:
             _chaos(loader, 5)
 
@@ -263,3 +248,70 @@ def test_max_in_flight_reaches_the_source(dataset: oa.Dataset, opts: dict, depth
     assert run(body()) == depth
     with pytest.raises(oa.ConfigError, match="max_in_flight"):
         _loader(dataset, max_in_flight=0)
+
+
+def test_config_object_is_one_way_to_configure(dataset: oa.Dataset) -> None:
+    config = oa.LoaderConfig(fanouts=[4, 3], batch_size=32, seed=7, backend="memory", ordered=True)
+    with oa.OutreLoader(dataset, config=config) as by_config, _loader(dataset, ordered=True) as by_keywords:
+        assert by_config.config == by_keywords.config
+        for a, b in zip(by_config, by_keywords, strict=True):
+            torch.testing.assert_close(a.n_id, b.n_id)
+    with pytest.raises(oa.ConfigError, match=r"not both .*\['batch_size'\]"):
+        oa.OutreLoader(dataset, config=config, batch_size=16)
+    with pytest.raises(oa.ConfigError, match="needs fanouts"):
+        oa.OutreLoader(dataset, batch_size=16)
+    sized = oa.LoaderConfig(fanouts=[4], batch_size=8, memory_budget="2MiB", neighbor_cache="1KiB")
+    assert (sized.memory_budget, sized.neighbor_cache) == (2 << 20, 1 << 10)  # parsed once, in the config
+
+
+@pytest.mark.parametrize("name", ["extract_queue", "ready_queue", "buffer_rows", "memory_budget"])
+def test_zero_is_not_a_default(dataset: oa.Dataset, name: str) -> None:
+    with pytest.raises(oa.ConfigError, match=f"{name}=0 must be an int >= 1 \\(or None for the default\\)"):
+        _loader(dataset, **{name: 0})
+
+
+def test_explicit_seed_ids_are_checked_like_the_sync_loader(dataset: oa.Dataset) -> None:
+    with pytest.raises(oa.ConfigError, match="more than once"):
+        _loader(dataset, split=np.array([1, 2, 2]))
+    with pytest.raises(oa.ConfigError, match="out of range"):
+        _loader(dataset, split=np.array([N]))
+
+
+def test_stats_queues_are_the_channels_statistics(dataset: oa.Dataset) -> None:
+    with _loader(dataset, ready_queue=1, extract_queue=3) as loader:
+        before = loader.stats()["queues"]
+        batches = len(list(loader))
+        queues = loader.stats()["queues"]
+    assert before["extract"]["capacity"] == 3 and before["extract"]["sent"] == 0
+    for name, capacity in (("extract", 3), ("ready", 1)):
+        q = queues[name]
+        assert q["capacity"] == capacity and q["queued"] == 0 and q["closed"]
+        assert 1 <= q["max_queued"] <= capacity
+        assert q["sent"] == q["received"] == batches
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_stats_keep_the_backend_after_close(dataset: oa.Dataset, mode: str) -> None:
+    loader = _loader(dataset)
+    assert "backend" not in loader.stats()  # nothing opened yet
+    if mode == "sync":
+        n = len(list(loader))
+        loader.close()
+    else:
+        async def body() -> int:
+            async with loader:
+                return len([b async for b in loader])
+
+        n = run(body())
+    stats = loader.stats()
+    assert loader._res is None
+    assert stats["backend"] == "memory" and stats["io"]["rows"] > 0
+    assert stats["buffer"]["free_slots"] == loader.buffer_rows and stats["delivered_batches"] == n
+
+
+def test_injected_source_must_fit_and_excludes_backend_knobs(dataset: oa.Dataset, tmp_path: Path) -> None:
+    other = oa.open_dataset(oa.generate(tmp_path / "other", "tiny"))
+    with pytest.raises(oa.ConfigError, match="pass a source over this dataset"):
+        _loader(dataset, source=FaultySource(other))
+    with pytest.raises(oa.ConfigError, match="backend"):
+        _loader(dataset, source=FaultySource(dataset), backend="pread")

@@ -1,0 +1,82 @@
+"""``LoaderConfig``: every knob of :class:`~outre_async.OutreLoader`, validated once.
+
+One rule per knob, written here only: ``None`` means "the default" (which may depend on other knobs,
+see the properties), never 0; a 0 where 0 has no meaning (a queue of depth 0, a buffer of 0 rows) is
+a :class:`ConfigError` showing the value.  Fanouts go through the sampler's :func:`check_fanouts`,
+the one fanout rule of the package.  Byte sizes accept ``"2GiB"``-style strings, as the CLI does.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._errors import ConfigError
+from .._units import parse_bytes
+from ..sampling._sampler import check_fanouts
+
+BACKENDS = ("auto", "io_uring", "pread", "memory")
+
+_AT_LEAST_ONE = ("batch_size", "num_samplers", "num_extractors", "parts_per_batch")
+_NONE_OR_AT_LEAST_ONE = ("extract_queue", "ready_queue", "buffer_rows", "memory_budget", "max_in_flight")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LoaderConfig:
+    """Every knob of :class:`OutreLoader` (see the README's option list)."""
+
+    fanouts: tuple[int, ...]
+    batch_size: int
+    shuffle: bool = True
+    seed: int = 0
+    drop_last: bool = False
+    ordered: bool = False
+    num_samplers: int = 2
+    num_extractors: int = 2
+    extract_queue: int | None = None  # None: num_samplers + 2 (GNNDrive: a bit more than the samplers)
+    ready_queue: int | None = None    # None: num_extractors
+    buffer_rows: int | None = None    # None: from memory_budget, else (num_extractors + 1) × max rows per batch
+    memory_budget: int | str | None = None  # bytes for the feature buffer; None: buffer_rows' default
+    backend: str = "auto"
+    max_in_flight: int | None = None  # None: the I/O backend's default (io_uring 256, pread 32)
+    device: str = "cpu"
+    source_options: dict[str, Any] = field(default_factory=dict)
+    partitions: str | None = None  # partitions/<name>/ of the dataset: partition-based batches (OUTRE §4.2)
+    parts_per_batch: int = 1       # partitions per macro batch
+    neighbor_cache: int | str = 0  # bytes of the global neighbour cache (partition mode); 0: no cache
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fanouts", check_fanouts(self.fanouts))
+        for name in ("memory_budget", "neighbor_cache"):
+            if isinstance(getattr(self, name), str):
+                object.__setattr__(self, name, parse_bytes(getattr(self, name)))
+        for name in _AT_LEAST_ONE:
+            check_count(name, getattr(self, name))
+        for name in _NONE_OR_AT_LEAST_ONE:
+            if getattr(self, name) is not None:
+                check_count(name, getattr(self, name), " (or None for the default)")
+        if not isinstance(self.neighbor_cache, int) or self.neighbor_cache < 0:
+            raise ConfigError(f"neighbor_cache={self.neighbor_cache!r} must be a byte count >= 0 (0: no cache)")
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"backend={self.backend!r} must be one of {BACKENDS}")
+
+    @property
+    def extract_capacity(self) -> int:
+        return self.num_samplers + 2 if self.extract_queue is None else self.extract_queue
+
+    @property
+    def ready_capacity(self) -> int:
+        return self.num_extractors if self.ready_queue is None else self.ready_queue
+
+    @property
+    def budget_bytes(self) -> int | None:
+        """``memory_budget`` in bytes (a string was parsed at construction)."""
+        return None if self.memory_budget is None else int(self.memory_budget)
+
+
+def check_count(name: str, value: object, default_hint: str = "") -> int:
+    """The rule of every count knob (batch size, workers, depths): an int >= 1; also the SyncLoader's."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ConfigError(f"{name}={value!r} must be an int >= 1{default_hint}")
+    return int(value)

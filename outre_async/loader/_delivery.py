@@ -1,0 +1,123 @@
+"""Delivery: the consumer side of an epoch, an async generator over the ready channel.
+
+Batches are yielded in completion order, or in plan order through a :class:`ReorderBuffer`; when
+the stages failed, the first error is raised itself (with its own cause), not an ExceptionGroup.
+The previous batch's lease is released when the next batch is asked for.  The :class:`Delivery`
+outlives epochs and owns the consumer-side counters.
+
+Cancellation rule: when the consumer stops early (break, exception, ``aclose``, garbage collection),
+the generator's ``finally`` cancels the stage task, waits for it (samplers wait for their running
+kernels, sources for their submitted reads), then releases every lease still queued or held.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from ._batch import ExtractedBatch
+from ._channel import Channel
+from ._pipeline import EpochParts, run_stages
+from ._reorder import ReorderBuffer
+
+B = TypeVar("B")
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryCounters:
+    """Totals of the consumer side since the loader was made."""
+
+    batches: int = 0
+    stall_seconds: float = 0.0   # time the consumer waited for a ready batch
+
+    def plus(self, stall: float, delivered: bool) -> DeliveryCounters:
+        return DeliveryCounters(self.batches + int(delivered), self.stall_seconds + stall)
+
+
+class _AsCompleted:
+    """Completion order: whatever is ready first."""
+
+    async def next(self, ready: Channel[ExtractedBatch]) -> ExtractedBatch | None:
+        async for eb in ready:
+            return eb
+        return None
+
+    def leftovers(self) -> list[ExtractedBatch]:
+        return []
+
+
+class _InPlanOrder(_AsCompleted):
+    """Plan order through a reorder buffer.  A batch held out of turn gives its buffer slots back
+    at once (its rows are already copied), so the batch everyone waits for can always get slots."""
+
+    def __init__(self) -> None:
+        self.reorder: ReorderBuffer[ExtractedBatch] = ReorderBuffer()
+        self.queue: deque[ExtractedBatch] = deque()
+
+    async def next(self, ready: Channel[ExtractedBatch]) -> ExtractedBatch | None:
+        while not self.queue:
+            eb = await super().next(ready)
+            if eb is None:
+                return None
+            in_turn = self.reorder.push(eb.seq, eb)
+            if eb not in in_turn:
+                eb.lease.release()
+            self.queue.extend(in_turn)
+        return self.queue.popleft()
+
+    def leftovers(self) -> list[ExtractedBatch]:
+        return self.reorder.clear() + list(self.queue)
+
+
+class Delivery:
+    def __init__(self) -> None:
+        self.counters = DeliveryCounters()
+
+    async def deliver(self, parts: EpochParts, *, ordered: bool,
+                      wrap: Callable[[ExtractedBatch], B]) -> AsyncGenerator[B, None]:
+        """Yield the epoch's batches; release the previous batch's lease when the next is requested."""
+        ready = parts.ready
+        stages = asyncio.ensure_future(run_stages(parts))
+        order = _InPlanOrder() if ordered else _AsCompleted()
+        current: ExtractedBatch | None = None
+        try:
+            while True:
+                if current is not None:
+                    current.lease.release()
+                    current = None
+                start = time.perf_counter()
+                current = await order.next(ready)
+                self.counters = self.counters.plus(time.perf_counter() - start, current is not None)
+                if current is None:
+                    break
+                yield wrap(current)
+            try:
+                await stages  # surfaces the failure that ended the stream early
+            except BaseExceptionGroup as group:
+                first = _first(group)
+                raise first from first.__cause__
+        finally:
+            await _shutdown(stages, ready, order, current)
+
+
+def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    exc: BaseException = group
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
+
+
+async def _shutdown(stages: asyncio.Future[None], ready: Channel[ExtractedBatch], order: _AsCompleted,
+                    current: ExtractedBatch | None) -> None:
+    if not stages.done():
+        stages.cancel()
+    await asyncio.wait([stages])
+    if not stages.cancelled():
+        stages.exception()  # already raised to the consumer, or superseded by its own error
+    leftovers = ready.drain_nowait() + order.leftovers() + ([current] if current is not None else [])
+    for eb in leftovers:
+        eb.lease.release()

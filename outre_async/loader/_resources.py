@@ -1,0 +1,100 @@
+"""What an open :class:`OutreLoader` holds, bound to one event loop, and what it leaves behind.
+
+``Resources.create`` opens the feature source (unless the caller passed one), the feature buffer,
+one sampler per sample worker and their executor.  Ownership rule: a source the loader opened is
+closed with the loader; an injected source (``OutreLoader(..., source=...)``) stays its caller's,
+who opened it and may share it, so the loader never closes it.  On close the loader keeps a
+:class:`ResourceStats` snapshot (backend, buffer and I/O counters) so ``stats()`` still reports them,
+while the buffer's memory itself is given back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import AsyncGenerator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..features import FeatureBuffer, FeatureSource, open_source
+from ..sampling._sampler import NeighborSampler
+from ..store._dataset import Dataset
+from ._batch import Sampler
+from ._config import LoaderConfig
+
+if TYPE_CHECKING:
+    from ._partition_mode import PartitionBatching
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceStats:
+    """Backend, buffer and I/O figures of an opening (live, or frozen at its close)."""
+
+    backend: str
+    buffer: dict[str, int | float]
+    io: dict[str, Any]
+
+
+class Resources:
+    """The source, buffer, samplers and executor of one opening; ``epochs`` are its running deliveries."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, source: FeatureSource, owns_source: bool,
+                 buffer: FeatureBuffer, samplers: list[Sampler], executor: ThreadPoolExecutor) -> None:
+        self.loop, self.source, self.owns_source, self.buffer = loop, source, owns_source, buffer
+        self.samplers, self.executor = samplers, executor
+        self.epochs: weakref.WeakSet[AsyncGenerator[Any, None]] = weakref.WeakSet()
+
+    @classmethod
+    async def create(cls, loop: asyncio.AbstractEventLoop, cfg: LoaderConfig, ds: Dataset, *, buffer_rows: int,
+                     max_rows: int, partitioned: PartitionBatching | None,
+                     source: FeatureSource | None) -> Resources:
+        owns_source = source is None
+        if source is None:
+            source = _open_source(cfg, ds)
+        buffer = FeatureBuffer(ds.num_nodes, buffer_rows, ds.feature_dim, min_slots=max_rows)
+        samplers: list[Sampler]
+        if partitioned is not None:
+            samplers = [*partitioned.samplers(ds, list(cfg.fanouts), cfg.seed, cfg.num_samplers)]
+        else:
+            samplers = [NeighborSampler(ds, list(cfg.fanouts), seed=cfg.seed) for _ in range(cfg.num_samplers)]
+        executor = ThreadPoolExecutor(cfg.num_samplers, thread_name_prefix="outre-sampler")
+        return cls(loop, source, owns_source, buffer, samplers, executor)
+
+    def snapshot(self) -> ResourceStats:
+        return ResourceStats(backend=self.source.backend, buffer=self.buffer.stats(), io=self.source.stats())
+
+    async def close(self) -> None:
+        try:
+            if self.owns_source:
+                await self.source.aclose()
+        finally:
+            self.executor.shutdown(wait=True)
+
+
+def _open_source(cfg: LoaderConfig, ds: Dataset) -> FeatureSource:
+    io_opts = {} if cfg.backend == "memory" else {**cfg.source_options}
+    if cfg.backend != "memory" and cfg.max_in_flight is not None:
+        io_opts.setdefault("max_in_flight", cfg.max_in_flight)
+    return open_source(ds, cfg.backend, **io_opts)  # type: ignore[arg-type]  # validated in LoaderConfig
+
+
+@dataclass(slots=True)
+class ResourceBox:
+    """The loader's open resources and the figures of its last closed opening; shared with the sync
+    bridge's GC finalizer, which must not hold the loader itself."""
+
+    res: Resources | None = None
+    closed: ResourceStats | None = None
+
+    async def close(self) -> None:
+        """Close every running epoch, then the resources (idempotent); keep their figures."""
+        res, self.res = self.res, None
+        if res is None:
+            return
+        try:
+            for epoch in list(res.epochs):
+                await epoch.aclose()
+            await res.close()
+        finally:
+            self.closed = res.snapshot()

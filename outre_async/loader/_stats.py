@@ -1,0 +1,39 @@
+"""``OutreLoader.stats()``: one dict built from frozen snapshots (design §9).
+
+Each stage owns its counters record (``SampleCounters``, ``ExtractCounters``, ``DeliveryCounters``)
+and is the only code that replaces it; this module only reads them.  The flat keys
+(``sample_seconds``, ``delivered_batches``, ...) are what the CLI, the bench harness and the
+benchmarks read.  ``queues`` holds each bounded channel's own statistics for the latest epoch
+(``capacity``, ``queued`` = current depth, ``max_queued`` = the deepest it got, ``sent``/``received``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from ._channel import ChannelStats
+from ._delivery import DeliveryCounters
+from ._extract_stage import ExtractCounters
+from ._resources import ResourceStats
+from ._sample_stage import SampleCounters
+
+
+def stage_stats(sample: SampleCounters, extract: ExtractCounters, delivery: DeliveryCounters) -> dict[str, Any]:
+    return {
+        "sampled_batches": sample.batches, "sampled_nodes": sample.nodes, "sampled_edges": sample.edges,
+        "sample_seconds": sample.seconds,
+        "extracted_batches": extract.batches, "extract_seconds": extract.seconds,
+        "delivered_batches": delivery.batches, "stall_seconds": delivery.stall_seconds,
+    }
+
+
+def queue_stats(channels: dict[str, ChannelStats]) -> dict[str, dict[str, Any]]:
+    return {name: asdict(stats) for name, stats in channels.items()}
+
+
+def resource_stats(res: ResourceStats | None) -> dict[str, Any]:
+    """Backend, buffer and I/O figures of the open resources (or of the last closed opening)."""
+    if res is None:
+        return {}
+    return {"backend": res.backend, "buffer": res.buffer, "io": res.io}
