@@ -48,7 +48,7 @@ import numpy as np
 
 from .._errors import ConfigError, OutreError, PipelineClosed
 from ..store._dataset import Dataset
-from ._sources import FeatureFile, IOConfig, _DiskSource, uncancellable
+from ._disk_source import FeatureFile, IOConfig, _DiskSource, uncancellable
 from ._staging import ReadPlan, resume_at
 
 _INDEX_MASK = (1 << 32) - 1

@@ -30,6 +30,7 @@ import torch
 
 from .._errors import ConfigError, PipelineClosed
 from .._units import parse_bytes
+from ..features._backends import BACKENDS
 from ..features._feature_buffer import FeatureBuffer
 from ..sampling._plan import max_rows_per_batch, num_batches, plan_epoch
 from ..store._dataset import Dataset, open_dataset
@@ -37,7 +38,6 @@ from ._batch import ExtractedBatch, OutreBatch, to_batch
 from ._loop_thread import LoopThread
 from ._pipeline import EpochParts, deliver
 
-BACKENDS = ("auto", "io_uring", "pread", "memory")
 _SLOT_OVERHEAD = 40  # bytes of bookkeeping per buffer slot (node id, refs, valid, LRU links)
 
 
@@ -277,7 +277,7 @@ class _Resources:
 
     @classmethod
     async def create(cls, loader: OutreLoader, loop: asyncio.AbstractEventLoop) -> _Resources:
-        from ..features._sources import open_source
+        from ..features._backends import open_source
         from ..sampling._sampler import NeighborSampler
 
         cfg, ds = loader.config, loader.dataset

@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 
 import outre_async as oa
-from outre_async.features import _sources
-from outre_async.features._sources import (
+from outre_async.features import (
     FeatureFile,
     IOConfig,
     MemorySource,
     PreadSource,
+    _disk_source,
     detect_io_uring,
     open_source,
 )
@@ -408,9 +408,9 @@ def test_buffered_fallback_where_o_direct_is_refused(tmp_path: Path,
                 raise OSError(errno.EINVAL, "Invalid argument")
             return real_open(path, flags, *args)
 
-        monkeypatch.setattr(_sources.os, "open", fake_open)
+        monkeypatch.setattr(_disk_source.os, "open", fake_open)
     else:
-        monkeypatch.setattr(_sources, "_probe_direct", lambda fd: 0)
+        monkeypatch.setattr(_disk_source, "_probe_direct", lambda fd: 0)
     before = _fds()
 
     async def main() -> dict:
