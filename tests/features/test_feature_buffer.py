@@ -9,20 +9,22 @@ import numpy as np
 import pytest
 
 from outre_async import ConfigError
+from outre_async.features import FeatureSource
 from outre_async.features._feature_buffer import FeatureBuffer
 
 FEATURES = np.random.default_rng(0).standard_normal((200, 6)).astype(np.float32)
 
 
-class ArraySource:
+class ArraySource(FeatureSource):
     """Reads rows of FEATURES after a seeded random delay; optionally fails on chosen nodes."""
 
     def __init__(self, seed: int = 0, fail_on: set[int] | None = None) -> None:
+        super().__init__(*FEATURES.shape, FEATURES.dtype)
         self.rng = random.Random(seed)
         self.fail_on = fail_on or set()
         self.rows_read: list[int] = []
 
-    async def read_rows(self, ids: np.ndarray, out: np.ndarray) -> None:
+    async def _read_rows(self, ids: np.ndarray, out: np.ndarray) -> None:
         await asyncio.sleep(self.rng.random() * 2e-3)
         if self.fail_on.intersection(ids.tolist()):
             raise OSError("injected read failure")

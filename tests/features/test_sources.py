@@ -120,6 +120,33 @@ def test_disk_backends_equal_memory(datasets: dict, backend: str, loop: str, dim
     run(main(), loop)
 
 
+@pytest.mark.parametrize("backend", ["memory", *DISK_BACKENDS])
+def test_read_rows_into_fills_exactly_the_given_slots(ds129: tuple, backend: str) -> None:
+    """The batched hook's contract, for every backend: row ``ids[i]`` lands in ``buffer[slots[i]]``,
+    every other slot keeps what it held, and it counts as one call like ``read_rows``."""
+    ds, x = ds129
+    rng = np.random.default_rng(17)
+    ids = rng.integers(0, ds.num_nodes, 120)
+    slots = rng.permutation(300)[: len(ids)]
+
+    async def main() -> None:
+        async with open_source(ds, backend) as src:
+            buffer = np.full((300, 129), np.nan, dtype=np.float32)
+            await src.read_rows_into(ids, buffer, slots)
+            np.testing.assert_array_equal(buffer[slots], x[ids])
+            others = np.setdiff1d(np.arange(300), slots)
+            assert np.isnan(buffer[others]).all()
+            assert (src.stats()["calls"], src.stats()["rows"]) == (1, len(ids))
+            bad = [(ids, buffer, slots[:-1]), (ids, buffer, slots + 300), (ids, buffer, -slots - 1),
+                   (ids, buffer[:, :100], slots), (ids, buffer.astype(np.float64), slots),
+                   (ids, buffer, slots.astype(np.float32))]
+            for args in bad:
+                with pytest.raises(oa.ConfigError):
+                    await src.read_rows_into(*args)
+
+    run(main())
+
+
 @pytest.mark.parametrize("backend", DISK_BACKENDS)
 def test_last_row_of_packed_file_reads_past_eof_once(ds129: tuple, backend: str) -> None:
     """The aligned span of the packed file's last row ends past EOF: the short read at EOF is the

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import outre_async as oa
+from outre_async.features import FeatureSource
 from outre_async.sampling._plan import plan_epoch
 
 N, DIM = 600, 20
@@ -64,15 +65,16 @@ class DelayedSampler:
         return self.inner.sample(seeds, stream)
 
 
-class FaultySource:
+class FaultySource(FeatureSource):
     """A memory source with seeded delays that fails reads touching chosen nodes."""
 
     def __init__(self, ds: oa.Dataset, fail_on: set[int] = frozenset(), seed: int = 0) -> None:
+        super().__init__(ds.num_nodes, ds.feature_dim, ds.feature_dtype)
         self.backend = "faulty-memory"
         self.ds, self.fail_on, self.rng = ds, set(fail_on), random.Random(seed)
         self.closed = False
 
-    async def read_rows(self, ids: np.ndarray, out: np.ndarray) -> None:
+    async def _read_rows(self, ids: np.ndarray, out: np.ndarray) -> None:
         await asyncio.sleep(self.rng.random() * 3e-3)
         bad = self.fail_on.intersection(ids.tolist())
         if bad:
