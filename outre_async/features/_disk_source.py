@@ -59,7 +59,6 @@ class IOConfig:
     ``max_read_bytes``: cap of one coalesced read.  ``max_gap_bytes``: rows whose spans are at most
     this far apart are read together (reading a small hole costs less than another I/O).
     ``max_stage_bytes``: staging memory of one request chunk.  ``direct``: try O_DIRECT.
-    ``fault_offsets``: test hook, reads covering one of these file offsets fail with EBADF.
     """
 
     max_in_flight: int | None = None
@@ -67,7 +66,6 @@ class IOConfig:
     max_gap_bytes: int = 4096
     max_stage_bytes: int = 64 << 20
     direct: bool = True
-    fault_offsets: frozenset[int] = frozenset()
 
     def __post_init__(self) -> None:
         if self.max_in_flight is not None and not 1 <= self.max_in_flight <= 4096:
@@ -179,7 +177,7 @@ class _DiskSource(FeatureSource):
         self.file, self.config = file, config
         self.depth: int = config.max_in_flight or self.DEFAULT_DEPTH  # reads outstanding at most
         try:
-            self._fd, self.direct, self.align = open_direct(file.path, config.direct)
+            self._fd, self.direct, self.align = self._open_file()
         except FileNotFoundError as exc:
             raise DatasetCorruptError(f"{file.path} is missing; re-create the dataset") from exc
         size = os.fstat(self._fd).st_size
@@ -191,6 +189,10 @@ class _DiskSource(FeatureSource):
         self._flight = _Flight()
         self._counters.update(reads_submitted=0, runs=0, bytes_read=0, short_reads_resubmitted=0,
                               errors=0)
+
+    def _open_file(self) -> tuple[int, bool, int]:
+        """Open the feature file for reading: ``(fd, direct, align)``, O_DIRECT where it works."""
+        return open_direct(self.file.path, self.config.direct)
 
     def _plan(self, unique: np.ndarray) -> ReadPlan:
         f, c = self.file, self.config

@@ -114,10 +114,9 @@ class PreadSource(_DiskSource):
                   total: list[int]) -> None:
         cur = off
         while True:
-            fd = -1 if self._faulty(off, length) else self._fd
             try:
                 with view[stage + cur - off : stage + length] as dst:
-                    res = os.preadv(fd, [dst], cur)
+                    res = os.preadv(self._fd, [dst], cur)
             except OSError as exc:
                 what = f"read of {length} bytes failed: {exc.strerror}"
                 raise self._error(what, off, exc.errno) from exc
@@ -131,9 +130,6 @@ class PreadSource(_DiskSource):
                 return
             total[2] += 1
             cur = nxt
-
-    def _faulty(self, off: int, length: int) -> bool:
-        return any(off <= f < off + length for f in self.config.fault_offsets)
 
     async def aclose(self) -> None:
         """Refuse new work, wait for the worker threads' reads, stop the pool, close the file."""

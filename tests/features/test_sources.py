@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,9 @@ from outre_async.features import (
     open_source,
 )
 from outre_async.features._staging import plan_reads, resume_at, row_spans, split_by_bytes
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from fakes import unreadable_source  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -228,24 +232,27 @@ def test_coalescing_reduces_the_read_count(datasets: dict, backend: str) -> None
 
 # -- errors -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("backend", DISK_BACKENDS)
-def test_injected_read_error_reaches_the_caller(ds129: tuple, backend: str) -> None:
+def test_failed_read_reaches_the_caller(ds129: tuple, backend: str) -> None:
+    """The kernel fails reads with EBADF (the file is open write-only, ``tests/fakes.py``): the
+    caller gets ExtractorError(path, offset of the failed read, errno), nothing hangs, nothing is
+    left in flight, and once the descriptor is readable again the source reads correctly."""
     ds, x = ds129
     row = 321
     fault, _ = ds.row_layout.span(row)
 
     async def main() -> None:
-        faults = frozenset({fault})
-        async with open_source(ds, backend, fault_offsets=faults, max_in_flight=4) as src:
+        async with unreadable_source(ds, backend, max_in_flight=4) as src:
             out = np.empty((1, 129), np.float32)
             with pytest.raises(oa.ExtractorError) as info:
                 await src.read_rows(np.array([row]), out)
             assert (info.value.path, info.value.offset, info.value.errno) == (
                 ds.features_path, fault, errno.EBADF)
-            many = np.arange(0, ds.num_nodes, 3)
+            many = np.arange(row, ds.num_nodes, 3)  # the first read covers the row's offset
             with pytest.raises(oa.ExtractorError) as info:
                 await src.read_rows(many, np.empty((len(many), 129), np.float32))
             assert info.value.offset <= fault < info.value.offset + (128 << 10) + 1024
             assert src._flight.now == 0
+            src.heal()
             ok = np.array([0, 5, ds.num_nodes - 1])  # the source still works
             out = np.empty((3, 129), np.float32)
             await src.read_rows(ok, out)
