@@ -68,4 +68,4 @@ def open_source(dataset: Dataset, backend: Backend = "auto", **opts: Any) -> Fea
         from ._uring_source import UringSource  # imports liburing: only where io_uring works
 
         return UringSource(dataset, IOConfig(**opts))
-    raise ConfigError(f"backend must be 'auto', 'io_uring', 'pread' or 'memory', got {backend=}")
+    raise ConfigError(f"backend must be one of {BACKENDS}, got {backend=}")
