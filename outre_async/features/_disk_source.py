@@ -24,6 +24,7 @@ recorded as ``stats()["direct"] == False`` rather than failing.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import errno as errno_mod
 import functools
@@ -266,17 +267,21 @@ class _DiskSource(FeatureSource):
         if cancelled:
             raise asyncio.CancelledError
 
+    @abc.abstractmethod
     def _start(self, plan: ReadPlan, arena: mmap.mmap) -> Any:
-        raise NotImplementedError
+        """Submit the chunk's reads into ``arena``; return the handle the other hooks take."""
 
+    @abc.abstractmethod
     async def _wait(self, handle: Any) -> None:
-        raise NotImplementedError
+        """Until every read of the chunk is complete; raise its :class:`ExtractorError`."""
 
+    @abc.abstractmethod
     def _stop(self, handle: Any) -> None:
-        raise NotImplementedError
+        """Submit none of the chunk's remaining reads."""
 
+    @abc.abstractmethod
     async def _drain(self, handle: Any) -> None:
-        raise NotImplementedError
+        """Until none of the chunk's reads is in flight, even if cancelled meanwhile."""
 
     def _error(self, what: str, offset: int, err: int | None) -> ExtractorError:
         return ExtractorError(what, path=self.file.path, offset=offset, errno=err)
