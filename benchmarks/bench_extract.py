@@ -42,7 +42,7 @@ import outre_async as oa
 try:  # re-exported at the top level once the sources land in __init__
     from outre_async import detect_io_uring, open_source  # type: ignore[attr-defined]
 except ImportError:
-    from outre_async.features._sources import detect_io_uring, open_source
+    from outre_async.features import detect_io_uring, open_source
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

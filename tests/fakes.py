@@ -1,13 +1,27 @@
-"""Test doubles shared by the test packages (import with ``tests/`` on ``sys.path``)."""
+"""Test doubles shared by the test packages (``tests/`` is on ``sys.path``).
+
+``FaultySource``: a memory source with seeded delays that fails reads touching chosen nodes, injected
+with ``OutreLoader(..., source=...)``.  ``UnreadablePreadSource`` / ``unreadable_source``: disk sources
+whose reads fail for real: the feature file is opened write-only, so the kernel answers every read with
+EBADF, through the product's own error path (``os.preadv`` raising in a pread worker, a negative CQE
+result on io_uring).  ``heal()`` puts a readable descriptor on the same fd number (``dup2``), so a test
+can check that the source still works after failed reads.  No hook in the product: the doubles
+override how the file is opened, nothing else.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import random
+from typing import Any
 
 import numpy as np
 
 import outre_async as oa
+from outre_async.features import PreadSource
+from outre_async.features._disk_source import _DiskSource
+from outre_async.store._dataset import Dataset
 
 
 class FaultySource(oa.FeatureSource):
@@ -32,3 +46,36 @@ class FaultySource(oa.FeatureSource):
     async def aclose(self) -> None:
         self.closed = True
         await super().aclose()
+
+
+def _open_write_only(src: _DiskSource) -> tuple[int, bool, int]:
+    return os.open(src.file.path, os.O_WRONLY | os.O_CLOEXEC), False, 512
+
+
+def _heal(src: _DiskSource) -> None:
+    fd = os.open(src.file.path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.dup2(fd, src._fd)
+    finally:
+        os.close(fd)
+
+
+class UnreadablePreadSource(PreadSource):
+    """A pread source whose every read fails with EBADF until :meth:`heal`."""
+
+    _open_file = _open_write_only
+    heal = _heal
+
+
+def unreadable_source(dataset: Dataset, backend: str, **opts: Any) -> _DiskSource:
+    """An ``io_uring`` or ``pread`` source over ``dataset`` whose reads fail with EBADF until
+    ``heal()``; ``opts`` are ``IOConfig`` fields."""
+    if backend == "pread":
+        return UnreadablePreadSource(dataset, **opts)
+    from outre_async.features._uring_source import UringSource  # needs liburing
+
+    class UnreadableUringSource(UringSource):
+        _open_file = _open_write_only
+        heal = _heal
+
+    return UnreadableUringSource(dataset, **opts)

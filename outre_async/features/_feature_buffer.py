@@ -20,11 +20,15 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .._errors import ConfigError
 from . import _buffer_kernels as K
+
+if TYPE_CHECKING:
+    from ._source import FeatureSource
 
 
 @dataclass(eq=False, slots=True)
@@ -100,14 +104,13 @@ class FeatureBuffer:
         c["reads"] += int((actions == K.READ).sum())
         c["waits"] += int((actions == K.WAIT).sum())
 
-    async def fill(self, acq: Acquisition, source) -> None:  # type: ignore[no-untyped-def]
-        """Read this batch's missing rows through ``source``, then await rows others are reading."""
+    async def fill(self, acq: Acquisition, source: FeatureSource) -> None:
+        """Read this batch's missing rows into their slots through ``source`` (its batched
+        ``read_rows_into`` hook), then await rows others are reading."""
         read_slots = acq.slots[acq.read_mask]
         try:
             if len(read_slots):
-                rows = np.empty((len(read_slots), self.data.shape[1]), dtype=np.float32)
-                await source.read_rows(acq.ids[acq.read_mask], rows)
-                self.data[read_slots] = rows
+                await source.read_rows_into(acq.ids[acq.read_mask], self.data, read_slots)
                 self._valid[read_slots] = 1
         except BaseException as exc:
             K.invalidate(read_slots, self._slot_of, self._node_of, self._valid)

@@ -26,7 +26,7 @@ GATHER_BLOCK = 1 << 20
 
 @dataclass(frozen=True, slots=True)
 class ReadPlan:
-    """Reads that fetch ``unique`` rows, and where each row lands in the staging arena.
+    """Reads that fetch sorted unique rows, and where each row lands in the staging arena.
 
     ``offsets``/``lengths`` are the aligned file ranges, ``needs`` the bytes of each that must
     arrive (up to the end of its last row: the aligned read of the last row of a packed file asks
@@ -34,7 +34,6 @@ class ReadPlan:
     read's byte position in the arena and ``row_elems`` each unique row's element offset in it.
     """
 
-    unique: np.ndarray
     offsets: np.ndarray
     lengths: np.ndarray
     needs: np.ndarray
@@ -80,7 +79,7 @@ def plan_reads(unique: np.ndarray, *, stride: int, row_bytes: int, itemsize: int
     np.cumsum(lengths[:-1], out=stage[1:])
     start = unique.astype(np.int64) * stride
     in_stage = stage[read_of_row] + start - offsets[read_of_row]
-    return ReadPlan(unique=unique, offsets=offsets, lengths=lengths,
+    return ReadPlan(offsets=offsets, lengths=lengths,
                     needs=start[last] + row_bytes - offsets, stage=stage,
                     row_elems=in_stage // itemsize, nbytes=int(lengths.sum()))
 
@@ -118,10 +117,10 @@ def resume_at(off: int, need: int, cur: int, res: int, align: int) -> int | None
 
 def gather_blocks(arena: mmap.mmap, plan: ReadPlan, *, dtype: np.dtype, dim: int, rows: np.ndarray,
                   out: np.ndarray) -> Iterator[None]:
-    """``out[i] = row rows[i] of plan.unique``, read from the staged bytes: a numpy gather
-    in blocks of about ``GATHER_BLOCK`` bytes, yielding after each block so
-    an event loop can reap completions between blocks (a 40 MB gather would otherwise hold the loop
-    for milliseconds while the device queue drains)."""
+    """``out[i] =`` the plan's ``rows[i]``-th unique row, read from the staged bytes: a numpy gather
+    in blocks of about ``GATHER_BLOCK`` bytes, yielding after each block so an event loop can reap
+    completions between blocks (a 40 MB gather would otherwise hold the loop for milliseconds while
+    the device queue drains)."""
     flat = np.frombuffer(arena, dtype=dtype, count=plan.nbytes // dtype.itemsize)
     window = np.lib.stride_tricks.sliding_window_view(flat, dim)
     elems = plan.row_elems[rows]

@@ -48,7 +48,7 @@ import numpy as np
 
 from .._errors import ConfigError, OutreError, PipelineClosed
 from ..store._dataset import Dataset
-from ._sources import FeatureFile, IOConfig, _DiskSource, uncancellable
+from ._disk_source import FeatureFile, IOConfig, _DiskSource, uncancellable
 from ._staging import ReadPlan, resume_at
 
 _INDEX_MASK = (1 << 32) - 1
@@ -287,12 +287,11 @@ class UringSource(_DiskSource):
         offsets, lengths, stage, iovs = job.offsets, job.lengths, job.stage, job.iovs
         get_sqe, prep, set_data, iovec = (L.io_uring_get_sqe, L.io_uring_prep_readv,
                                           L.io_uring_sqe_set_data64, L.Iovec)
-        faults = self.config.fault_offsets
         for k in range(start, stop):
             s = stage[k]
             iov = iovec(blocks[s // size : (s + lengths[k]) // size])
             sqe = get_sqe(ring)
-            prep(sqe, self._fault_fd(offsets[k], lengths[k]) if faults else fd, iov, offsets[k])
+            prep(sqe, fd, iov, offsets[k])
             set_data(sqe, base | k)
             iovs[k] = iov
         job.next = stop
@@ -307,15 +306,11 @@ class UringSource(_DiskSource):
             blocks = job.arena.of_size(_RESUME_BLOCK)
             iov = L.Iovec(blocks[(s + cur - off) // _RESUME_BLOCK : (s + job.lengths[k]) // _RESUME_BLOCK])
             sqe = L.io_uring_get_sqe(self._ring)
-            L.io_uring_prep_readv(sqe, self._fault_fd(cur, job.lengths[k] - (cur - off)), iov, cur)
+            L.io_uring_prep_readv(sqe, self._fd, iov, cur)
             L.io_uring_sqe_set_data64(sqe, (job.token << 32) | k)
             job.iovs[k] = iov
             count += 1
         return count
-
-    def _fault_fd(self, off: int, length: int) -> int:
-        """Test hook: a bad fd (the kernel answers -EBADF) for reads covering a fault offset."""
-        return -1 if any(off <= f < off + length for f in self.config.fault_offsets) else self._fd
 
     # -- completion --------------------------------------------------------------------------------
     def _reap(self) -> None:

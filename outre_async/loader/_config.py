@@ -14,9 +14,8 @@ from typing import Any
 
 from .._errors import ConfigError
 from .._units import parse_bytes
+from ..features import BACKENDS
 from ..sampling._sampler import check_fanouts
-
-BACKENDS = ("auto", "io_uring", "pread", "memory")
 
 _AT_LEAST_ONE = ("batch_size", "num_samplers", "num_extractors", "parts_per_batch")
 _NONE_OR_AT_LEAST_ONE = ("extract_queue", "ready_queue", "buffer_rows", "memory_budget", "max_in_flight")

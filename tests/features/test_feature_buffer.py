@@ -9,20 +9,23 @@ import numpy as np
 import pytest
 
 from outre_async import ConfigError
+from outre_async.features import FeatureSource
+from outre_async.features import _buffer_kernels as K
 from outre_async.features._feature_buffer import FeatureBuffer
 
 FEATURES = np.random.default_rng(0).standard_normal((200, 6)).astype(np.float32)
 
 
-class ArraySource:
+class ArraySource(FeatureSource):
     """Reads rows of FEATURES after a seeded random delay; optionally fails on chosen nodes."""
 
     def __init__(self, seed: int = 0, fail_on: set[int] | None = None) -> None:
+        super().__init__(*FEATURES.shape, FEATURES.dtype)
         self.rng = random.Random(seed)
         self.fail_on = fail_on or set()
         self.rows_read: list[int] = []
 
-    async def read_rows(self, ids: np.ndarray, out: np.ndarray) -> None:
+    async def _read_rows(self, ids: np.ndarray, out: np.ndarray) -> None:
         await asyncio.sleep(self.rng.random() * 2e-3)
         if self.fail_on.intersection(ids.tolist()):
             raise OSError("injected read failure")
@@ -152,3 +155,28 @@ def test_cancelled_fill_does_not_strand_waiters() -> None:
         np.testing.assert_array_equal(await _batch(buf, src, np.arange(10)), FEATURES[:10])
 
     run(body())
+
+
+def test_evict_lru_slot_takes_the_least_recently_released_slot_and_unmaps_its_node() -> None:
+    slots, nodes = 4, 10
+    slot_of, node_of = np.full(nodes, -1, np.int64), np.full(slots, -1, np.int64)
+    prev, next_ = np.empty(slots + 1, np.int64), np.empty(slots + 1, np.int64)
+    K.lru_init(prev, next_)
+    refs = np.ones(slots, np.int32)
+    taken = [int(K.evict_lru_slot(slot_of, node_of, prev, next_)) for _ in range(slots)]
+    assert taken == [0, 1, 2, 3]  # a fresh buffer hands out slots in index order
+    assert (slot_of == -1).all()  # empty slots had no node to unmap (slot_of[0] untouched)
+    assert next_[slots] == slots  # nobody released anything: the standby list is empty
+    for s, node in zip(taken, [7, 0, 9, 5], strict=True):
+        node_of[s], slot_of[node] = node, s
+    K.release(np.array([2, 0, 3]), refs, prev, next_)  # standby order: 2, 0, 3
+    assert K.evict_lru_slot(slot_of, node_of, prev, next_) == 2
+    assert slot_of[9] == -1 and slot_of[7] == 0  # only the evicted slot's node lost its mapping
+    assert [int(K.evict_lru_slot(slot_of, node_of, prev, next_)) for _ in range(2)] == [0, 3]
+    assert next_[slots] == slots
+    assert (slot_of[[7, 5]] == -1).all() and slot_of[0] == 1  # slot 1 (node 0) is still held
+    K.invalidate(np.array([3]), slot_of, node_of, np.zeros(slots, np.uint8))  # a failed read
+    refs[3] = 1  # acquire would have taken a reference on the evicted slot
+    K.release(np.array([3]), refs, prev, next_)
+    assert K.evict_lru_slot(slot_of, node_of, prev, next_) == 3
+    assert slot_of[0] == 1  # evicting an empty slot leaves node 0's mapping alone

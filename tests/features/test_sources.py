@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -14,16 +15,19 @@ import numpy as np
 import pytest
 
 import outre_async as oa
-from outre_async.features import _sources
-from outre_async.features._sources import (
+from outre_async.features import (
     FeatureFile,
     IOConfig,
     MemorySource,
     PreadSource,
+    _disk_source,
     detect_io_uring,
     open_source,
 )
 from outre_async.features._staging import plan_reads, resume_at, row_spans, split_by_bytes
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from fakes import unreadable_source  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -120,6 +124,33 @@ def test_disk_backends_equal_memory(datasets: dict, backend: str, loop: str, dim
     run(main(), loop)
 
 
+@pytest.mark.parametrize("backend", ["memory", *DISK_BACKENDS])
+def test_read_rows_into_fills_exactly_the_given_slots(ds129: tuple, backend: str) -> None:
+    """The batched hook's contract, for every backend: row ``ids[i]`` lands in ``buffer[slots[i]]``,
+    every other slot keeps what it held, and it counts as one call like ``read_rows``."""
+    ds, x = ds129
+    rng = np.random.default_rng(17)
+    ids = rng.integers(0, ds.num_nodes, 120)
+    slots = rng.permutation(300)[: len(ids)]
+
+    async def main() -> None:
+        async with open_source(ds, backend) as src:
+            buffer = np.full((300, 129), np.nan, dtype=np.float32)
+            await src.read_rows_into(ids, buffer, slots)
+            np.testing.assert_array_equal(buffer[slots], x[ids])
+            others = np.setdiff1d(np.arange(300), slots)
+            assert np.isnan(buffer[others]).all()
+            assert (src.stats()["calls"], src.stats()["rows"]) == (1, len(ids))
+            bad = [(ids, buffer, slots[:-1]), (ids, buffer, slots + 300), (ids, buffer, -slots - 1),
+                   (ids, buffer[:, :100], slots), (ids, buffer.astype(np.float64), slots),
+                   (ids, buffer, slots.astype(np.float32))]
+            for args in bad:
+                with pytest.raises(oa.ConfigError):
+                    await src.read_rows_into(*args)
+
+    run(main())
+
+
 @pytest.mark.parametrize("backend", DISK_BACKENDS)
 def test_last_row_of_packed_file_reads_past_eof_once(ds129: tuple, backend: str) -> None:
     """The aligned span of the packed file's last row ends past EOF: the short read at EOF is the
@@ -201,24 +232,27 @@ def test_coalescing_reduces_the_read_count(datasets: dict, backend: str) -> None
 
 # -- errors -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("backend", DISK_BACKENDS)
-def test_injected_read_error_reaches_the_caller(ds129: tuple, backend: str) -> None:
+def test_failed_read_reaches_the_caller(ds129: tuple, backend: str) -> None:
+    """The kernel fails reads with EBADF (the file is open write-only, ``tests/fakes.py``): the
+    caller gets ExtractorError(path, offset of the failed read, errno), nothing hangs, nothing is
+    left in flight, and once the descriptor is readable again the source reads correctly."""
     ds, x = ds129
     row = 321
     fault, _ = ds.row_layout.span(row)
 
     async def main() -> None:
-        faults = frozenset({fault})
-        async with open_source(ds, backend, fault_offsets=faults, max_in_flight=4) as src:
+        async with unreadable_source(ds, backend, max_in_flight=4) as src:
             out = np.empty((1, 129), np.float32)
             with pytest.raises(oa.ExtractorError) as info:
                 await src.read_rows(np.array([row]), out)
             assert (info.value.path, info.value.offset, info.value.errno) == (
                 ds.features_path, fault, errno.EBADF)
-            many = np.arange(0, ds.num_nodes, 3)
+            many = np.arange(row, ds.num_nodes, 3)  # the first read covers the row's offset
             with pytest.raises(oa.ExtractorError) as info:
                 await src.read_rows(many, np.empty((len(many), 129), np.float32))
             assert info.value.offset <= fault < info.value.offset + (128 << 10) + 1024
             assert src._flight.now == 0
+            src.heal()
             ok = np.array([0, 5, ds.num_nodes - 1])  # the source still works
             out = np.empty((3, 129), np.float32)
             await src.read_rows(ok, out)
@@ -408,9 +442,9 @@ def test_buffered_fallback_where_o_direct_is_refused(tmp_path: Path,
                 raise OSError(errno.EINVAL, "Invalid argument")
             return real_open(path, flags, *args)
 
-        monkeypatch.setattr(_sources.os, "open", fake_open)
+        monkeypatch.setattr(_disk_source.os, "open", fake_open)
     else:
-        monkeypatch.setattr(_sources, "_probe_direct", lambda fd: 0)
+        monkeypatch.setattr(_disk_source, "_probe_direct", lambda fd: 0)
     before = _fds()
 
     async def main() -> dict:

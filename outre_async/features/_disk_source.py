@@ -1,14 +1,9 @@
-"""Feature-row sources: one async interface, three backends (design §5).
+"""What every disk feature source shares: the file, its tuning, O_DIRECT, and plan → stage → read → gather.
 
-    FeatureSource            read_rows(ids, out) validates, then calls _read_rows; stats(); aclose()
-    ├── MemorySource         the whole matrix in RAM: the reference the others are tested against
+    FeatureSource            the contract (``_source``)
     └── _DiskSource          plan → stage → read → gather (``_staging``); O_DIRECT when possible
-        ├── PreadSource      ``os.preadv`` in an owned, bounded thread pool (the fallback)
+        ├── PreadSource      ``os.preadv`` in an owned, bounded thread pool (``_pread_source``)
         └── UringSource      one io_uring per event loop, eventfd-driven (``_uring_source``)
-
-:func:`open_source` picks the backend (``auto``: io_uring when :func:`detect_io_uring` says it
-works, else pread), once, at construction.  All sources are used from one event loop and hold no
-locks.
 
 How a disk read goes: ids → sorted unique rows → aligned spans coalesced into reads of at most
 ``max_read_bytes`` (``_staging.plan_reads``) → reads into one page-aligned staging arena → one numpy
@@ -29,6 +24,7 @@ recorded as ``stats()["direct"] == False`` rather than failing.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import errno as errno_mod
 import functools
@@ -37,25 +33,17 @@ import mmap
 import os
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from .._errors import ConfigError, DatasetCorruptError, ExtractorError, PipelineClosed
 from ..store._dataset import Dataset
-from ._staging import (
-    ReadPlan,
-    StagingPool,
-    gather_blocks,
-    plan_reads,
-    resume_at,
-    split_by_bytes,
-)
+from ._source import FeatureSource
+from ._staging import ReadPlan, StagingPool, gather_blocks, plan_reads, split_by_bytes
 
-Backend = Literal["auto", "io_uring", "pread", "memory"]
 _ALIGNMENTS = (512, 4096)
 
 
@@ -72,7 +60,6 @@ class IOConfig:
     ``max_read_bytes``: cap of one coalesced read.  ``max_gap_bytes``: rows whose spans are at most
     this far apart are read together (reading a small hole costs less than another I/O).
     ``max_stage_bytes``: staging memory of one request chunk.  ``direct``: try O_DIRECT.
-    ``fault_offsets``: test hook, reads covering one of these file offsets fail with EBADF.
     """
 
     max_in_flight: int | None = None
@@ -80,7 +67,6 @@ class IOConfig:
     max_gap_bytes: int = 4096
     max_stage_bytes: int = 64 << 20
     direct: bool = True
-    fault_offsets: frozenset[int] = frozenset()
 
     def __post_init__(self) -> None:
         if self.max_in_flight is not None and not 1 <= self.max_in_flight <= 4096:
@@ -117,97 +103,6 @@ class FeatureFile:
     @property
     def nbytes(self) -> int:
         return self.num_rows * self.stride
-
-
-class FeatureSource:
-    """Reads feature rows by node id (PyG ``FeatureStore`` style: public method validates, the
-    backend implements ``_read_rows``).  Use from one event loop; ``async with`` closes it."""
-
-    backend: str = "abstract"
-
-    def __init__(self, num_rows: int, dim: int, dtype: np.dtype) -> None:
-        self.num_rows, self.dim, self.dtype = int(num_rows), int(dim), np.dtype(dtype)
-        self._closed = False
-        self._counters = {"calls": 0, "rows": 0, "unique_rows": 0}
-
-    async def read_rows(self, ids: np.ndarray, out: np.ndarray) -> None:
-        """Fill ``out[i, :] = features[ids[i]]``.
-
-        ``ids``: 1-D integers in ``[0, num_rows)``, duplicates allowed.  ``out``: C-contiguous,
-        writeable, shape ``[len(ids), dim]``, float32 or the stored dtype.  Raises
-        :class:`ConfigError` on bad arguments, :class:`ExtractorError` when a read fails,
-        :class:`PipelineClosed` after :meth:`aclose`.
-        """
-        if self._closed:
-            raise PipelineClosed(f"{type(self).__name__} is closed; open a new source to read rows")
-        ids = self._check_ids(ids)
-        self._check_out(out, len(ids))
-        self._counters["calls"] += 1
-        self._counters["rows"] += len(ids)
-        if len(ids):
-            await self._read_rows(ids, out)
-
-    def _check_ids(self, ids: np.ndarray) -> np.ndarray:
-        arr = np.asarray(ids)
-        if arr.ndim != 1 or not (arr.dtype.kind in "iu" or arr.size == 0):
-            raise ConfigError(
-                f"ids must be a 1-D integer array, got shape {arr.shape} dtype {arr.dtype}")
-        if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= self.num_rows):
-            lo, hi = int(arr.min()), int(arr.max())
-            raise ConfigError(f"ids must lie in [0, {self.num_rows}), got min {lo} max {hi}")
-        return arr.astype(np.int64, copy=False)
-
-    def _check_out(self, out: np.ndarray, n: int) -> None:
-        if not isinstance(out, np.ndarray) or out.shape != (n, self.dim):
-            shape = getattr(out, "shape", type(out).__name__)
-            raise ConfigError(f"out must be an ndarray of shape ({n}, {self.dim}), got {shape}")
-        if out.dtype not in (np.dtype(np.float32), self.dtype):
-            raise ConfigError(f"out dtype must be float32 or {self.dtype}, got {out.dtype}")
-        if not (out.flags.c_contiguous and out.flags.writeable):
-            raise ConfigError("out must be C-contiguous and writeable")
-
-    async def _read_rows(self, ids: np.ndarray, out: np.ndarray) -> None:
-        raise NotImplementedError
-
-    def stats(self) -> dict[str, Any]:
-        """Counters since construction (what ``loader.stats()`` reports for I/O)."""
-        return {"backend": self.backend, **self._counters}
-
-    async def aclose(self) -> None:
-        """Stop accepting work and release resources; idempotent."""
-        self._closed = True
-
-    async def __aenter__(self) -> FeatureSource:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-
-class MemorySource(FeatureSource):
-    """All rows in RAM: exact, simple, the reference for the disk backends."""
-
-    backend = "memory"
-
-    def __init__(self, features: np.ndarray) -> None:
-        if features.ndim != 2:
-            raise ConfigError(f"features must be a 2-D array, got shape {features.shape}")
-        super().__init__(features.shape[0], features.shape[1], features.dtype)
-        self.features = features
-
-    @classmethod
-    def from_dataset(cls, dataset: Dataset) -> MemorySource:
-        """Load the whole feature matrix with one sequential read (``np.fromfile``)."""
-        f = FeatureFile.of(dataset)
-        raw = np.fromfile(f.path, dtype=f.dtype, count=f.nbytes // f.dtype.itemsize)
-        return cls(np.ascontiguousarray(raw.reshape(f.num_rows, -1)[:, : f.dim]))
-
-    async def _read_rows(self, ids: np.ndarray, out: np.ndarray) -> None:
-        if out.dtype == self.dtype:
-            np.take(self.features, ids, axis=0, out=out)
-        else:
-            out[...] = self.features[ids]
-        self._counters["unique_rows"] += len(ids)
 
 
 class _Flight:
@@ -283,7 +178,7 @@ class _DiskSource(FeatureSource):
         self.file, self.config = file, config
         self.depth: int = config.max_in_flight or self.DEFAULT_DEPTH  # reads outstanding at most
         try:
-            self._fd, self.direct, self.align = open_direct(file.path, config.direct)
+            self._fd, self.direct, self.align = self._open_file()
         except FileNotFoundError as exc:
             raise DatasetCorruptError(f"{file.path} is missing; re-create the dataset") from exc
         size = os.fstat(self._fd).st_size
@@ -295,6 +190,10 @@ class _DiskSource(FeatureSource):
         self._flight = _Flight()
         self._counters.update(reads_submitted=0, runs=0, bytes_read=0, short_reads_resubmitted=0,
                               errors=0)
+
+    def _open_file(self) -> tuple[int, bool, int]:
+        """Open the feature file for reading: ``(fd, direct, align)``, O_DIRECT where it works."""
+        return open_direct(self.file.path, self.config.direct)
 
     def _plan(self, unique: np.ndarray) -> ReadPlan:
         f, c = self.file, self.config
@@ -368,17 +267,21 @@ class _DiskSource(FeatureSource):
         if cancelled:
             raise asyncio.CancelledError
 
+    @abc.abstractmethod
     def _start(self, plan: ReadPlan, arena: mmap.mmap) -> Any:
-        raise NotImplementedError
+        """Submit the chunk's reads into ``arena``; return the handle the other hooks take."""
 
+    @abc.abstractmethod
     async def _wait(self, handle: Any) -> None:
-        raise NotImplementedError
+        """Until every read of the chunk is complete; raise its :class:`ExtractorError`."""
 
+    @abc.abstractmethod
     def _stop(self, handle: Any) -> None:
-        raise NotImplementedError
+        """Submit none of the chunk's remaining reads."""
 
+    @abc.abstractmethod
     async def _drain(self, handle: Any) -> None:
-        raise NotImplementedError
+        """Until none of the chunk's reads is in flight, even if cancelled meanwhile."""
 
     def _error(self, what: str, offset: int, err: int | None) -> ExtractorError:
         return ExtractorError(what, path=self.file.path, offset=offset, errno=err)
@@ -411,181 +314,3 @@ async def uncancellable(fut: asyncio.Future[Any]) -> None:
             break
     if cancelled:
         raise asyncio.CancelledError
-
-
-class _PreadChunk:
-    """One chunk's reads, split into slices handed to worker threads; ``stop`` ends them early."""
-
-    __slots__ = ("futures", "stop", "counted")
-
-    def __init__(self) -> None:
-        self.futures: list[asyncio.Future[tuple[int, int, int]]] = []
-        self.stop = False
-        self.counted = 0  # futures whose counts were taken (in order)
-
-
-class PreadSource(_DiskSource):
-    """Fallback backend: ``os.preadv`` (O_DIRECT when possible) in an owned thread pool of
-    ``max_in_flight`` workers.  The loop plans, hands slices of reads to the threads and gathers;
-    threads only fill staging memory and report counts back through their futures."""
-
-    backend = "pread"
-    DEFAULT_DEPTH = 32
-
-    def __init__(self, source: Dataset | FeatureFile, config: IOConfig | None = None,
-                 **opts: Any) -> None:
-        file = source if isinstance(source, FeatureFile) else FeatureFile.of(source)
-        super().__init__(file, config or IOConfig(**opts))
-        self._executor = ThreadPoolExecutor(self.depth,
-                                            thread_name_prefix="outre-pread")
-        self._pending: set[asyncio.Future[tuple[int, int, int]]] = set()
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    def _start(self, plan: ReadPlan, arena: mmap.mmap) -> _PreadChunk:
-        self._loop = loop = asyncio.get_running_loop()
-        chunk = _PreadChunk()
-        n = plan.num_reads
-        step = -(-n // self.depth)  # one slice per worker: few executor round trips
-        for a in range(0, n, step):
-            fut = loop.run_in_executor(self._executor, self._read_slice, chunk, plan, arena,
-                                       a, min(n, a + step))
-            fut.add_done_callback(self._slice_done)
-            chunk.futures.append(fut)
-            self._pending.add(fut)
-        self._counters["runs"] += n
-        return chunk
-
-    def _slice_done(self, fut: asyncio.Future[tuple[int, int, int]]) -> None:
-        self._pending.discard(fut)
-
-    async def _wait(self, chunk: _PreadChunk) -> None:
-        # shield: cancelling the caller must not mark a still-running thread's future as done
-        while chunk.counted < len(chunk.futures):
-            fut = chunk.futures[chunk.counted]
-            await asyncio.shield(fut)
-            self._count(fut)
-            chunk.counted += 1
-
-    def _stop(self, chunk: _PreadChunk) -> None:
-        chunk.stop = True
-
-    async def _drain(self, chunk: _PreadChunk) -> None:
-        for fut in chunk.futures[chunk.counted :]:
-            await uncancellable(fut)
-            self._count(fut)
-        chunk.counted = len(chunk.futures)
-
-    def _count(self, fut: asyncio.Future[tuple[int, int, int]]) -> None:
-        """Add a finished slice's counts (once per slice, in the loop: threads only return them)."""
-        c = self._counters
-        if fut.exception() is not None:
-            c["errors"] += 1
-            return
-        reads, nbytes, short = fut.result()
-        c["reads_submitted"] += reads
-        c["bytes_read"] += nbytes
-        c["short_reads_resubmitted"] += short
-
-    def _read_slice(self, chunk: _PreadChunk, plan: ReadPlan, arena: mmap.mmap,
-                    a: int, b: int) -> tuple[int, int, int]:
-        """Worker thread: plan reads ``[a, b)`` into the arena; returns (reads, bytes, shorts)."""
-        report = self._loop.call_soon_threadsafe  # type: ignore[union-attr]
-        report(self._flight.change, 1)  # FIFO per thread: this +1 precedes the thread's -1
-        total = [0, 0, 0]
-        try:
-            with memoryview(arena) as view:
-                for k in range(a, b):
-                    if chunk.stop:
-                        break
-                    self._read_one(view, int(plan.offsets[k]), int(plan.lengths[k]),
-                                   int(plan.needs[k]), int(plan.stage[k]), total)
-        finally:
-            report(self._flight.change, -1)
-        return total[0], total[1], total[2]
-
-    def _read_one(self, view: memoryview, off: int, length: int, need: int, stage: int,
-                  total: list[int]) -> None:
-        cur = off
-        while True:
-            fd = -1 if self._faulty(off, length) else self._fd
-            try:
-                with view[stage + cur - off : stage + length] as dst:
-                    res = os.preadv(fd, [dst], cur)
-            except OSError as exc:
-                what = f"read of {length} bytes failed: {exc.strerror}"
-                raise self._error(what, off, exc.errno) from exc
-            total[0] += 1
-            total[1] += res
-            try:
-                nxt = resume_at(off, need, cur, res, self.align)
-            except EOFError as exc:
-                raise self._error(f"read ended early, {exc} (file truncated?)", off, None) from None
-            if nxt is None:
-                return
-            total[2] += 1
-            cur = nxt
-
-    def _faulty(self, off: int, length: int) -> bool:
-        return any(off <= f < off + length for f in self.config.fault_offsets)
-
-    async def aclose(self) -> None:
-        """Refuse new work, wait for the worker threads' reads, stop the pool, close the file."""
-        if self._closed:
-            return
-        self._closed = True
-        for fut in list(self._pending):
-            await uncancellable(fut)
-        self._executor.shutdown(wait=True)
-        self._close_fd()
-
-
-@functools.cache
-def detect_io_uring() -> bool:
-    """Whether io_uring works here: set up a tiny ring and round-trip one NOP, once per process.
-
-    False on ImportError (no binding), ENOSYS (old kernel), EPERM (seccomp / sysctl
-    ``io_uring_disabled``) or any other OSError at setup.
-    """
-    try:
-        import liburing
-    except ImportError:
-        return False
-    ring = liburing.Ring()
-    try:
-        liburing.io_uring_queue_init(4, ring)
-    except OSError:
-        return False
-    try:
-        liburing.io_uring_prep_nop(liburing.io_uring_get_sqe(ring))
-        liburing.io_uring_submit(ring)
-        cqe = liburing.Cqe()
-        liburing.io_uring_wait_cqe(ring, cqe)
-        liburing.io_uring_cqe_seen(ring, cqe[0])
-        return True
-    except OSError:
-        return False
-    finally:
-        liburing.io_uring_queue_exit(ring)
-
-
-def open_source(dataset: Dataset, backend: Backend = "auto", **opts: Any) -> FeatureSource:
-    """Open a feature source over ``dataset``; ``opts`` are :class:`IOConfig` fields.
-
-    ``auto`` picks io_uring when :func:`detect_io_uring` is true, else pread (decided once, here).
-    """
-    if backend == "memory":
-        if opts:
-            raise ConfigError(f"the memory backend takes no options, got {sorted(opts)}")
-        return MemorySource.from_dataset(dataset)
-    if backend == "auto":
-        backend = "io_uring" if detect_io_uring() else "pread"
-    if backend == "pread":
-        return PreadSource(dataset, IOConfig(**opts))
-    if backend == "io_uring":
-        if not detect_io_uring():
-            raise ConfigError(
-                "backend='io_uring' but io_uring is unavailable here; use 'auto' or 'pread'")
-        from ._uring_source import UringSource
-
-        return UringSource(dataset, IOConfig(**opts))
-    raise ConfigError(f"backend must be 'auto', 'io_uring', 'pread' or 'memory', got {backend=}")

@@ -1,0 +1,142 @@
+"""The pread feature source: the fallback where io_uring is unavailable (design §5).
+
+``os.preadv`` (O_DIRECT when possible) in an owned thread pool of ``max_in_flight`` workers.  The
+event loop plans, hands slices of a chunk's reads to the threads and gathers; threads only fill
+staging memory and report their counts back through their futures (never touching shared state).
+The cancellation rule is :mod:`._disk_source`'s: a stopped chunk's threads finish the read they are
+in and take no more; the chunk's staging memory is released once every thread has returned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import mmap
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from ..store._dataset import Dataset
+from ._disk_source import FeatureFile, IOConfig, _DiskSource, uncancellable
+from ._staging import ReadPlan, resume_at
+
+
+class _PreadChunk:
+    """One chunk's reads, split into slices handed to worker threads; ``stop`` ends them early."""
+
+    __slots__ = ("futures", "stop", "counted")
+
+    def __init__(self) -> None:
+        self.futures: list[asyncio.Future[tuple[int, int, int]]] = []
+        self.stop = False
+        self.counted = 0  # futures whose counts were taken (in order)
+
+
+class PreadSource(_DiskSource):
+    """Fallback backend: ``os.preadv`` (O_DIRECT when possible) in an owned thread pool of
+    ``max_in_flight`` workers.  The loop plans, hands slices of reads to the threads and gathers;
+    threads only fill staging memory and report counts back through their futures."""
+
+    backend = "pread"
+    DEFAULT_DEPTH = 32
+
+    def __init__(self, source: Dataset | FeatureFile, config: IOConfig | None = None,
+                 **opts: Any) -> None:
+        file = source if isinstance(source, FeatureFile) else FeatureFile.of(source)
+        super().__init__(file, config or IOConfig(**opts))
+        self._executor = ThreadPoolExecutor(self.depth,
+                                            thread_name_prefix="outre-pread")
+        self._pending: set[asyncio.Future[tuple[int, int, int]]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _start(self, plan: ReadPlan, arena: mmap.mmap) -> _PreadChunk:
+        self._loop = loop = asyncio.get_running_loop()
+        chunk = _PreadChunk()
+        n = plan.num_reads
+        step = -(-n // self.depth)  # one slice per worker: few executor round trips
+        for a in range(0, n, step):
+            fut = loop.run_in_executor(self._executor, self._read_slice, chunk, plan, arena,
+                                       a, min(n, a + step))
+            fut.add_done_callback(self._slice_done)
+            chunk.futures.append(fut)
+            self._pending.add(fut)
+        self._counters["runs"] += n
+        return chunk
+
+    def _slice_done(self, fut: asyncio.Future[tuple[int, int, int]]) -> None:
+        self._pending.discard(fut)
+
+    async def _wait(self, chunk: _PreadChunk) -> None:
+        # shield: cancelling the caller must not mark a still-running thread's future as done
+        while chunk.counted < len(chunk.futures):
+            fut = chunk.futures[chunk.counted]
+            await asyncio.shield(fut)
+            self._count(fut)
+            chunk.counted += 1
+
+    def _stop(self, chunk: _PreadChunk) -> None:
+        chunk.stop = True
+
+    async def _drain(self, chunk: _PreadChunk) -> None:
+        for fut in chunk.futures[chunk.counted :]:
+            await uncancellable(fut)
+            self._count(fut)
+        chunk.counted = len(chunk.futures)
+
+    def _count(self, fut: asyncio.Future[tuple[int, int, int]]) -> None:
+        """Add a finished slice's counts (once per slice, in the loop: threads only return them)."""
+        c = self._counters
+        if fut.exception() is not None:
+            c["errors"] += 1
+            return
+        reads, nbytes, short = fut.result()
+        c["reads_submitted"] += reads
+        c["bytes_read"] += nbytes
+        c["short_reads_resubmitted"] += short
+
+    def _read_slice(self, chunk: _PreadChunk, plan: ReadPlan, arena: mmap.mmap,
+                    a: int, b: int) -> tuple[int, int, int]:
+        """Worker thread: plan reads ``[a, b)`` into the arena; returns (reads, bytes, shorts)."""
+        report = self._loop.call_soon_threadsafe  # type: ignore[union-attr]
+        report(self._flight.change, 1)  # FIFO per thread: this +1 precedes the thread's -1
+        total = [0, 0, 0]
+        try:
+            with memoryview(arena) as view:
+                for k in range(a, b):
+                    if chunk.stop:
+                        break
+                    self._read_one(view, int(plan.offsets[k]), int(plan.lengths[k]),
+                                   int(plan.needs[k]), int(plan.stage[k]), total)
+        finally:
+            report(self._flight.change, -1)
+        return total[0], total[1], total[2]
+
+    def _read_one(self, view: memoryview, off: int, length: int, need: int, stage: int,
+                  total: list[int]) -> None:
+        cur = off
+        while True:
+            try:
+                with view[stage + cur - off : stage + length] as dst:
+                    res = os.preadv(self._fd, [dst], cur)
+            except OSError as exc:
+                what = f"read of {length} bytes failed: {exc.strerror}"
+                raise self._error(what, off, exc.errno) from exc
+            total[0] += 1
+            total[1] += res
+            try:
+                nxt = resume_at(off, need, cur, res, self.align)
+            except EOFError as exc:
+                raise self._error(f"read ended early, {exc} (file truncated?)", off, None) from None
+            if nxt is None:
+                return
+            total[2] += 1
+            cur = nxt
+
+    async def aclose(self) -> None:
+        """Refuse new work, wait for the worker threads' reads, stop the pool, close the file."""
+        if self._closed:
+            return
+        self._closed = True
+        for fut in list(self._pending):
+            await uncancellable(fut)
+        self._executor.shutdown(wait=True)
+        self._close_fd()
