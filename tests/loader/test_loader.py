@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
-import random
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from conftest import random_graph, run, write_store
+from fakes import DelayedSampler, FaultySource
 
 import outre_async as oa
 from outre_async.sampling._plan import plan_epoch
@@ -22,22 +22,12 @@ N, DIM = 600, 20
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> oa.Dataset:
-    path = tmp_path_factory.mktemp("loader") / "ds"
     rng = np.random.default_rng(0)
-    deg = rng.integers(0, 12, size=N)
-    indptr = np.concatenate([[0], np.cumsum(deg)])
-    indices = rng.integers(0, N, size=int(indptr[-1]))
-    with oa.DatasetWriter(path, num_nodes=N, feature_dim=DIM, num_classes=5) as w:
-        w.write_csc(indptr, indices)
-        w.append_features(rng.standard_normal((N, DIM)).astype(np.float32))
-        w.write_labels(rng.integers(0, 5, size=N))
-        w.write_split("train", np.arange(0, 500))
-        w.write_split("val", np.arange(500, 600))
-    return oa.open_dataset(path)
-
-
-def run(coro, timeout: float = 60.0):
-    return asyncio.run(asyncio.wait_for(coro, timeout))
+    indptr, indices = random_graph(rng, N, 12)
+    features = rng.standard_normal((N, DIM)).astype(np.float32)
+    labels = rng.integers(0, 5, size=N)
+    return write_store(tmp_path_factory.mktemp("loader") / "ds", indptr, indices, features=features, labels=labels,
+                       num_classes=5, splits={"train": np.arange(0, 500), "val": np.arange(500, 600)})
 
 
 def _loader(ds: oa.Dataset, **kw) -> oa.OutreLoader:
@@ -51,40 +41,6 @@ def _check_batch(ds: oa.Dataset, batch) -> None:
     np.testing.assert_array_equal(batch.y.numpy(), ds.labels[n_id])
     assert batch.edge_index.max() < len(n_id)
     assert sum(batch.num_sampled_nodes) == len(n_id)
-
-
-class DelayedSampler:
-    """Wraps a sampler with a seeded random sleep in the worker thread (deterministic chaos)."""
-
-    def __init__(self, inner, seed: int) -> None:
-        self.inner, self.rng = inner, random.Random(seed)
-
-    def sample(self, seeds, stream):
-        time.sleep(self.rng.random() * 3e-3)
-        return self.inner.sample(seeds, stream)
-
-
-class FaultySource:
-    """A memory source with seeded delays that fails reads touching chosen nodes."""
-
-    def __init__(self, ds: oa.Dataset, fail_on: set[int] = frozenset(), seed: int = 0) -> None:
-        self.backend = "faulty-memory"
-        self.ds, self.fail_on, self.rng = ds, set(fail_on), random.Random(seed)
-        self.closed = False
-
-    async def read_rows(self, ids: np.ndarray, out: np.ndarray) -> None:
-        await asyncio.sleep(self.rng.random() * 3e-3)
-        bad = self.fail_on.intersection(ids.tolist())
-        if bad:
-            raise oa.ExtractorError("injected EIO", path=self.ds.features_path,
-                                    offset=min(bad) * self.ds.row_layout.stride, errno=5)
-        out[:] = self.ds.features[ids]
-
-    def stats(self) -> dict:
-        return {}
-
-    async def aclose(self) -> None:
-        self.closed = True
 
 
 def _chaos(loader: oa.OutreLoader, seed: int) -> None:
