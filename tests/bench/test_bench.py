@@ -37,7 +37,8 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     root = tmp_path_factory.mktemp("bench")
     before = _cgroup_children()
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+        # no empty entry: it would stand for the working directory, whose outre_async/ shadows an install
+        mp.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(TESTS), os.environ.get("PYTHONPATH")) if p))
         argv = ["bench", "--preset", "tiny", "--systems", SYSTEMS, "--repeats", "1", "--max-batches", "2",
                 "--out", str(root / "results"), "--data-dir", str(root / "data"), "--probe-seconds", "0.5", "--json"]
         import contextlib
