@@ -5,19 +5,19 @@
 
 Layout (one concern per module):
 
-    _presets     the suites' datasets, model, fanouts, batch size and default memory caps
-    _systems     the System plug-in base, the registry and the built-in systems
-    child        one run in its own process: model, timed epoch, I/O counters, evaluation
-    _epoch       the instrumented training loop every system goes through
-    _limit       compute-only / sampling-only, the limit's terms measured in a child
-    _child_run   page-cache eviction, the cgroup, the child process and its outcome
-    _cgroup      memory caps (cgroup v1 and v2)
-    _measure     /proc/<pid>/io, /proc/diskstats, peak RSS, machine facts
-    _probe       the disk's random-read rate (fio, or an O_DIRECT Python probe)
-    _runner      the suite: datasets, interleaved repeats, the result
-    _summary     medians, spread, speedups, limit, efficiency
-    _schema      the result's shape, validated before writing
-    _report      JSON, Markdown table, PNG plots
+    _presets         the suites' datasets, model, fanouts, batch size and default memory caps
+    _systems         the System plug-in base, the registry and the built-in systems
+    child            one run in its own process: model, timed epoch, I/O counters, evaluation
+    _epoch           the instrumented training loop every system goes through
+    _physical_limit  compute-only / sampling-only, the limit's terms measured in a child
+    _run_in_child    page-cache eviction, the cgroup, the child process and its outcome
+    _cgroup          memory caps (cgroup v1 and v2)
+    _measure         /proc/<pid>/io, /proc/diskstats, peak RSS, machine facts
+    _probe           the disk's random-read rate (fio, or an O_DIRECT Python probe)
+    _runner          the suite: datasets, interleaved repeats, the result
+    _summary         medians, spread, speedups, limit, efficiency
+    _schema          the result's shape, validated before writing
+    _report          JSON, Markdown table, PNG plots
 """
 
 from __future__ import annotations

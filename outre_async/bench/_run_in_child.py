@@ -46,8 +46,15 @@ def run_in_child(system: str, spec: RunSpec, *, cap_bytes: int | None, timeout_s
     return record
 
 
+def child_command(request: str) -> list[str]:
+    """The child's command line.  ``-P`` (safe path) keeps the working directory off ``sys.path``: run
+    from a source checkout, its ``outre_async/`` folder would otherwise shadow the installed package,
+    which alone has ``partition/`` and ``cache/`` mapped in as ``outre_async.partition`` / ``.cache``."""
+    return [sys.executable, "-P", "-m", "outre_async.bench.child", request]
+
+
 def _run(request: str, cap: Any, timeout_s: float) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "outre_async.bench.child", request]
+    cmd = child_command(request)
     attach = cap.attach if isinstance(cap, MemoryCap) else None
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, preexec_fn=attach)

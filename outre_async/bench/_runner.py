@@ -3,7 +3,7 @@
 Repeats are interleaved (repeat 1: every system, then repeat 2: every system, ...) so that the
 systems see the same background load on a shared machine; ratios are taken per repeat and their
 median reported.  ``compute-only`` runs in every repeat too, and with the disk probe it gives the
-physical limit of the same run (see ``_limit``).
+physical limit of the same run (see ``_physical_limit``).
 """
 
 from __future__ import annotations

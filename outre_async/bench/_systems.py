@@ -236,13 +236,6 @@ class OutrePart(Outre):
     name = "outre-part"
     summary = "OutreLoader with FENNEL partition-based batches and the global neighbour cache"
 
-    def skip_reason(self) -> str | None:
-        from ..loader import LoaderConfig
-
-        if "partitions" not in LoaderConfig.__dataclass_fields__:
-            return "partitions not available (OutreLoader has no `partitions=` option in this build)"
-        return None
-
     def prepare(self, dataset_dir: str, spec: RunSpec) -> dict[str, Any]:
         from ..partition import list_partitions, partition
         from ..store._dataset import open_dataset

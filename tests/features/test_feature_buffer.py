@@ -3,38 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import random
 
 import numpy as np
 import pytest
+from conftest import run
+from fakes import ArraySource
 
 from outre_async import ConfigError
-from outre_async.features import FeatureSource
 from outre_async.features import _buffer_kernels as K
 from outre_async.features._feature_buffer import FeatureBuffer
 
 FEATURES = np.random.default_rng(0).standard_normal((200, 6)).astype(np.float32)
-
-
-class ArraySource(FeatureSource):
-    """Reads rows of FEATURES after a seeded random delay; optionally fails on chosen nodes."""
-
-    def __init__(self, seed: int = 0, fail_on: set[int] | None = None) -> None:
-        super().__init__(*FEATURES.shape, FEATURES.dtype)
-        self.rng = random.Random(seed)
-        self.fail_on = fail_on or set()
-        self.rows_read: list[int] = []
-
-    async def _read_rows(self, ids: np.ndarray, out: np.ndarray) -> None:
-        await asyncio.sleep(self.rng.random() * 2e-3)
-        if self.fail_on.intersection(ids.tolist()):
-            raise OSError("injected read failure")
-        self.rows_read += ids.tolist()
-        out[:] = FEATURES[ids]
-
-
-def run(coro, timeout: float = 20.0):
-    return asyncio.run(asyncio.wait_for(coro, timeout))
 
 
 async def _batch(buf: FeatureBuffer, src: ArraySource, ids: np.ndarray) -> np.ndarray:
@@ -60,7 +39,7 @@ def test_undersized_buffer_is_refused_at_construction() -> None:
 
 def test_rows_are_correct_and_reused_without_io() -> None:
     async def body() -> None:
-        buf, src = FeatureBuffer(200, 50, 6), ArraySource()
+        buf, src = FeatureBuffer(200, 50, 6), ArraySource(FEATURES)
         ids = np.array([5, 9, 1, 100])
         np.testing.assert_array_equal(await _batch(buf, src, ids), FEATURES[ids])
         np.testing.assert_array_equal(await _batch(buf, src, ids[::-1]), FEATURES[ids[::-1]])
@@ -72,7 +51,7 @@ def test_rows_are_correct_and_reused_without_io() -> None:
 
 def test_rows_in_flight_for_another_batch_are_awaited_not_reread() -> None:
     async def body() -> None:
-        buf, src = FeatureBuffer(200, 60, 6), ArraySource(seed=3)
+        buf, src = FeatureBuffer(200, 60, 6), ArraySource(FEATURES, seed=3)
         a, b = np.arange(0, 30), np.arange(20, 50)
         xa, xb = await asyncio.gather(_batch(buf, src, a), _batch(buf, src, b))
         np.testing.assert_array_equal(xa, FEATURES[a])
@@ -85,7 +64,7 @@ def test_rows_in_flight_for_another_batch_are_awaited_not_reread() -> None:
 
 def test_full_buffer_waits_for_a_release_then_evicts_lru() -> None:
     async def body() -> None:
-        buf, src = FeatureBuffer(200, 10, 6), ArraySource()
+        buf, src = FeatureBuffer(200, 10, 6), ArraySource(FEATURES)
         held = await buf.acquire(np.arange(10))
         await buf.fill(held, src)
         waiting = asyncio.ensure_future(_batch(buf, src, np.arange(100, 105)))
@@ -104,7 +83,7 @@ def test_full_buffer_waits_for_a_release_then_evicts_lru() -> None:
 
 def test_read_error_reaches_reader_and_waiters_and_leaves_buffer_usable() -> None:
     async def body() -> None:
-        buf, src = FeatureBuffer(200, 40, 6), ArraySource(fail_on={7})
+        buf, src = FeatureBuffer(200, 40, 6), ArraySource(FEATURES, fail_on={7})
         results = await asyncio.gather(
             _batch(buf, src, np.arange(0, 10)), _batch(buf, src, np.arange(5, 15)), return_exceptions=True
         )
@@ -119,7 +98,7 @@ def test_read_error_reaches_reader_and_waiters_and_leaves_buffer_usable() -> Non
 def test_random_workload_matches_reference_and_frees_everything() -> None:
     async def body() -> None:
         rng = np.random.default_rng(1)
-        buf, src = FeatureBuffer(200, 64, 6), ArraySource(seed=1)
+        buf, src = FeatureBuffer(200, 64, 6), ArraySource(FEATURES, seed=1)
         batches = [np.unique(rng.integers(0, 200, size=int(rng.integers(1, 20)))) for _ in range(60)]
         sem = asyncio.Semaphore(3)
 
@@ -140,7 +119,7 @@ def test_random_workload_matches_reference_and_frees_everything() -> None:
 
 def test_cancelled_fill_does_not_strand_waiters() -> None:
     async def body() -> None:
-        buf, src = FeatureBuffer(200, 40, 6), ArraySource()
+        buf, src = FeatureBuffer(200, 40, 6), ArraySource(FEATURES)
         first = asyncio.ensure_future(_batch(buf, src, np.arange(10)))
         await asyncio.sleep(0)
         await asyncio.sleep(0)

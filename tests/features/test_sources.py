@@ -6,13 +6,13 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
-import sys
-from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from conftest import LOOPS, run
+from fakes import unreadable_source
 
 import outre_async as oa
 from outre_async.features import (
@@ -26,33 +26,15 @@ from outre_async.features import (
 )
 from outre_async.features._staging import plan_reads, resume_at, row_spans, split_by_bytes
 
-sys.path.insert(0, str(Path(__file__).parents[1]))
-from fakes import unreadable_source  # noqa: E402
-
 pytestmark = pytest.mark.timeout(120)
 
 HAVE_URING = detect_io_uring()
 NEEDS_URING = pytest.mark.skipif(not HAVE_URING, reason="io_uring unavailable here")
 DISK_BACKENDS = [pytest.param("io_uring", marks=NEEDS_URING), "pread"]
-try:
-    import uvloop
-except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
-    uvloop = None
-LOOPS = ["asyncio",
-         pytest.param("uvloop", marks=pytest.mark.skipif(uvloop is None, reason="no uvloop"))]
-
 # (dim, dtype, layout the writer picks): padded, packed (last row's span passes EOF), padded wide
 CASES = [(100, "float32", "padded"), (129, "float32", "packed"), (602, "float32", "padded"),
          (129, "float16", "packed"), (100, "float16", "packed")]
 N = 1000
-
-
-def run(coro: Coroutine[Any, Any, Any], loop: str = "asyncio", timeout: float = 60) -> Any:
-    """Run ``coro`` on a fresh loop of the given kind; a hang fails fast instead of at 300 s."""
-    factory: Callable[[], asyncio.AbstractEventLoop] | None = (
-        uvloop.new_event_loop if loop == "uvloop" and uvloop is not None else None)
-    with asyncio.Runner(loop_factory=factory) as runner:
-        return runner.run(asyncio.wait_for(coro, timeout))
 
 
 def write(path: Path, n: int = N, dim: int = 129, dtype: str = "float32") -> np.ndarray:
@@ -525,7 +507,7 @@ def test_depth_defaults_per_backend_and_can_be_set(ds129: tuple, backend: str, d
         async with open_source(ds129[0], backend) as a, open_source(ds129[0], backend, max_in_flight=5) as b:
             return a.stats()["max_in_flight"], b.stats()["max_in_flight"]
 
-    assert asyncio.run(main()) == (default, 5)
+    assert run(main()) == (default, 5)
 
 
 def test_bad_backend_name(ds129: tuple) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import generated
 
 import outre_async as oa
 from outre_async._rng import py_next_u64
@@ -28,7 +29,7 @@ SMALL = dict(num_nodes=400, avg_degree=6.0, max_degree=60, num_communities=8, nu
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> oa.Dataset:
-    return oa.open_dataset(oa.generate(tmp_path_factory.mktemp("gen") / "tiny", "tiny"))
+    return generated(tmp_path_factory.mktemp("gen") / "tiny", "tiny")
 
 
 def _files(path: Path) -> dict[str, bytes]:
@@ -114,7 +115,7 @@ def test_kernels_give_the_same_dataset_as_plain_python(tmp_path: Path) -> None:
     script = (f"import outre_async as oa; oa.generate({str(tmp_path / 'nojit')!r}, 'tiny', "
               f"seed=3, **{SMALL!r})")
     env = {**os.environ, "NUMBA_DISABLE_JIT": "1"}
-    subprocess.run([sys.executable, "-W", "error", "-c", script], env=env, check=True, timeout=120)
+    subprocess.run([sys.executable, "-P", "-W", "error", "-c", script], env=env, check=True, timeout=120)
     jitted = oa.generate(tmp_path / "jit", "tiny", seed=3, **SMALL)
     assert _files(tmp_path / "nojit") == _files(jitted)
 

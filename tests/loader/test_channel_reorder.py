@@ -6,16 +6,13 @@ import asyncio
 import random
 
 import pytest
+from conftest import run
 from hypothesis import given
 from hypothesis import strategies as st
 
 from outre_async import ConfigError, PipelineClosed
 from outre_async.loader._channel import Channel, EndOfChannel
 from outre_async.loader._reorder import ReorderBuffer
-
-
-def run(coro, timeout: float = 10.0):
-    return asyncio.run(asyncio.wait_for(coro, timeout))
 
 
 def test_capacity_must_be_positive() -> None:

@@ -5,43 +5,29 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
-import random
-import sys
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from conftest import random_graph, run, write_store
+from fakes import DelayedSampler, FaultySource
 
 import outre_async as oa
 from outre_async.sampling._plan import plan_epoch
-
-sys.path.insert(0, str(Path(__file__).parents[1]))
-from fakes import FaultySource  # noqa: E402
 
 N, DIM = 600, 20
 
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> oa.Dataset:
-    path = tmp_path_factory.mktemp("loader") / "ds"
     rng = np.random.default_rng(0)
-    deg = rng.integers(0, 12, size=N)
-    indptr = np.concatenate([[0], np.cumsum(deg)])
-    indices = rng.integers(0, N, size=int(indptr[-1]))
-    with oa.DatasetWriter(path, num_nodes=N, feature_dim=DIM, num_classes=5) as w:
-        w.write_csc(indptr, indices)
-        w.append_features(rng.standard_normal((N, DIM)).astype(np.float32))
-        w.write_labels(rng.integers(0, 5, size=N))
-        w.write_split("train", np.arange(0, 500))
-        w.write_split("val", np.arange(500, 600))
-    return oa.open_dataset(path)
-
-
-def run(coro, timeout: float = 60.0):
-    return asyncio.run(asyncio.wait_for(coro, timeout))
+    indptr, indices = random_graph(rng, N, 12)
+    features = rng.standard_normal((N, DIM)).astype(np.float32)
+    labels = rng.integers(0, 5, size=N)
+    return write_store(tmp_path_factory.mktemp("loader") / "ds", indptr, indices, features=features, labels=labels,
+                       num_classes=5, splits={"train": np.arange(0, 500), "val": np.arange(500, 600)})
 
 
 def _loader(ds: oa.Dataset, **kw) -> oa.OutreLoader:
@@ -55,17 +41,6 @@ def _check_batch(ds: oa.Dataset, batch) -> None:
     np.testing.assert_array_equal(batch.y.numpy(), ds.labels[n_id])
     assert batch.edge_index.max() < len(n_id)
     assert sum(batch.num_sampled_nodes) == len(n_id)
-
-
-class DelayedSampler:
-    """Wraps a sampler with a seeded random sleep in the worker thread (deterministic chaos)."""
-
-    def __init__(self, inner, seed: int) -> None:
-        self.inner, self.rng = inner, random.Random(seed)
-
-    def sample(self, seeds, stream):
-        time.sleep(self.rng.random() * 3e-3)
-        return self.inner.sample(seeds, stream)
 
 
 def _chaos(loader: oa.OutreLoader, seed: int) -> None:

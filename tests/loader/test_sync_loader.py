@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import random_graph, write_store
 from torch_geometric.nn import SAGEConv
 from torch_geometric.utils import trim_to_layer
 
@@ -17,22 +18,14 @@ from outre_async.sampling._plan import plan_epoch
 CORA = Path(__file__).resolve().parents[3] / "shared" / "data" / "cora.npz"
 
 
-def write_store(path: Path, indptr, indices, x, y, train, dtype: str = "float32") -> oa.Dataset:
-    n = len(indptr) - 1
-    with oa.DatasetWriter(path, num_nodes=n, feature_dim=x.shape[1], feature_dtype=dtype,
-                          num_classes=int(y.max()) + 1) as w:
-        w.write_csc(indptr, indices)
-        w.append_features(x)
-        w.write_labels(y)
-        w.write_split("train", train)
-    return oa.open_dataset(path)
+def _store(path: Path, indptr, indices, x, y, train, dtype: str = "float32") -> oa.Dataset:
+    return write_store(path, indptr, indices, features=x, labels=y, num_classes=int(y.max()) + 1,
+                       splits={"train": train}, feature_dtype=dtype)
 
 
 def synthetic(n: int = 600, dim: int = 100, seed: int = 0):
     rng = np.random.default_rng(seed)
-    deg = rng.integers(0, 25, size=n)
-    indptr = np.concatenate([[0], np.cumsum(deg)]).astype(np.int64)
-    indices = rng.integers(0, n, size=int(indptr[-1]))
+    indptr, indices = random_graph(rng, n, 25)
     x = rng.standard_normal((n, dim)).astype(np.float32)
     y = rng.integers(0, 5, size=n)
     train = np.sort(rng.choice(n, size=n // 3, replace=False))
@@ -41,7 +34,7 @@ def synthetic(n: int = 600, dim: int = 100, seed: int = 0):
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> oa.Dataset:
-    return write_store(tmp_path_factory.mktemp("sync") / "ds", *synthetic())
+    return _store(tmp_path_factory.mktemp("sync") / "ds", *synthetic())
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +45,7 @@ def cora(tmp_path_factory: pytest.TempPathFactory) -> oa.Dataset:
     src, dst = z["edge_index"]
     order = np.argsort(dst, kind="stable")
     indptr = np.concatenate([[0], np.cumsum(np.bincount(dst, minlength=int(z["num_nodes"])))])
-    return write_store(tmp_path_factory.mktemp("cora") / "ds", indptr, src[order], z["x"], z["y"],
-                       z["train_idx"])
+    return _store(tmp_path_factory.mktemp("cora") / "ds", indptr, src[order], z["x"], z["y"], z["train_idx"])
 
 
 # -- epochs ----------------------------------------------------------------------------------------
@@ -113,7 +105,7 @@ def test_batch_rows_match_the_store(store: oa.Dataset) -> None:
 
 def test_float16_store_gives_float32_features(tmp_path: Path) -> None:
     indptr, indices, x, y, train = synthetic(n=200, dim=129)
-    ds = write_store(tmp_path / "f16", indptr, indices, x, y, train, dtype="float16")
+    ds = _store(tmp_path / "f16", indptr, indices, x, y, train, dtype="float16")
     batch = next(iter(oa.SyncLoader(ds, fanouts=[4], batch_size=32)))
     assert batch.x.dtype == torch.float32
     expect = x.astype(np.float16)[batch.n_id.numpy()].astype(np.float32)

@@ -4,10 +4,9 @@ the global neighbour cache and the redundancy ratio."""
 
 from __future__ import annotations
 
-import asyncio
-
 import numpy as np
 import pytest
+from conftest import generated, run
 from outre_async.cache import NeighborCache
 from outre_async.partition import (
     MacroStore,
@@ -24,8 +23,7 @@ import outre_async as oa
 
 @pytest.fixture(scope="module")
 def ds(tmp_path_factory: pytest.TempPathFactory) -> oa.Dataset:
-    path = oa.generate(tmp_path_factory.mktemp("pb") / "g", "tiny", seed=6, feature_dim=8)
-    return oa.open_dataset(path)
+    return generated(tmp_path_factory.mktemp("pb") / "g", "tiny", seed=6, feature_dim=8)
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +99,7 @@ def _collect(loader: oa.OutreLoader) -> list:
                 batch.release()
         return out
 
-    return asyncio.run(asyncio.wait_for(go(), 60))
+    return run(go())
 
 
 def test_outre_loader_partition_mode(ds: oa.Dataset, parts) -> None:

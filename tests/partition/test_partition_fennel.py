@@ -10,13 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import write_store
 from outre_async.partition import PartitionConfig
 from outre_async.partition._fennel import level_params, stream_partition, train_mask
+from reference_fennel import reference_fennel
 
 import outre_async as oa
-
-sys.path.insert(0, str(Path(__file__).parents[1]))
-from reference_fennel import reference_fennel  # noqa: E402
 
 
 def _random_dataset(path: Path, n: int, seed: int, *, avg_deg: int = 6, train_frac: float = 0.4) -> oa.Dataset:
@@ -29,10 +28,7 @@ def _random_dataset(path: Path, n: int, seed: int, *, avg_deg: int = 6, train_fr
     dst = np.repeat(np.arange(n), deg)
     near = rng.random(len(src)) < 0.6
     src[near] = (dst[near] + rng.integers(-8, 9, size=int(near.sum()))) % n
-    with oa.DatasetWriter(path, num_nodes=n) as w:
-        w.write_csc(indptr, src)
-        w.write_split("train", rng.permutation(n)[: int(train_frac * n)])
-    return oa.open_dataset(path)
+    return write_store(path, indptr, src, splits={"train": rng.permutation(n)[: int(train_frac * n)]})
 
 
 @pytest.fixture(scope="module")
@@ -137,4 +133,4 @@ def test_partitioner_does_not_import_torch() -> None:
             "assert len(mods) >= 3, mods\n"
             "for m in mods: importlib.import_module(m)\n"
             "assert 'torch' not in sys.modules, 'torch imported'")
-    subprocess.run([sys.executable, "-c", code], check=True)
+    subprocess.run([sys.executable, "-P", "-c", code], check=True)  # -P: the installed package, not ./outre_async

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from bloom_filter2 import BloomFilter
+from conftest import generated
 from outre_async.partition import _kernels as K
 from outre_async.partition import list_partitions, open_partitions, partition
 from outre_async.partition._fennel import bloom_fp_bound
@@ -21,8 +22,7 @@ import outre_async as oa
 
 @pytest.fixture(scope="module")
 def ds(tmp_path_factory: pytest.TempPathFactory) -> oa.Dataset:
-    path = oa.generate(tmp_path_factory.mktemp("out") / "g", "tiny", seed=2, feature_dim=4)
-    return oa.open_dataset(path)
+    return generated(tmp_path_factory.mktemp("out") / "g", "tiny", seed=2, feature_dim=4)
 
 
 @pytest.fixture(scope="module")

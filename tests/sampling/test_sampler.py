@@ -17,14 +17,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reference_sampler import reference_sample, uses_floyd
 
 import outre_async as oa
 from outre_async._rng import stream_state
 from outre_async.sampling import _sampler_kernels as K
 from outre_async.sampling._sampler import SampledSubgraph
-
-sys.path.insert(0, str(Path(__file__).parents[1]))
-from reference_sampler import reference_sample, uses_floyd  # noqa: E402
 
 
 def random_csc(n: int, max_deg: int, seed: int, dtype=np.int32, simple: bool = True):
@@ -323,7 +321,7 @@ def test_the_kernel_releases_the_gil() -> None:
 # -- without the JIT -------------------------------------------------------------------------------
 _SCRIPT = """
 import json, sys, numpy as np, outre_async as oa
-sys.path.insert(0, {tests!r})
+sys.path[:0] = {paths!r}  # this folder and tests/ (reference_sampler), as pytest sets them
 from test_sampler import random_csc
 indptr, indices = random_csc(200, 40, seed=9)
 out = oa.NeighborSampler((indptr, indices), [25, 3, -1], seed=4).sample(np.arange(0, 200, 13), 5)
@@ -333,8 +331,8 @@ print(json.dumps([out.n_id.tolist(), out.edge_index.tolist(), out.num_sampled_no
 
 def test_kernels_run_and_agree_with_numba_disabled() -> None:
     env = {**os.environ, "NUMBA_DISABLE_JIT": "1"}
-    script = _SCRIPT.format(tests=str(Path(__file__).parent))
-    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+    script = _SCRIPT.format(paths=[str(Path(__file__).parent), str(Path(__file__).parents[1])])
+    proc = subprocess.run([sys.executable, "-P", "-c", script], env=env, capture_output=True, text=True,
                           timeout=120, check=True)
     n_id, edge_index, nodes = json.loads(proc.stdout)
     indptr, indices = random_csc(200, 40, seed=9)

@@ -1,0 +1,66 @@
+"""What many test modules share: the async runner and the small datasets they build in tmp folders.
+
+pytest's default ``prepend`` import mode puts this folder on ``sys.path`` (there is no
+``tests/__init__.py``), so test modules import these helpers with ``from conftest import ...`` and the
+reference implementations with ``from reference_sampler import ...``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import outre_async as oa
+
+try:
+    import uvloop
+except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
+    uvloop = None
+
+# Parametrise a test over both event loops the product supports: ``@pytest.mark.parametrize("loop", LOOPS)``.
+LOOPS = ["asyncio", pytest.param("uvloop", marks=pytest.mark.skipif(uvloop is None, reason="no uvloop"))]
+
+
+def run(coro: Coroutine[Any, Any, Any], loop: str = "asyncio", timeout: float = 60.0) -> Any:
+    """Run ``coro`` on a fresh loop of the given kind; a hang fails after ``timeout`` s instead of at
+    the suite's 300 s, with the coroutine's own traceback."""
+    factory: Callable[[], asyncio.AbstractEventLoop] | None = (
+        uvloop.new_event_loop if loop == "uvloop" and uvloop is not None else None)
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(asyncio.wait_for(coro, timeout))
+
+
+def random_graph(rng: np.random.Generator, num_nodes: int, degree_below: int) -> tuple[np.ndarray, np.ndarray]:
+    """A CSC ``(indptr, indices)`` with in-degrees uniform in ``[0, degree_below)`` and uniform random
+    neighbours (repeats and self loops allowed); draws from ``rng`` so callers continue its stream."""
+    deg = rng.integers(0, degree_below, size=num_nodes)
+    indptr = np.concatenate([[0], np.cumsum(deg)]).astype(np.int64)
+    indices = rng.integers(0, num_nodes, size=int(indptr[-1]))
+    return indptr, indices
+
+
+def write_store(path: Path, indptr: np.ndarray, indices: np.ndarray, *, features: np.ndarray | None = None,
+                labels: np.ndarray | None = None, num_classes: int | None = None,
+                splits: Mapping[str, np.ndarray] | None = None, feature_dtype: str = "float32") -> oa.Dataset:
+    """Write a dataset from in-memory arrays with the public writer and open it."""
+    dim = 0 if features is None else features.shape[1]
+    with oa.DatasetWriter(path, num_nodes=len(indptr) - 1, feature_dim=dim, feature_dtype=feature_dtype,
+                          num_classes=num_classes) as w:
+        w.write_csc(indptr, indices)
+        if features is not None:
+            w.append_features(features)
+        if labels is not None:
+            w.write_labels(labels)
+        for name, ids in (splits or {}).items():
+            w.write_split(name, ids)
+    return oa.open_dataset(path)
+
+
+def generated(path: Path, preset: str = "tiny", **options: Any) -> oa.Dataset:
+    """A graph from the synthetic generator (``seed``, size overrides as keywords), opened."""
+    return oa.open_dataset(oa.generate(path, preset, **options))

@@ -1,0 +1,181 @@
+"""The public surface, pinned: a name added to or dropped from any ``__all__`` must show up here, in
+review, as a deliberate change (httpx ``test_all_imports_are_exported``).  Every pinned name resolves,
+the top-level ones lazily: importing ``outre_async`` stays cheap, and a name pays its import on first use."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+PUBLIC = {
+    "outre_async": [
+        "ConfigError",
+        "Dataset",
+        "DatasetCorruptError",
+        "DatasetError",
+        "DatasetExistsError",
+        "DatasetNotFoundError",
+        "DatasetWriter",
+        "ExtractorError",
+        "FeatureSource",
+        "FormatVersionError",
+        "GeneratorConfig",
+        "GraphSAGE",
+        "InputFormatError",
+        "InvalidGraphError",
+        "LoaderConfig",
+        "MLP",
+        "ManifestError",
+        "NeighborSampler",
+        "OutreBatch",
+        "OutreError",
+        "OutreLoader",
+        "PRESETS",
+        "PartitionCorruptError",
+        "PartitionError",
+        "PartitionExistsError",
+        "PartitionMismatchError",
+        "PartitionNotFoundError",
+        "PipelineClosed",
+        "RowLayout",
+        "SampledSubgraph",
+        "SyncLoader",
+        "choose_row_layout",
+        "convert",
+        "detect_io_uring",
+        "from_edge_list",
+        "from_npz",
+        "from_ogb",
+        "from_pyg",
+        "generate",
+        "open_dataset",
+        "open_source",
+        "sample_neighbors",
+        "write_dataset",
+    ],
+    "outre_async.store": [
+        "Dataset",
+        "DatasetWriter",
+        "RowLayout",
+        "choose_row_layout",
+        "open_dataset",
+    ],
+    "outre_async.ingest": [
+        "GeneratorConfig",
+        "PRESETS",
+        "convert",
+        "from_edge_list",
+        "from_npz",
+        "from_ogb",
+        "from_pyg",
+        "generate",
+        "write_dataset",
+    ],
+    "outre_async.sampling": [
+        "NeighborSampler",
+        "SampledSubgraph",
+        "plan_epoch",
+        "sample_neighbors",
+    ],
+    "outre_async.features": [
+        "BACKENDS",
+        "Backend",
+        "FeatureBuffer",
+        "FeatureFile",
+        "FeatureSource",
+        "IOConfig",
+        "MemorySource",
+        "PreadSource",
+        "detect_io_uring",
+        "open_source",
+    ],
+    "outre_async.loader": [
+        "LoaderConfig",
+        "OutreBatch",
+        "OutreLoader",
+        "SyncLoader",
+    ],
+    "outre_async.partition": [
+        "AdjacencyBlock",
+        "MacroStore",
+        "MicroBatch",
+        "PartitionConfig",
+        "PartitionSampler",
+        "PartitionSet",
+        "dataset_identity",
+        "default_name",
+        "group_seeds",
+        "list_partitions",
+        "open_partitions",
+        "partition",
+        "plan_partition_epoch",
+        "redundancy_ratio",
+    ],
+    "outre_async.cache": [
+        "NeighborCache",
+    ],
+    "outre_async.bench": [
+        "BENCH_PRESETS",
+        "BenchPreset",
+        "DEFAULT_SYSTEMS",
+        "RunSpec",
+        "SYSTEMS",
+        "SchemaError",
+        "SuiteConfig",
+        "System",
+        "SystemSkipped",
+        "register_system",
+        "run_suite",
+        "validate_result",
+    ],
+}
+
+
+@pytest.mark.parametrize("module", sorted(PUBLIC))
+def test_all_is_exactly_the_pinned_list(module: str) -> None:
+    exported = importlib.import_module(module).__all__
+    assert len(set(exported)) == len(exported), f"{module}.__all__ repeats a name"
+    assert sorted(exported) == PUBLIC[module]
+
+
+@pytest.mark.parametrize("module", sorted(PUBLIC))
+def test_every_exported_name_resolves(module: str) -> None:
+    mod = importlib.import_module(module)
+    missing = [name for name in mod.__all__ if getattr(mod, name, None) is None]
+    assert missing == []
+
+
+def test_top_level_names_are_the_sub_packages_objects() -> None:
+    import outre_async
+
+    for module, names in PUBLIC.items():
+        if module == "outre_async":
+            continue
+        mod = importlib.import_module(module)
+        for name in set(names) & set(outre_async.__all__):
+            assert getattr(outre_async, name) is getattr(mod, name), f"outre_async.{name} is not {module}.{name}"
+
+
+def test_top_level_import_is_cheap_and_lazy_names_import_on_access() -> None:
+    """Run in a fresh interpreter (this one has long imported torch): ``import outre_async`` loads
+    neither torch nor numba, and each lazy name imports its module when first read."""
+    code = (
+        "import sys, outre_async as oa\n"
+        "assert not {'torch', 'numba'} & set(sys.modules), sorted({'torch', 'numba'} & set(sys.modules))\n"
+        "lazy = sorted(oa._LAZY)\n"
+        "assert lazy and not set(lazy) & set(vars(oa)), 'lazy names bound at import'\n"
+        "for name in lazy:\n"
+        "    assert getattr(oa, name) is not None, name\n"
+        "assert dir(oa) == sorted(oa.__all__)\n"
+    )
+    subprocess.run([sys.executable, "-P", "-c", code], check=True, timeout=300)
+
+
+def test_unknown_top_level_name_is_an_attribute_error() -> None:
+    import outre_async
+
+    with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
+        _ = outre_async.not_a_name  # type: ignore[attr-defined]
