@@ -7,6 +7,7 @@ use, so that tools like the partitioner never pay for torch.
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from typing import Any
 
 from ._errors import (
@@ -31,6 +32,22 @@ from ._errors import (
 from .store import Dataset, DatasetWriter, RowLayout, choose_row_layout, open_dataset
 
 __version__ = "0.1.0"
+
+
+def _map_checkout_subpackages() -> None:
+    """Imported straight from a source checkout (``python -c`` at the repository root puts the
+    working directory first on ``sys.path``, ahead of an installed copy), find ``partition/`` and
+    ``cache/`` beside this folder, where the checkout keeps them; an install maps them inside
+    (setuptools ``package-dir``), so an installed copy never takes this branch.  An editable install
+    imports this same folder and resolves the same files either way."""
+    here = Path(__file__).resolve().parent
+    checkout = here.parent
+    if not (here / "partition").is_dir() and (checkout / "partition" / "__init__.py").is_file() \
+            and (checkout / "pyproject.toml").is_file():
+        __path__.append(str(checkout))  # outre_async.partition -> <checkout>/partition, .cache likewise
+
+
+_map_checkout_subpackages()
 
 # name -> private module that defines it; imported on first attribute access (PEP 562).
 _LAZY = {
