@@ -4,26 +4,24 @@
 filters (no O(N) assignment in memory): ``c_p`` is the number of v's neighbours that the filter of
 p claims, ``O(deg v * kk)`` per node; scoring and heaps are the exact kernel's.  Filters are rows of
 a uint64 word matrix; the ``nhash`` bit positions of ``x`` are ``h1 + i h2 (mod nbits)``
-(double hashing) with ``h1``, ``h2`` two splitmix64 outputs.
+(double hashing) with ``h1``, ``h2`` two splitmix64 outputs (``outre_async._rng``).
 """
 
 from __future__ import annotations
 
 from numba import njit, uint64
 
-from ._fennel_kernels import INF, choose_partition, refresh_heaps
+from outre_async._rng import next_word
 
-_M1 = 0xBF58476D1CE4E5B9
-_M2 = 0x94D049BB133111EB
-_SALT = 0x9E3779B97F4A7C15
+from ._fennel_kernels import INF, choose_partition, refresh_heaps
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _hash(x):
-    z = uint64(x) + uint64(_SALT)
-    z = (z ^ (z >> uint64(30))) * uint64(_M1)
-    z = (z ^ (z >> uint64(27))) * uint64(_M2)
-    return z ^ (z >> uint64(31))
+    """splitmix64's output for state ``x``: a bijection of 64-bit words, so distinct ids never
+    share ``h1``."""
+    _, h = next_word(uint64(x))
+    return h
 
 
 @njit(cache=True, nogil=True)
