@@ -56,7 +56,6 @@ class PartitionConfig:
     objective: str = "fennel"
     chunk_edges: int = 1 << 24       # ids per read (64 MiB of int32)
     bloom_bytes: int = 64 << 20      # total size of the Bloom filters of one level
-    seed: int = 0                    # only used for a random stream order (order="random")
 
     def __post_init__(self) -> None:
         for name in ("parts", "passes", "chunk_edges", "bloom_bytes"):
