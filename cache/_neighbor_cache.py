@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from outre_async._errors import ConfigError
+from outre_async.store._csc_kernels import gather_lists
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +50,6 @@ class NeighborCache:
     @classmethod
     def build(cls, indptr: np.ndarray, indices: np.ndarray, rank: np.ndarray, budget_bytes: int) -> NeighborCache:
         """Cache the lists of the top-``rank`` nodes that fit ``budget_bytes`` (``indices`` may be a memmap)."""
-        from outre_async.partition._kernels import gather_lists
-
         if budget_bytes < 0:
             raise ConfigError(f"neighbor cache budget_bytes={budget_bytes} must be >= 0")
         n = len(indptr) - 1

@@ -5,6 +5,11 @@ depends only on ``(seed, stream)`` and never on which thread ran it or in which 
 an epoch gets ``stream_state(seed, i)`` whether it is sampled first or last.  splitmix64 is tiny,
 passes BigCrush, and is easy to reproduce in plain Python for reference tests
 (:func:`py_next_u64`).
+
+This is the project's one splitmix64.  Kernels whose state lives in a local ``uint64`` rather than a
+one-element array (the generator: numba reference-counts arrays handed to helpers, and on a branch
+those atomic counts cost more than the draw) step it with :func:`next_word`; hashing uses its
+output function :func:`mix64` (the partitioner's Bloom filters, the generator's node seeds).
 """
 
 from __future__ import annotations
@@ -12,20 +17,34 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, uint64
 
-_GOLDEN = 0x9E3779B97F4A7C15
+GOLDEN = 0x9E3779B97F4A7C15  # 2**64 / golden ratio: splitmix64's increment, also a Fibonacci-hash factor
 _MIX1 = 0xBF58476D1CE4E5B9
 _MIX2 = 0x94D049BB133111EB
 _MASK = (1 << 64) - 1
 
 
 @njit(cache=True, nogil=True, inline="always")
-def next_u64(state: np.ndarray) -> np.uint64:
-    """Advance ``state[0]`` and return the next 64-bit output."""
-    z = state[0] + uint64(_GOLDEN)
-    state[0] = z
+def mix64(z: np.uint64) -> np.uint64:
+    """splitmix64's output function: a bijective scramble of one 64-bit word."""
     z = (z ^ (z >> uint64(30))) * uint64(_MIX1)
     z = (z ^ (z >> uint64(27))) * uint64(_MIX2)
     return z ^ (z >> uint64(31))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def next_word(s: np.uint64) -> tuple[np.uint64, np.uint64]:
+    """``(new_state, output)``: one step with the state in a register; the same sequence as
+    :func:`next_u64` on ``[s]``."""
+    s = s + uint64(GOLDEN)
+    return s, mix64(s)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def next_u64(state: np.ndarray) -> np.uint64:
+    """Advance ``state[0]`` and return the next 64-bit output."""
+    z = state[0] + uint64(GOLDEN)
+    state[0] = z
+    return mix64(z)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -43,14 +62,14 @@ def uniform01(state: np.ndarray) -> np.float64:
 
 def stream_state(seed: int, stream: int) -> np.ndarray:
     """Independent RNG state for ``(seed, stream)``, e.g. (epoch seed, batch index)."""
-    x = (int(seed) * _GOLDEN + int(stream) * _MIX2 + 0x632BE59BD9B4E019) & _MASK
+    x = (int(seed) * GOLDEN + int(stream) * _MIX2 + 0x632BE59BD9B4E019) & _MASK
     value, _ = py_next_u64(x)
     return np.array([value], dtype=np.uint64)
 
 
 def py_next_u64(state: int) -> tuple[int, int]:
     """Plain-Python splitmix64: ``(output, new_state)``; the reference for :func:`next_u64`."""
-    state = (state + _GOLDEN) & _MASK
+    state = (state + GOLDEN) & _MASK
     z = state
     z = ((z ^ (z >> 30)) * _MIX1) & _MASK
     z = ((z ^ (z >> 27)) * _MIX2) & _MASK

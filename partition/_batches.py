@@ -15,7 +15,7 @@ import numpy as np
 
 from outre_async._errors import ConfigError
 
-from . import _kernels as K
+from ._output_kernels import group_by_part
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +33,7 @@ class MicroBatch:
 def group_seeds(assignment: np.ndarray, seeds: np.ndarray, num_parts: int) -> tuple[np.ndarray, np.ndarray]:
     """``(ptr [K+1], seeds grouped by partition)``: a stable counting sort, O(len(seeds) + K)."""
     seeds = np.ascontiguousarray(seeds, dtype=np.int64)
-    return K.group_by_part(assignment, seeds, num_parts)
+    return group_by_part(assignment, seeds, num_parts)
 
 
 def plan_partition_epoch(ptr: np.ndarray, grouped: np.ndarray, *, parts_per_batch: int, batch_size: int,

@@ -10,15 +10,15 @@ for the next write: a write covering part of a page that is no longer cached mak
 that page first, so only the pages at partition boundaries are ever written in parts.
 
 Memory: ``K x row_items`` items, whatever N and E; writes: runs of up to a row, K interleaved
-sequential streams (an :class:`~._outfile.OutFile` bounds their dirty page cache).  The copying is :func:`~._kernels.bucket_lists`.
+sequential streams (an :class:`~._outfile.OutFile` bounds their dirty page cache).  The copying is :func:`~._output_kernels.bucket_lists`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from . import _kernels as K
 from ._outfile import OutFile
+from ._output_kernels import bucket_lists
 
 MIN_ROW_BYTES = 4096
 PAGE_BYTES = 4096
@@ -46,7 +46,7 @@ class Buckets:
     def add(self, part: np.ndarray, ptr: np.ndarray, buf: np.ndarray) -> None:
         """Append lists ``buf[ptr[i]:ptr[i+1]]`` to partitions ``part[i]``, in order."""
         i = 0
-        while (i := int(K.bucket_lists(part, ptr, buf, i, self.rows, self.fill))) < len(part):
+        while (i := int(bucket_lists(part, ptr, buf, i, self.rows, self.fill))) < len(part):
             p = int(part[i])
             lo, hi = int(ptr[i]), int(ptr[i + 1])
             self._drain(p, whole=False)

@@ -1,4 +1,4 @@
-"""Streaming FENNEL orchestration: configuration, levels, passes (kernels in ``_kernels``).
+"""Streaming FENNEL orchestration: configuration, levels, passes (kernels in ``_fennel_kernels``, ``_bloom_kernels``).
 
 Single level: one group of ``K`` partitions over all nodes, ``passes`` streams (the second and later
 passes restream: each node leaves its partition and is placed again, seeing every other node's
@@ -31,7 +31,9 @@ import numpy as np
 from outre_async._errors import ConfigError
 from outre_async.store._dataset import Dataset
 
-from . import _kernels as K
+from ._bloom_kernels import bloom_chunk
+from ._fennel_kernels import FENNEL, LDG, fennel_chunk, init_heaps
+from ._output_kernels import cut_chunk
 from ._stream import CscStream
 
 MODES = ("exact", "bloom")
@@ -54,7 +56,6 @@ class PartitionConfig:
     objective: str = "fennel"
     chunk_edges: int = 1 << 24       # ids per read (64 MiB of int32)
     bloom_bytes: int = 64 << 20      # total size of the Bloom filters of one level
-    seed: int = 0                    # only used for a random stream order (order="random")
 
     def __post_init__(self) -> None:
         for name in ("parts", "passes", "chunk_edges", "bloom_bytes"):
@@ -141,7 +142,7 @@ def level_params(cfg: PartitionConfig, kk: int, n: np.ndarray, n_t: np.ndarray, 
     else:
         cap = np.full(len(n), math.ceil(cfg.nu * even[0]), dtype=np.int64)
         tcap = np.full(len(n), max(1, math.ceil(cfg.nu * even[1])), dtype=np.int64)
-    objective = K.FENNEL if cfg.objective == "fennel" else K.LDG
+    objective = FENNEL if cfg.objective == "fennel" else LDG
     return LevelParams(kk=kk, alpha=alpha, alpha_t=alpha_t, cap=cap, tcap=tcap, gamma=float(cfg.gamma),
                        objective=objective)
 
@@ -172,13 +173,13 @@ class LevelState:
 
     def reheap(self) -> None:
         p = self.params
-        K.init_heaps(p.kk, self.heap, self.hpos, self.key, self.size, self.tsize, p.alpha, p.alpha_t, p.gamma,
+        init_heaps(p.kk, self.heap, self.hpos, self.key, self.size, self.tsize, p.alpha, p.alpha_t, p.gamma,
                      p.cap, p.tcap, p.objective)
 
     def place_chunk(self, nodes: np.ndarray, ptr: np.ndarray, buf: np.ndarray, assign: np.ndarray,
                     node_group: np.ndarray, is_train: np.ndarray, restream: bool) -> None:
         p = self.params
-        self.fallbacks += int(K.fennel_chunk(
+        self.fallbacks += int(fennel_chunk(
             nodes, ptr, buf, assign, node_group, is_train, p.kk, self.size, self.tsize, self.counts,
             self.touched, self.heap, self.hpos, self.key, p.alpha, p.alpha_t, p.gamma, p.cap, p.tcap,
             p.objective, restream))
@@ -228,7 +229,7 @@ def stream_partition(ds: Dataset, cfg: PartitionConfig, *, order: np.ndarray | N
     kk = cfg.parts // cfg.k1
     internal = np.zeros(cfg.k1, np.int64)
     for nodes, ptr, buf in stream:
-        K.cut_chunk(nodes, ptr, buf, level1, np.empty(len(nodes), np.int32), internal)
+        cut_chunk(nodes, ptr, buf, level1, np.empty(len(nodes), np.int32), internal)
     sizes = np.bincount(level1, minlength=cfg.k1)
     tsizes = np.bincount(level1[is_train], minlength=cfg.k1)
     params2 = level_params(cfg, kk, sizes, tsizes, internal / 2, even=(n / cfg.parts, n_t / cfg.parts))
@@ -296,7 +297,7 @@ def _bloom_level(stream: CscStream, cfg: PartitionConfig, params: LevelParams, n
     for nodes, ptr, buf in stream:
         out = np.empty(len(nodes), np.int32)
         groups = node_group[nodes] if len(node_group) else node_group
-        fallbacks += int(K.bloom_chunk(
+        fallbacks += int(bloom_chunk(
             nodes, ptr, buf, out, groups, is_train, p.kk, state.size, state.tsize, state.counts, state.touched,
             state.heap, state.hpos, state.key, p.alpha, p.alpha_t, p.gamma, p.cap, p.tcap, p.objective,
             bits, nbits, nhash))

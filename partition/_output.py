@@ -42,10 +42,10 @@ from outre_async._errors import ConfigError, PartitionExistsError
 from outre_async.store._dataset import Dataset
 from outre_async.store._install import install_directory
 
-from . import _kernels as K
 from ._buckets import Buckets, row_items
 from ._fennel import Assignment
 from ._outfile import OutFile
+from ._output_kernels import cut_chunk, edges_per_part, group_by_part, running_ends
 from ._stream import CscStream
 
 FORMAT_NAME = "outre-async-partitions"
@@ -117,7 +117,7 @@ class PartitionWriter:
         part_ptr = _offsets(np.bincount(assign, minlength=k))
         self._array("part_ptr", part_ptr)
         train = ds.split("train") if "train" in ds.split_names else np.empty(0, np.int64)
-        train_ptr, train_nodes = K.group_by_part(assign, train, k)
+        train_ptr, train_nodes = group_by_part(assign, train, k)
         self._array("train_ptr", train_ptr)
         self._array("train_nodes", train_nodes)
         quality = self._partition_order(stream, assign, part_ptr, k)
@@ -138,7 +138,7 @@ class PartitionWriter:
                          k: int) -> dict[str, Any]:
         """One storage-order pass: ``cross`` in node order, and ``part_nodes``, ``adj_ptr`` and
         ``adj_indices`` regrouped into partition order through :class:`~._buckets.Buckets`."""
-        edge_ptr = _offsets(K.edges_per_part(assign, self.ds.indptr_map(), np.zeros(k, np.int64)))
+        edge_ptr = _offsets(edges_per_part(assign, self.ds.indptr_map(), np.zeros(k, np.int64)))
         dtype = self.ds.manifest.indices.dtype
         internal = np.zeros(k, np.int64)
         cut = 0
@@ -155,10 +155,10 @@ class PartitionWriter:
             for nodes, ptr, buf in stream:
                 part = assign[nodes]
                 cross = np.empty(len(nodes), np.int32)
-                cut += int(K.cut_chunk(nodes, ptr, buf, assign, cross, internal))
+                cut += int(cut_chunk(nodes, ptr, buf, assign, cross, internal))
                 f_cross.append(cross)
                 ends = np.empty(len(nodes), np.int64)
-                K.running_ends(part, ptr, fill, ends)
+                running_ends(part, ptr, fill, ends)
                 unit = np.arange(len(nodes) + 1, dtype=np.int64)
                 nodes_b.add(part, unit, nodes)
                 ends_b.add(part, unit, ends)

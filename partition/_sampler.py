@@ -1,5 +1,6 @@
 """Partition-aware neighbour sampling: the global neighbour cache, then the macro batch's partition
-adjacency, then the memory-mapped ``indices`` (OUTRE §4.2; kernel in ``_tiered_kernels``).
+adjacency, then the memory-mapped ``indices`` (OUTRE §4.2).  The kernel is the plain sampler's
+(``outre_async.sampling._sampler_kernels.sample_multihop``), given the tiers to look in first.
 
 :class:`MacroStore` loads a macro batch's partition adjacency once, with one sequential read per
 partition, when the first of its micro-batches is sampled, and shares it among the sampler threads;
@@ -24,10 +25,10 @@ import numpy as np
 
 from outre_async._rng import stream_state
 from outre_async.sampling._sampler import NeighborSampler, SampledSubgraph, _as_seeds
+from outre_async.sampling._sampler_kernels import OK, NeighborTiers, sample_multihop
 
 from ._batches import MicroBatch
 from ._reader import AdjacencyBlock, PartitionSet
-from ._tiered_kernels import sample_multihop_tiered
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,9 +100,6 @@ class MacroStore:
         base = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
         return _Macro(of_part, base, block)
 
-    def stats(self) -> dict[str, Any]:
-        return {"macro_loads": self.loads, "macro_bytes_read": self.bytes_read}
-
 
 class PartitionSampler:
     """A :class:`~outre_async.NeighborSampler` that reads lists from the caches first.
@@ -136,12 +134,12 @@ class PartitionSampler:
 
     def _sample(self, seeds: np.ndarray, stream: int, macro: _Macro) -> SampledSubgraph:
         p, c = self.parts, self.cache
+        tiers = NeighborTiers(c.slot, c.indptr, c.indices, p.assignment, self.slot_of_node, p.part_ptr,
+                              macro.of_part, macro.base, macro.block.indptr, macro.block.indices, self.tiers)
         state = stream_state(self.plain.seed, stream)
-        status, where, n_id, edge_index, nodes, edges = sample_multihop_tiered(
-            self.plain.indptr, self.plain.indices, c.slot, c.indptr, c.indices, p.assignment, self.slot_of_node,
-            p.part_ptr, macro.of_part, macro.base, macro.block.indptr, macro.block.indices, seeds, self._fanouts,
-            state, self._scratch, self.tiers)
-        if status != 0:
+        status, where, n_id, edge_index, nodes, edges = sample_multihop(
+            self.plain.indptr, self.plain.indices, seeds, self._fanouts, state, self._scratch, tiers)
+        if status != OK:
             self.plain._raise(int(status), int(where), seeds)
         return SampledSubgraph(n_id, edge_index, tuple(int(x) for x in nodes), tuple(int(x) for x in edges),
                                len(seeds))

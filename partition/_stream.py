@@ -20,9 +20,8 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
+from outre_async.store._csc_kernels import gather_lists, max_degree
 from outre_async.store._dataset import Dataset
-
-from . import _kernels as K
 
 Chunk = tuple[np.ndarray, np.ndarray, np.ndarray]
 
@@ -37,7 +36,7 @@ class CscStream:
         self.order = order
         self.on_chunk = on_chunk  # called with each chunk's edge count (progress bars)
         self._indptr = ds.indptr_map()
-        deg_max = int(K.max_degree(self._indptr))
+        deg_max = int(max_degree(self._indptr))
         self._buf = np.empty(max(self.chunk_edges, deg_max, 1), dtype=ds.manifest.indices.dtype)
 
     @property
@@ -80,7 +79,7 @@ class CscStream:
             take = max(int(np.searchsorted(np.cumsum(deg), len(self._buf), side="right")), 1)
             nodes = np.ascontiguousarray(cand[:take], dtype=np.int64)
             ptr = np.empty(len(nodes) + 1, dtype=np.int64)
-            K.gather_lists(indptr, indices, nodes, ptr, self._buf)
+            gather_lists(indptr, indices, nodes, ptr, self._buf)
             yield nodes, ptr, self._buf[: ptr[-1]]
             i += take
 

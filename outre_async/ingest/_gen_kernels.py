@@ -3,10 +3,11 @@
 Randomness is counter-based: node ``v`` seeds its own splitmix64 stream from ``(key, v)``
 (:func:`node_seed`), so its weight, in-degree, in-neighbours and feature row depend only on the
 seed and ``v``, never on the chunk that generated them or on the order of the chunks.  The streams
-are the algorithm of ``_rng.next_u64``, but the state lives in a local ``uint64`` instead of a
-one-element array: numba reference-counts arrays handed to helpers, and when such a helper sits
-on a branch (the ziggurat's slow path, the alias coin) the atomic increments stay inside the
-hot loop and cost more than the draw itself (measured: 90 MB/s of features instead of 1-2 GB/s).
+are ``_rng``'s splitmix64 stepped by ``_rng.next_word``: the state lives in a local ``uint64``
+instead of a one-element array, because numba reference-counts arrays handed to helpers, and when
+such a helper sits on a branch (the ziggurat's slow path, the alias coin) the atomic increments
+stay inside the hot loop and cost more than the draw itself (measured: 90 MB/s of features instead
+of 1-2 GB/s).
 
 Sources are drawn from one alias table per community, laid out back to back in *community
 order* (community ``c`` owns rows ``ptr[c]:ptr[c+1]``).  A row is ``[threshold, node, alias, 0]``:
@@ -25,11 +26,9 @@ import math
 import numpy as np
 from numba import njit, uint64
 
+from .._rng import GOLDEN, mix64, next_word
 from ._convert_kernels import insertion_sort
 
-_GOLDEN = 0x9E3779B97F4A7C15
-_MIX1 = 0xBF58476D1CE4E5B9
-_MIX2 = 0x94D049BB133111EB
 THRESHOLD_ONE = 2**31 - 1  # alias threshold of a row that always keeps its own node
 _COIN_MASK = 2**31 - 1
 _DRAW_BUDGET = 4  # draws per wanted source before a duplicate-heavy node accepts a shortfall
@@ -38,27 +37,13 @@ _INSERTION_SORT_MAX = 24
 _ZIGGURAT_R = 3.442619855899  # start of the normal's tail in the 128-layer ziggurat
 
 
-# -- splitmix64 with the state in a register ---------------------------------------------------
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _mix(z: np.uint64) -> np.uint64:
-    z = (z ^ (z >> uint64(30))) * uint64(_MIX1)
-    z = (z ^ (z >> uint64(27))) * uint64(_MIX2)
-    return z ^ (z >> uint64(31))
+# -- per-node streams (splitmix64 with the state in a register, ``_rng.next_word``) -----------------
 
 
 @njit(cache=True, nogil=True, inline="always")
 def node_seed(key: np.uint64, v: np.int64) -> np.uint64:
     """The initial state of node ``v``'s stream under ``key``."""
-    return _mix(key ^ (uint64(v) * uint64(_GOLDEN)))
-
-
-@njit(cache=True, nogil=True, inline="always")
-def next_word(s: np.uint64) -> tuple[np.uint64, np.uint64]:
-    """``(new_state, output)``: one splitmix64 step, as ``_rng.next_u64`` on ``[s]``."""
-    s = s + uint64(_GOLDEN)
-    return s, _mix(s)
+    return mix64(key ^ (uint64(v) * uint64(GOLDEN)))
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -286,7 +271,7 @@ def _insert(seen: np.ndarray, bits: np.int64, stamp: np.int64, x: np.int64) -> b
 
     Stamps make clearing the table between nodes unnecessary."""
     mask = (np.int64(1) << bits) - 1
-    h = np.int64((uint64(x) * uint64(_GOLDEN)) >> uint64(64 - bits))
+    h = np.int64((uint64(x) * uint64(GOLDEN)) >> uint64(64 - bits))
     while seen[h, 1] == stamp:
         if seen[h, 0] == x:
             return False

@@ -29,11 +29,21 @@ d < 600), where a pass over ``d`` is cheaper than k² compares.  Per node the co
 ``O(min(k², d) + k)``.  Positions are sampled, not ids: a multigraph that lists a neighbour twice
 can yield it twice (as in PyG).  ``bounded`` needs degrees below 2**32.
 
+Where a list is read from (``tiers``).  The plain sampler reads every list from the CSC and passes
+no tiers (``None``: numba compiles that call without the look-ups).  The partition sampler
+(``outre_async.partition``, OUTRE §4.2) passes :class:`NeighborTiers` and each list is read from the
+first tier that holds it: the global neighbour cache, then the macro batch's partition adjacency,
+then the CSC.  Every tier holds the same list in the same order and the positions are drawn before
+the tier is chosen, so both samplers return the same sample for the same ``(seeds, fanouts, state)``
+bit for bit; only where the ids are read from differs.  ``served`` counts the lists of each tier.
+
 Kernels report bad input through a status code and position (no exceptions under ``nogil``): see
 ``OK``, ``SEED_OUT_OF_RANGE``, ``SEED_REPEATED``, ``NEIGHBOR_OUT_OF_RANGE``.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -42,11 +52,34 @@ from .._rng import bounded
 
 OK, SEED_OUT_OF_RANGE, SEED_REPEATED, NEIGHBOR_OUT_OF_RANGE = 0, 1, 2, 3
 FLOYD_FACTOR = 20  # Floyd when k * (k + FLOYD_FACTOR) <= FLOYD_FACTOR * d, else selection
+CACHE, MACRO, DISK = 0, 1, 2  # the tiers, as indices of NeighborTiers.served
+
+
+class NeighborTiers(NamedTuple):
+    """The partition sampler's copies of neighbour lists, looked up before the CSC.
+
+    Cache: ``cache_slot[v] >= 0`` (``cache_slot`` empty: no cache) holds v's list at
+    ``cache_idx[cache_ptr[s]:]``.  Macro batch: v's partition ``p = part_of[v]`` is partition
+    ``b = macro_of_part[p] >= 0`` of the loaded block, whose local list slot is
+    ``macro_base[b] + slot_of_node[v] - part_ptr[p]`` in ``macro_ptr``/``macro_idx``.
+    """
+
+    cache_slot: np.ndarray     # int32 [N] or [0]
+    cache_ptr: np.ndarray      # int64 [c + 1]
+    cache_idx: np.ndarray      # [E_c]
+    part_of: np.ndarray        # int32 [N]: the partition of every node
+    slot_of_node: np.ndarray   # [N]: the node's position in the partition-ordered lists
+    part_ptr: np.ndarray       # int64 [K + 1]: first slot of each partition
+    macro_of_part: np.ndarray  # int32 [K]: index of the partition inside the macro batch, or -1
+    macro_base: np.ndarray     # int64 [P]: first block slot of each of the macro batch's partitions
+    macro_ptr: np.ndarray      # int64: the block's list offsets
+    macro_idx: np.ndarray      # the block's lists
+    served: np.ndarray         # int64 [3]: lists read from CACHE, MACRO, DISK (advanced in place)
 
 
 @njit(cache=True, nogil=True)
-def sample_multihop(indptr, indices, seeds, fanouts, state, g2l):
-    """Sample every hop of one batch.
+def sample_multihop(indptr, indices, seeds, fanouts, state, g2l, tiers=None):
+    """Sample every hop of one batch, reading lists from ``tiers`` first when given.
 
     Returns ``(status, where, n_id, edge_index, num_nodes_per_hop, num_edges_per_hop)``: on
     ``status != OK`` the arrays are empty and ``where`` is the seed position (seed errors) or the
@@ -71,8 +104,8 @@ def sample_multihop(indptr, indices, seeds, fanouts, state, g2l):
         n_id = _grow(n_id, n_total + need)
         rows = _grow(rows, e_total + need)
         cols = _grow(cols, e_total + need)
-        status, where, n_new, e_new = _sample_hop(indptr, indices, n_id, lo, n_total, k, state,
-                                                  g2l, rows, cols, e_total, picks)
+        status, where, n_new, e_new = _sample_hop(indptr, indices, tiers, n_id, lo, n_total, k,
+                                                  state, g2l, rows, cols, e_total, picks)
         if status != OK:
             _reset(g2l, n_id, n_new)
             return _failed(status, where, nodes_per_hop, edges_per_hop)
@@ -104,7 +137,7 @@ def _add_seeds(seeds, num_nodes, g2l, n_id):
 
 
 @njit(cache=True, nogil=True)
-def _sample_hop(indptr, indices, n_id, lo, hi, k, state, g2l, rows, cols, e, picks):
+def _sample_hop(indptr, indices, tiers, n_id, lo, hi, k, state, g2l, rows, cols, e, picks):
     """Sample the in-neighbours of local ids ``[lo, hi)`` into edges ``e...``.
 
     Returns ``(status, where, n_total, e_total)``.  ``rows``/``cols``/``n_id`` must already hold
@@ -113,25 +146,70 @@ def _sample_hop(indptr, indices, n_id, lo, hi, k, state, g2l, rows, cols, e, pic
     """
     n_total = hi
     num_nodes = len(indptr) - 1
+    if tiers is not None:  # unpacked here: a field read inside the loop counts a reference each time
+        c_slot, c_ptr, c_idx, part_of, slot_of_node, part_ptr, of_part, base, m_ptr, m_idx, served = tiers
     for t in range(lo, hi):
-        start = indptr[n_id[t]]
-        d = indptr[n_id[t] + 1] - start
+        v = n_id[t]
+        start = indptr[v]
+        d = indptr[v + 1] - start
         m = _choose(state, d, k, picks)
-        for i in range(m):
-            pos = start + (picks[i] if m < d else i)
-            u = indices[pos]
-            if u < 0 or u >= num_nodes:
-                return NEIGHBOR_OUT_OF_RANGE, pos, n_total, e
-            local = g2l[u]
-            if local < 0:
-                local = n_total
-                g2l[u] = n_total
-                n_id[n_total] = u
-                n_total += 1
-            rows[e] = local
-            cols[e] = t
-            e += 1
+        if tiers is None:
+            bad, n_total, e = _emit(indices, start, m, d, picks, t, g2l, n_id, rows, cols, n_total, e,
+                                    num_nodes)
+        else:
+            tier, at = _find_list(v, start, c_slot, c_ptr, part_of, slot_of_node, part_ptr, of_part, base,
+                                  m_ptr)
+            served[tier] += 1
+            if tier == CACHE:
+                bad, n_total, e = _emit(c_idx, at, m, d, picks, t, g2l, n_id, rows, cols, n_total, e,
+                                        num_nodes)
+            elif tier == MACRO:
+                bad, n_total, e = _emit(m_idx, at, m, d, picks, t, g2l, n_id, rows, cols, n_total, e,
+                                        num_nodes)
+            else:
+                bad, n_total, e = _emit(indices, at, m, d, picks, t, g2l, n_id, rows, cols, n_total, e,
+                                        num_nodes)
+        if bad >= 0:
+            return NEIGHBOR_OUT_OF_RANGE, start + bad, n_total, e
     return OK, -1, n_total, e
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _find_list(v, start, c_slot, c_ptr, part_of, slot_of_node, part_ptr, of_part, base, m_ptr):
+    """``(tier, where v's list starts in that tier's ids)``: the first of cache, macro batch, CSC
+    (``start``) that holds it (the lists are equal, so any holder would do; the first is cheapest)."""
+    s = c_slot[v] if len(c_slot) else -1
+    if s >= 0:
+        return CACHE, c_ptr[s]
+    p = part_of[v]
+    b = of_part[p]
+    if b >= 0:
+        return MACRO, m_ptr[base[b] + slot_of_node[v] - part_ptr[p]]
+    return DISK, start
+
+
+@njit(cache=True, nogil=True)
+def _emit(arr, start, m, d, picks, t, g2l, n_id, rows, cols, n_total, e, num_nodes):
+    """Emit the ``m`` picked neighbours of target ``t`` from the list ``arr[start:start+d]``.
+
+    Returns ``(offset in the list of a bad id or -1, n_total, e)``.  A call, not ``inline="always"``:
+    numba's IR inlining made the plain sampler ~20% slower; the call costs nothing measurable.
+    """
+    for i in range(m):
+        off = picks[i] if m < d else i
+        u = arr[start + off]
+        if u < 0 or u >= num_nodes:
+            return off, n_total, e
+        local = g2l[u]
+        if local < 0:
+            local = n_total
+            g2l[u] = n_total
+            n_id[n_total] = u
+            n_total += 1
+        rows[e] = local
+        cols[e] = t
+        e += 1
+    return -1, n_total, e
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -2,7 +2,8 @@
 install (design §3).
 
 Everything above the store (ingest, sampling, features, partition, cache, loader) reads graphs through
-:class:`Dataset`; nothing here imports torch or numba.
+:class:`Dataset`.  Importing the store never imports torch or numba (``_csc_kernels``, the numba
+gather that partition and cache share, is imported only by them).
 """
 
 from ._dataset import Dataset, open_dataset

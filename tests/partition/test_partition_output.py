@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from bloom_filter2 import BloomFilter
 from conftest import generated
-from outre_async.partition import _kernels as K
+from outre_async.partition import _bloom_kernels as K
 from outre_async.partition import list_partitions, open_partitions, partition
 from outre_async.partition._fennel import bloom_fp_bound
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from outre_async.partition import _kernels as K
+from outre_async.partition import _output_kernels as K
 from outre_async.partition import partition
 from outre_async.partition._buckets import MIN_ROW_BYTES, Buckets
 from outre_async.partition._outfile import OutFile, file_crc32
