@@ -16,6 +16,7 @@ from ._errors import (
     DatasetError,
     DatasetExistsError,
     DatasetNotFoundError,
+    DatasetReadError,
     ExtractorError,
     FormatVersionError,
     InputFormatError,
@@ -27,6 +28,7 @@ from ._errors import (
     PartitionExistsError,
     PartitionMismatchError,
     PartitionNotFoundError,
+    PartitionReadError,
     PipelineClosed,
 )
 from .store import Dataset, DatasetWriter, RowLayout, choose_row_layout, open_dataset
@@ -81,6 +83,7 @@ __all__ = [
     "DatasetError",
     "DatasetExistsError",
     "DatasetNotFoundError",
+    "DatasetReadError",
     "DatasetWriter",
     "ExtractorError",
     "FormatVersionError",
@@ -93,6 +96,7 @@ __all__ = [
     "PartitionExistsError",
     "PartitionMismatchError",
     "PartitionNotFoundError",
+    "PartitionReadError",
     "PipelineClosed",
     "RowLayout",
     "choose_row_layout",

@@ -7,12 +7,14 @@
     │   ├── DatasetExistsError         the output path already holds something; pass overwrite
     │   ├── ManifestError              manifest.json unreadable, incomplete or of another format
     │   │   └── FormatVersionError     written by another (newer or older) format version
-    │   └── DatasetCorruptError        a file is missing, truncated, or disagrees with the manifest
+    │   ├── DatasetCorruptError        a file is missing, truncated, or disagrees with the manifest
+    │   └── DatasetReadError           reading a dataset file failed (carries path, byte offset, errno)
     ├── PartitionError                 a partition folder (``partitions/<name>/``) is missing or not usable
     │   ├── PartitionNotFoundError     no partitions of that name; run `outre partition`
     │   ├── PartitionExistsError       partitions of that name exist already; pass overwrite
     │   ├── PartitionCorruptError      a partition file is missing, truncated or inconsistent
-    │   └── PartitionMismatchError     written for another dataset (or another version of it)
+    │   ├── PartitionMismatchError     written for another dataset (or another version of it)
+    │   └── PartitionReadError         reading a partition file failed (carries path, byte offset, errno)
     ├── InvalidGraphError (ValueError) graph data handed to a writer/importer breaks an invariant
     ├── InputFormatError               an input file cannot be parsed (carries path and line)
     ├── ExtractorError                 a feature read failed (carries path and byte offset)
@@ -32,6 +34,7 @@ __all__ = [
     "DatasetError",
     "DatasetExistsError",
     "DatasetNotFoundError",
+    "DatasetReadError",
     "ExtractorError",
     "FormatVersionError",
     "InputFormatError",
@@ -43,6 +46,7 @@ __all__ = [
     "PartitionExistsError",
     "PartitionMismatchError",
     "PartitionNotFoundError",
+    "PartitionReadError",
     "PipelineClosed",
 ]
 
@@ -79,6 +83,20 @@ class DatasetCorruptError(DatasetError):
     """A dataset file is missing, truncated, or inconsistent with the manifest."""
 
 
+class _ReadFailure(OutreError):
+    """Where a read failed: ``path``, ``offset`` (bytes) and ``errno`` (or None), in the message too."""
+
+    def __init__(self, message: str, *, path: str | Path, offset: int, errno: int | None = None):
+        super().__init__(f"{path} at byte {offset}: {message}")
+        self.path = Path(path)
+        self.offset = offset
+        self.errno = errno
+
+
+class DatasetReadError(_ReadFailure, DatasetError):
+    """Reading a dataset file failed (an ``OSError`` such as EIO); ``path`` and ``offset`` say where."""
+
+
 class PartitionError(OutreError):
     """A partition folder is missing or cannot be used."""
 
@@ -97,6 +115,10 @@ class PartitionCorruptError(PartitionError):
 
 class PartitionMismatchError(PartitionError):
     """The partitions were computed for another dataset or another version of it."""
+
+
+class PartitionReadError(_ReadFailure, PartitionError):
+    """Reading a partition file failed (an ``OSError`` such as EIO); ``path`` and ``offset`` say where."""
 
 
 class InvalidGraphError(OutreError, ValueError):

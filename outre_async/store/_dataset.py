@@ -22,9 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import ConfigError, DatasetCorruptError, DatasetNotFoundError
+from .._errors import ConfigError, DatasetCorruptError, DatasetNotFoundError, DatasetReadError
 from ._layout import RowLayout
 from ._manifest import MANIFEST_NAME, SPLIT_NAMES, FileEntry, Manifest, read_manifest
+from ._paths import confined
 
 
 class Dataset:
@@ -188,24 +189,32 @@ def open_dataset(path: str | os.PathLike[str]) -> Dataset:
 
 
 def _check_files(root: Path, m: Manifest) -> None:
-    entries: list[tuple[str, int]] = [(m.indptr.file, m.indptr.nbytes), (m.indices.file, m.indices.nbytes)]
+    """Names confined to ``root``, counts agreeing with the shapes, every file of the exact size (the
+    manifest's own ``nbytes == prod(shape) * itemsize`` is the parser's), before anything is read."""
     if m.indptr.shape != (m.num_nodes + 1,):
         raise DatasetCorruptError(f"{root}: indptr shape {m.indptr.shape} != ({m.num_nodes + 1},)")
     if m.indices.shape != (m.num_edges,):
         raise DatasetCorruptError(f"{root}: indices shape {m.indices.shape} != ({m.num_edges},)")
+    if m.labels is not None and m.labels.shape != (m.num_nodes,):
+        raise DatasetCorruptError(f"{root}: labels shape {m.labels.shape} != ({m.num_nodes},)")
+    entries: list[tuple[str, str, int]] = [("indptr", m.indptr.file, m.indptr.nbytes),
+                                           ("indices", m.indices.file, m.indices.nbytes)]
     if m.features is not None:
         f = m.features
-        if f.row_bytes != f.dim * np.dtype(f.dtype).itemsize or f.stride < f.row_bytes or f.nbytes != m.num_nodes * f.stride:
+        if f.nbytes != m.num_nodes * f.stride:
             raise DatasetCorruptError(f"{root}: feature layout in the manifest is inconsistent (dim={f.dim}, stride={f.stride})")
-        entries.append((f.file, f.nbytes))
+        entries.append(("features", f.file, f.nbytes))
     if m.labels is not None:
-        entries.append((m.labels.file, m.labels.nbytes))
-    entries += [(e.file, e.nbytes) for e in m.splits.values()]
-    for name, expected in entries:
-        p = root / name
+        entries.append(("labels", m.labels.file, m.labels.nbytes))
+    entries += [(f"split {name!r}", e.file, e.nbytes) for name, e in m.splits.items()]
+    for what, name, expected in entries:
+        p = confined(root, name, DatasetCorruptError, what)
         if not p.is_file():
             raise DatasetCorruptError(f"{root}: file {name} is missing; re-create the dataset")
-        actual = p.stat().st_size
+        try:
+            actual = p.stat().st_size
+        except OSError as exc:
+            raise DatasetReadError(f"cannot stat ({exc.strerror})", path=p, offset=0, errno=exc.errno) from exc
         if actual != expected:
             raise DatasetCorruptError(
                 f"{root}: {name} has {actual} bytes, the manifest says {expected} (truncated or replaced); re-create the dataset"
@@ -218,8 +227,15 @@ _SCAN_ITEMS = 1 << 20  # items per block of the open-time scans (8 MiB of int64)
 def _load_small(root: Path, entry: FileEntry) -> np.ndarray:
     """Read a whole file into one array (no intermediate copy) and check its checksum."""
     out = np.empty(entry.shape, dtype=entry.dtype)
-    with open(root / entry.file, "rb") as f:
-        got = f.readinto(memoryview(out).cast("B"))  # type: ignore[arg-type]  # an ndarray is a buffer
+    path = root / entry.file
+    try:
+        with open(path, "rb") as f:
+            got = _read_full(f, memoryview(out).cast("B"))  # type: ignore[arg-type]  # an ndarray is a buffer
+    except _Failed as failed:
+        raise DatasetReadError(f"read failed ({failed.exc.strerror}); check the disk, then re-create the dataset",
+                               path=path, offset=failed.offset, errno=failed.exc.errno) from failed.exc
+    except OSError as exc:
+        raise DatasetReadError(f"cannot open ({exc.strerror})", path=path, offset=0, errno=exc.errno) from exc
     if got != out.nbytes:
         raise DatasetCorruptError(f"{root}: {entry.file} ends at byte {got}, expected {out.nbytes}; re-create the dataset")
     if entry.crc32 is not None and zlib.crc32(memoryview(out).cast("B")) != entry.crc32:  # type: ignore[arg-type]
@@ -230,14 +246,42 @@ def _load_small(root: Path, entry: FileEntry) -> np.ndarray:
 def _blocks(root: Path, entry: FileEntry) -> Iterator[np.ndarray]:
     """The file's items in blocks of at most ``_SCAN_ITEMS`` (one reused buffer), then its checksum
     is checked: bounded memory whatever the file's size."""
-    buf = np.empty(min(_SCAN_ITEMS, int(np.prod(entry.shape))), dtype=entry.dtype)
+    buf = np.empty(max(1, min(_SCAN_ITEMS, int(np.prod(entry.shape)))), dtype=entry.dtype)
     crc = 0
-    with open(root / entry.file, "rb") as f:
-        while got := f.readinto(memoryview(buf).cast("B")):  # type: ignore[arg-type]
-            crc = zlib.crc32(memoryview(buf).cast("B")[:got], crc)  # type: ignore[arg-type]
-            yield buf[: got // buf.itemsize]
+    path = root / entry.file
+    offset = 0
+    try:
+        with open(path, "rb") as f:
+            while got := _read_full(f, memoryview(buf).cast("B"), offset):  # type: ignore[arg-type]
+                crc = zlib.crc32(memoryview(buf).cast("B")[:got], crc)  # type: ignore[arg-type]
+                offset += got
+                yield buf[: got // buf.itemsize]
+    except _Failed as failed:
+        raise DatasetReadError(f"read failed ({failed.exc.strerror}); check the disk, then re-create the dataset",
+                               path=path, offset=failed.offset, errno=failed.exc.errno) from failed.exc
+    except OSError as exc:
+        raise DatasetReadError(f"cannot open ({exc.strerror})", path=path, offset=0, errno=exc.errno) from exc
     if entry.crc32 is not None and crc != entry.crc32:
         raise DatasetCorruptError(f"{root}: {entry.file} fails its checksum; re-create the dataset")
+
+
+class _Failed(Exception):
+    """An ``OSError`` at a byte offset of the file being read (turned into a named error by the caller)."""
+
+    def __init__(self, exc: OSError, offset: int) -> None:
+        super().__init__(str(exc))
+        self.exc, self.offset = exc, offset
+
+
+def _read_full(f: Any, view: memoryview, base: int = 0) -> int:
+    """Fill ``view`` from ``f`` (short reads looped); returns the bytes read (less only at end of file)."""
+    done = 0
+    try:
+        while done < len(view) and (got := f.readinto(view[done:])):
+            done += got
+    except OSError as exc:
+        raise _Failed(exc, base + done) from exc
+    return done
 
 
 def _scan_indptr(root: Path, entry: FileEntry, num_edges: int) -> None:

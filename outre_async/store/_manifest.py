@@ -2,7 +2,9 @@
 
 The manifest is written last by the writer (so a directory without one is never a dataset) and read
 first by the reader.  Parsing checks types and required keys and raises :class:`ManifestError`
-with the offending key; checking the files themselves against it is the reader's job.
+with the offending key, and checks each entry against itself (``nbytes == prod(shape) * itemsize``,
+1-D arrays, a feature stride of whole items), so that no later size computed from it can disagree;
+checking the files (names confined to the folder, sizes) and the counts is the reader's job.
 """
 
 from __future__ import annotations
@@ -105,10 +107,10 @@ def _parse(doc: dict[str, Any], path: Path) -> Manifest:
             features=None if features is None else _feature_entry(features, path),
             labels=None if labels is None else _file_entry(labels, "labels", path),
             splits={
-                name: _file_entry(entry, "split", path)
-                for name, entry in dict(doc.get("splits", {})).items()
+                _split_name(name, path): _file_entry(entry, "split", path)
+                for name, entry in _dict(doc.get("splits", {}), "splits", path).items()
             },
-            meta=dict(doc.get("meta", {})),
+            meta=_dict(doc.get("meta", {}), "meta", path),
         )
     except KeyError as exc:
         raise ManifestError(f"{path} lacks required key {exc}; re-create the dataset") from exc
@@ -122,6 +124,24 @@ def _int(value: Any, key: str, path: Path) -> int:
     return value
 
 
+def _dict(value: Any, key: str, path: Path) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ManifestError(f"{path}: {key} must be an object, got {type(value).__name__}")
+    return dict(value)
+
+
+def _str(value: Any, key: str, path: Path) -> str:
+    if not isinstance(value, str):
+        raise ManifestError(f"{path}: {key} must be a string, got {value!r}")
+    return value
+
+
+def _split_name(name: Any, path: Path) -> str:
+    if name not in SPLIT_NAMES:
+        raise ManifestError(f"{path}: split names must be among {SPLIT_NAMES}, got {name!r}")
+    return str(name)
+
+
 def _dtype(value: Any, kind: str, path: Path) -> str:
     if value not in ALLOWED_DTYPES[kind]:
         raise ManifestError(f"{path}: {kind} dtype must be one of {ALLOWED_DTYPES[kind]}, got {value!r}")
@@ -131,22 +151,37 @@ def _dtype(value: Any, kind: str, path: Path) -> str:
 
 def _file_entry(doc: dict[str, Any], kind: str, path: Path) -> FileEntry:
     crc = doc.get("crc32")
-    return FileEntry(
-        file=str(doc["file"]),
+    shape = doc["shape"]
+    if not isinstance(shape, list) or len(shape) != 1:
+        raise ManifestError(f"{path}: {kind}.shape must be a list of one length, got {shape!r}")
+    entry = FileEntry(
+        file=_str(doc["file"], f"{kind}.file", path),
         dtype=_dtype(doc["dtype"], kind, path),
-        shape=tuple(_int(s, f"{kind}.shape", path) for s in doc["shape"]),
+        shape=tuple(_int(s, f"{kind}.shape", path) for s in shape),
         nbytes=_int(doc["nbytes"], f"{kind}.nbytes", path),
         crc32=None if crc is None else _int(crc, f"{kind}.crc32", path),
     )
+    want = entry.shape[0] * np.dtype(entry.dtype).itemsize
+    if entry.nbytes != want:
+        raise ManifestError(f"{path}: {kind} has nbytes={entry.nbytes}, but shape {list(entry.shape)} of "
+                            f"{entry.dtype} is {want} bytes; re-create the dataset")
+    return entry
 
 
 def _feature_entry(doc: dict[str, Any], path: Path) -> FeatureEntry:
-    return FeatureEntry(
-        file=str(doc["file"]),
+    entry = FeatureEntry(
+        file=_str(doc["file"], "features.file", path),
         dtype=_dtype(doc["dtype"], "features", path),
         dim=_int(doc["dim"], "features.dim", path),
         row_bytes=_int(doc["row_bytes"], "features.row_bytes", path),
         stride=_int(doc["stride"], "features.stride", path),
-        layout=str(doc["layout"]),
+        layout=_str(doc["layout"], "features.layout", path),
         nbytes=_int(doc["nbytes"], "features.nbytes", path),
     )
+    itemsize = np.dtype(entry.dtype).itemsize
+    if (entry.dim == 0 or entry.row_bytes != entry.dim * itemsize or entry.stride < entry.row_bytes
+            or entry.stride % itemsize or entry.layout not in ("packed", "padded")):
+        raise ManifestError(f"{path}: the feature layout is inconsistent (dim={entry.dim}, dtype={entry.dtype}, "
+                            f"row_bytes={entry.row_bytes}, stride={entry.stride}, layout={entry.layout!r}); "
+                            "re-create the dataset")
+    return entry
