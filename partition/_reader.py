@@ -1,16 +1,30 @@
 """Opening ``partitions/<name>/``: validation against ``meta.json`` and the dataset, and access.
 
-:func:`open_partitions` checks the meta (format, version, the dataset identity: partitions of another
-dataset, or of another version of this one, are refused with :class:`PartitionMismatchError`), every
-file's presence and exact size, and the checksums of the O(N) arrays it loads; anything else raises
-:class:`PartitionCorruptError`.  ``adj_indices`` (O(E)) is never loaded whole: :meth:`read_adjacency`
-reads the contiguous byte range of a set of partitions with one ``pread`` per run of adjacent ones.
+:func:`open_partitions` takes a partition *name* (a plain folder name under ``partitions/``, as
+:func:`list_partitions` lists them; never a path) and checks the meta (format, version, the dataset
+identity: partitions of another dataset, or of another version of this one, are refused with
+:class:`PartitionMismatchError`), every file name (plain, inside the folder: no absolute path, ``..``
+or symlink out), its dtype (an allow-list, see ``_checks``), its exact size against the counts the
+dataset implies (so nothing larger is ever allocated), the checksums of the O(N) arrays it loads
+and their invariants (``_checks``); anything else raises :class:`PartitionCorruptError`, and an
+``OSError`` while reading :class:`PartitionReadError` with the file and byte offset.
+
+``adj_indices`` (O(E)) is never loaded whole: :meth:`PartitionSet.read_adjacency` reads the
+contiguous byte range of a set of partitions with one ``pread`` per run of adjacent ones, and
+range-checks what it read before any kernel sees it.
+
+A live reader is immune to the folder being replaced (``outre partition --overwrite``): every file
+is opened through one descriptor of the folder taken at open, and ``adj_indices`` stays open for the
+life of the :class:`PartitionSet`, so an open set keeps reading the files it validated (the old
+inodes, kept alive by the descriptor) instead of mixing old offsets with new ids.  ``close()`` (or
+garbage collection) releases it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import weakref
 import zlib
 from dataclasses import dataclass
 from functools import cached_property
@@ -19,12 +33,22 @@ from typing import Any
 
 import numpy as np
 
-from outre_async._errors import PartitionCorruptError, PartitionMismatchError, PartitionNotFoundError
+from outre_async._errors import (
+    ConfigError,
+    PartitionCorruptError,
+    PartitionError,
+    PartitionMismatchError,
+    PartitionNotFoundError,
+    PartitionReadError,
+)
 from outre_async.store._dataset import Dataset
+from outre_async.store._paths import confined
 
-from ._output import FORMAT_NAME, FORMAT_VERSION, META_NAME, PARTITIONS_DIR, dataset_identity
+from ._checks import ALLOWED_DTYPES, check_arrays, check_block
+from ._output import FORMAT_NAME, FORMAT_VERSION, META_NAME, PARTITIONS_DIR, check_name, dataset_identity
 
 _LOADED = ("assignment", "part_ptr", "part_nodes", "train_ptr", "train_nodes", "adj_ptr", "cross")
+_META_MAX_BYTES = 16 << 20  # a meta.json is a few KiB; a larger one is refused before it is read
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +68,8 @@ class AdjacencyBlock:
 class PartitionSet:
     """An opened, validated partition folder (O(N) arrays in RAM, the adjacency on disk)."""
 
-    def __init__(self, ds: Dataset, path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+    def __init__(self, ds: Dataset, path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarray],
+                 adj_fd: int) -> None:
         self.dataset, self.path, self.meta = ds, path, meta
         self.assignment: np.ndarray = arrays["assignment"]
         self.part_ptr: np.ndarray = arrays["part_ptr"]
@@ -56,6 +81,18 @@ class PartitionSet:
         entry = meta["files"]["adj_indices"]
         self._adj_file = path / entry["file"]
         self._adj_dtype = np.dtype(entry["dtype"])
+        self._adj_fd = adj_fd
+        self._closer = weakref.finalize(self, os.close, adj_fd)
+
+    def close(self) -> None:
+        """Release the descriptor of ``adj_indices`` (idempotent; garbage collection does it too)."""
+        self._closer()
+
+    def __enter__(self) -> PartitionSet:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @property
     def name(self) -> str:
@@ -79,24 +116,27 @@ class PartitionSet:
         return self.train_nodes_all[self.train_ptr[p] : self.train_ptr[p + 1]]
 
     def read_adjacency(self, parts: Any) -> AdjacencyBlock:
-        """The partition-wise adjacency of ``parts`` (in the given order) with sequential reads."""
+        """The partition-wise adjacency of ``parts`` (in the given order) with sequential reads from
+        the descriptor opened at :func:`open_partitions`, range-checked before it is returned."""
+        if not self._closer.alive:
+            raise PartitionError(f"partitions {self.name!r} were closed; open them again")
         parts = [int(p) for p in parts]
         nodes = np.concatenate([self.nodes(p) for p in parts]) if parts else np.empty(0, np.int64)
         lens = [int(self.adj_ptr[self.part_ptr[p + 1]] - self.adj_ptr[self.part_ptr[p]]) for p in parts]
         indices = np.empty(sum(lens), dtype=self._adj_dtype)
         indptr = np.zeros(len(nodes) + 1, dtype=np.int64)
-        fd = os.open(self._adj_file, os.O_RDONLY)
-        try:
-            pos, slot = 0, 0
-            for p, length in zip(parts, lens, strict=True):
-                lo, hi = int(self.part_ptr[p]), int(self.part_ptr[p + 1])
-                start = int(self.adj_ptr[lo])
-                _pread(fd, indices[pos : pos + length], start * self._adj_dtype.itemsize, self._adj_file)
-                indptr[slot + 1 : slot + 1 + hi - lo] = self.adj_ptr[lo + 1 : hi + 1] - start + pos
-                pos += length
-                slot += hi - lo
-        finally:
-            os.close(fd)
+        file_pos = np.empty(len(parts), np.int64)
+        block_pos = np.empty(len(parts), np.int64)
+        pos, slot = 0, 0
+        for r, (p, length) in enumerate(zip(parts, lens, strict=True)):
+            lo, hi = int(self.part_ptr[p]), int(self.part_ptr[p + 1])
+            start = int(self.adj_ptr[lo])
+            _pread(self._adj_fd, indices[pos : pos + length], start * self._adj_dtype.itemsize, self._adj_file)
+            indptr[slot + 1 : slot + 1 + hi - lo] = self.adj_ptr[lo + 1 : hi + 1] - start + pos
+            file_pos[r], block_pos[r] = start, pos
+            pos += length
+            slot += hi - lo
+        check_block(self.path, indices, self.dataset.num_nodes, file_pos, block_pos)
         return AdjacencyBlock(nodes.astype(np.int64, copy=False), indptr, indices)
 
     def __repr__(self) -> str:
@@ -109,7 +149,11 @@ def _pread(fd: int, out: np.ndarray, offset: int, path: Path) -> None:
     view = memoryview(out).cast("B")
     done = 0
     while done < len(view):
-        got = os.preadv(fd, [view[done:]], offset + done)
+        try:
+            got = os.preadv(fd, [view[done:]], offset + done)
+        except OSError as exc:
+            raise PartitionReadError(f"read failed ({exc.strerror}); check the disk, then re-partition",
+                                     path=path, offset=offset + done, errno=exc.errno) from exc
         if got <= 0:
             raise PartitionCorruptError(f"{path} ends at byte {offset + done}, expected more; re-partition")
         done += got
@@ -128,50 +172,95 @@ def list_partitions(ds: Dataset) -> list[dict[str, Any]]:
     for path in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
         row: dict[str, Any] = {"name": path.name}
         try:
+            _folder(ds, path.name)
             meta = _read_meta(path)
             _check_identity(ds, path, meta)
-            for stem in (*_LOADED, "adj_indices"):
-                _check_size(path, meta, stem)
+            for stem, count in _counts(ds, path, meta).items():
+                _check_size(path, _entry(ds, path, meta, stem, count))
             q = meta.get("quality", {})
             row.update(status="ok", parts=meta.get("num_parts"), levels=meta.get("config", {}).get("levels"),
                        mode=meta.get("config", {}).get("mode"), passes=meta.get("config", {}).get("passes"),
                        edge_cut_fraction=q.get("edge_cut_fraction"), node_balance=q.get("node_balance"),
                        train_balance=q.get("train_balance"), seconds=meta.get("seconds"))
-        except (PartitionCorruptError, PartitionMismatchError) as exc:
+        except (ConfigError, PartitionCorruptError, PartitionMismatchError, PartitionReadError) as exc:
             row.update(status=str(exc))
         out.append(row)
     return out
 
 
 def open_partitions(ds: Dataset, name: str) -> PartitionSet:
-    """Open and validate ``ds``'s partitions ``name``."""
-    path = partitions_dir(ds) / name
+    """Open and validate ``ds``'s partitions ``name`` (a folder name under ``partitions/``)."""
+    path = _folder(ds, name)
     if not path.is_dir():
         have = [p["name"] for p in list_partitions(ds)] or "none"
         raise PartitionNotFoundError(f"no partitions {name!r} under {ds.path}; it has: {have}; "
                                      f"create them with `outre partition {ds.path} --parts K --name {name}`")
-    meta = _read_meta(path)
-    _check_identity(ds, path, meta)
-    arrays = {stem: _load(path, meta, stem) for stem in _LOADED}
-    _check_size(path, meta, "adj_indices")
-    _check_consistency(ds, path, meta, arrays)
-    return PartitionSet(ds, path, meta, arrays)
-
-
-def _read_meta(path: Path) -> dict[str, Any]:
+    dir_fd = _open(path, os.open, path, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        meta = json.loads((path / META_NAME).read_text())
+        meta = _read_meta(path, dir_fd)
+        _check_identity(ds, path, meta)
+        counts = _counts(ds, path, meta)
+        entries = {stem: _entry(ds, path, meta, stem, count) for stem, count in counts.items()}
+        arrays = {stem: _load(entries[stem], dir_fd) for stem in _LOADED}
+        adj_fd = _open_checked(entries["adj_indices"], dir_fd)
+    finally:
+        os.close(dir_fd)
+    try:
+        check_arrays(path, ds.indptr, counts["part_ptr"] - 1, arrays,
+                     {stem: e.file.name for stem, e in entries.items()})
+    except BaseException:
+        os.close(adj_fd)
+        raise
+    return PartitionSet(ds, path, meta, arrays, adj_fd)
+
+
+def _folder(ds: Dataset, name: Any) -> Path:
+    """``partitions/<name>`` for a plain ``name``, inside the dataset folder (symlinks resolved)."""
+    if not isinstance(name, str):
+        raise TypeError(f"partitions must be a partition name (str), got {type(name).__name__}")
+    check_name(name)
+    root = confined(ds.path, PARTITIONS_DIR, PartitionCorruptError, "the partitions folder")
+    return confined(root, name, PartitionCorruptError, f"partition folder {name!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    file: Path
+    dtype: np.dtype
+    nbytes: int
+    crc32: int | None
+
+
+def _open(path: Path, opener: Any, *args: Any, **kwargs: Any) -> int:
+    try:
+        return int(opener(*args, **kwargs))
     except FileNotFoundError as exc:
-        raise PartitionCorruptError(f"{path}: {META_NAME} is missing (incomplete write?); re-partition") from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise PartitionCorruptError(f"{path}/{META_NAME} is not valid JSON ({exc}); re-partition") from exc
+        raise PartitionCorruptError(f"{path} is missing (incomplete write, or replaced while opening); "
+                                    "re-partition or retry") from exc
+    except OSError as exc:
+        raise PartitionReadError(f"cannot open ({exc.strerror})", path=path, offset=0, errno=exc.errno) from exc
+
+
+def _read_meta(path: Path, dir_fd: int | None = None) -> dict[str, Any]:
+    file = path / META_NAME
+    fd = _open(file, os.open, META_NAME if dir_fd is not None else file, os.O_RDONLY, dir_fd=dir_fd)
+    with os.fdopen(fd, "rb") as f:
+        size = os.fstat(fd).st_size
+        if size > _META_MAX_BYTES:
+            raise PartitionCorruptError(f"{file} has {size} bytes, a meta is a few KiB; re-partition")
+        try:
+            meta = json.loads(f.read())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise PartitionCorruptError(f"{file} is not valid JSON ({exc}); re-partition") from exc
+        except OSError as exc:
+            raise PartitionReadError(f"read failed ({exc.strerror})", path=file, offset=0, errno=exc.errno) from exc
     if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
-        raise PartitionCorruptError(f"{path}/{META_NAME} is not an outre-async partition meta; re-partition")
+        raise PartitionCorruptError(f"{file} is not an outre-async partition meta; re-partition")
     if meta.get("format_version") != FORMAT_VERSION:
         raise PartitionCorruptError(f"{path} has format_version {meta.get('format_version')!r}, this outre-async "
                                     f"reads {FORMAT_VERSION}; re-partition")
     if not isinstance(meta.get("files"), dict) or not isinstance(meta.get("dataset"), dict):
-        raise PartitionCorruptError(f"{path}/{META_NAME} lacks its 'files' or 'dataset' entry; re-partition")
+        raise PartitionCorruptError(f"{file} lacks its 'files' or 'dataset' entry; re-partition")
     return meta
 
 
@@ -184,48 +273,58 @@ def _check_identity(ds: Dataset, path: Path, meta: dict[str, Any]) -> None:
                                      f"(differs in {', '.join(diff)}); re-partition this dataset")
 
 
-def _entry(path: Path, meta: dict[str, Any], stem: str) -> tuple[Path, np.dtype, int, int | None]:
-    try:
-        e = meta["files"][stem]
-        return path / str(e["file"]), np.dtype(e["dtype"]), int(e["nbytes"]), e.get("crc32")
-    except (KeyError, TypeError, ValueError) as exc:
-        raise PartitionCorruptError(f"{path}/{META_NAME} has no valid entry for {stem!r}; re-partition") from exc
+def _counts(ds: Dataset, path: Path, meta: dict[str, Any]) -> dict[str, int]:
+    """How many items each file must hold, from the dataset and ``num_parts`` alone."""
+    n, k = ds.num_nodes, meta.get("num_parts")
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= max(n, 1):
+        raise PartitionCorruptError(f"{path}/{META_NAME}: num_parts must be an integer in [1, {max(n, 1)}], "
+                                    f"got {k!r}; re-partition")
+    train = len(ds.split("train")) if "train" in ds.split_names else 0
+    return {"assignment": n, "part_ptr": k + 1, "part_nodes": n, "train_ptr": k + 1, "train_nodes": train,
+            "adj_ptr": n + 1, "cross": n, "adj_indices": ds.num_edges}
 
 
-def _load(path: Path, meta: dict[str, Any], stem: str) -> np.ndarray:
-    file, dtype, nbytes, crc = _entry(path, meta, stem)
+def _entry(ds: Dataset, path: Path, meta: dict[str, Any], stem: str, count: int) -> _Entry:
+    e = meta["files"].get(stem)
+    if not isinstance(e, dict):
+        raise PartitionCorruptError(f"{path}/{META_NAME} has no entry for {stem!r}; re-partition")
+    file = confined(path, e.get("file"), PartitionCorruptError, stem)
+    allowed = (str(ds.manifest.indices.dtype),) if stem == "adj_indices" else ALLOWED_DTYPES[stem]
+    if e.get("dtype") not in allowed:
+        raise PartitionCorruptError(f"{path}/{META_NAME}: {stem} dtype must be one of {allowed}, "
+                                    f"got {e.get('dtype')!r}; re-partition")
+    dtype = np.dtype(e["dtype"])
+    nbytes, crc = e.get("nbytes"), e.get("crc32")
+    if nbytes != count * dtype.itemsize or not (crc is None or (isinstance(crc, int) and not isinstance(crc, bool))):
+        raise PartitionCorruptError(f"{path}/{META_NAME}: {stem} must hold {count} {dtype} items "
+                                    f"({count * dtype.itemsize} bytes), the meta says nbytes={nbytes!r} "
+                                    f"crc32={crc!r}; re-partition")
+    return _Entry(file, dtype, int(nbytes), crc)
+
+
+def _open_checked(e: _Entry, dir_fd: int) -> int:
+    """A descriptor of ``e``'s file (opened in the folder ``dir_fd``) whose size matches the meta."""
+    fd = _open(e.file, os.open, e.file.name, os.O_RDONLY, dir_fd=dir_fd)
+    st = os.fstat(fd)
+    if st.st_size != e.nbytes:
+        os.close(fd)
+        raise PartitionCorruptError(f"{e.file} has {st.st_size} bytes, meta.json says {e.nbytes}; re-partition")
+    return fd
+
+
+def _load(e: _Entry, dir_fd: int) -> np.ndarray:
+    fd = _open_checked(e, dir_fd)
     try:
-        size = file.stat().st_size
-    except FileNotFoundError as exc:
-        raise PartitionCorruptError(f"{path}: file {file.name} is missing; re-partition") from exc
-    if size != nbytes or nbytes % dtype.itemsize:
-        raise PartitionCorruptError(f"{path}: {file.name} has {size} bytes, meta.json says {nbytes}; re-partition")
-    out = np.empty(nbytes // dtype.itemsize, dtype=dtype)  # read in place: no second copy
-    with open(file, "rb") as f:
-        got = f.readinto(memoryview(out).cast("B"))
-    if got != nbytes:
-        raise PartitionCorruptError(f"{path}: {file.name} has {got} bytes, meta.json says {nbytes}; re-partition")
-    if crc is not None and zlib.crc32(memoryview(out).cast("B")) != crc:
-        raise PartitionCorruptError(f"{path}: {file.name} fails its checksum; re-partition")
+        out = np.empty(e.nbytes // e.dtype.itemsize, dtype=e.dtype)  # read in place: no second copy
+        _pread(fd, out, 0, e.file)
+    finally:
+        os.close(fd)
+    if e.crc32 is not None and zlib.crc32(memoryview(out).cast("B")) != e.crc32:
+        raise PartitionCorruptError(f"{e.file} fails its checksum; re-partition")
     return out
 
 
-def _check_size(path: Path, meta: dict[str, Any], stem: str) -> None:
-    file, _, nbytes, _ = _entry(path, meta, stem)
-    if not file.is_file() or file.stat().st_size != nbytes:
-        size = file.stat().st_size if file.is_file() else "no"
-        raise PartitionCorruptError(f"{path}: {file.name} has {size} bytes, meta.json says {nbytes}; re-partition")
-
-
-def _check_consistency(ds: Dataset, path: Path, meta: dict[str, Any], a: dict[str, np.ndarray]) -> None:
-    n, k = ds.num_nodes, int(meta.get("num_parts", -1))
-    train = len(ds.split("train")) if "train" in ds.split_names else 0
-    ok = (len(a["assignment"]) == n and len(a["part_ptr"]) == k + 1 and len(a["part_nodes"]) == n
-          and len(a["train_ptr"]) == k + 1 and len(a["train_nodes"]) == train and len(a["adj_ptr"]) == n + 1
-          and len(a["cross"]) == n and a["part_ptr"][-1] == n and a["train_ptr"][-1] == train
-          and a["adj_ptr"][-1] == ds.num_edges)
-    if ok and n:
-        ok = bool(a["assignment"].min() >= 0 and a["assignment"].max() < k)
-    if not ok:
-        raise PartitionCorruptError(f"{path}: array lengths disagree with num_parts={k} and the dataset "
-                                    f"({n} nodes); re-partition")
+def _check_size(path: Path, e: _Entry) -> None:
+    size = e.file.stat().st_size if e.file.is_file() else "no"
+    if size != e.nbytes:
+        raise PartitionCorruptError(f"{path}: {e.file.name} has {size} bytes, meta.json says {e.nbytes}; re-partition")

@@ -9,6 +9,10 @@ visits macro batches one after another, so with ``capacity >= num_samplers`` eac
 epoch).  It is the one object sampler threads share, so it has a lock; the lock is held only for
 bookkeeping and while a block is read, never while sampling.
 
+Bad ids never reach the kernel from the macro tier: :meth:`PartitionSet.read_adjacency` range-checks
+each block as it reads it and names ``adj_indices`` and the position in it; the cache tier holds
+copies of ``indices``' lists, so the kernel's ``indices`` position is right for it and the disk tier.
+
 Samples are identical to :class:`outre_async.NeighborSampler`'s for the same ``(seed, stream, seeds)``:
 each tier holds the same lists (see the kernel's docstring); the tests check this bit for bit.
 """

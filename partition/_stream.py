@@ -8,6 +8,11 @@ memory-mapped or held whole, and never read node by node; ``indptr`` is read thr
 in-degree)`` ids (a hub's list always fits whole; the max in-degree is below N, so memory stays
 O(N) + chunk), and a chunk holds at most ``chunk_edges`` nodes.
 
+Every chunk is range-checked (``0 <= id < N``, vectorised, on ids already in cache) before it is
+yielded: the FENNEL and output kernels index O(N) arrays with these ids and do no bounds checks, so a
+negative or too large neighbour id is a :class:`DatasetCorruptError` naming its position in
+``indices``, not a segfault or a silently wrong partition.
+
 With an explicit node ``order`` a chunk's lists are gathered from the memory-mapped ``indices``
 (random access, cached by the OS): meant for restreaming experiments and small graphs; the
 out-of-core path is storage order.
@@ -17,9 +22,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import numpy as np
 
+from outre_async._errors import DatasetCorruptError, DatasetReadError
 from outre_async.store._csc_kernels import gather_lists, max_degree
 from outre_async.store._dataset import Dataset
 
@@ -45,7 +52,10 @@ class CscStream:
 
     def __iter__(self) -> Iterator[Chunk]:
         chunks = self._storage_order() if self.order is None else self._given_order(self.order)
+        n = self.ds.num_nodes
         for nodes, ptr, buf in chunks:
+            if len(buf) and (buf.min() < 0 or buf.max() >= n):
+                _raise_bad_id(self.ds, nodes, ptr, buf)
             yield nodes, ptr, buf
             if self.on_chunk is not None:
                 self.on_chunk(int(ptr[-1]))
@@ -53,7 +63,11 @@ class CscStream:
     def _storage_order(self) -> Iterator[Chunk]:
         indptr, n = self._indptr, self.ds.num_nodes
         itemsize = self._buf.itemsize
-        fd = os.open(self.ds.path / self.ds.manifest.indices.file, os.O_RDONLY)
+        path = self.ds.path / self.ds.manifest.indices.file
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError as exc:
+            raise DatasetReadError(f"cannot open ({exc.strerror})", path=path, offset=0, errno=exc.errno) from exc
         try:
             if hasattr(os, "posix_fadvise"):
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
@@ -63,7 +77,7 @@ class CscStream:
                 b = min(max(b, a + 1), n, a + self.chunk_edges)
                 lo, hi = int(indptr[a]), int(indptr[b])
                 buf = self._buf[: hi - lo]
-                _pread_into(fd, buf, lo * itemsize)
+                _pread_into(fd, buf, lo * itemsize, path)
                 yield np.arange(a, b, dtype=np.int64), indptr[a : b + 1] - lo, buf
                 a = b
         finally:
@@ -84,14 +98,26 @@ class CscStream:
             i += take
 
 
-def _pread_into(fd: int, buf: np.ndarray, offset: int) -> None:
+def _raise_bad_id(ds: Dataset, nodes: np.ndarray, ptr: np.ndarray, buf: np.ndarray) -> None:
+    j = int(np.argmax((buf < 0) | (buf >= ds.num_nodes)))
+    i = int(np.searchsorted(ptr, j, side="right")) - 1
+    v = int(nodes[i])
+    at = int(ds.indptr_map()[v]) + j - int(ptr[i])
+    raise DatasetCorruptError(f"{ds.path / ds.manifest.indices.file}: item {at} (node {v}'s in-neighbour "
+                              f"{j - int(ptr[i])}) = {int(buf[j])} is not a node id in [0, {ds.num_nodes}); "
+                              "the dataset is corrupt, re-create it")
+
+
+def _pread_into(fd: int, buf: np.ndarray, offset: int, path: Path) -> None:
     view = memoryview(buf).cast("B")
     done = 0
     while done < len(view):
-        got = os.preadv(fd, [view[done:]], offset + done)
+        try:
+            got = os.preadv(fd, [view[done:]], offset + done)
+        except OSError as exc:
+            raise DatasetReadError(f"read failed ({exc.strerror}); check the disk", path=path,
+                                   offset=offset + done, errno=exc.errno) from exc
         if got <= 0:
-            from outre_async._errors import DatasetCorruptError
-
             raise DatasetCorruptError(f"indices file ends at byte {offset + done}, expected {offset + len(view)}; "
                                       "the dataset is truncated, re-create it")
         done += got
