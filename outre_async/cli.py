@@ -2,7 +2,7 @@
 
 Every verb is a small function taking the parsed arguments and returning a JSON-able result; ``main``
 prints it (a table, or JSON with ``--json``), maps :class:`OutreError` to a one-line message and exit
-code 1, and Ctrl-C to 130.  ``main(argv)`` is what the tests call.
+code 2 (as argparse does for a bad argument), and Ctrl-C to 130.  ``main(argv)`` is what the tests call.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = args.handler(args)
     except OutreError as exc:
         print(f"outre {args.command}: error: {exc}", file=sys.stderr)
-        return 1
+        return 2
     except KeyboardInterrupt:
         print(f"outre {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -1,5 +1,10 @@
 """``.npz`` archives in the shared schema (``shared/data/README.md``) → a dataset; dense ``x`` or
-CSR ``x_*`` features, checked whole before any row is densified."""
+CSR ``x_*`` features, checked whole before any row is densified.
+
+Sizes before allocation: every member's ``.npy`` header is read first and its ``shape × itemsize``
+must match the member's inflated size (``ZipInfo.file_size``, known before inflating), and the
+members together must fit in the memory available now, so a small archive cannot make ``np.load``
+allocate gigabytes (a lying header, or a zip bomb)."""
 
 from __future__ import annotations
 
@@ -44,6 +49,8 @@ def from_npz(
 
 
 def _load_npz(path: Path) -> dict[str, np.ndarray]:
+    if zipfile.is_zipfile(path):
+        _check_members(path)
     try:
         with np.load(path, allow_pickle=False) as archive:
             if not hasattr(archive, "files"):
@@ -51,6 +58,45 @@ def _load_npz(path: Path) -> dict[str, np.ndarray]:
             return {key: archive[key] for key in archive.files}
     except (OSError, ValueError, EOFError, zlib.error, zipfile.BadZipFile) as exc:
         raise InputFormatError(f"cannot read as .npz ({exc})", path=path) from exc
+
+
+def _check_members(path: Path) -> None:
+    """Each member's header against its inflated size, and their total against available memory."""
+    total = 0
+    try:
+        with zipfile.ZipFile(path) as zf:
+            for info in zf.infolist():
+                if info.filename.endswith(".npy"):
+                    with zf.open(info) as f:
+                        fmt = np.lib.format
+                        version = fmt.read_magic(f)
+                        read = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+                        shape, _, dtype = read(f)
+                        header = f.tell() if f.seekable() else None
+                    want = int(np.prod(shape, dtype=object)) * dtype.itemsize
+                    if header is not None and not dtype.hasobject and want != info.file_size - header:
+                        raise InputFormatError(
+                            f"member {info.filename} declares {list(shape)} {dtype} ({want} bytes) but "
+                            f"holds {info.file_size - header}; the archive is damaged", path=path)
+                total += info.file_size
+    except (OSError, ValueError, EOFError, zlib.error, zipfile.BadZipFile) as exc:
+        raise InputFormatError(f"cannot read as .npz ({exc})", path=path) from exc
+    avail = _available_memory()
+    if avail is not None and total > avail:
+        raise InputFormatError(f"members inflate to {total} bytes, more than the {avail} bytes of memory "
+                               "available; convert from a format that streams (edge list, OGB)", path=path)
+
+
+def _available_memory() -> int | None:
+    """``MemAvailable`` of /proc/meminfo in bytes (None where it cannot be read)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 def _scalar_int(value: np.ndarray, key: str, path: Path) -> int:
