@@ -59,8 +59,8 @@ def check_arrays(path: Path, indptr: np.ndarray, k: int, a: dict[str, np.ndarray
         raise _corrupt(path, files["cross"], i, f"= {int(cross[i])} is outside [0, in-degree {int(deg[i])}]")
 
 
-def check_block(path: Path, ids: np.ndarray, num_nodes: int, file_pos: np.ndarray, block_pos: np.ndarray) -> None:
-    """Range-check ``ids``, a block read from ``adj_indices`` in runs: run ``r`` starts at item
+def check_block(file: Path, ids: np.ndarray, num_nodes: int, file_pos: np.ndarray, block_pos: np.ndarray) -> None:
+    """Range-check ``ids``, a block read from ``file`` (``adj_indices``) in runs: run ``r`` starts at item
     ``block_pos[r]`` of the block and item ``file_pos[r]`` of the file (for the error's position)."""
     if not len(ids):
         return
@@ -70,7 +70,7 @@ def check_block(path: Path, ids: np.ndarray, num_nodes: int, file_pos: np.ndarra
     j = int(np.argmax((ids < 0) | (ids >= num_nodes)))
     r = int(np.searchsorted(block_pos, j, side="right")) - 1
     at = int(file_pos[r]) + j - int(block_pos[r])
-    raise _corrupt(path, path.name, at, f"= {int(ids[j])} is not a node id in [0, {num_nodes})")
+    raise _corrupt(file.parent, file.name, at, f"= {int(ids[j])} is not a node id in [0, {num_nodes})")
 
 
 def _ptr(path: Path, file: str, ptr: np.ndarray, total: int) -> None:

@@ -136,7 +136,7 @@ class PartitionSet:
             file_pos[r], block_pos[r] = start, pos
             pos += length
             slot += hi - lo
-        check_block(self.path, indices, self.dataset.num_nodes, file_pos, block_pos)
+        check_block(self._adj_file, indices, self.dataset.num_nodes, file_pos, block_pos)
         return AdjacencyBlock(nodes.astype(np.int64, copy=False), indptr, indices)
 
     def __repr__(self) -> str:

@@ -40,6 +40,7 @@ class Dataset:
         self._splits = {name: _load_small(path, e) for name, e in manifest.splits.items()}
         for name, ids in self._splits.items():
             _check_split(path, name, ids, manifest.num_nodes)
+        _check_disjoint(path, self._splits)
 
     # -- sizes -----------------------------------------------------------------------------------
     @property
@@ -309,6 +310,16 @@ def _check_split(root: Path, name: str, ids: np.ndarray, num_nodes: int) -> None
         raise DatasetCorruptError(f"{root}: split {name!r} holds node ids outside [0, {num_nodes})")
     if len(np.unique(ids)) != len(ids):
         raise DatasetCorruptError(f"{root}: split {name!r} lists a node id more than once")
+
+
+def _check_disjoint(root: Path, splits: dict[str, np.ndarray]) -> None:
+    names = sorted(splits)
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            both = np.intersect1d(splits[a], splits[b])
+            if len(both):
+                raise DatasetCorruptError(f"{root}: splits {a!r} and {b!r} share {len(both)} nodes "
+                                          f"(e.g. {int(both[0])}); re-create the dataset")
 
 
 def _random_access_map(path: Path, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
