@@ -24,7 +24,11 @@ def plan_epoch(seeds: np.ndarray, batch_size: int, *, shuffle: bool, seed: int, 
     """Cut the (shuffled) seed ids into batches of ``batch_size`` (the last may be smaller)."""
     if batch_size < 1:
         raise ConfigError(f"{batch_size=} must be >= 1")
-    order = np.asarray(seeds, dtype=np.int64)
+    order = np.asarray(seeds)
+    if order.ndim != 1 or (order.size and not np.issubdtype(order.dtype, np.integer)):
+        raise TypeError(f"seeds must be a 1-D array of integer node ids, got {order.dtype} {order.shape} "
+                        "(float ids are refused, not truncated)")
+    order = order.astype(np.int64, copy=False)
     if shuffle:
         order = np.random.default_rng([seed, epoch]).permutation(order)
     stop = len(order) - len(order) % batch_size if drop_last else len(order)

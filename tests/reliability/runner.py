@@ -83,7 +83,7 @@ def _child(job: dict[str, Any], log: Path) -> int:
                 record.flush()
 
     sys.addaudithook(hook)
-    err = os.open(log.with_suffix(".err"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    err = os.open(log.with_suffix(".err"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     out = os.open(os.devnull, os.O_WRONLY)
     os.dup2(out, 1)
     os.dup2(err, 2)

@@ -105,3 +105,15 @@ def test_a_partition_is_chosen_by_name_never_by_path(tmp_path: Path) -> None:
             open_partitions(ds, name)
     with pytest.raises(TypeError, match="partition name"):
         open_partitions(ds, tmp_path / "elsewhere")  # type: ignore[arg-type]
+
+
+def test_float_node_ids_are_refused_not_truncated(tmp_path: Path) -> None:
+    from outre_async.sampling import plan_epoch
+
+    ds = generated(tmp_path / "g", "tiny", seed=6, feature_dim=4, num_nodes=200)
+    with pytest.raises(TypeError, match="seeds must be a 1-D array of integer node ids, got float64"):
+        plan_epoch(np.array([0.5, 1.7]), 2, shuffle=False, seed=0, epoch=0)
+    with pytest.raises(oa.ConfigError, match="split must be"):
+        oa.OutreLoader(ds, split=np.array([0.5, 1.7]), fanouts=[2], batch_size=2, backend="memory")
+    with pytest.raises(oa.InvalidGraphError, match="split 'train' must be a 1-D integer array, got float64"):
+        oa.write_dataset(tmp_path / "w", edge_index=np.array([[0, 1], [1, 0]]), train_idx=np.array([0.0, 1.0]))
