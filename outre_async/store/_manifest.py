@@ -16,12 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import FormatVersionError, ManifestError
+from .._errors import DatasetReadError, FormatVersionError, ManifestError
 
 FORMAT_NAME = "outre-async-dataset"
 FORMAT_VERSION = 1
 MANIFEST_NAME = "manifest.json"
 SPLIT_NAMES = ("train", "val", "test")
+MANIFEST_MAX_BYTES = 16 << 20  # a manifest is a few KiB: a larger one is refused before it is read
 ALLOWED_DTYPES = {
     "indptr": ("int64",),
     "indices": ("int32", "int64"),
@@ -80,9 +81,14 @@ def read_manifest(directory: Path) -> Manifest:
     """Parse ``directory/manifest.json``; raise :class:`ManifestError` on anything malformed."""
     path = directory / MANIFEST_NAME
     try:
-        doc = json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
+        size = path.stat().st_size
+        if size > MANIFEST_MAX_BYTES:
+            raise ManifestError(f"{path} has {size} bytes, a manifest is a few KiB; re-create the dataset")
+        doc = json.loads(path.read_bytes())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ManifestError(f"{path} is not valid JSON ({exc}); re-create the dataset") from exc
+    except OSError as exc:
+        raise DatasetReadError(f"cannot read ({exc.strerror})", path=path, offset=0, errno=exc.errno) from exc
     if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
         raise ManifestError(f"{path} is not an outre-async manifest (format != {FORMAT_NAME!r})")
     version = doc.get("format_version")
