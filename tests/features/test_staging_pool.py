@@ -27,6 +27,12 @@ def test_the_pool_caches_within_its_cap_and_gives_the_rest_back() -> None:
     assert pool.peak <= 4 * MIN_ARENA
 
 
+@pytest.fixture(autouse=True)
+def fresh_empty_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test sees its own process-wide empty list (sources of other tests leave arenas there)."""
+    monkeypatch.setattr(_staging, "_EMPTY", {})
+
+
 def test_close_unmaps_arenas_nothing_exports() -> None:
     pool = StagingPool(max_bytes=1 << 30)
     arena = pool.acquire(100)
@@ -37,7 +43,7 @@ def test_close_unmaps_arenas_nothing_exports() -> None:
 
 def test_pinned_arenas_drop_their_pages_and_are_reused_with_their_slices() -> None:
     liburing = pytest.importorskip("liburing")
-    size = 1 << 21  # a size no other test keeps on the process-wide empty list
+    size = 1 << 21
     pool = StagingPool(max_bytes=1 << 30)
     arena = pool.acquire(size)
     blocks = arena.blocks(4096)
@@ -48,7 +54,6 @@ def test_pinned_arenas_drop_their_pages_and_are_reused_with_their_slices() -> No
     assert not arena.mm.closed and arena.mm[:4] == b"\0\0\0\0"  # pages given back (read as zeros)
     again = StagingPool(max_bytes=1 << 30).acquire(size)
     assert again is arena and again.blocks(4096) is blocks  # no new mapping, no new slices
-    _staging._EMPTY[size].append(again)  # leave it for reuse, as a pool would
 
 
 @pytest.mark.parametrize("nbytes", [0, 1, 1 << 20])
