@@ -44,12 +44,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OutreError as exc:
         print(f"outre {args.command}: error: {exc}", file=sys.stderr)
         return 1
-    except Terminated:
-        print(f"outre {args.command}: terminated", file=sys.stderr)
-        return 128 + signal.SIGTERM
-    except KeyboardInterrupt:
-        print(f"outre {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
+        from .store._tempdir import remove_own_temp_dirs
+
+        remove_own_temp_dirs()  # those no ``with`` block saw: the signal came between two statements
+        terminated = isinstance(exc, Terminated)
+        print(f"outre {args.command}: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+        return 128 + signal.SIGTERM if terminated else 130
     if args.json:
         print(json.dumps(result, indent=2, default=str))
     return 0

@@ -53,7 +53,8 @@ def collect_litter(parent: Path, *, dry_run: bool = False) -> list[Litter]:
     writer is dead; report those still alive as ``kept``.  With ``dry_run`` nothing changes and the
     report says what would happen."""
     try:
-        entries = sorted(os.scandir(parent), key=lambda e: e.name)
+        with os.scandir(parent) as it:
+            entries = sorted(it, key=lambda e: e.name)
     except (FileNotFoundError, NotADirectoryError):
         return []
     found = []

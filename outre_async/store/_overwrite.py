@@ -39,7 +39,7 @@ def check_overwrite(out: Path, *, owned: OwnedNames, what: str, inputs: Sequence
     for src in inputs:
         if _inside(src, out):
             raise _refuse(out, what, f"contains the input {src}; write the {what} somewhere else")
-    present = {e.name for e in os.scandir(out)}
+    present = set(os.listdir(out))
     if not present:
         return
     ours = set(owned(out))

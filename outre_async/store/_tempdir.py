@@ -101,27 +101,49 @@ def _lock_held(path: Path) -> bool:
     return False
 
 
+# Every temp folder this process made and has not yet installed or removed.  A signal turned into an
+# exception can land where no ``with`` block sees it (inside ``__init__``, between ``__init__`` and
+# ``__enter__``); the CLI then calls :func:`remove_own_temp_dirs` on its way out.
+_OWN: set[Path] = set()
+
+
+def remove_own_temp_dirs() -> list[Path]:
+    """Delete every temp folder this process still holds (for a process that is exiting)."""
+    removed = sorted(_OWN)
+    for path in removed:
+        shutil.rmtree(path, ignore_errors=True)
+        _OWN.discard(path)
+    return removed
+
+
 class TempDir:
     """One locked temporary folder of ours under ``parent``: ``path``, then :meth:`release` (after the
     folder was renamed into place) or :meth:`remove` (to discard it)."""
 
     def __init__(self, parent: Path, stem: str, kind: Kind) -> None:
         self.path = parent / temp_name(stem, kind)
-        self.path.mkdir()
-        self._fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
+        _OWN.add(self.path)  # before it exists: no moment where it exists unrecorded
         try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self.path.mkdir()
+            fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
+        except BaseException:
+            _OWN.discard(self.path)
+            raise
+        self._finalizer = weakref.finalize(self, os.close, fd)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:  # NFS without locks: the pid in the name still protects it
             if exc.errno not in (errno.ENOLCK, errno.EBADF, errno.EINVAL, errno.EOPNOTSUPP):
-                os.close(self._fd)
+                self.remove()
                 raise
-        self._finalizer = weakref.finalize(self, os.close, self._fd)
 
     def release(self) -> None:
-        """Drop the lock (the folder now lives under another name, or is gone)."""
+        """Drop the lock: the folder now lives under another name (or its old content is gone)."""
+        _OWN.discard(self.path)
         self._finalizer()
 
     def remove(self) -> None:
         """Delete the folder and drop the lock; safe to call twice."""
         shutil.rmtree(self.path, ignore_errors=True)
+        _OWN.discard(self.path)
         self._finalizer()

@@ -74,12 +74,17 @@ class DatasetWriter:
         )
         self._tmpdir = open_temp_dir(self.path.parent, self.path.name, "tmp")
         self._tmp = self._tmpdir.path
-        self._indptr = np.zeros(self.num_nodes + 1, dtype=np.int64)
+        self._indices_file: BinaryIO | None = None
+        self._features_file: BinaryIO | None = None
+        try:
+            self._indptr = np.zeros(self.num_nodes + 1, dtype=np.int64)
+            self._indices_file = open(self._tmp / "indices.bin", "wb")  # noqa: SIM115
+            if self._layout:
+                self._features_file = open(self._tmp / "features.bin", "wb")  # noqa: SIM115
+        except BaseException:
+            self.abort()
+            raise
         self._nodes_done = 0
-        self._indices_file: BinaryIO | None = open(self._tmp / "indices.bin", "wb")  # noqa: SIM115
-        self._features_file: BinaryIO | None = (
-            open(self._tmp / "features.bin", "wb") if self._layout else None  # noqa: SIM115
-        )
         self._rows_done = 0
         self._labels: FileEntry | None = None
         self._splits: dict[str, FileEntry] = {}
