@@ -18,7 +18,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from .._errors import ManifestError, OverwriteRefusedError
+from .._errors import DatasetError, OverwriteRefusedError
 from ._manifest import MANIFEST_NAME, read_manifest
 from ._tempdir import parse_temp_name
 
@@ -60,7 +60,7 @@ def dataset_names(out: Path) -> set[str]:
     """The ``owned`` rule of a dataset folder: manifest, the files it names, partitions/, profile/."""
     try:
         m = read_manifest(out)
-    except ManifestError as exc:
+    except DatasetError as exc:  # ManifestError, and whatever else the parser refuses
         raise refuse_not_ours(out, "dataset", str(exc)) from exc
     except FileNotFoundError as exc:
         raise refuse_not_ours(out, "dataset", f"no {MANIFEST_NAME}") from exc

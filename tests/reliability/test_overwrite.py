@@ -63,13 +63,22 @@ def test_convert_into_the_folder_holding_the_input_is_refused(cora: Path, capsys
     assert _snapshot(proj) == before
 
 
-def test_a_folder_that_is_not_outres_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(("manifest", "reason"), [
+    (None, "no manifest.json"),
+    ("{", "not valid JSON"),
+    ('{"format": "someone-elses"}', "not an outre-async manifest"),
+])
+def test_a_folder_that_is_not_outres_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                manifest: str | None, reason: str) -> None:
     proj = tmp_path / "proj"
     proj.mkdir()
     (proj / "notes.txt").write_text("keep me\n")
+    if manifest is not None:
+        (proj / "manifest.json").write_text(manifest)
+    before = _snapshot(proj)
     assert main(["generate", str(proj), "--overwrite", "--num-nodes", "300"]) == 2
-    _refused(capsys, "generate", "not an outre dataset", "no manifest.json")
-    assert (proj / "notes.txt").read_text() == "keep me\n"
+    _refused(capsys, "generate", "not an outre dataset", reason)
+    assert _snapshot(proj) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["proj"]  # no temp folder left either
 
 
