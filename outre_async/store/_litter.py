@@ -55,12 +55,12 @@ def collect_litter(parent: Path, *, dry_run: bool = False) -> list[Litter]:
     try:
         with os.scandir(parent) as it:
             entries = sorted(it, key=lambda e: e.name)
-    except (FileNotFoundError, NotADirectoryError):
+    except OSError:  # missing, not a folder, not listable: nothing of ours to collect there
         return []
     found = []
     for entry in entries:
         name = parse_temp_name(entry.name)
-        if name is None or not entry.is_dir(follow_symlinks=False):
+        if name is None or not _is_real_dir(entry):
             continue
         path = Path(entry.path)
         size = _tree_bytes(path)
@@ -86,6 +86,13 @@ def _collect(path: Path, target: Path, action: Action, detail: str) -> tuple[Act
         return "failed", f"{type(exc).__name__}: {exc.strerror or exc}"
     log.info("%s %s%s", action, path, f" as {detail}" if detail else "")
     return action, detail
+
+
+def _is_real_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir(follow_symlinks=False)
+    except OSError:  # gone meanwhile (another collector)
+        return False
 
 
 def _tree_bytes(path: Path) -> int:
