@@ -13,6 +13,7 @@
     │   ├── PartitionExistsError       partitions of that name exist already; pass overwrite
     │   ├── PartitionCorruptError      a partition file is missing, truncated or inconsistent
     │   └── PartitionMismatchError     written for another dataset (or another version of it)
+    ├── OverwriteRefusedError          overwrite would replace something outre did not write
     ├── InvalidGraphError (ValueError) graph data handed to a writer/importer breaks an invariant
     ├── InputFormatError               an input file cannot be parsed (carries path and line)
     ├── ExtractorError                 a feature read failed (carries path and byte offset)
@@ -38,6 +39,7 @@ __all__ = [
     "InvalidGraphError",
     "ManifestError",
     "OutreError",
+    "OverwriteRefusedError",
     "PartitionCorruptError",
     "PartitionError",
     "PartitionExistsError",
@@ -97,6 +99,11 @@ class PartitionCorruptError(PartitionError):
 
 class PartitionMismatchError(PartitionError):
     """The partitions were computed for another dataset or another version of it."""
+
+
+class OverwriteRefusedError(OutreError, FileExistsError):
+    """``overwrite`` was asked, but the output is not empty and not an outre folder of the expected
+    kind (or holds files outre did not write, or holds the input): nothing was changed."""
 
 
 class InvalidGraphError(OutreError, ValueError):

@@ -33,6 +33,7 @@ PUBLIC = {
         "OutreBatch",
         "OutreError",
         "OutreLoader",
+        "OverwriteRefusedError",
         "PRESETS",
         "PartitionCorruptError",
         "PartitionError",
