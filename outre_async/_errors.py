@@ -15,6 +15,7 @@
     │   ├── PartitionCorruptError      a partition file is missing, truncated or inconsistent
     │   ├── PartitionMismatchError     written for another dataset (or another version of it)
     │   └── PartitionReadError         reading a partition file failed (carries path, byte offset, errno)
+    ├── OverwriteRefusedError          overwrite would replace something outre did not write
     ├── InvalidGraphError (ValueError) graph data handed to a writer/importer breaks an invariant
     ├── InputFormatError               an input file cannot be parsed (carries path and line)
     ├── ExtractorError                 a feature read failed (carries path and byte offset)
@@ -41,6 +42,7 @@ __all__ = [
     "InvalidGraphError",
     "ManifestError",
     "OutreError",
+    "OverwriteRefusedError",
     "PartitionCorruptError",
     "PartitionError",
     "PartitionExistsError",
@@ -119,6 +121,11 @@ class PartitionMismatchError(PartitionError):
 
 class PartitionReadError(_ReadFailure, PartitionError):
     """Reading a partition file failed (an ``OSError`` such as EIO); ``path`` and ``offset`` say where."""
+
+
+class OverwriteRefusedError(OutreError, FileExistsError):
+    """``overwrite`` was asked, but the output is not empty and not an outre folder of the expected
+    kind (or holds files outre did not write, or holds the input): nothing was changed."""
 
 
 class InvalidGraphError(OutreError, ValueError):

@@ -2,17 +2,24 @@
 
 Every verb is a small function taking the parsed arguments and returning a JSON-able result; ``main``
 prints it (a table, or JSON with ``--json``), maps :class:`OutreError` to a one-line message and exit
-code 2 (as argparse does for a bad argument), and Ctrl-C to 130.  ``main(argv)`` is what the tests call.
+code 2 (as argparse does for a bad argument; an ``--overwrite`` refused included), Ctrl-C to 130 and
+SIGTERM to 143: SIGTERM is raised in the main thread like Ctrl-C, so every writer removes its
+temporary folder on the way out (a second SIGTERM during that cleanup is ignored; ``kill -9`` still
+works).  ``main(argv)`` is what the tests call.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from ._errors import ConfigError, OutreError
@@ -29,16 +36,42 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        result = args.handler(args)
-    except OutreError as exc:
+        with _sigterm_as_interrupt():
+            result = args.handler(args)
+    except OutreError as exc:  # OverwriteRefusedError too
         print(f"outre {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"outre {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
+        from .store._tempdir import remove_own_temp_dirs
+
+        remove_own_temp_dirs()  # those no ``with`` block saw: the signal came between two statements
+        terminated = isinstance(exc, Terminated)
+        print(f"outre {args.command}: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+        return 128 + signal.SIGTERM if terminated else 130
     if args.json:
         print(json.dumps(result, indent=2, default=str))
     return 0
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread like Ctrl-C so that every ``with`` block cleans up."""
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():  # signal handlers live there only
+        yield
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the cleanup short
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -189,6 +222,35 @@ def _cmd_info(args: argparse.Namespace) -> dict[str, Any]:
     return s
 
 
+# -- clean -----------------------------------------------------------------------------------------
+
+
+def _args_clean(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dir", type=Path, help="a folder outre writes into: a dataset's parent, a dataset "
+                                          "(its partitions/ too), a --tmp-dir")
+    p.add_argument("--dry-run", action="store_true", help="say what would be removed, change nothing")
+
+
+def _cmd_clean(args: argparse.Namespace) -> dict[str, Any]:
+    from .store._litter import collect_litter
+
+    if not args.dir.is_dir():
+        raise ConfigError(f"outre clean needs a folder, {args.dir} is not one")
+    found = [x for parent in (args.dir, args.dir / "partitions") for x in collect_litter(parent, dry_run=args.dry_run)]
+    verb = ({"removed": "would remove", "restored": "would restore", "kept": "would keep", "failed": "failed"}
+            if args.dry_run else {"removed": "removed", "restored": "restored", "kept": "kept", "failed": "failed"})
+    lines = [f"{verb[x.action]:16s} {x.path}  (pid {x.pid}, {format_bytes(x.bytes)})"
+             + (f": {x.detail}" if x.detail else "") for x in found]
+    count = {action: sum(x.action == action for x in found) for action in verb}
+    freed = sum(x.bytes for x in found if x.action == "removed")
+    lines.append(f"{args.dir}: {count['removed']} dead writers' temp folder(s) {'would be' if args.dry_run else 'were'} removed "
+                 f"({format_bytes(freed)}), {count['restored']} restored, {count['kept']} of live writers "
+                 f"kept, {count['failed']} failed")
+    _say(args, "\n".join(lines))
+    return {"dir": str(args.dir), "dry_run": args.dry_run, "bytes_freed": freed, **count,
+            "folders": [x.as_dict() for x in found]}
+
+
 # -- quickstart ------------------------------------------------------------------------------------
 
 
@@ -277,11 +339,12 @@ _VERBS: dict[str, tuple[Handler, str]] = {
     "partition": (_cmd_partition, "partition a dataset with streaming FENNEL into partitions/<name>/"),
     "stats": (_cmd_stats, "dataset statistics: `stats redundancy` = OUTRE's redundancy ratio"),
     "bench": (_cmd_bench, "run systems side by side under a memory cap against the physical limit"),
+    "clean": (_cmd_clean, "remove the temporary folders that killed outre writers left in a folder"),
 }
 _ARGS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "generate": _args_generate, "convert": _args_convert, "info": _args_info, "quickstart": _args_quickstart,
     "partition": _args_partition, "stats": _args_stats,
-    "bench": _args_bench,
+    "bench": _args_bench, "clean": _args_clean,
 }
 
 if __name__ == "__main__":  # pragma: no cover

@@ -21,7 +21,10 @@ pass over the CSC and regrouped into partition order on disk by :class:`~._bucke
 (``buffer_bytes`` of rows in all); ``cross`` is written in node order as it is computed.  Every file
 goes through an :class:`~._outfile.OutFile` (bounded dirty page cache, synced before the rename).
 ``meta.json`` is written last, into the temporary directory, which is then renamed into place: a
-crash never leaves a folder that opens.
+crash never leaves a folder that opens.  The temporary directory is one of ``store._tempdir``'s
+(pid in its name; the next writer into ``partitions/`` collects a dead one), and ``overwrite``
+replaces only an empty folder or a partition folder holding just the files its ``meta.json`` names
+(:func:`partition_names`), checked before the work and again right before the swap.
 """
 
 from __future__ import annotations
@@ -30,10 +33,9 @@ import hashlib
 import json
 import os
 import resource
-import secrets
-import shutil
 import time
 import zlib
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -41,6 +43,8 @@ import numpy as np
 from outre_async._errors import ConfigError, PartitionExistsError
 from outre_async.store._dataset import Dataset
 from outre_async.store._install import install_directory
+from outre_async.store._litter import open_temp_dir
+from outre_async.store._overwrite import check_overwrite, refuse_not_ours
 
 from ._buckets import Buckets, row_items
 from ._fennel import Assignment
@@ -87,13 +91,13 @@ class PartitionWriter:
         self.ds = ds
         self.buffer_bytes = int(buffer_bytes)
         self.path = ds.path / PARTITIONS_DIR / check_name(name)
-        if self.path.exists() and not overwrite:
+        if os.path.lexists(self.path) and not overwrite:
             raise PartitionExistsError(f"partitions {name!r} already exist at {self.path}; pass overwrite "
                                        "(--overwrite) or choose another --name")
         self.overwrite = overwrite
-        self.path.parent.mkdir(exist_ok=True)
-        self.tmp = self.path.parent / f".{name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
-        self.tmp.mkdir()
+        self._check_overwrite()
+        self._tmpdir = open_temp_dir(self.path.parent, name, "tmp")
+        self.tmp = self._tmpdir.path
         self.files: dict[str, dict[str, Any]] = {}
 
     def __enter__(self) -> PartitionWriter:
@@ -104,7 +108,11 @@ class PartitionWriter:
             self.abort()
 
     def abort(self) -> None:
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        self._tmpdir.remove()
+
+    def _check_overwrite(self) -> None:
+        if self.overwrite:
+            check_overwrite(self.path, owned=partition_names, what="partition folder", inputs=(self.ds.path,))
 
     def write(self, result: Assignment, stream: CscStream, meta: dict[str, Any], *, started: float) -> dict[str, Any]:
         """Write every file and the meta, rename into place; returns the final meta.  ``stream`` must
@@ -130,6 +138,7 @@ class PartitionWriter:
                 "dataset": dataset_identity(ds), "num_parts": k, **meta, "quality": quality,
                 "peak_rss_bytes": peak_rss_bytes(), "files": self.files,
                 "seconds": time.perf_counter() - started}
+        self._drop_scratch()
         (self.tmp / META_NAME).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
         self._install()
         return meta
@@ -177,9 +186,38 @@ class PartitionWriter:
             f.append(array)
             self.files[stem] = f.close()
 
+    def _drop_scratch(self) -> None:
+        """Remove what the partitioner kept in the temp folder (bloom mode's file-backed assignment):
+        the installed folder holds exactly the files ``meta.json`` names."""
+        named = {entry["file"] for entry in self.files.values()}
+        for path in self.tmp.iterdir():
+            if path.name not in named:
+                path.unlink()
+
     def _install(self) -> None:
+        self._check_overwrite()
         install_directory(self.tmp, self.path, overwrite=self.overwrite, exists=PartitionExistsError(
             f"{self.path} appeared while writing; pass overwrite or choose another name"))
+        self._tmpdir.release()
+
+
+def partition_names(path: Path) -> set[str]:
+    """The ``owned`` rule of a partition folder: ``meta.json`` of our format and the files it names."""
+    try:
+        meta = json.loads((path / META_NAME).read_text())
+    except FileNotFoundError as exc:
+        raise refuse_not_ours(path, "partition folder", f"no {META_NAME}") from exc
+    except (OSError, ValueError) as exc:
+        raise refuse_not_ours(path, "partition folder", f"{META_NAME} unreadable: {exc}") from exc
+    files = meta.get("files") if isinstance(meta, dict) else None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME or not isinstance(files, dict):
+        raise refuse_not_ours(path, "partition folder", f"{META_NAME} is not an outre partition meta")
+    names = {META_NAME}
+    for entry in files.values():
+        if not isinstance(entry, dict) or not isinstance(entry.get("file"), str):
+            raise refuse_not_ours(path, "partition folder", f"{META_NAME} has a malformed 'files' entry")
+        names.add(entry["file"])
+    return names
 
 
 def _offsets(counts: np.ndarray) -> np.ndarray:

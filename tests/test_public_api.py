@@ -34,6 +34,7 @@ PUBLIC = {
         "OutreBatch",
         "OutreError",
         "OutreLoader",
+        "OverwriteRefusedError",
         "PRESETS",
         "PartitionCorruptError",
         "PartitionError",

@@ -42,7 +42,7 @@ import numpy as np
 from .._errors import ConfigError, DatasetCorruptError, ExtractorError, PipelineClosed
 from ..store._dataset import Dataset
 from ._source import FeatureSource
-from ._staging import ReadPlan, StagingPool, gather_blocks, plan_reads, split_by_bytes
+from ._staging import Arena, ReadPlan, StagingPool, gather_blocks, plan_reads, split_by_bytes
 
 _ALIGNMENTS = (512, 4096)
 
@@ -59,13 +59,18 @@ class IOConfig:
     more threads cost more CPU than they add IOPS.
     ``max_read_bytes``: cap of one coalesced read.  ``max_gap_bytes``: rows whose spans are at most
     this far apart are read together (reading a small hole costs less than another I/O).
-    ``max_stage_bytes``: staging memory of one request chunk.  ``direct``: try O_DIRECT.
+    ``max_stage_bytes``: staging memory of one request chunk (a chunk's reads never need more: a
+    request is cut until each chunk fits, down to one row).  ``max_staging_bytes``: what the
+    source's staging pool holds at most, in use plus cached (``None``: 4 x ``max_stage_bytes``); a
+    source serving ``c`` concurrent requests has at most ``2 c`` chunks in use, each in an arena of
+    the power of two at or above ``max_stage_bytes``.  ``direct``: try O_DIRECT.
     """
 
     max_in_flight: int | None = None
     max_read_bytes: int = 128 << 10
     max_gap_bytes: int = 4096
     max_stage_bytes: int = 64 << 20
+    max_staging_bytes: int | None = None
     direct: bool = True
 
     def __post_init__(self) -> None:
@@ -78,6 +83,13 @@ class IOConfig:
             raise ConfigError(f"max_gap_bytes must be >= 0, got {self.max_gap_bytes=}")
         if self.max_stage_bytes < self.max_read_bytes:
             raise ConfigError(f"{self.max_stage_bytes=} should be >= {self.max_read_bytes=}")
+        if self.max_staging_bytes is not None and self.max_staging_bytes < self.max_stage_bytes:
+            raise ConfigError(f"{self.max_staging_bytes=} should be >= {self.max_stage_bytes=} (or None)")
+
+    @property
+    def staging_cap(self) -> int:
+        """Bytes the staging pool holds at most (``max_staging_bytes`` or its default)."""
+        return 4 * self.max_stage_bytes if self.max_staging_bytes is None else self.max_staging_bytes
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -186,7 +198,7 @@ class _DiskSource(FeatureSource):
             os.close(self._fd)
             raise DatasetCorruptError(
                 f"{file.path} has {size} bytes, expected {file.nbytes}; re-create the dataset")
-        self._pool = StagingPool(max_cached=4 * config.max_stage_bytes)
+        self._pool = StagingPool(config.staging_cap)
         self._flight = _Flight()
         self._counters.update(reads_submitted=0, runs=0, bytes_read=0, short_reads_resubmitted=0,
                               errors=0)
@@ -202,30 +214,51 @@ class _DiskSource(FeatureSource):
                           max_gap=c.max_gap_bytes)
 
     async def _read_rows(self, ids: np.ndarray, out: np.ndarray) -> None:
+        await self._read_to(ids, out, None)
+
+    async def _read_rows_into(self, ids: np.ndarray, buffer: np.ndarray, slots: np.ndarray) -> None:
+        await self._read_to(ids, buffer, slots)  # straight from staging into the slots
+
+    async def _read_to(self, ids: np.ndarray, out: np.ndarray, dest: np.ndarray | None) -> None:
+        """``out[dest[i]] = features[ids[i]]`` (``dest`` None: ``out[i]``), chunk by chunk."""
         unique, inverse = np.unique(ids, return_inverse=True)
         self._counters["unique_rows"] += len(unique)
         f = self.file
-        chunks = split_by_bytes(unique, stride=f.stride, row_bytes=f.row_bytes, align=self.align,
-                                max_bytes=self.config.max_stage_bytes)
-        if len(chunks) == 1:
-            await self._run_chunks([self._plan(unique)], lambda _i, plan, arena: gather_blocks(
-                arena, plan, dtype=f.dtype, dim=f.dim, rows=inverse, out=out))
-            return
-        plans = (self._plan(unique[a:b]) for a, b in chunks)
-        await self._run_chunks(plans, functools.partial(self._scatter, chunks, inverse, out))
+        pieces = self._pieces(unique)
+        if len(pieces) == 1:
+            deliver: Any = lambda _i, plan, arena: gather_blocks(  # noqa: E731
+                arena, plan, dtype=f.dtype, dim=f.dim, rows=inverse, out=out, dest=dest)
+        else:
+            deliver = functools.partial(self._scatter, pieces, inverse, out, dest)
+        await self._run_chunks([plan for _, _, plan in pieces], deliver)
 
-    def _scatter(self, chunks: list[tuple[int, int]], inverse: np.ndarray, out: np.ndarray,
-                 i: int, plan: ReadPlan, arena: mmap.mmap) -> Iterator[None]:
-        a, b = chunks[i]
+    def _pieces(self, unique: np.ndarray) -> list[tuple[int, int, ReadPlan]]:
+        """``(a, b, plan)`` chunks of ``unique`` whose plans stage at most ``max_stage_bytes`` (a
+        chunk whose holes push it past that is halved, down to one row)."""
+        f, limit = self.file, self.config.max_stage_bytes
+        out: list[tuple[int, int, ReadPlan]] = []
+        todo = split_by_bytes(unique, stride=f.stride, row_bytes=f.row_bytes, align=self.align, max_bytes=limit)
+        todo.reverse()
+        while todo:
+            a, b = todo.pop()
+            plan = self._plan(unique[a:b])
+            if plan.nbytes <= limit or b - a == 1:
+                out.append((a, b, plan))
+            else:
+                mid = (a + b) // 2
+                todo += [(mid, b), (a, mid)]
+        return out
+
+    def _scatter(self, pieces: list[tuple[int, int, ReadPlan]], inverse: np.ndarray, out: np.ndarray,
+                 dest: np.ndarray | None, i: int, plan: ReadPlan, arena: Arena) -> Iterator[None]:
+        a, b, _ = pieces[i]
         sel = np.flatnonzero((inverse >= a) & (inverse < b))
-        part = np.empty((len(sel), self.dim), dtype=out.dtype)
         yield from gather_blocks(arena, plan, dtype=self.dtype, dim=self.dim, rows=inverse[sel] - a,
-                                 out=part)
-        out[sel] = part
+                                 out=out, dest=sel if dest is None else dest[sel])
 
     async def _run_chunks(self, plans: Any, deliver: Any) -> None:
         """Keep two chunks in flight; deliver each in order; follow the cancellation rule."""
-        active: list[tuple[ReadPlan, mmap.mmap, Any]] = []
+        active: list[tuple[ReadPlan, Arena, Any]] = []
         plans = iter(plans)
         try:
             for i in itertools.count():
@@ -238,8 +271,8 @@ class _DiskSource(FeatureSource):
                     return
                 plan, arena, handle = active[0]
                 await self._wait(handle)
-                active.pop(0)
                 await self._copy_out(deliver(i, plan, arena))
+                active.pop(0)  # only now: a cancellation during the copy still releases the arena
                 self._pool.release(arena)
         except BaseException:
             await self._abandon(active)
@@ -252,7 +285,7 @@ class _DiskSource(FeatureSource):
             if self._flight.now:
                 await asyncio.sleep(0)
 
-    async def _abandon(self, active: list[tuple[ReadPlan, mmap.mmap, Any]]) -> None:
+    async def _abandon(self, active: list[tuple[ReadPlan, Arena, Any]]) -> None:
         """Stop, drain, then release every active chunk (the cancellation rule).  A cancellation
         arriving meanwhile does not cut the drain short; it is re-raised once all are drained."""
         cancelled = False
@@ -268,7 +301,7 @@ class _DiskSource(FeatureSource):
             raise asyncio.CancelledError
 
     @abc.abstractmethod
-    def _start(self, plan: ReadPlan, arena: mmap.mmap) -> Any:
+    def _start(self, plan: ReadPlan, arena: Arena) -> Any:
         """Submit the chunk's reads into ``arena``; return the handle the other hooks take."""
 
     @abc.abstractmethod
@@ -291,13 +324,13 @@ class _DiskSource(FeatureSource):
                 "max_in_flight": self.depth, "in_flight_peak": self._flight.peak,
                 "in_flight_mean": round(self._flight.mean(), 2),
                 "busy_seconds": round(self._flight.busy, 4),
-                "staging_arenas": self._pool.allocated}
+                "staging_arenas": self._pool.allocated, "staging_bytes_peak": self._pool.peak}
 
     def _close_fd(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
-        self._pool.clear()
+        self._pool.close()
 
 
 async def uncancellable(fut: asyncio.Future[Any]) -> None:

@@ -10,14 +10,13 @@ in and take no more; the chunk's staging memory is released once every thread ha
 from __future__ import annotations
 
 import asyncio
-import mmap
 import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..store._dataset import Dataset
 from ._disk_source import FeatureFile, IOConfig, _DiskSource, uncancellable
-from ._staging import ReadPlan, resume_at
+from ._staging import Arena, ReadPlan, resume_at
 
 
 class _PreadChunk:
@@ -48,7 +47,7 @@ class PreadSource(_DiskSource):
         self._pending: set[asyncio.Future[tuple[int, int, int]]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def _start(self, plan: ReadPlan, arena: mmap.mmap) -> _PreadChunk:
+    def _start(self, plan: ReadPlan, arena: Arena) -> _PreadChunk:
         self._loop = loop = asyncio.get_running_loop()
         chunk = _PreadChunk()
         n = plan.num_reads
@@ -93,14 +92,14 @@ class PreadSource(_DiskSource):
         c["bytes_read"] += nbytes
         c["short_reads_resubmitted"] += short
 
-    def _read_slice(self, chunk: _PreadChunk, plan: ReadPlan, arena: mmap.mmap,
+    def _read_slice(self, chunk: _PreadChunk, plan: ReadPlan, arena: Arena,
                     a: int, b: int) -> tuple[int, int, int]:
         """Worker thread: plan reads ``[a, b)`` into the arena; returns (reads, bytes, shorts)."""
         report = self._loop.call_soon_threadsafe  # type: ignore[union-attr]
         report(self._flight.change, 1)  # FIFO per thread: this +1 precedes the thread's -1
         total = [0, 0, 0]
         try:
-            with memoryview(arena) as view:
+            with memoryview(arena.mm) as view:
                 for k in range(a, b):
                     if chunk.stop:
                         break

@@ -7,9 +7,18 @@ arena, so every read's memory position is aligned like its file offset (O_DIRECT
 every row sits at a known element offset in the arena.  Copying out is then one vectorised numpy
 gather over a sliding-window view of the arena, whatever the layout (padded or packed rows).
 
-Staging memory comes from a :class:`StagingPool` of anonymous ``mmap`` arenas: page aligned (enough
-for any O_DIRECT alignment), zero-copy through ``memoryview`` / ``np.frombuffer``, and reused so a
-steady stream of batches does not pay page faults for fresh memory on every call.
+Staging memory comes from a :class:`StagingPool` of :class:`Arena` objects, anonymous ``mmap`` areas: page
+aligned (enough for any O_DIRECT alignment), zero-copy through ``memoryview`` / ``np.frombuffer``,
+and reused so a steady stream of batches does not pay page faults for fresh memory on every call.
+The pool caps the bytes it holds (in use + cached) and gives everything back at :meth:`close`.
+
+Giving back: an arena is unmapped (``mmap.close``) when nothing exports its memory.  The io_uring
+binding pins every memoryview it builds an ``Iovec`` from (the export is never released), so an
+arena whose block slices went into an ``Iovec`` cannot be unmapped; its pages are returned to the
+kernel instead (``madvise(MADV_DONTNEED)``: RSS drops, the empty mapping stays) and the arena, with
+its block slices, goes to a process-wide free list that every pool draws from before mapping a new
+one.  So the pinned slices are made once per arena ever mapped at once, not once per source, and
+opening and closing sources does not grow memory.
 """
 
 from __future__ import annotations
@@ -115,52 +124,127 @@ def resume_at(off: int, need: int, cur: int, res: int, align: int) -> int | None
     return nxt
 
 
-def gather_blocks(arena: mmap.mmap, plan: ReadPlan, *, dtype: np.dtype, dim: int, rows: np.ndarray,
-                  out: np.ndarray) -> Iterator[None]:
-    """``out[i] =`` the plan's ``rows[i]``-th unique row, read from the staged bytes: a numpy gather
-    in blocks of about ``GATHER_BLOCK`` bytes, yielding after each block so an event loop can reap
-    completions between blocks (a 40 MB gather would otherwise hold the loop for milliseconds while
-    the device queue drains)."""
-    flat = np.frombuffer(arena, dtype=dtype, count=plan.nbytes // dtype.itemsize)
+def gather_blocks(arena: Arena, plan: ReadPlan, *, dtype: np.dtype, dim: int, rows: np.ndarray,
+                  out: np.ndarray, dest: np.ndarray | None = None) -> Iterator[None]:
+    """``out[dest[i]] =`` the plan's ``rows[i]``-th unique row (``dest`` None: ``out[i]``), read from
+    the staged bytes: a numpy gather in blocks of about ``GATHER_BLOCK`` bytes, yielding after each
+    block so an event loop can reap completions between blocks (a 40 MB gather would otherwise hold
+    the loop for milliseconds while the device queue drains).  Rows go straight to their place in
+    ``out`` (a buffer's slots): no batch-sized temporary."""
+    flat = np.frombuffer(arena.mm, dtype=dtype, count=plan.nbytes // dtype.itemsize)
     window = np.lib.stride_tricks.sliding_window_view(flat, dim)
     elems = plan.row_elems[rows]
     # fancy indexing, not np.take (take copies the overlapping window into a contiguous array), in
     # blocks of about GATHER_BLOCK bytes so the temporary stays small, cached and reused by malloc
     step = max(1, GATHER_BLOCK // (dim * dtype.itemsize))
     for a in range(0, len(elems), step):
-        out[a : a + step] = window[elems[a : a + step]]
+        if dest is None:
+            out[a : a + step] = window[elems[a : a + step]]
+        else:
+            out[dest[a : a + step]] = window[elems[a : a + step]]
         yield
 
 
-class StagingPool:
-    """Reusable page-aligned staging arenas (anonymous ``mmap``), sized in powers of two.
+class Arena:
+    """One page-aligned anonymous mapping of ``nbytes``, and its block slices (made once per block
+    size: see the module docstring for why they must be long-lived)."""
 
-    ``release`` keeps at most ``max_cached`` bytes of free arenas; the rest are dropped (unmapped by
-    the garbage collector once no view into them is left, so memory the kernel may still be writing
-    into is never unmapped under it: the owner keeps a view until its reads complete).
+    __slots__ = ("mm", "nbytes", "_view", "_blocks")
+
+    def __init__(self, nbytes: int) -> None:
+        # private: MADV_DONTNEED frees private anonymous pages (a shared mapping would keep them)
+        self.mm = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        self.nbytes = nbytes
+        self._view: memoryview | None = None
+        self._blocks: dict[int, list[memoryview]] = {}
+
+    def blocks(self, block: int) -> list[memoryview]:
+        """The arena cut into slices of ``block`` bytes (made on first use, then the same objects)."""
+        blocks = self._blocks.get(block)
+        if blocks is None:
+            if self._view is None:
+                self._view = memoryview(self.mm)
+            view = self._view
+            blocks = self._blocks[block] = [view[i : i + block] for i in range(0, self.nbytes - block + 1, block)]
+        return blocks
+
+    def give_back(self) -> bool:
+        """Unmap the arena if nothing exports its memory (True); else return its pages to the kernel
+        and keep the empty mapping for reuse (False)."""
+        if self._view is None:
+            try:
+                self.mm.close()
+                return True
+            except BufferError:  # a view made elsewhere still lives; fall back to dropping pages
+                pass
+        self.mm.madvise(mmap.MADV_DONTNEED)
+        return False
+
+
+_EMPTY: dict[int, list[Arena]] = {}  # process-wide: arenas whose pages were given back (module docstring)
+
+
+def arena_bytes(nbytes: int) -> int:
+    """The arena size that holds ``nbytes``: a power of two, at least ``MIN_ARENA``."""
+    return max(MIN_ARENA, 1 << max(0, nbytes - 1).bit_length())
+
+
+class StagingPool:
+    """Reusable staging arenas (:class:`Arena`), sized in powers of two.
+
+    ``max_bytes`` caps what the pool holds, in use plus cached: a released arena is cached only
+    while the total stays within it, and cached arenas of other sizes are given back to make room
+    for a new one.  Arenas in use are never taken away (the owner bounds them: see ``_DiskSource``),
+    so ``held`` can pass the cap only while more is in use than the cap allows.  ``close`` gives
+    back every cached arena (memory the kernel may still be writing into is never released: the
+    owner releases an arena only once its reads have completed).
     """
 
-    def __init__(self, max_cached: int) -> None:
-        self.max_cached = max_cached
-        self._free: dict[int, list[mmap.mmap]] = {}
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._free: dict[int, list[Arena]] = {}
         self._cached = 0
-        self.allocated = 0
+        self.held = 0        # bytes in use + cached
+        self.peak = 0        # most bytes held at once
+        self.allocated = 0   # arenas taken from the kernel or the process-wide empty list
 
-    def acquire(self, nbytes: int) -> mmap.mmap:
-        cap = max(MIN_ARENA, 1 << max(0, nbytes - 1).bit_length())
+    def acquire(self, nbytes: int) -> Arena:
+        cap = arena_bytes(nbytes)
         free = self._free.get(cap)
         if free:
             self._cached -= cap
             return free.pop()
+        self._make_room(cap)
         self.allocated += 1
-        return mmap.mmap(-1, cap)
+        self.held += cap
+        self.peak = max(self.peak, self.held)
+        try:
+            return _EMPTY.get(cap, []).pop()
+        except IndexError:
+            return Arena(cap)
 
-    def release(self, arena: mmap.mmap) -> None:
-        cap = len(arena)
-        if self._cached + cap <= self.max_cached:
-            self._free.setdefault(cap, []).append(arena)
-            self._cached += cap
+    def release(self, arena: Arena) -> None:
+        if self.held <= self.max_bytes:
+            self._free.setdefault(arena.nbytes, []).append(arena)
+            self._cached += arena.nbytes
+        else:
+            self._give_back(arena)
 
-    def clear(self) -> None:
-        self._free.clear()
+    def _make_room(self, cap: int) -> None:
+        for size in sorted(self._free, reverse=True):
+            free = self._free[size]
+            while free and self.held + cap > self.max_bytes:
+                self._cached -= size
+                self._give_back(free.pop())
+
+    def _give_back(self, arena: Arena) -> None:
+        self.held -= arena.nbytes
+        if not arena.give_back():
+            _EMPTY.setdefault(arena.nbytes, []).append(arena)
+
+    def close(self) -> None:
+        """Give back every cached arena (unmapped, or pages dropped and kept for reuse)."""
+        for free in self._free.values():
+            while free:
+                self._give_back(free.pop())
         self._cached = 0

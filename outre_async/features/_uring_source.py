@@ -16,11 +16,14 @@ How it works, and why:
   coalesced run lands in place and the copy to ``out`` is one numpy gather per chunk.  The
   binding's ``Iovec`` never releases the buffer it takes from each memoryview it is given (measured:
   every ``Iovec([view[a:b]])`` leaves its slice alive, ~184 B, and pins the arena forever), so a
-  read's ``Iovec`` is built from **pre-made block slices** of the arena (``_ArenaBlocks``: one
+  read's ``Iovec`` is built from **pre-made block slices** of the arena (``Arena.blocks``: one
   memoryview per ``block`` bytes, made once per arena and block size): a read of ``[s, s+n)`` is
   ``Iovec(blocks[s/B:(s+n)/B])``, the same contiguous memory as one segment, and nothing new is
-  pinned.  Arenas are therefore kept for the source's life (the pool never drops them).  The job
-  keeps its ``Iovec``s alive until each read's completion.
+  pinned.  Such an arena can't be unmapped, so the pool gives its pages back instead and keeps the
+  empty mapping, slices and all, for the next arena of its size (``_staging``): at :meth:`aclose`
+  every arena's memory returns to the kernel, and opening and closing sources doesn't grow RSS.
+  Buffers are not registered with the ring (``IORING_OP_READV``, not ``READ_FIXED``), so there is
+  nothing to unregister.  The job keeps its ``Iovec``s alive until each read's completion.
 * **Short reads** are resubmitted from the aligned offset where data stopped; end of file before
   the bytes a row needs is an :class:`ExtractorError`, never a resubmission loop.  Negative
   results (EIO, EBADF, EINVAL...) become :class:`ExtractorError` with the file path, the read's byte
@@ -30,16 +33,15 @@ Cancellation rule: a cancelled ``read_rows`` stops submitting its remaining read
 further cancellations) until its submitted reads complete, since the kernel writes into its staging
 memory, then releases the staging memory and re-raises ``CancelledError``.  :meth:`aclose` stops
 accepting work, fails queued requests with :class:`PipelineClosed`, drains the reads in flight,
-removes the reader, unregisters and closes the eventfd, exits the ring and closes the file.
+removes the reader, unregisters and closes the eventfd, exits the ring, closes the file and gives
+back every staging arena.
 """
 
 from __future__ import annotations
 
 import asyncio
 import errno as errno_mod
-import mmap
 import os
-import sys
 from collections import deque
 from typing import Any
 
@@ -49,30 +51,12 @@ import numpy as np
 from .._errors import ConfigError, OutreError, PipelineClosed
 from ..store._dataset import Dataset
 from ._disk_source import FeatureFile, IOConfig, _DiskSource, uncancellable
-from ._staging import ReadPlan, resume_at
+from ._staging import Arena, ReadPlan, resume_at
 
 _INDEX_MASK = (1 << 32) - 1
 _MAX_BLOCK = 64 << 10   # largest block slice: fewer segments per read, bounded slice tables
 _RESUME_BLOCK = 512     # resubmitted short reads start at any 512-byte-aligned offset
 _TRANSIENT = (errno_mod.EAGAIN, errno_mod.EBUSY, errno_mod.EINTR)
-
-
-class _ArenaBlocks:
-    """Block slices of one arena, per block size, made once (see the module docstring: the binding
-    pins whatever memoryview an ``Iovec`` is built from, so only these long-lived slices are used)."""
-
-    __slots__ = ("view", "by_size")
-
-    def __init__(self, arena: mmap.mmap) -> None:
-        self.view = memoryview(arena)
-        self.by_size: dict[int, list[memoryview]] = {}
-
-    def of_size(self, block: int) -> list[memoryview]:
-        blocks = self.by_size.get(block)
-        if blocks is None:
-            view = self.view
-            blocks = self.by_size[block] = [view[i : i + block] for i in range(0, len(view) - block + 1, block)]
-        return blocks
 
 
 def _block_size(plan: ReadPlan) -> int:
@@ -90,7 +74,7 @@ class _Job:
                  "inflight", "left", "stopped", "error", "waiter", "resume", "cur", "queued",
                  "settled")
 
-    def __init__(self, token: int, plan: ReadPlan, arena: _ArenaBlocks) -> None:
+    def __init__(self, token: int, plan: ReadPlan, arena: Arena) -> None:
         self.token = token
         self.offsets: list[int] = plan.offsets.tolist()
         self.lengths: list[int] = plan.lengths.tolist()
@@ -98,7 +82,7 @@ class _Job:
         self.stage: list[int] = plan.stage.tolist()
         self.arena = arena
         self.block = _block_size(plan)
-        self.blocks = arena.of_size(self.block)
+        self.blocks = arena.blocks(self.block)
         self.iovs: list[Any] = [None] * len(self.offsets)  # keeps each read's memory alive
         self.next = 0                       # first read not yet submitted
         self.inflight = 0                   # submitted, not completed
@@ -150,8 +134,6 @@ class UringSource(_DiskSource):
         self._token = 0
         self._broken: OutreError | None = None
         self._idle: asyncio.Future[None] | None = None
-        self._arenas: dict[int, _ArenaBlocks] = {}  # id(arena) -> its block slices
-        self._pool.max_cached = sys.maxsize  # arenas live as long as the source (module docstring)
 
     # -- ring lifecycle ----------------------------------------------------------------------------
     def _ensure_ring(self) -> None:
@@ -199,15 +181,12 @@ class UringSource(_DiskSource):
         self._close_fd()
 
     # -- the _DiskSource hooks ---------------------------------------------------------------------
-    def _start(self, plan: ReadPlan, arena: mmap.mmap) -> _Job:
+    def _start(self, plan: ReadPlan, arena: Arena) -> _Job:
         self._ensure_ring()
         if self._broken is not None:
             raise self._broken
         self._token = (self._token + 1) & 0x7FFFFFFF
-        blocks = self._arenas.get(id(arena))
-        if blocks is None:
-            blocks = self._arenas[id(arena)] = _ArenaBlocks(arena)
-        job = _Job(self._token, plan, blocks)
+        job = _Job(self._token, plan, arena)
         self._jobs[job.token] = job
         self._counters["runs"] += plan.num_reads
         self._enqueue(job)
@@ -303,7 +282,7 @@ class UringSource(_DiskSource):
         while job.resume and count < budget:
             k = job.resume.pop()
             off, cur, s = job.offsets[k], job.cur[k], job.stage[k]
-            blocks = job.arena.of_size(_RESUME_BLOCK)
+            blocks = job.arena.blocks(_RESUME_BLOCK)
             iov = L.Iovec(blocks[(s + cur - off) // _RESUME_BLOCK : (s + job.lengths[k]) // _RESUME_BLOCK])
             sqe = L.io_uring_get_sqe(self._ring)
             L.io_uring_prep_readv(sqe, self._fd, iov, cur)

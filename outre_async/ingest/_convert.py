@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import ConfigError, InputFormatError
+from ..store._overwrite import check_overwrite, dataset_names
 from ._edge_list import BINARY_SUFFIXES, TEXT_SUFFIXES, from_binary_edges, from_text_edges
 from ._npz import from_npz
 from ._ogb import from_ogb
@@ -48,6 +49,8 @@ def convert(src: PathLike, out: PathLike, *, format: str | None = None, **opts: 
     fmt = detect_format(path) if format is None else format
     if fmt not in _IMPORTERS:
         raise ConfigError(f"unknown input format {fmt!r}; the formats are {', '.join(FORMATS)}")
+    if opts.get("overwrite"):  # replacing OUT must never delete the input (nor anything not ours)
+        check_overwrite(Path(out), owned=dataset_names, what="dataset", inputs=(path,))
     return _IMPORTERS[fmt](path, out, **opts)
 
 

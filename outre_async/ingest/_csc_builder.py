@@ -23,12 +23,13 @@ transient cumulative cost while planning buckets (8 B/node), and, for input sort
 offsets and cursors over all nodes (16 B/node).
 
 Temporary files live in a private directory under ``tmp_dir`` (created only when spilling) and are
-removed by :meth:`CSCBuilder.close`, which the context manager calls on success and on error.
+removed by :meth:`CSCBuilder.close`, which the context manager calls on success and on error.  The
+directory is one of ``store._tempdir``'s (``.{tmp_stem}.outre-sort-...-{pid}-...``): after a
+``kill -9`` the next writer into ``tmp_dir``, or ``outre clean``, removes it.
 """
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from pathlib import Path
 from typing import BinaryIO
@@ -37,6 +38,8 @@ import numpy as np
 from tqdm import tqdm
 
 from .._errors import ConfigError, InvalidGraphError
+from ..store._litter import open_temp_dir
+from ..store._tempdir import TempDir
 from ..store._writer import INT32_LIMIT, DatasetWriter
 from ._convert_kernels import count_into, scatter_by_bucket, scatter_sources, sort_segments
 
@@ -58,6 +61,7 @@ class CSCBuilder:
         dedupe: bool = False,
         memory_budget: int = DEFAULT_MEMORY_BUDGET,
         tmp_dir: str | Path | None = None,
+        tmp_stem: str = "convert",
         progress: bool = False,
     ) -> None:
         if memory_budget < MIN_MEMORY_BUDGET:
@@ -71,7 +75,8 @@ class CSCBuilder:
         self.progress = progress
         self._given_nodes = num_nodes
         self._tmp_parent = None if tmp_dir is None else Path(tmp_dir)
-        self._tmp: Path | None = None
+        self._tmp_stem = tmp_stem
+        self._tmpdir: TempDir | None = None
         self._dtype = np.dtype(np.int64 if (num_nodes or 0) > INT32_LIMIT else np.int32)
         self._counts = np.zeros(num_nodes or 0, dtype=np.int64)
         self._max_id = -1
@@ -94,9 +99,9 @@ class CSCBuilder:
             self._spill.close()
             self._spill = None
         self._pieces.clear()
-        if self._tmp is not None:
-            shutil.rmtree(self._tmp, ignore_errors=True)
-            self._tmp = None
+        if self._tmpdir is not None:
+            self._tmpdir.remove()
+            self._tmpdir = None
 
     @property
     def num_nodes(self) -> int:
@@ -188,11 +193,10 @@ class CSCBuilder:
             self._held = 0
 
     def _tmp_dir(self) -> Path:
-        if self._tmp is None:
+        if self._tmpdir is None:
             parent = self._tmp_parent or Path(tempfile.gettempdir())
-            parent.mkdir(parents=True, exist_ok=True)
-            self._tmp = Path(tempfile.mkdtemp(prefix=".outre-convert-", dir=parent))
-        return self._tmp
+            self._tmpdir = open_temp_dir(parent, self._tmp_stem, "sort")
+        return self._tmpdir.path
 
     def _chunk_edges(self) -> int:
         """Edges per distribution chunk: a pair in and a pair out each."""

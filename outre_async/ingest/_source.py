@@ -24,6 +24,7 @@ import numpy as np
 from .._errors import ConfigError, DatasetExistsError, InputFormatError, InvalidGraphError
 from .._units import parse_bytes
 from ..store._layout import RowLayoutName
+from ..store._overwrite import check_overwrite, dataset_names
 from ..store._writer import DatasetWriter
 from ._csc_builder import DEFAULT_MEMORY_BUDGET, MIN_MEMORY_BUDGET, CSCBuilder
 
@@ -97,8 +98,10 @@ class Source:
 def write_source(out: PathLike, src: Source, o: ConvertOptions) -> Path:
     """Sort the edges, then write topology, features, labels and splits into one atomic dataset."""
     out = Path(out)
-    if out.exists() and not o.overwrite:
+    if os.path.lexists(out) and not o.overwrite:
         raise DatasetExistsError(f"{out} already exists; choose another path or pass overwrite")
+    if o.overwrite:  # fail before the sort, not after it (the writer checks again)
+        check_overwrite(out, owned=dataset_names, what="dataset")
     out.parent.mkdir(parents=True, exist_ok=True)
     with CSCBuilder(
         num_nodes=src.num_nodes,
@@ -108,6 +111,7 @@ def write_source(out: PathLike, src: Source, o: ConvertOptions) -> Path:
         memory_budget=int(o.memory_budget),
         progress=o.progress,
         tmp_dir=Path(o.tmp_dir) if o.tmp_dir is not None else out.parent,
+        tmp_stem=out.name,
     ) as builder:
         for s, d in src.edges():
             builder.add(s, d)

@@ -6,12 +6,11 @@
     for batch in loader:                    # the same loader from synchronous code (own loop thread)
         ...
 
-Memory is bounded by construction (all capacities are config):
-``buffer_rows × dim × 4`` (feature buffer) ``+ 8 N`` (its node → slot table)
-``+ (ready_queue + num_extractors + 1) × max_rows × dim × 4`` (gathered batch matrices in flight)
-``+ extract_queue × one sampled subgraph``, where ``max_rows = batch_size × (1 + f1 + f1 f2 + ...)``
-capped at N; in ordered mode batches waiting for their turn add at most
-``num_samplers + extract_queue + num_extractors + ready_queue`` gathered matrices.
+Memory is bounded by construction (all capacities are config), and ``memory_budget`` covers all of
+it: the feature buffer, its node → slot table, the staging arenas, extractor and sampler scratch,
+sampled subgraphs and gathered batches in flight (the formula, part by part, is in ``_budget``;
+``stats()["memory"]`` reports the parts).  Given a budget, the loader sizes the staging arenas and
+the buffer to fit it, or refuses it with a :class:`ConfigError` naming the minimum.
 """
 
 from __future__ import annotations
@@ -30,6 +29,7 @@ from ..features import FeatureSource
 from ..sampling._plan import max_rows_per_batch, num_batches, plan_epoch, seed_ids
 from ..store._dataset import Dataset, open_dataset
 from ._batch import ExtractedBatch, OutreBatch, PlanItem, SampledBatch, to_batch
+from ._budget import MemoryPlan, Sizes, max_edges_per_batch, plan_memory
 from ._channel import Channel
 from ._config import BACKENDS, LoaderConfig
 from ._delivery import Delivery
@@ -45,7 +45,6 @@ if TYPE_CHECKING:
 
 __all__ = ["BACKENDS", "LoaderConfig", "OutreLoader"]
 
-_SLOT_OVERHEAD = 40  # bytes of bookkeeping per buffer slot (node id, refs, valid, LRU links)
 _SOURCE_KNOBS = ("backend", "max_in_flight", "source_options")
 
 
@@ -70,7 +69,8 @@ class OutreLoader:
         self._seeds = seed_ids(self.dataset, split)
         self._max_rows = max_rows_per_batch(self.config.batch_size, self.config.fanouts, self.dataset.num_nodes)
         self._partitioned = self._partition_batching()
-        self.buffer_rows = self._buffer_rows()
+        self.memory = self._memory_plan()
+        self.buffer_rows = self.memory.buffer_rows
         self._epoch = 0
         self._sample, self._extract, self._delivery = SampleStage(), ExtractStage(), Delivery()
         self._channels = self._new_channels()  # the latest epoch's (what stats()["queues"] reports)
@@ -92,22 +92,21 @@ class OutreLoader:
     def _res(self) -> Resources | None:
         return self._box.res
 
-    def _buffer_rows(self) -> int:
-        cfg, n = self.config, self.dataset.num_nodes
-        if cfg.buffer_rows is not None:
-            rows = cfg.buffer_rows
-        elif cfg.budget_bytes is not None:
-            rows = (cfg.budget_bytes - 8 * n) // (self.dataset.feature_dim * 4 + _SLOT_OVERHEAD)
-        else:
-            rows = (cfg.num_extractors + 1) * self._max_rows
-        rows = min(int(rows), n)
+    def _memory_plan(self) -> MemoryPlan:
+        cfg, ds = self.config, self.dataset
+        sizes = Sizes(num_nodes=ds.num_nodes, dim=ds.feature_dim, row_bytes=ds.feature_dim * ds.feature_dtype.itemsize,
+                      stride=ds.row_layout.stride, max_rows=self._max_rows,
+                      max_edges=max_edges_per_batch(cfg.batch_size, cfg.fanouts, ds.num_edges))
+        kind = "injected" if self._source is not None else "memory" if cfg.backend == "memory" else "disk"
+        plan = plan_memory(cfg, sizes, source=kind)
+        rows = plan.buffer_rows
         if rows < self._max_rows:
             raise ConfigError(
                 f"feature buffer of {max(rows, 0)} rows is smaller than one batch can need ({self._max_rows} rows "
                 f"= batch_size {cfg.batch_size} x fanouts {list(cfg.fanouts)}); raise buffer_rows / memory_budget "
                 "or lower batch_size or fanouts"
             )
-        return rows
+        return plan
 
     def _new_channels(self) -> tuple[Channel[SampledBatch], Channel[ExtractedBatch]]:
         return (Channel(self.config.extract_capacity, name="extract queue"),
@@ -130,7 +129,7 @@ class OutreLoader:
             return
         self._box.res = await Resources.create(loop, self.config, self.dataset, buffer_rows=self.buffer_rows,
                                                 max_rows=self._max_rows, partitioned=self._partitioned,
-                                                source=self._source)
+                                                source=self._source, staging=self.memory.source_options())
 
     async def aclose(self) -> None:
         """Close any epoch still running, then release every resource (ring, files, threads).
@@ -236,6 +235,7 @@ class OutreLoader:
         out["epochs_started"] = self._epoch
         out["buffer_rows"] = self.buffer_rows
         out["max_rows_per_batch"] = self._max_rows
+        out["memory"] = {"budget": self.config.budget_bytes, "planned": self.memory.total, **self.memory.parts}
         extract, ready = self._channels
         out["queues"] = queue_stats({"extract": extract.statistics(), "ready": ready.statistics()})
         res = self._res

@@ -48,10 +48,10 @@ class Resources:
     @classmethod
     async def create(cls, loop: asyncio.AbstractEventLoop, cfg: LoaderConfig, ds: Dataset, *, buffer_rows: int,
                      max_rows: int, partitioned: PartitionBatching | None,
-                     source: FeatureSource | None) -> Resources:
+                     source: FeatureSource | None, staging: dict[str, int] | None = None) -> Resources:
         owns_source = source is None
         if source is None:
-            source = _open_source(cfg, ds)
+            source = _open_source(cfg, ds, staging or {})
         buffer = FeatureBuffer(ds.num_nodes, buffer_rows, ds.feature_dim, min_slots=max_rows)
         samplers: list[Sampler]
         if partitioned is not None:
@@ -72,8 +72,10 @@ class Resources:
             self.executor.shutdown(wait=True)
 
 
-def _open_source(cfg: LoaderConfig, ds: Dataset) -> FeatureSource:
-    io_opts = {} if cfg.backend == "memory" else {**cfg.source_options}
+def _open_source(cfg: LoaderConfig, ds: Dataset, staging: dict[str, int]) -> FeatureSource:
+    """Open the configured backend; a disk source gets the staging sizes of the memory plan unless
+    ``source_options`` set them."""
+    io_opts = {} if cfg.backend == "memory" else {**staging, **cfg.source_options}
     if cfg.backend != "memory" and cfg.max_in_flight is not None:
         io_opts.setdefault("max_in_flight", cfg.max_in_flight)
     return open_source(ds, cfg.backend, **io_opts)  # type: ignore[arg-type]  # validated in LoaderConfig

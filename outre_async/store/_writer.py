@@ -4,15 +4,16 @@ Memory stays bounded by the chunks handed in plus O(N) for ``indptr``: topology 
 consecutive destination nodes (``append_neighbors``), features as blocks of consecutive rows
 (``append_features``).  Everything is written into a hidden temporary directory beside the target
 and installed by :meth:`DatasetWriter.commit`, after the manifest (``_install``: fsync, rename, fsync
-the parent), so a crash or an error never leaves a half-written dataset that opens; :meth:`abort` (or leaving the ``with`` block on an
-exception) removes the temporary directory.
+the parent), so a crash or an error never leaves a half-written dataset that opens; :meth:`abort`
+(or leaving the ``with`` block on an exception) removes the temporary directory.  The temporary
+directory carries this process's pid (``_tempdir``); a writer first collects the ones in its parent
+whose writer died (``_litter``).  ``overwrite`` replaces only an empty folder or a dataset
+(``_overwrite``), checked at construction and again right before the install.
 """
 
 from __future__ import annotations
 
 import os
-import secrets
-import shutil
 import zlib
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -22,7 +23,9 @@ import numpy as np
 from .._errors import ConfigError, DatasetExistsError, InvalidGraphError
 from ._install import install_directory
 from ._layout import RowLayoutName, choose_row_layout
+from ._litter import open_temp_dir
 from ._manifest import SPLIT_NAMES, FeatureEntry, FileEntry, Manifest
+from ._overwrite import check_overwrite, dataset_names
 
 INT32_LIMIT = 2**31 - 1
 
@@ -55,8 +58,10 @@ class DatasetWriter:
             raise ConfigError(f"feature_dim must be >= 0, got {feature_dim=}")
         if feature_dtype not in ("float32", "float16"):
             raise ConfigError(f"feature_dtype must be 'float32' or 'float16', got {feature_dtype=}")
-        if self.path.exists() and not overwrite:
+        if os.path.lexists(self.path) and not overwrite:
             raise DatasetExistsError(f"{self.path} already exists; choose another path or pass overwrite")
+        if overwrite:
+            check_overwrite(self.path, owned=dataset_names, what="dataset")
         self.num_nodes = int(num_nodes)
         self.num_classes = num_classes
         self.meta = dict(meta or {})
@@ -67,15 +72,19 @@ class DatasetWriter:
         self._layout = (
             choose_row_layout(feature_dim * self._feature_dtype.itemsize, row_layout) if feature_dim else None
         )
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._tmp = self.path.parent / f".{self.path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
-        self._tmp.mkdir()
-        self._indptr = np.zeros(self.num_nodes + 1, dtype=np.int64)
+        self._tmpdir = open_temp_dir(self.path.parent, self.path.name, "tmp")
+        self._tmp = self._tmpdir.path
+        self._indices_file: BinaryIO | None = None
+        self._features_file: BinaryIO | None = None
+        try:
+            self._indptr = np.zeros(self.num_nodes + 1, dtype=np.int64)
+            self._indices_file = open(self._tmp / "indices.bin", "wb")  # noqa: SIM115
+            if self._layout:
+                self._features_file = open(self._tmp / "features.bin", "wb")  # noqa: SIM115
+        except BaseException:
+            self.abort()
+            raise
         self._nodes_done = 0
-        self._indices_file: BinaryIO | None = open(self._tmp / "indices.bin", "wb")  # noqa: SIM115
-        self._features_file: BinaryIO | None = (
-            open(self._tmp / "features.bin", "wb") if self._layout else None  # noqa: SIM115
-        )
         self._rows_done = 0
         self._labels: FileEntry | None = None
         self._splits: dict[str, FileEntry] = {}
@@ -207,7 +216,7 @@ class DatasetWriter:
         for handle in (self._indices_file, self._features_file):
             if handle is not None and not handle.closed:
                 handle.close()
-        shutil.rmtree(self._tmp, ignore_errors=True)
+        self._tmpdir.remove()
         self._closed = True
 
     def _finish(self) -> Manifest:
@@ -249,8 +258,11 @@ class DatasetWriter:
         )
 
     def _install(self) -> None:
+        if self._overwrite:
+            check_overwrite(self.path, owned=dataset_names, what="dataset")
         install_directory(self._tmp, self.path, overwrite=self._overwrite, exists=DatasetExistsError(
             f"{self.path} appeared while writing; choose another path or pass overwrite"))
+        self._tmpdir.release()
 
 
 def _check_ids(ids: np.ndarray, num_nodes: int, what: str) -> None:

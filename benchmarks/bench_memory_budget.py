@@ -1,0 +1,203 @@
+"""Does ``memory_budget`` hold?  Two epochs under a cgroup cap of warm baseline + 1.1 x budget.
+
+    python benchmarks/bench_memory_budget.py                       # 200k nodes, batch 256 and 1024
+    python benchmarks/bench_memory_budget.py --budgets 256MiB,1GiB --backends io_uring --json mem.json
+
+A dataset of ``--nodes`` nodes with ``--dim`` float32 features is generated once (or reused from
+``--dir``).  Every (backend, batch size, budget) runs in a fresh child process inside its own cgroup
+(``outre_async.bench._cgroup``; cgroup v1 ``memory.limit_in_bytes`` or v2 ``memory.max``).  The
+child warms up first (imports, numba kernels, one tiny loader, every page of ``indptr`` and
+``indices``), takes the group's usage as its *baseline*, sets the cap to baseline + 1.1 x budget,
+resets the peaks, then runs two epochs over ``--seeds`` random training nodes with
+``OutreLoader(memory_budget=budget)`` and reports: the group's peak over the baseline (anonymous
+memory plus page cache charged to it), the process's peak RSS over its warm RSS, and the loader's
+own plan (``stats()["memory"]``).  A child killed by the cap counts as an OOM kill.  Budgets below
+the loader's floor are reported with the ConfigError (and its minimum) instead of a run.
+
+Needs root and a cgroup memory controller; otherwise runs uncapped and says so.  Nothing here is
+asserted in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import outre_async as oa
+from outre_async._units import format_bytes, parse_bytes
+from outre_async.bench._cgroup import MemoryCap, open_cap
+
+CAP_FACTOR = 1.1
+_OPEN_CAP = 64 << 30  # the group's limit until the child sets its own
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--dir", help="dataset directory (reused when present); default: a temporary one")
+    p.add_argument("--nodes", type=int, default=200_000)
+    p.add_argument("--dim", type=int, default=128)
+    p.add_argument("--seeds", type=int, default=20_000, help="training nodes per epoch")
+    p.add_argument("--fanouts", default="10,5")
+    p.add_argument("--batches", default="256,1024", help="batch sizes")
+    p.add_argument("--budgets", default="128MiB,256MiB,512MiB,1GiB")
+    p.add_argument("--backends", default="io_uring,pread")
+    p.add_argument("--repeats", type=int, default=1, help="runs per setting; medians reported")
+    p.add_argument("--json", help="write the results to this file")
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+# -- the child: one capped run -------------------------------------------------------------------
+def _read(path: Path) -> int:
+    return int(path.read_text().split()[0])
+
+
+def _status(key: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+async def _epochs(ds: oa.Dataset, spec: dict[str, Any], epochs: int) -> dict[str, Any]:
+    seeds = np.random.default_rng(0).choice(ds.num_nodes, min(spec["seeds"], ds.num_nodes), replace=False)
+    loader = oa.OutreLoader(ds, split=seeds, fanouts=spec["fanouts"],
+                            batch_size=spec["batch"], memory_budget=spec["budget"], backend=spec["backend"])
+    batches = 0
+    async with loader:
+        for _ in range(epochs):
+            async for batch in loader:
+                batches += 1
+                float(batch.x[:1].sum())
+        return {"batches": batches, "plan": loader.stats()["memory"]}
+
+
+def child(spec_json: str) -> None:
+    spec = json.loads(spec_json)
+    ds = oa.open_dataset(spec["dataset"])
+    int(np.asarray(ds.indices).sum()) + int(np.asarray(ds.indptr).sum())  # every topology page, in the baseline
+    warm = dict(spec, budget=None, batch=8, seeds=16)
+    asyncio.run(_epochs(ds, warm, 1))  # kernels compiled / loaded, ring and threads made once
+    gc.collect()
+    group = Path(spec["cgroup"]) if spec["cgroup"] else None
+    v1 = group is not None and (group / "memory.limit_in_bytes").exists()
+    usage = (group / ("memory.usage_in_bytes" if v1 else "memory.current")) if group else None
+    base = _read(usage) if usage else 0
+    if group is not None:
+        cap = base + int(CAP_FACTOR * spec["budget"])
+        (group / ("memory.limit_in_bytes" if v1 else "memory.max")).write_text(str(cap))
+        if v1:
+            (group / "memory.max_usage_in_bytes").write_text("0")
+    Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
+    rss0 = _status("VmRSS")
+    t = time.perf_counter()
+    try:
+        out = asyncio.run(_epochs(ds, spec, 2))
+    except oa.ConfigError as exc:
+        print(json.dumps({"config_error": str(exc)}))
+        return
+    peak = None
+    if group is not None:
+        peak = _read(group / ("memory.max_usage_in_bytes" if v1 else "memory.peak")) - base
+    print(json.dumps({**out, "seconds": round(time.perf_counter() - t, 2), "baseline_bytes": base,
+                      "cgroup_peak_over_baseline": peak, "rss_peak_over_warm": _status("VmHWM") - rss0}))
+
+
+# -- the parent ----------------------------------------------------------------------------------
+def ensure_dataset(args: argparse.Namespace, root: Path) -> oa.Dataset:
+    path = root / f"mem-{args.nodes}-{args.dim}"
+    if not (path / "manifest.json").exists():
+        oa.generate(path, "tiny", num_nodes=args.nodes, feature_dim=args.dim, avg_degree=10.0, seed=0)
+    return oa.open_dataset(path)
+
+
+def run_one(spec: dict[str, Any]) -> dict[str, Any]:
+    cap = open_cap(_OPEN_CAP)
+    capped = isinstance(cap, MemoryCap)
+    spec = dict(spec, cgroup=str(cap.path) if capped else None)  # type: ignore[union-attr]
+    try:
+        proc = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)], capture_output=True,
+                              text=True, preexec_fn=cap.attach if capped else None,  # type: ignore[union-attr]
+                              timeout=1800)
+        kills = cap.oom_kills() if capped else 0  # type: ignore[union-attr]
+    finally:
+        if capped:
+            cap.remove()  # type: ignore[union-attr]
+    row: dict[str, Any] = {"capped": cap.describe().split(" ")[0] if capped else cap.describe(),
+                           "returncode": proc.returncode, "oom_kills": kills}
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if lines:
+        row.update(json.loads(lines[-1]))
+    elif proc.returncode:
+        row["stderr_tail"] = proc.stderr[-600:]
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.child:
+        child(args.child)
+        return 0
+    tmp = None if args.dir else Path(tempfile.mkdtemp(prefix="bench-mem-", dir="."))
+    root = Path(args.dir) if args.dir else tmp
+    assert root is not None
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        ds = ensure_dataset(args, root)
+        results = []
+        for backend in args.backends.split(","):
+            for batch in map(int, args.batches.split(",")):
+                for budget in (parse_bytes(b) for b in args.budgets.split(",")):
+                    spec = {"dataset": str(ds.path), "backend": backend, "batch": batch, "budget": budget,
+                            "fanouts": [int(f) for f in args.fanouts.split(",")], "seeds": args.seeds}
+                    runs = [run_one(spec) for _ in range(args.repeats)]
+                    results.append(summarize(backend, batch, budget, runs))
+                    print(json.dumps(results[-1]), flush=True)
+        if args.json:
+            Path(args.json).write_text(json.dumps({"args": vars(args), "results": results}, indent=1))
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+def summarize(backend: str, batch: int, budget: int, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    def med(key: str) -> float | None:
+        vals = [r[key] for r in runs if r.get(key) is not None]
+        return statistics.median(vals) if vals else None
+
+    out: dict[str, Any] = {"backend": backend, "batch": batch, "budget": format_bytes(budget),
+                           "cap": f"baseline + {CAP_FACTOR} x budget", "runs": len(runs),
+                           "finished": sum(r.get("batches", 0) > 0 and r["returncode"] == 0 for r in runs),
+                           "oom_kills": sum(r["oom_kills"] for r in runs)}
+    if any("config_error" in r for r in runs):
+        out["config_error"] = next(r["config_error"] for r in runs if "config_error" in r)
+        return out
+    cg, rss = med("cgroup_peak_over_baseline"), med("rss_peak_over_warm")
+    out.update(cgroup_peak_over_baseline=None if cg is None else format_bytes(int(cg)),
+               cgroup_peak_vs_budget=None if cg is None else round(cg / budget, 3),
+               rss_peak_over_warm=None if rss is None else format_bytes(int(rss)),
+               rss_peak_vs_budget=None if rss is None else round(rss / budget, 3),
+               planned=format_bytes(runs[0]["plan"]["planned"]) if "plan" in runs[0] else None,
+               seconds=med("seconds"), batches=med("batches"), capped=runs[0]["capped"])
+    if "stderr_tail" in runs[0]:
+        out["stderr_tail"] = runs[0]["stderr_tail"]
+    return out
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    raise SystemExit(main())

@@ -1,0 +1,79 @@
+"""``overwrite`` replaces only what we wrote (git refuses to clone into a non-empty folder).
+
+An existing output may be replaced only when it is
+
+* an empty folder, or
+* an outre folder of the kind being written (a dataset: ``manifest.json`` parses; a partition
+  folder: ``meta.json`` is ours) holding nothing but the entries that outre wrote there (the files
+  its manifest or meta names, a dataset's ``partitions/`` and ``profile/``, our temp folders),
+
+and never when it holds the input being converted.  Anything else, a file, a symlink, a project
+folder, raises :class:`OverwriteRefusedError` naming the reason, before any work and again right
+before the install, and nothing is changed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+from .._errors import DatasetError, OverwriteRefusedError
+from ._manifest import MANIFEST_NAME, read_manifest
+from ._tempdir import parse_temp_name
+
+DATASET_SUBFOLDERS = ("partitions", "profile")  # written by outre into a dataset folder
+OwnedNames = Callable[[Path], Iterable[str]]
+
+
+def check_overwrite(out: Path, *, owned: OwnedNames, what: str, inputs: Sequence[Path] = ()) -> None:
+    """Raise :class:`OverwriteRefusedError` unless replacing ``out`` would destroy only what outre
+    wrote (module docstring).  ``owned(out)`` returns the entry names outre wrote in a valid folder
+    of kind ``what`` and raises :class:`OverwriteRefusedError` when it is not one."""
+    if not os.path.lexists(out):
+        return
+    if out.is_symlink():
+        raise _refuse(out, what, "is a symbolic link; outre replaces only folders it wrote")
+    if not out.is_dir():
+        raise _refuse(out, what, f"is a file, not a {what} folder")
+    for src in inputs:
+        if _inside(src, out):
+            raise _refuse(out, what, f"contains the input {src}; write the {what} somewhere else")
+    present = set(os.listdir(out))
+    if not present:
+        return
+    ours = set(owned(out))
+    foreign = sorted(n for n in present - ours if parse_temp_name(n) is None)
+    if foreign:
+        shown = ", ".join(repr(n) for n in foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise _refuse(out, what, f"holds {shown}, which outre did not write; move them away or choose "
+                                 f"another output")
+
+
+def refuse_not_ours(out: Path, what: str, why: str) -> OverwriteRefusedError:
+    """The error ``owned`` raises for a folder that is not a valid one of ``what``."""
+    return _refuse(out, what, f"is not empty and is not an outre {what} ({why}); --overwrite replaces only "
+                              f"an outre {what} or an empty folder")
+
+
+def dataset_names(out: Path) -> set[str]:
+    """The ``owned`` rule of a dataset folder: manifest, the files it names, partitions/, profile/."""
+    try:
+        m = read_manifest(out)
+    except DatasetError as exc:  # ManifestError, and whatever else the parser refuses
+        raise refuse_not_ours(out, "dataset", str(exc)) from exc
+    except FileNotFoundError as exc:
+        raise refuse_not_ours(out, "dataset", f"no {MANIFEST_NAME}") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise refuse_not_ours(out, "dataset", f"{MANIFEST_NAME} unreadable: {exc}") from exc
+    entries = [m.indptr, m.indices, m.features, m.labels, *m.splits.values()]
+    return {MANIFEST_NAME, *DATASET_SUBFOLDERS, *(e.file for e in entries if e is not None)}
+
+
+def _inside(src: Path, out: Path) -> bool:
+    src_real, out_real = os.path.realpath(src), os.path.realpath(out)
+    return os.path.commonpath([src_real, out_real]) == out_real
+
+
+def _refuse(out: Path, what: str, why: str) -> OverwriteRefusedError:
+    return OverwriteRefusedError(f"refusing to overwrite {out}: it {why}")

@@ -1,0 +1,61 @@
+"""The memory plan: every part the loader allocates, sized to fit ``memory_budget`` (pure numbers)."""
+
+from __future__ import annotations
+
+import pytest
+
+import outre_async as oa
+from outre_async.loader._budget import Sizes, max_edges_per_batch, plan_memory, plan_memory_floor
+
+SIZES = Sizes(num_nodes=200_000, dim=128, row_bytes=512, stride=512, max_rows=62_464, max_edges=61_440)
+
+
+def _cfg(**kw: object) -> oa.LoaderConfig:
+    return oa.LoaderConfig(fanouts=(10, 5), batch_size=1024, **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("budget", [256 << 20, 400 << 20, 1 << 30])
+def test_every_part_fits_the_budget_and_the_buffer_takes_the_rest(budget: int) -> None:
+    plan = plan_memory(_cfg(memory_budget=budget), SIZES, source="disk")
+    assert plan.total <= budget
+    if plan.buffer_rows < SIZES.num_nodes:  # not capped at one slot per node: the rest all goes to rows
+        assert budget - plan.total < 4 * 128 + 40
+    assert plan.buffer_rows >= SIZES.max_rows
+    assert plan.parts["staging"] == 2 * 2 * plan.stage_bytes <= budget // 8
+    assert plan.parts["slot table"] == 8 * 200_000
+    assert plan.source_options() == {"max_stage_bytes": plan.stage_bytes, "max_staging_bytes": plan.parts["staging"]}
+
+
+def test_a_budget_below_the_floor_names_memory_budget_and_the_minimum() -> None:
+    floor = plan_memory_floor(_cfg(memory_budget=1), SIZES, source="disk")
+    plan_memory(_cfg(memory_budget=floor), SIZES, source="disk")  # exactly the floor fits
+    with pytest.raises(oa.ConfigError, match=f"memory_budget={floor - 1} .* below the {floor} bytes"):
+        plan_memory(_cfg(memory_budget=floor - 1), SIZES, source="disk")
+
+
+def test_ordered_mode_and_deeper_queues_cost_buffer_rows() -> None:
+    big = Sizes(num_nodes=2_000_000, dim=128, row_bytes=512, stride=512, max_rows=62_464, max_edges=61_440)
+    base = plan_memory(_cfg(memory_budget=1 << 30), big, source="disk")
+    ordered = plan_memory(_cfg(memory_budget=1 << 30, ordered=True), big, source="disk")
+    deep = plan_memory(_cfg(memory_budget=1 << 30, ready_queue=8), big, source="disk")
+    assert "reorder buffer" in ordered.parts and ordered.buffer_rows < base.buffer_rows
+    assert deep.parts["batches"] > base.parts["batches"] and deep.buffer_rows < base.buffer_rows
+
+
+def test_sources_the_loader_does_not_stage_for() -> None:
+    memory = plan_memory(_cfg(), SIZES, source="memory")
+    injected = plan_memory(_cfg(), SIZES, source="injected")
+    assert memory.parts["features in RAM"] == 200_000 * 512 and memory.source_options() == {}
+    assert "staging" in injected.parts and injected.parts["staging"] == 0
+
+
+def test_user_staging_options_win_and_are_counted() -> None:
+    cfg = _cfg(memory_budget=1 << 30, source_options={"max_stage_bytes": 1 << 20, "max_staging_bytes": 64 << 20})
+    plan = plan_memory(cfg, SIZES, source="disk")
+    assert plan.stage_bytes == 1 << 20 and plan.parts["staging"] == 64 << 20
+
+
+def test_max_edges_per_batch() -> None:
+    assert max_edges_per_batch(4, (3, 2), 10**9) == 4 * 3 + 4 * 3 * 2
+    assert max_edges_per_batch(4, (3, -1), 100) == 100
+    assert max_edges_per_batch(4, (30, 30), 1000) == 1000
