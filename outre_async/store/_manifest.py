@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import DatasetReadError, FormatVersionError, ManifestError
+from .._errors import DatasetNotFoundError, DatasetReadError, FormatVersionError, ManifestError
 
 FORMAT_NAME = "outre-async-dataset"
 FORMAT_VERSION = 1
@@ -87,6 +87,9 @@ def read_manifest(directory: Path) -> Manifest:
         doc = json.loads(path.read_bytes())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ManifestError(f"{path} is not valid JSON ({exc}); re-create the dataset") from exc
+    except FileNotFoundError as exc:
+        raise DatasetNotFoundError(f"no dataset at {directory}: no {MANIFEST_NAME} (incomplete write?); "
+                                   "re-create it") from exc
     except OSError as exc:
         raise DatasetReadError(f"cannot read ({exc.strerror})", path=path, offset=0, errno=exc.errno) from exc
     if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
