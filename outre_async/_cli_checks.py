@@ -19,9 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ._errors import ConfigError
-from ._units import format_bytes, parse_bytes
+from ._units import available_memory, format_bytes, parse_bytes
 
-__all__ = ["available_memory", "byte_size", "check_fits_memory", "check_output_dir", "count", "finite",
+__all__ = ["byte_size", "check_fits_memory", "check_output_dir", "count", "finite",
            "fanout_list_matcher", "seed"]
 
 
@@ -68,18 +68,6 @@ def byte_size(*, allocated: bool) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(str(exc)) from None
         return size
     return parse
-
-
-def available_memory() -> int:
-    """Bytes of memory available to a new allocation now (``MemAvailable``, else free pages)."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
 def check_fits_memory(what: str, nbytes: float) -> None:
