@@ -79,3 +79,18 @@ def test_indices_in_ram_and_mapped_hold_the_same_ids(tmp_path: Path) -> None:
     assert not mapped.indices.flags.owndata  # a view of the map
     assert in_ram.indices.flags.owndata and np.array_equal(in_ram.indices, mapped.indices)
     mapped.check_mapped()  # untouched: no error
+
+
+def test_available_memory_counts_the_cgroup_cap() -> None:
+    """The RAM-or-map choice of ``indices`` must see a child's memory cap, not the host's memory."""
+    from outre_async.bench._cgroup import MemoryCap, open_cap
+
+    cap = open_cap(300 << 20)
+    if not isinstance(cap, MemoryCap):
+        pytest.skip(f"no memory cgroup here: {cap.reason}")
+    try:
+        proc = subprocess.run([sys.executable, "-c", "from outre_async._units import available_memory as a; print(a())"],
+                              preexec_fn=cap.attach, capture_output=True, text=True, timeout=60)
+    finally:
+        cap.remove()
+    assert 0 < int(proc.stdout) <= 300 << 20, proc.stderr
