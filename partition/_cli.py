@@ -16,6 +16,8 @@ from outre_async import _cli_checks as checks
 from outre_async._errors import ConfigError
 from outre_async._units import format_bytes
 
+from ._buckets import MIN_ROW_BYTES
+
 Say = Callable[[str], None]
 
 
@@ -47,6 +49,10 @@ def run_partition(args: argparse.Namespace, *, progress: bool, say: Say) -> dict
 
     if args.first_level is not None and args.levels != 2:
         raise ConfigError(f"--first-level {args.first_level} needs --levels 2")
+    floor = 3 * MIN_ROW_BYTES * args.parts  # one 4 KiB row per part in each of the 3 regrouped files
+    if args.write_buffer < floor:
+        raise ConfigError(f"--write-buffer {format_bytes(args.write_buffer)} is below the floor of 4 KiB x 3 per part "
+                          f"= {format_bytes(floor)} for --parts {args.parts}; give at least that")
     if args.name is not None and not args.name.strip():
         raise ConfigError("--name must not be empty")
     ds = open_dataset(args.dataset)

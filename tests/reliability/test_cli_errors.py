@@ -64,7 +64,7 @@ CASES: list[list[str]] = [
     PART + ["--nu", "nan"], PART + ["--nu", "0"], PART + ["--nu", "-1"], PART + ["--alpha", "nan"],
     PART + ["--alpha", "-1"], PART + ["--train-weight", "nan"], PART + ["--train-weight", "-1"],
     PART + ["--chunk", "0"], PART + ["--chunk", "-1"], PART + ["--chunk", "abc"], PART + ["--chunk", "100TiB"],
-    PART + ["--write-buffer", "0"], PART + ["--write-buffer", "100TiB"], PART + ["--bloom-memory", "0"],
+    PART + ["--write-buffer", "0"], PART + ["--write-buffer", "1"], PART + ["--write-buffer", "100TiB"], PART + ["--bloom-memory", "0"],
     PART + ["--mode", "bloom", "--bloom-memory", "100TiB"], PART + ["--name", ""],
     ["partition", "{file}", "--parts", "4"], ["partition", "{tmp}/missing", "--parts", "4"],
     # stats redundancy
