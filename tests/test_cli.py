@@ -40,7 +40,7 @@ def test_generate_list_presets(capsys: pytest.CaptureFixture[str], tmp_path: Pat
         assert name in out
     assert not (tmp_path / "unused").exists()
     assert main(["generate", "--list"]) == 0
-    assert main(["generate", "--preset", "tiny"]) == 1
+    assert main(["generate", "--preset", "tiny"]) == 2
     assert "needs an output directory" in capsys.readouterr().err
 
 
@@ -55,15 +55,15 @@ def test_convert_npz_then_info(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
 
 def test_errors_are_one_line_and_nonzero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["info", str(tmp_path / "missing")]) == 1
+    assert main(["info", str(tmp_path / "missing")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("outre info: error: no dataset at") and err.count("\n") == 1
-    assert main(["generate", "--preset", "no-such-preset", str(tmp_path / "g")]) == 1
+    assert main(["generate", "--preset", "no-such-preset", str(tmp_path / "g")]) == 2
     assert "no-such-preset" in capsys.readouterr().err
     assert not (tmp_path / "g").exists()
     bad = tmp_path / "bad.txt"
     bad.write_text("0 1\n1 x\n")
-    assert main(["convert", str(bad), str(tmp_path / "out")]) == 1
+    assert main(["convert", str(bad), str(tmp_path / "out")]) == 2
     assert f"{bad}:2" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.txt"]
 
@@ -72,7 +72,7 @@ def test_convert_refuses_to_overwrite(tmp_path: Path, capsys: pytest.CaptureFixt
     edges = tmp_path / "e.txt"
     edges.write_text("0 1\n1 2\n2 0\n")
     assert main(["convert", str(edges), str(tmp_path / "out")]) == 0
-    assert main(["convert", str(edges), str(tmp_path / "out")]) == 1
+    assert main(["convert", str(edges), str(tmp_path / "out")]) == 2
     assert "overwrite" in capsys.readouterr().err
     assert main(["convert", str(edges), str(tmp_path / "out"), "--overwrite", "--undirected"]) == 0
     assert oa.open_dataset(tmp_path / "out").num_edges == 6
@@ -81,9 +81,9 @@ def test_convert_refuses_to_overwrite(tmp_path: Path, capsys: pytest.CaptureFixt
 def test_bad_budget_and_fanouts_are_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     edges = tmp_path / "e.txt"
     edges.write_text("0 1\n")
-    assert main(["convert", str(edges), str(tmp_path / "o"), "--memory-budget", "lots"]) == 1
+    assert main(["convert", str(edges), str(tmp_path / "o"), "--memory-budget", "lots"]) == 2
     assert "byte size" in capsys.readouterr().err
-    assert main(["quickstart", "--fanouts", "10,x"]) == 1
+    assert main(["quickstart", "--fanouts", "10,x"]) == 2
     assert "fanouts" in capsys.readouterr().err
 
 
