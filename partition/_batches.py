@@ -9,6 +9,7 @@ loader (and the redundancy-ratio tool) agrees on the plan.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +29,30 @@ class MicroBatch:
 
     def __len__(self) -> int:
         return len(self.seeds)
+
+
+DEFAULT_NODES_PER_PART = 128  # ``outre partition``'s part size when no count is given
+MIN_DEFAULT_PARTS, MAX_DEFAULT_PARTS = 16, 4096
+MIX_PARTS = 32                # partitions a default macro batch mixes at least
+MACRO_FRACTION = 8            # ... and a default macro batch is at most 1/8 of the partitions
+
+
+def default_num_parts(num_nodes: int) -> int:
+    """``outre partition``'s K when none is given: about ``DEFAULT_NODES_PER_PART`` nodes a part (ClusterGCN
+    uses ~150; OUTRE thousands of parts on 100M-node graphs), a power of two in [16, 4096]."""
+    if num_nodes < 1:
+        raise ConfigError(f"{num_nodes=} must be >= 1")
+    k = 1 << max(0, round(math.log2(max(num_nodes / DEFAULT_NODES_PER_PART, 1))))
+    return min(MAX_DEFAULT_PARTS, max(MIN_DEFAULT_PARTS, k))
+
+
+def default_parts_per_batch(num_parts: int) -> int:
+    """``parts_per_batch`` when none is given: ``MIX_PARTS`` small partitions per macro batch (ClusterGCN
+    mixes 20 clusters a batch), so micro-batches are not drawn from a few correlated regions; at least
+    ``num_parts / MACRO_FRACTION`` on many parts, at most all of them."""
+    if num_parts < 1:
+        raise ConfigError(f"{num_parts=} must be >= 1")
+    return min(num_parts, max(MIX_PARTS, num_parts // MACRO_FRACTION))
 
 
 def group_seeds(assignment: np.ndarray, seeds: np.ndarray, num_parts: int) -> tuple[np.ndarray, np.ndarray]:
@@ -52,9 +77,19 @@ def plan_partition_epoch(ptr: np.ndarray, grouped: np.ndarray, *, parts_per_batc
         ids = np.concatenate([grouped[ptr[p] : ptr[p + 1]] for p in parts])
         if shuffle:
             ids = rng.permutation(ids)
-        stop = len(ids) - len(ids) % batch_size if drop_last else len(ids)
-        plan += [MicroBatch(ids[i : i + batch_size], macro, parts) for i in range(0, stop, batch_size)]
+        plan += [MicroBatch(ids[a:b], macro, parts) for a, b in _cuts(len(ids), batch_size, drop_last)]
     return plan
+
+
+def _cuts(n: int, batch_size: int, drop_last: bool) -> list[tuple[int, int]]:
+    """Bounds of a macro batch's micro-batches: ``ceil(n / batch_size)`` near-equal ones (sizes differ by
+    at most one, none above ``batch_size``), so a macro batch ends in no small noisy step; with
+    ``drop_last``, ``n // batch_size`` full ones."""
+    if drop_last:
+        return [(i, i + batch_size) for i in range(0, n - n % batch_size, batch_size)]
+    count = -(-n // batch_size)
+    bounds = [i * n // count for i in range(count + 1)]
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
 
 
 def max_batches_per_epoch(num_seeds: int, num_parts: int, parts_per_batch: int, batch_size: int) -> int:

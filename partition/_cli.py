@@ -17,7 +17,8 @@ Say = Callable[[str], None]
 
 def add_partition_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dataset", type=Path)
-    p.add_argument("--parts", type=int, required=True, help="number of partitions K")
+    p.add_argument("--parts", type=int,
+                   help="number of partitions K (default: ~N/128 rounded to a power of two, within [16, 4096])")
     p.add_argument("--levels", type=int, choices=[1, 2], default=1, help="2: k1 parts, each split again")
     p.add_argument("--first-level", type=int, help="k1 of a two-level run (must divide K; default ~sqrt(K))")
     p.add_argument("--mode", choices=["exact", "bloom"], default="exact")
@@ -69,7 +70,7 @@ def _f(x: float | None) -> str:
 def info_lines(rows: list[dict[str, Any]]) -> list[str]:
     """``outre info``'s partition lines."""
     if not rows:
-        return ["partitions   none (create them with `outre partition DATASET --parts K`)"]
+        return ["partitions   none (create them with `outre partition DATASET`)"]
     out = []
     for r in rows:
         if r["status"] != "ok":
@@ -87,7 +88,7 @@ def add_stats_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--partitions", help="partition folder name for partition-based batches")
     p.add_argument("--fanouts", default="10,10,10")
     p.add_argument("--batch-size", type=int, default=1024)
-    p.add_argument("--parts-per-batch", type=int, default=1)
+    p.add_argument("--parts-per-batch", type=int, help="default: the loader's (see OutreLoader)")
     p.add_argument("--split", default="train")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-batches", type=int, help="sample only this many batches of each plan (estimate)")

@@ -1,7 +1,7 @@
 """What ``OutreLoader(..., partitions=NAME)`` needs, kept out of the loader module.
 
 :class:`PartitionBatching` opens the partitions (validated against the dataset), groups the loader's
-seeds by partition, builds the global neighbour cache within its byte budget, plans each epoch's
+seeds by partition, resolves the default ``parts_per_batch``, builds the global neighbour cache within its byte budget, plans each epoch's
 micro-batches (:func:`plan_partition_epoch`) and makes the tiered samplers.  Its RNG streams are
 spaced by an upper bound of the batches per epoch, so two epochs never share a stream.
 """
@@ -14,17 +14,25 @@ from typing import Any
 import numpy as np
 
 from ..cache import NeighborCache
-from ..partition._batches import MicroBatch, group_seeds, max_batches_per_epoch, plan_partition_epoch
+from ..partition._batches import (
+    MicroBatch,
+    default_parts_per_batch,
+    group_seeds,
+    max_batches_per_epoch,
+    plan_partition_epoch,
+)
 from ..partition._reader import open_partitions
 from ..partition._sampler import MacroStore, PartitionSampler
 from ..store._dataset import Dataset
 
 
 class PartitionBatching:
-    def __init__(self, ds: Dataset, name: str, seeds: np.ndarray, *, parts_per_batch: int, batch_size: int,
+    def __init__(self, ds: Dataset, name: str, seeds: np.ndarray, *, parts_per_batch: int | None, batch_size: int,
                  shuffle: bool, seed: int, drop_last: bool, neighbor_cache_bytes: int) -> None:
         self.parts = open_partitions(ds, name)
         self.ptr, self.grouped = group_seeds(self.parts.assignment, seeds, self.parts.num_parts)
+        if parts_per_batch is None:
+            parts_per_batch = default_parts_per_batch(self.parts.num_parts)
         self.parts_per_batch, self.batch_size = parts_per_batch, batch_size
         self.shuffle, self.seed, self.drop_last = shuffle, seed, drop_last
         self.cache = NeighborCache.build(ds.indptr, ds.indices, self.parts.cross, neighbor_cache_bytes)

@@ -17,6 +17,7 @@ from outre_async.partition import (
     plan_partition_epoch,
     redundancy_ratio,
 )
+from outre_async.partition._batches import default_num_parts, default_parts_per_batch
 
 import outre_async as oa
 
@@ -46,6 +47,27 @@ def test_plan_covers_every_seed_once_per_epoch(ds: oa.Dataset, parts, ppb: int, 
             assert np.isin(parts.assignment[b.seeds], b.parts).all()
         macros = [b.macro for b in plan]
         assert macros == sorted(macros)  # a macro batch's micro-batches are consecutive
+
+
+@pytest.mark.parametrize("batch_size", [1, 7, 50, 10_000])
+def test_micro_batches_of_a_macro_batch_are_near_equal(ds: oa.Dataset, parts, batch_size: int) -> None:
+    ptr, grouped = group_seeds(parts.assignment, ds.split("train"), parts.num_parts)
+    plan = plan_partition_epoch(ptr, grouped, parts_per_batch=3, batch_size=batch_size, shuffle=True, seed=2, epoch=0)
+    for macro in {b.macro for b in plan}:
+        sizes = [len(b) for b in plan if b.macro == macro]
+        n = sum(sizes)
+        assert len(sizes) == -(-n // batch_size) and max(sizes) <= batch_size and max(sizes) - min(sizes) <= 1
+    dropped = plan_partition_epoch(ptr, grouped, parts_per_batch=3, batch_size=batch_size, shuffle=True, seed=2,
+                                   epoch=0, drop_last=True)
+    assert all(len(b) == batch_size for b in dropped)
+    assert sum(map(len, dropped)) > sum(map(len, plan)) - batch_size * len({b.macro for b in plan})
+
+
+def test_default_counts() -> None:
+    assert [default_num_parts(n) for n in (1, 2708, 22_470, 2_449_029, 10**9)] == [16, 16, 128, 4096, 4096]
+    assert [default_parts_per_batch(k) for k in (1, 16, 128, 256, 4096)] == [1, 16, 32, 32, 512]
+    with pytest.raises(oa.ConfigError, match="num_parts=0"):
+        default_parts_per_batch(0)
 
 
 def test_plans_differ_between_epochs(ds: oa.Dataset, parts) -> None:
@@ -127,6 +149,12 @@ def test_loader_rejects_unknown_partitions(ds: oa.Dataset) -> None:
         oa.OutreLoader(ds, fanouts=[2], batch_size=8, backend="memory", partitions="missing")
     with pytest.raises(oa.ConfigError, match="parts_per_batch"):
         oa.OutreLoader(ds, fanouts=[2], batch_size=8, backend="memory", partitions="p16", parts_per_batch=0)
+
+
+def test_loader_default_parts_per_batch(ds: oa.Dataset, parts) -> None:
+    loader = oa.OutreLoader(ds, fanouts=[2], batch_size=8, backend="memory", partitions="p16")
+    assert loader.stats()["neighbor_lists"]["parts_per_batch"] == default_parts_per_batch(16) == 16
+    assert redundancy_ratio(ds, fanouts=[2], batch_size=8, partitions=parts)["parts_per_batch"] == 16
 
 
 def test_microbatch_len() -> None:
