@@ -1,7 +1,7 @@
 """Accuracy of partition-based batches vs random batches at equal epochs, and the redundancy each keeps.
 
     python benchmarks/bench_partition_accuracy.py --out partacc.json \
-        [--graphs cora,citeseer,facebook_pagepage] [--settings random,16x2,default] [--seeds 3]
+        [--graphs cora,citeseer,facebook_pagepage] [--settings random,16x2,16x2x8,default] [--seeds 3]
 
 Graphs: the real ones in ``../shared/data`` (converted once into ``--data``, default a folder under
 the system temp dir).  Facebook Page-Page's 4,714-dim sparse features are projected to
@@ -11,7 +11,8 @@ the system temp dir).  Facebook Page-Page's 4,714-dim sparse features are projec
 Each setting trains GraphSAGE (``outre_async.nn``, 2 layers) from the same initialisation per seed:
 ``random`` is ``OutreLoader`` without partitions; ``KxP`` partitions the graph with FENNEL into K
 parts (``outre_async.partition.partition``, its defaults otherwise) and trains with
-``OutreLoader(partitions=..., parts_per_batch=P)``; ``default`` is what a user gets from
+``OutreLoader(partitions=..., parts_per_batch=P, interleave=1)`` (macro batch after macro batch, the
+behaviour before interleaving existed); ``KxPxW`` interleaves W macro batches; ``default`` is what a user gets from
 ``outre partition DATASET`` and ``OutreLoader(partitions=NAME)`` with no counts given.  The test
 accuracy after the last epoch (sampled neighbourhoods, the same test loader for every setting) is
 reported per seed and as mean ± std, with the redundancy ratio (OUTRE eq. 2) of one epoch of each
@@ -67,14 +68,14 @@ def _write_projected(src: Path, out: Path, dim: int) -> None:
                      y=z["y"], train_idx=z["train_idx"], val_idx=z["val_idx"], test_idx=z["test_idx"])
 
 
-def parse_setting(text: str) -> tuple[int | None, int | None] | None:
-    """``random`` -> None; ``default`` -> (None, None); ``KxP`` -> (K, P)."""
+def parse_setting(text: str) -> tuple[int | None, int | None, int | None] | None:
+    """``random`` -> None; ``default`` -> (None, None, None); ``KxP`` -> (K, P, 1); ``KxPxW`` -> (K, P, W)."""
     if text == "random":
         return None
     if text == "default":
-        return None, None
-    k, _, p = text.partition("x")
-    return int(k), int(p)
+        return None, None, None
+    k, p, *w = (int(x) for x in text.split("x"))
+    return k, p, w[0] if w else 1
 
 
 def partitions_for(ds: oa.Dataset, k: int | None) -> str:
@@ -87,13 +88,15 @@ def partitions_for(ds: oa.Dataset, k: int | None) -> str:
     return name
 
 
-def loader_options(ds: oa.Dataset, setting: tuple[int | None, int | None] | None) -> dict[str, Any]:
+def loader_options(ds: oa.Dataset, setting: tuple[int | None, int | None, int | None] | None) -> dict[str, Any]:
     if setting is None:
         return {}
-    k, p = setting
+    k, p, w = setting
     opts: dict[str, Any] = {"partitions": partitions_for(ds, k)}
     if p is not None:
         opts["parts_per_batch"] = p
+    if w is not None:
+        opts["interleave"] = w
     return opts
 
 
@@ -107,11 +110,12 @@ def train_one(ds: oa.Dataset, opts: dict[str, Any], *, seed: int, batch_size: in
     start = time.perf_counter()
     with oa.OutreLoader(ds, split="train", seed=seed, **common, **opts) as train:
         losses = [train_epoch(model, train, optimizer).loss for _ in range(epochs)]
-        parts_per_batch = train.stats().get("neighbor_lists", {}).get("parts_per_batch")
+        lists = train.stats().get("neighbor_lists", {})
     with oa.OutreLoader(ds, split="test", shuffle=False, seed=12345, **common) as test:
         acc = evaluate(model, test).accuracy
     return {"seed": seed, "test_accuracy": acc, "final_loss": losses[-1], "seconds": time.perf_counter() - start,
-            "parts_per_batch": parts_per_batch}
+            "parts_per_batch": lists.get("parts_per_batch"), "interleave": lists.get("interleave"),
+            "macro_loads": lists.get("macro_loads")}
 
 
 def redundancy(ds: oa.Dataset, opts: dict[str, Any], parts_per_batch: int | None, *, batch_size: int,
@@ -133,6 +137,7 @@ def run_setting(ds: oa.Dataset, text: str, args: argparse.Namespace, batch_size:
     accs = np.array([r["test_accuracy"] for r in runs])
     ppb = runs[0]["parts_per_batch"]
     return {"setting": text, "partitions": opts.get("partitions"), "parts_per_batch": ppb,
+            "interleave": runs[0]["interleave"],
             "test_accuracy_mean": float(accs.mean()), "test_accuracy_std": float(accs.std(ddof=1)) if len(accs) > 1 else 0.0,
             "runs": runs, "redundancy": redundancy(ds, opts, ppb, batch_size=batch_size, fanouts=args.fanouts)}
 
@@ -155,7 +160,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--graphs", default=",".join(GRAPHS))
-    ap.add_argument("--settings", default="random,16x2,default")
+    ap.add_argument("--settings", default="random,16x2,16x2x8,default")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--epochs", type=int, help="default: per graph (cora/citeseer 30, facebook 10)")
     ap.add_argument("--batch-size", type=int, help="default: per graph (cora/citeseer 32, facebook 512)")
@@ -179,7 +184,8 @@ def main() -> None:
             row = run_setting(ds, text, args, batch_size, epochs)
             rows.append(row)
             rr = row["redundancy"]
-            print(f"{graph:>18} {text:>8} (P={row['parts_per_batch']}) test acc {100 * row['test_accuracy_mean']:.2f} "
+            pw = f"P={row['parts_per_batch']}, W={row['interleave']}"
+            print(f"{graph:>18} {text:>8} ({pw}) test acc {100 * row['test_accuracy_mean']:.2f} "
                   f"± {100 * row['test_accuracy_std']:.2f}  RR {rr['rr']:.2f} (random {rr['random_rr']:.2f})", flush=True)
         _paired(rows)
         results["graphs"][graph] = {"batch_size": batch_size, "epochs": epochs, "settings": rows}

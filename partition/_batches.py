@@ -1,10 +1,16 @@
 """Partition-based batch plans (OUTRE §4.2): macro batches of whole partitions, cut into micro-batches.
 
 Each epoch shuffles the partitions that hold seeds, groups ``parts_per_batch`` of them into a macro
-batch, shuffles the macro batch's seeds and cuts them into micro-batches of ``batch_size`` (the last
-of each macro batch may be smaller; ``drop_last`` drops it).  A pure function of
-``(grouped seeds, sizes, shuffle, seed, epoch)``, like ``outre_async.sampling._plan.plan_epoch``, so every
-loader (and the redundancy-ratio tool) agrees on the plan.
+batch, shuffles the macro batch's seeds together (every micro-batch draws from all of its partitions)
+and cuts them into ``ceil(n / batch_size)`` near-equal micro-batches (``drop_last``: full ones only).
+A pure function of ``(grouped seeds, sizes, shuffle, seed, epoch)``, like
+``outre_async.sampling._plan.plan_epoch``, so every loader (and the redundancy-ratio tool) agrees on the plan.
+
+Accuracy: micro-batches drawn from a few large partitions are correlated (Facebook Page-Page, 16 parts,
+2 per macro batch: about 0.5-1 pt below random batches at equal epochs).  The defaults are therefore
+ClusterGCN's recipe: many small parts (:func:`default_num_parts`) and many of them mixed in each macro
+batch (:func:`default_parts_per_batch`); ``benchmarks/bench_partition_accuracy.py`` measures the
+accuracy and the redundancy ratio each setting keeps.
 """
 
 from __future__ import annotations
@@ -33,8 +39,8 @@ class MicroBatch:
 
 DEFAULT_NODES_PER_PART = 128  # ``outre partition``'s part size when no count is given
 MIN_DEFAULT_PARTS, MAX_DEFAULT_PARTS = 16, 4096
-MIX_PARTS = 32                # partitions a default macro batch mixes at least
-MACRO_FRACTION = 8            # ... and a default macro batch is at most 1/8 of the partitions
+MACRO_SHARE = 64              # a default macro batch holds 1/64 of the partitions (at least one)
+WINDOW_SHARE = 2              # ... and half of them have their micro-batches interleaved
 
 
 def default_num_parts(num_nodes: int) -> int:
@@ -47,12 +53,21 @@ def default_num_parts(num_nodes: int) -> int:
 
 
 def default_parts_per_batch(num_parts: int) -> int:
-    """``parts_per_batch`` when none is given: ``MIX_PARTS`` small partitions per macro batch (ClusterGCN
-    mixes 20 clusters a batch), so micro-batches are not drawn from a few correlated regions; at least
-    ``num_parts / MACRO_FRACTION`` on many parts, at most all of them."""
+    """``parts_per_batch`` when none is given: 1/64 of the partitions (at least one), so a micro-batch's
+    seeds are close together (the redundancy ratio drops)."""
     if num_parts < 1:
         raise ConfigError(f"{num_parts=} must be >= 1")
-    return min(num_parts, max(MIX_PARTS, num_parts // MACRO_FRACTION))
+    return max(1, num_parts // MACRO_SHARE)
+
+
+def default_interleave(num_parts: int, parts_per_batch: int) -> int:
+    """``interleave`` when none is given: enough macro batches to span half of the partitions.  Consecutive
+    micro-batches of one macro batch are correlated (same few regions of the graph); interleaving those
+    of many macro batches is what keeps accuracy at the level of random batches (the measurements in
+    ``benchmarks/bench_partition_accuracy.py``); it costs their adjacency blocks in memory at once."""
+    if num_parts < 1 or parts_per_batch < 1:
+        raise ConfigError(f"{num_parts=} and {parts_per_batch=} must be >= 1")
+    return max(1, -(-num_parts // (WINDOW_SHARE * parts_per_batch)))
 
 
 def group_seeds(assignment: np.ndarray, seeds: np.ndarray, num_parts: int) -> tuple[np.ndarray, np.ndarray]:
@@ -62,22 +77,28 @@ def group_seeds(assignment: np.ndarray, seeds: np.ndarray, num_parts: int) -> tu
 
 
 def plan_partition_epoch(ptr: np.ndarray, grouped: np.ndarray, *, parts_per_batch: int, batch_size: int,
-                         shuffle: bool, seed: int, epoch: int, drop_last: bool = False) -> list[MicroBatch]:
-    """The micro-batches of one epoch, macro batch by macro batch."""
-    if parts_per_batch < 1:
-        raise ConfigError(f"{parts_per_batch=} must be >= 1")
-    if batch_size < 1:
-        raise ConfigError(f"{batch_size=} must be >= 1")
+                         shuffle: bool, seed: int, epoch: int, drop_last: bool = False,
+                         interleave: int = 1) -> list[MicroBatch]:
+    """The micro-batches of one epoch; with ``shuffle``, those of each run of ``interleave`` consecutive
+    macro batches are put in a random order together (their adjacency blocks are in use at once)."""
+    for name, value in (("parts_per_batch", parts_per_batch), ("batch_size", batch_size), ("interleave", interleave)):
+        if value < 1:
+            raise ConfigError(f"{name}={value} must be >= 1")
     rng = np.random.default_rng([seed, epoch, 0x9A47])
+    mix = np.random.default_rng([seed, epoch, 0x1E4F])  # its own stream: the macro batches do not depend on it
     holding = np.flatnonzero(np.diff(ptr) > 0)
     order = rng.permutation(holding) if shuffle else holding
     plan: list[MicroBatch] = []
+    window: list[MicroBatch] = []
     for macro, start in enumerate(range(0, len(order), parts_per_batch)):
         parts = tuple(int(p) for p in order[start : start + parts_per_batch])
         ids = np.concatenate([grouped[ptr[p] : ptr[p + 1]] for p in parts])
         if shuffle:
             ids = rng.permutation(ids)
-        plan += [MicroBatch(ids[a:b], macro, parts) for a, b in _cuts(len(ids), batch_size, drop_last)]
+        window += [MicroBatch(ids[a:b], macro, parts) for a, b in _cuts(len(ids), batch_size, drop_last)]
+        if (macro + 1) % interleave == 0 or start + parts_per_batch >= len(order):
+            plan += [window[i] for i in mix.permutation(len(window))] if shuffle and interleave > 1 else window
+            window = []
     return plan
 
 

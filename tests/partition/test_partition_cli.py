@@ -37,7 +37,7 @@ def test_partition_without_parts_uses_the_default_count(tmp_path: Path, capsys: 
     k = default_num_parts(oa.open_dataset(ds).num_nodes)
     assert out["num_parts"] == k and out["path"].endswith(f"fennel-{k}")
     assert main(["stats", "redundancy", str(ds), "--partitions", f"fennel-{k}", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["parts_per_batch"] == min(k, 32)
+    assert json.loads(capsys.readouterr().out)["parts_per_batch"] == max(1, k // 64)
 
 
 def test_partition_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
