@@ -6,11 +6,13 @@ and cuts them into ``ceil(n / batch_size)`` near-equal micro-batches (``drop_las
 A pure function of ``(grouped seeds, sizes, shuffle, seed, epoch)``, like
 ``outre_async.sampling._plan.plan_epoch``, so every loader (and the redundancy-ratio tool) agrees on the plan.
 
-Accuracy: micro-batches drawn from a few large partitions are correlated (Facebook Page-Page, 16 parts,
-2 per macro batch: about 0.5-1 pt below random batches at equal epochs).  The defaults are therefore
-ClusterGCN's recipe: many small parts (:func:`default_num_parts`) and many of them mixed in each macro
-batch (:func:`default_parts_per_batch`); ``benchmarks/bench_partition_accuracy.py`` measures the
-accuracy and the redundancy ratio each setting keeps.
+Accuracy: consecutive micro-batches of one macro batch come from the same few regions of the graph,
+and training on them one macro batch after another costs accuracy (Facebook Page-Page, 16 parts, 2 per
+macro batch: about 0.5 pt below random batches at equal epochs).  ``interleave`` shuffles together the
+micro-batches of that many consecutive macro batches: the same micro-batches (so the same redundancy
+ratio), in an order that no longer dwells on one region.  The defaults (:func:`default_num_parts`,
+:func:`default_parts_per_batch`, :func:`default_interleave`) are what
+``benchmarks/bench_partition_accuracy.py`` measured.
 """
 
 from __future__ import annotations
