@@ -42,6 +42,7 @@ class MicroBatch:
 DEFAULT_NODES_PER_PART = 128  # ``outre partition``'s part size when no count is given
 MIN_DEFAULT_PARTS, MAX_DEFAULT_PARTS = 16, 4096
 MACRO_SHARE = 64              # a default macro batch holds 1/64 of the partitions (at least one)
+MICRO_PER_MACRO = 4           # ... and at least this many micro-batches' seeds
 WINDOW_SHARE = 2              # ... and half of them have their micro-batches interleaved
 
 
@@ -54,12 +55,15 @@ def default_num_parts(num_nodes: int) -> int:
     return min(MAX_DEFAULT_PARTS, max(MIN_DEFAULT_PARTS, k))
 
 
-def default_parts_per_batch(num_parts: int) -> int:
-    """``parts_per_batch`` when none is given: 1/64 of the partitions (at least one), so a micro-batch's
-    seeds are close together (the redundancy ratio drops)."""
-    if num_parts < 1:
-        raise ConfigError(f"{num_parts=} must be >= 1")
-    return max(1, num_parts // MACRO_SHARE)
+def default_parts_per_batch(num_parts: int, num_seeds: int, batch_size: int) -> int:
+    """``parts_per_batch`` when none is given: 1/64 of the partitions, so a micro-batch's seeds are close
+    together (the redundancy ratio drops), but enough that a macro batch holds about
+    ``MICRO_PER_MACRO`` micro-batches' seeds (else its micro-batches come out smaller than
+    ``batch_size``); at most all of them."""
+    if num_parts < 1 or num_seeds < 0 or batch_size < 1:
+        raise ConfigError(f"{num_parts=} and {batch_size=} must be >= 1, {num_seeds=} >= 0")
+    enough = -(-MICRO_PER_MACRO * batch_size * num_parts // max(num_seeds, 1))
+    return min(num_parts, max(1, num_parts // MACRO_SHARE, enough))
 
 
 def default_interleave(num_parts: int, parts_per_batch: int) -> int:

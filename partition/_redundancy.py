@@ -35,7 +35,7 @@ def redundancy_ratio(ds: Dataset, *, fanouts: Sequence[int], batch_size: int, pa
     if partitions is not None:
         ptr, grouped = group_seeds(partitions.assignment, seeds, partitions.num_parts)
         if parts_per_batch is None:
-            parts_per_batch = default_parts_per_batch(partitions.num_parts)
+            parts_per_batch = default_parts_per_batch(partitions.num_parts, len(seeds), batch_size)
         plan = plan_partition_epoch(ptr, grouped, parts_per_batch=parts_per_batch, batch_size=batch_size,
                                     shuffle=True, seed=seed, epoch=0)
         out["partition"] = _rr(sampler, [b.seeds for b in plan], max_batches)

@@ -35,7 +35,7 @@ class PartitionBatching:
         self.parts = open_partitions(ds, name)
         self.ptr, self.grouped = group_seeds(self.parts.assignment, seeds, self.parts.num_parts)
         if parts_per_batch is None:
-            parts_per_batch = default_parts_per_batch(self.parts.num_parts)
+            parts_per_batch = default_parts_per_batch(self.parts.num_parts, len(seeds), batch_size)
         if interleave is None:
             interleave = default_interleave(self.parts.num_parts, parts_per_batch)
         self.interleave = interleave

@@ -83,10 +83,13 @@ def test_micro_batches_of_a_macro_batch_are_near_equal(ds: oa.Dataset, parts, ba
 
 def test_default_counts() -> None:
     assert [default_num_parts(n) for n in (1, 2708, 22_470, 2_449_029, 10**9)] == [16, 16, 128, 4096, 4096]
-    assert [default_parts_per_batch(k) for k in (1, 16, 128, 256, 4096)] == [1, 1, 2, 4, 64]
+    # 1/64 of the parts, or enough for 4 micro-batches a macro batch (Cora: 140 seeds; Facebook: 13,482)
+    got = [default_parts_per_batch(k, n, b) for k, n, b in
+           ((1, 10, 1), (16, 140, 32), (128, 13_482, 512), (4096, 10**7, 1024), (256, 10**6, 64), (8, 0, 4))]
+    assert got == [1, 15, 20, 64, 4, 8]
     assert [default_interleave(k, p) for k, p in ((1, 1), (16, 1), (128, 2), (4096, 64), (10, 3))] == [1, 8, 32, 32, 2]
     with pytest.raises(oa.ConfigError, match="num_parts=0"):
-        default_parts_per_batch(0)
+        default_parts_per_batch(0, 10, 1)
 
 
 def test_plans_differ_between_epochs(ds: oa.Dataset, parts) -> None:
@@ -171,10 +174,11 @@ def test_loader_rejects_unknown_partitions(ds: oa.Dataset) -> None:
 
 
 def test_loader_defaults_and_each_macro_batch_read_once(ds: oa.Dataset, parts) -> None:
-    loader = oa.OutreLoader(ds, fanouts=[2], batch_size=8, backend="memory", partitions="p16", num_samplers=1)
+    loader = oa.OutreLoader(ds, fanouts=[2], batch_size=64, backend="memory", partitions="p16", num_samplers=1)
     lists = loader.stats()["neighbor_lists"]
-    assert (lists["parts_per_batch"], lists["interleave"]) == (default_parts_per_batch(16), default_interleave(16, 1))
-    assert redundancy_ratio(ds, fanouts=[2], batch_size=8, partitions=parts)["parts_per_batch"] == 1
+    ppb = default_parts_per_batch(16, len(ds.split("train")), 64)
+    assert ppb > 1 and (lists["parts_per_batch"], lists["interleave"]) == (ppb, default_interleave(16, ppb))
+    assert redundancy_ratio(ds, fanouts=[2], batch_size=64, partitions=parts)["parts_per_batch"] == ppb
     plan = loader._partitioned.plan(0)
     assert len({b.macro for b in plan}) > 1 and len(_collect(loader)) == len(plan)
     assert loader.stats()["neighbor_lists"]["macro_loads"] == len({b.macro for b in plan})  # interleaved, read once

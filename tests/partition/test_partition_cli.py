@@ -29,7 +29,7 @@ def test_partition_info_and_redundancy(tmp_path: Path, capsys: pytest.CaptureFix
 
 
 def test_partition_without_parts_uses_the_default_count(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from outre_async.partition._batches import default_num_parts
+    from outre_async.partition._batches import default_num_parts, default_parts_per_batch
 
     ds = oa.generate(tmp_path / "g", "tiny", seed=1, feature_dim=0)
     assert main(["partition", str(ds), "--json", "--no-progress"]) == 0
@@ -37,7 +37,8 @@ def test_partition_without_parts_uses_the_default_count(tmp_path: Path, capsys: 
     k = default_num_parts(oa.open_dataset(ds).num_nodes)
     assert out["num_parts"] == k and out["path"].endswith(f"fennel-{k}")
     assert main(["stats", "redundancy", str(ds), "--partitions", f"fennel-{k}", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["parts_per_batch"] == max(1, k // 64)
+    rr = json.loads(capsys.readouterr().out)
+    assert rr["parts_per_batch"] == default_parts_per_batch(k, rr["random"]["seeds"], rr["batch_size"])
 
 
 def test_partition_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
