@@ -23,7 +23,8 @@ Say = Callable[[str], None]
 
 def add_partition_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dataset", type=Path)
-    p.add_argument("--parts", type=checks.count(), required=True, help="number of partitions K")
+    p.add_argument("--parts", type=checks.count(),
+                   help="number of partitions K (default: ~N/128 rounded to a power of two, within [16, 4096])")
     p.add_argument("--levels", type=int, choices=[1, 2], default=1, help="2: k1 parts, each split again")
     p.add_argument("--first-level", type=checks.count(), help="k1 of a two-level run (must divide K; default ~sqrt(K))")
     p.add_argument("--mode", choices=["exact", "bloom"], default="exact")
@@ -46,16 +47,18 @@ def run_partition(args: argparse.Namespace, *, progress: bool, say: Say) -> dict
     from outre_async.store._dataset import open_dataset
 
     from ._api import partition
+    from ._batches import default_num_parts
 
     if args.first_level is not None and args.levels != 2:
         raise ConfigError(f"--first-level {args.first_level} needs --levels 2")
-    floor = 3 * MIN_ROW_BYTES * args.parts  # one 4 KiB row per part in each of the 3 regrouped files
-    if args.write_buffer < floor:
-        raise ConfigError(f"--write-buffer {format_bytes(args.write_buffer)} is below the floor of 4 KiB x 3 per part "
-                          f"= {format_bytes(floor)} for --parts {args.parts}; give at least that")
     if args.name is not None and not args.name.strip():
         raise ConfigError("--name must not be empty")
     ds = open_dataset(args.dataset)
+    num_parts = args.parts if args.parts is not None else default_num_parts(ds.num_nodes)
+    floor = 3 * MIN_ROW_BYTES * num_parts  # one 4 KiB row per part in each of the 3 regrouped files
+    if args.write_buffer < floor:
+        raise ConfigError(f"--write-buffer {format_bytes(args.write_buffer)} is below the floor of 4 KiB x 3 per part "
+                          f"= {format_bytes(floor)} for {num_parts} parts; give at least that")
     options: dict[str, Any] = {
         "levels": args.levels, "mode": args.mode, "passes": args.passes, "objective": args.objective,
         "gamma": args.gamma, "nu": args.nu, "train_weight": args.train_weight,
@@ -84,7 +87,7 @@ def _f(x: float | None) -> str:
 def info_lines(rows: list[dict[str, Any]]) -> list[str]:
     """``outre info``'s partition lines."""
     if not rows:
-        return ["partitions   none (create them with `outre partition DATASET --parts K`)"]
+        return ["partitions   none (create them with `outre partition DATASET`)"]
     out = []
     for r in rows:
         if r["status"] != "ok":
@@ -102,7 +105,7 @@ def add_stats_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--partitions", help="partition folder name for partition-based batches")
     p.add_argument("--fanouts", default="10,10,10")
     p.add_argument("--batch-size", type=checks.count(), default=1024)
-    p.add_argument("--parts-per-batch", type=checks.count(), default=1)
+    p.add_argument("--parts-per-batch", type=checks.count(), help="default: the loader's (see OutreLoader)")
     p.add_argument("--split", default="train")
     p.add_argument("--seed", type=checks.seed, default=0)
     p.add_argument("--max-batches", type=checks.count(), help="sample only this many batches of each plan (estimate)")

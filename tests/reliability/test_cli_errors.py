@@ -30,7 +30,7 @@ BENCH = ["bench", "--preset", "tiny", "--out", "{tmp}/results", "--data-dir", "{
 
 CASES: list[list[str]] = [
     # argparse's own errors: one line too
-    ["no-such-verb"], ["generate", "--num-nodes", "many", "{tmp}/g"], ["partition", "{ds}"],
+    ["no-such-verb"], ["generate", "--num-nodes", "many", "{tmp}/g"], ["partition"],
     ["quickstart", "--backend", "floppy"], ["partition", "{ds}", "--parts", "4", "--levels", "3"],
     # generate
     GEN + ["--num-nodes", "-5"], GEN + ["--num-nodes", "0"], GEN + ["--avg-degree", "nan"],
