@@ -8,6 +8,7 @@ for one line of comparison: the planted communities make GraphSAGE clearly bette
 from __future__ import annotations
 
 import contextlib
+import math
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -39,6 +40,12 @@ class QuickstartConfig:
             raise ConfigError(f"{self.epochs=} must be >= 1")
         if self.batch_size < 1:
             raise ConfigError(f"{self.batch_size=} must be >= 1")
+        if self.hidden < 1:
+            raise ConfigError(f"{self.hidden=} must be >= 1")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise ConfigError(f"{self.lr=} must be a finite number > 0")
+        if self.seed < 0:
+            raise ConfigError(f"{self.seed=} must be >= 0")
         object.__setattr__(self, "fanouts", check_fanouts(self.fanouts))
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 
 from ._errors import ConfigError
 
@@ -34,3 +36,50 @@ def format_bytes(size: float) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{size:.1f} TiB"
+
+
+def available_memory() -> int:
+    """Bytes a new allocation can take now: ``MemAvailable``, lowered to the room left under the
+    memory cgroup limits of this process and its ancestors (v2 ``memory.max - memory.current``, v1
+    ``memory.limit_in_bytes - memory.usage_in_bytes``), so a process under a cap (``outre bench``'s
+    children) does not count the host's memory."""
+    avail = _meminfo_available()
+    for folder, limit_file, used_file in _cgroup_folders():
+        try:
+            limit = (folder / limit_file).read_text().strip()
+            used = int((folder / used_file).read_text())
+        except (OSError, ValueError):
+            continue
+        if limit != "max" and int(limit) < 1 << 60:  # v1 writes "no limit" as a huge number
+            avail = min(avail, max(int(limit) - used, 0))
+    return avail
+
+
+def _cgroup_folders() -> list[tuple[Path, str, str]]:
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = [ln.strip().split(":", 2) for ln in f if ln.count(":") >= 2]
+    except OSError:
+        return []
+    out = []
+    for _, controllers, rel in lines:
+        if controllers == "":
+            base, files = Path("/sys/fs/cgroup"), ("memory.max", "memory.current")
+        elif "memory" in controllers.split(","):
+            base, files = Path("/sys/fs/cgroup/memory"), ("memory.limit_in_bytes", "memory.usage_in_bytes")
+        else:
+            continue
+        group = base / rel.lstrip("/")
+        out += [(folder, *files) for folder in (group, *group.parents) if folder.is_relative_to(base)]
+    return out
+
+
+def _meminfo_available() -> int:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")

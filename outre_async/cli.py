@@ -1,9 +1,10 @@
 """The ``outre`` command line: a thin layer of argument parsing over the library.
 
 Every verb is a small function taking the parsed arguments and returning a JSON-able result; ``main``
-prints it (a table, or JSON with ``--json``), maps :class:`OutreError` to a one-line message and exit
-code 2 (as argparse does for a bad argument; an ``--overwrite`` refused included), Ctrl-C to 130 and
-SIGTERM to 143: SIGTERM is raised in the main thread like Ctrl-C, so every writer removes its
+prints it (a table, or JSON with ``--json``).  Every error is one line on stderr and exit code 2:
+argparse's (values are checked by the ``type=`` functions of ``_cli_checks``), :class:`OutreError`
+(an ``--overwrite`` refused included), and, as a backstop, ``OSError`` and ``MemoryError``; Ctrl-C is
+130 and SIGTERM 143: SIGTERM is raised in the main thread like Ctrl-C, so every writer removes its
 temporary folder on the way out (a second SIGTERM during that cleanup is ignored; ``kill -9`` still
 works).  ``main(argv)`` is what the tests call.
 """
@@ -22,8 +23,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from . import _cli_checks as checks
 from ._errors import ConfigError, OutreError
-from ._units import format_bytes, parse_bytes
+from ._units import format_bytes
 
 Handler = Callable[[argparse.Namespace], dict[str, Any]]
 
@@ -31,16 +33,23 @@ Handler = Callable[[argparse.Namespace], dict[str, Any]]
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``outre`` with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
     parser = _build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # a usage error (one line, 2) or --help (0)
+        return exc.code if isinstance(exc.code, int) else 2
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
     try:
         with _sigterm_as_interrupt():
             result = args.handler(args)
-    except OutreError as exc:  # OverwriteRefusedError too
-        print(f"outre {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+    except OutreError as exc:
+        return _fail(args, str(exc))
+    except OSError as exc:  # a path the checks could not foresee (a read-only file system, a race)
+        where = f": {exc.filename}" if exc.filename is not None else ""
+        return _fail(args, f"{exc.strerror or exc}{where}")
+    except MemoryError:
+        return _fail(args, "out of memory; lower the sizes given (nodes, dims, budgets) or free memory")
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
         from .store._tempdir import remove_own_temp_dirs
 
@@ -74,8 +83,24 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _fail(args: argparse.Namespace, message: str) -> int:
+    print(f"outre {args.command}: error: " + " ".join(message.split()), file=sys.stderr)
+    return 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """One line per usage error (not argparse's usage block), and ``--fanouts -1,5`` is a value."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = checks.fanout_list_matcher
+
+    def error(self, message: str) -> Any:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="outre", description="Out-of-core GNN training on one machine.")
+    parser = _Parser(prog="outre", description="Out-of-core GNN training on one machine.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     parser.set_defaults(command=None)
     for name, add in _VERBS.items():
@@ -105,12 +130,12 @@ def _args_generate(p: argparse.ArgumentParser) -> None:
     p.add_argument("out", type=Path, nargs="?", help="output dataset directory")
     p.add_argument("--preset", default="tiny", help="named shape (see `outre generate --list`)")
     p.add_argument("--list", action="store_true", help="list the presets and exit")
-    p.add_argument("--num-nodes", type=int)
-    p.add_argument("--avg-degree", type=float)
-    p.add_argument("--feature-dim", type=int)
-    p.add_argument("--num-classes", type=int)
-    p.add_argument("--num-communities", type=int)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--num-nodes", type=checks.count())
+    p.add_argument("--avg-degree", type=checks.finite(positive=True))
+    p.add_argument("--feature-dim", type=checks.count())
+    p.add_argument("--num-classes", type=checks.count())
+    p.add_argument("--num-communities", type=checks.count())
+    p.add_argument("--seed", type=checks.seed, default=0)
     p.add_argument("--overwrite", action="store_true")
 
 
@@ -129,10 +154,23 @@ def _cmd_generate(args: argparse.Namespace) -> dict[str, Any]:
         "num_nodes": args.num_nodes, "avg_degree": args.avg_degree, "feature_dim": args.feature_dim,
         "num_classes": args.num_classes, "num_communities": args.num_communities,
     }.items() if v is not None}
+    _check_generate_sizes(args, overrides)
     start = time.perf_counter()
     path = generate(args.out, args.preset, seed=args.seed, overwrite=args.overwrite,
                     progress=_progress(args), **overrides)
     return _report_written(args, path, time.perf_counter() - start)
+
+
+def _check_generate_sizes(args: argparse.Namespace, overrides: dict[str, Any]) -> None:
+    """Refuse a graph that cannot fit before writing anything: O(N) arrays in RAM, the files on disk."""
+    from .ingest._gen_config import resolve_config
+
+    cfg = resolve_config(args.preset, overrides)
+    n, dim = cfg.num_nodes, cfg.feature_dim
+    checks.check_fits_memory(f"--num-nodes {n:,} (with --num-classes {cfg.num_classes} x --feature-dim {dim})",
+                             n * 8 + cfg.num_classes * dim * 8)
+    disk = n * (dim * 4 + cfg.avg_degree * 4 + 16)
+    checks.check_output_dir("OUT", args.out, need_bytes=disk)
 
 
 def _config_dict(cfg: Any) -> dict[str, Any]:
@@ -159,9 +197,10 @@ def _args_convert(p: argparse.ArgumentParser) -> None:
     p.add_argument("--undirected", action="store_true", help="add the reverse of every edge")
     p.add_argument("--drop-self-loops", action="store_true")
     p.add_argument("--dedupe", action="store_true", help="drop duplicate edges")
-    p.add_argument("--num-nodes", type=int, help="node count for edge lists (default: max id + 1)")
+    p.add_argument("--num-nodes", type=checks.count(), help="node count for edge lists (default: max id + 1)")
     p.add_argument("--binary-dtype", choices=["int32", "int64"], help="id type of a binary edge list")
-    p.add_argument("--memory-budget", default="1GiB", help="RAM for the external edge sort (e.g. 512MiB)")
+    p.add_argument("--memory-budget", type=checks.byte_size(allocated=True), default="1GiB",
+                   help="RAM for the external edge sort (e.g. 512MiB)")
     p.add_argument("--feature-dtype", choices=["float32", "float16"], default="float32")
     p.add_argument("--overwrite", action="store_true")
 
@@ -169,9 +208,12 @@ def _args_convert(p: argparse.ArgumentParser) -> None:
 def _cmd_convert(args: argparse.Namespace) -> dict[str, Any]:
     from .ingest._convert import convert
 
+    if args.num_nodes is not None:
+        checks.check_fits_memory(f"--num-nodes {args.num_nodes:,}", args.num_nodes * 8)
+    checks.check_output_dir("OUT", args.out)
     opts: dict[str, Any] = {
         "undirected": args.undirected, "drop_self_loops": args.drop_self_loops, "dedupe": args.dedupe,
-        "memory_budget": parse_bytes(args.memory_budget), "feature_dtype": args.feature_dtype,
+        "memory_budget": args.memory_budget, "feature_dtype": args.feature_dtype,
         "overwrite": args.overwrite, "progress": _progress(args),
     }
     if args.num_nodes is not None:
@@ -257,12 +299,12 @@ def _cmd_clean(args: argparse.Namespace) -> dict[str, Any]:
 def _args_quickstart(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dir", type=Path, help="keep the generated dataset here (default: a temp dir, removed)")
     p.add_argument("--preset", default="quickstart")
-    p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--batch-size", type=int, default=512)
-    p.add_argument("--fanouts", default="10,10", help="comma-separated, one per layer")
-    p.add_argument("--hidden", type=int, default=128)
-    p.add_argument("--lr", type=float, default=0.01)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--epochs", type=checks.count(), default=3)
+    p.add_argument("--batch-size", type=checks.count(), default=512)
+    p.add_argument("--fanouts", default="10,10", help="comma-separated, one per layer (-1: all neighbours)")
+    p.add_argument("--hidden", type=checks.count(), default=128)
+    p.add_argument("--lr", type=checks.finite(positive=True), default=0.01)
+    p.add_argument("--seed", type=checks.seed, default=0)
     p.add_argument("--backend", choices=["auto", "io_uring", "pread", "memory"], default="auto",
                    help="feature I/O backend of the loader")
 
@@ -270,6 +312,10 @@ def _args_quickstart(p: argparse.ArgumentParser) -> None:
 def _cmd_quickstart(args: argparse.Namespace) -> dict[str, Any]:
     from ._quickstart import QuickstartConfig, run_quickstart
 
+    # two models of 3 hidden x hidden layers at most, with Adam's two moments: 4 copies of float32 weights
+    checks.check_fits_memory(f"--hidden {args.hidden:,}", 2 * 3 * args.hidden * args.hidden * 4 * 4)
+    if args.dir is not None:
+        checks.check_output_dir("--dir", args.dir)
     config = QuickstartConfig(
         preset=args.preset, epochs=args.epochs, batch_size=args.batch_size,
         fanouts=parse_fanouts(args.fanouts), hidden=args.hidden, lr=args.lr, seed=args.seed,

@@ -10,6 +10,7 @@ import numpy as np
 
 from outre_async.store._dataset import Dataset, open_dataset
 
+from ._batches import default_num_parts
 from ._fennel import PartitionConfig, bloom_fp_bound, bloom_shape, level_params, stream_partition
 from ._output import BUFFER_BYTES, PartitionWriter, check_name
 from ._reader import PartitionSet, open_partitions
@@ -25,10 +26,12 @@ def default_name(cfg: PartitionConfig) -> str:
     return name
 
 
-def partition(dataset: Dataset | str | os.PathLike[str], parts: int, *, name: str | None = None,
+def partition(dataset: Dataset | str | os.PathLike[str], parts: int | None = None, *, name: str | None = None,
               order: np.ndarray | None = None, overwrite: bool = False, progress: bool = False,
               write_buffer_bytes: int = BUFFER_BYTES, **options: Any) -> PartitionSet:
     """Partition ``dataset`` into ``parts`` parts and write ``partitions/<name>/``; returns it opened.
+
+    ``parts=None``: :func:`default_num_parts` of the node count (small parts, many per macro batch).
 
     ``options`` are :class:`PartitionConfig` fields (``levels``, ``first_level``, ``mode``, ``passes``,
     ``gamma``, ``nu``, ``alpha``, ``train_weight``, ``objective``, ``chunk_edges``, ``bloom_bytes``).
@@ -36,7 +39,7 @@ def partition(dataset: Dataset | str | os.PathLike[str], parts: int, *, name: st
     ``write_buffer_bytes``: memory for regrouping the outputs into partition order (see ``_buckets``).
     """
     ds = dataset if isinstance(dataset, Dataset) else open_dataset(dataset)
-    cfg = PartitionConfig(parts=parts, **options)
+    cfg = PartitionConfig(parts=default_num_parts(ds.num_nodes) if parts is None else parts, **options)
     name = check_name(name or default_name(cfg))
     start = time.perf_counter()
     with PartitionWriter(ds, name, overwrite=overwrite, buffer_bytes=write_buffer_bytes) as writer, _Progress(ds, cfg, progress) as bar:

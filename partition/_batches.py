@@ -1,14 +1,23 @@
 """Partition-based batch plans (OUTRE §4.2): macro batches of whole partitions, cut into micro-batches.
 
 Each epoch shuffles the partitions that hold seeds, groups ``parts_per_batch`` of them into a macro
-batch, shuffles the macro batch's seeds and cuts them into micro-batches of ``batch_size`` (the last
-of each macro batch may be smaller; ``drop_last`` drops it).  A pure function of
-``(grouped seeds, sizes, shuffle, seed, epoch)``, like ``outre_async.sampling._plan.plan_epoch``, so every
-loader (and the redundancy-ratio tool) agrees on the plan.
+batch, shuffles the macro batch's seeds together (every micro-batch draws from all of its partitions)
+and cuts them into ``ceil(n / batch_size)`` near-equal micro-batches (``drop_last``: full ones only).
+A pure function of ``(grouped seeds, sizes, shuffle, seed, epoch)``, like
+``outre_async.sampling._plan.plan_epoch``, so every loader (and the redundancy-ratio tool) agrees on the plan.
+
+Accuracy: consecutive micro-batches of one macro batch come from the same few regions of the graph,
+and training on them one macro batch after another costs accuracy (Facebook Page-Page, 16 parts, 2 per
+macro batch: about 0.5 pt below random batches at equal epochs).  ``interleave`` shuffles together the
+micro-batches of that many consecutive macro batches: the same micro-batches (so the same redundancy
+ratio), in an order that no longer dwells on one region.  The defaults (:func:`default_num_parts`,
+:func:`default_parts_per_batch`, :func:`default_interleave`) are what
+``benchmarks/bench_partition_accuracy.py`` measured.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,6 +39,46 @@ class MicroBatch:
         return len(self.seeds)
 
 
+DEFAULT_NODES_PER_PART = 128  # ``outre partition``'s part size when no count is given
+MIN_DEFAULT_PARTS, MAX_DEFAULT_PARTS = 16, 4096
+MACRO_SHARE = 64              # a default macro batch holds 1/64 of the partitions (at least one)
+MICRO_PER_MACRO = 4           # ... and at least this many micro-batches' seeds
+WINDOW_SHARE = 2              # ... and half of them have their micro-batches interleaved,
+MAX_DEFAULT_INTERLEAVE = 8    # ... but never more than 8 macro batches' adjacency held at once
+
+
+def default_num_parts(num_nodes: int) -> int:
+    """``outre partition``'s K when none is given: about ``DEFAULT_NODES_PER_PART`` nodes a part (ClusterGCN
+    uses ~150; OUTRE thousands of parts on 100M-node graphs), a power of two in [16, 4096]."""
+    if num_nodes < 1:
+        raise ConfigError(f"{num_nodes=} must be >= 1")
+    k = 1 << max(0, round(math.log2(max(num_nodes / DEFAULT_NODES_PER_PART, 1))))
+    return min(MAX_DEFAULT_PARTS, max(MIN_DEFAULT_PARTS, k))
+
+
+def default_parts_per_batch(num_parts: int, num_seeds: int, batch_size: int) -> int:
+    """``parts_per_batch`` when none is given: 1/64 of the partitions, so a micro-batch's seeds are close
+    together (the redundancy ratio drops), but enough that a macro batch holds about
+    ``MICRO_PER_MACRO`` micro-batches' seeds (else its micro-batches come out smaller than
+    ``batch_size``); at most all of them."""
+    if num_parts < 1 or num_seeds < 0 or batch_size < 1:
+        raise ConfigError(f"{num_parts=} and {batch_size=} must be >= 1, {num_seeds=} >= 0")
+    enough = -(-MICRO_PER_MACRO * batch_size * num_parts // max(num_seeds, 1))
+    return min(num_parts, max(1, num_parts // MACRO_SHARE, enough))
+
+
+def default_interleave(num_parts: int, parts_per_batch: int) -> int:
+    """``interleave`` when none is given: enough macro batches to span half of the partitions.  Consecutive
+    micro-batches of one macro batch are correlated (same few regions of the graph); interleaving those
+    of many macro batches is what keeps accuracy at the level of random batches (the measurements in
+    ``benchmarks/bench_partition_accuracy.py``); it costs their adjacency blocks in memory at once, so the
+    default holds at most ``MAX_DEFAULT_INTERLEAVE`` macro batches (with the default ``parts_per_batch`` =
+    K/64, an eighth of the graph's adjacency) however many partitions there are."""
+    if num_parts < 1 or parts_per_batch < 1:
+        raise ConfigError(f"{num_parts=} and {parts_per_batch=} must be >= 1")
+    return max(1, min(MAX_DEFAULT_INTERLEAVE, -(-num_parts // (WINDOW_SHARE * parts_per_batch))))
+
+
 def group_seeds(assignment: np.ndarray, seeds: np.ndarray, num_parts: int) -> tuple[np.ndarray, np.ndarray]:
     """``(ptr [K+1], seeds grouped by partition)``: a stable counting sort, O(len(seeds) + K)."""
     seeds = np.ascontiguousarray(seeds, dtype=np.int64)
@@ -37,24 +86,40 @@ def group_seeds(assignment: np.ndarray, seeds: np.ndarray, num_parts: int) -> tu
 
 
 def plan_partition_epoch(ptr: np.ndarray, grouped: np.ndarray, *, parts_per_batch: int, batch_size: int,
-                         shuffle: bool, seed: int, epoch: int, drop_last: bool = False) -> list[MicroBatch]:
-    """The micro-batches of one epoch, macro batch by macro batch."""
-    if parts_per_batch < 1:
-        raise ConfigError(f"{parts_per_batch=} must be >= 1")
-    if batch_size < 1:
-        raise ConfigError(f"{batch_size=} must be >= 1")
+                         shuffle: bool, seed: int, epoch: int, drop_last: bool = False,
+                         interleave: int = 1) -> list[MicroBatch]:
+    """The micro-batches of one epoch; with ``shuffle``, those of each run of ``interleave`` consecutive
+    macro batches are put in a random order together (their adjacency blocks are in use at once)."""
+    for name, value in (("parts_per_batch", parts_per_batch), ("batch_size", batch_size), ("interleave", interleave)):
+        if value < 1:
+            raise ConfigError(f"{name}={value} must be >= 1")
     rng = np.random.default_rng([seed, epoch, 0x9A47])
+    mix = np.random.default_rng([seed, epoch, 0x1E4F])  # its own stream: the macro batches do not depend on it
     holding = np.flatnonzero(np.diff(ptr) > 0)
     order = rng.permutation(holding) if shuffle else holding
     plan: list[MicroBatch] = []
+    window: list[MicroBatch] = []
     for macro, start in enumerate(range(0, len(order), parts_per_batch)):
         parts = tuple(int(p) for p in order[start : start + parts_per_batch])
         ids = np.concatenate([grouped[ptr[p] : ptr[p + 1]] for p in parts])
         if shuffle:
             ids = rng.permutation(ids)
-        stop = len(ids) - len(ids) % batch_size if drop_last else len(ids)
-        plan += [MicroBatch(ids[i : i + batch_size], macro, parts) for i in range(0, stop, batch_size)]
+        window += [MicroBatch(ids[a:b], macro, parts) for a, b in _cuts(len(ids), batch_size, drop_last)]
+        if (macro + 1) % interleave == 0 or start + parts_per_batch >= len(order):
+            plan += [window[i] for i in mix.permutation(len(window))] if shuffle and interleave > 1 else window
+            window = []
     return plan
+
+
+def _cuts(n: int, batch_size: int, drop_last: bool) -> list[tuple[int, int]]:
+    """Bounds of a macro batch's micro-batches: ``ceil(n / batch_size)`` near-equal ones (sizes differ by
+    at most one, none above ``batch_size``), so a macro batch ends in no small noisy step; with
+    ``drop_last``, ``n // batch_size`` full ones."""
+    if drop_last:
+        return [(i, i + batch_size) for i in range(0, n - n % batch_size, batch_size)]
+    count = -(-n // batch_size)
+    bounds = [i * n // count for i in range(count + 1)]
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
 
 
 def max_batches_per_epoch(num_seeds: int, num_parts: int, parts_per_batch: int, batch_size: int) -> int:

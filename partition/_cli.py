@@ -10,28 +10,36 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from outre_async._units import format_bytes, parse_bytes
+import numpy as np
+
+from outre_async import _cli_checks as checks
+from outre_async._errors import ConfigError
+from outre_async._units import format_bytes
+
+from ._buckets import MIN_ROW_BYTES
 
 Say = Callable[[str], None]
 
 
 def add_partition_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dataset", type=Path)
-    p.add_argument("--parts", type=int, required=True, help="number of partitions K")
+    p.add_argument("--parts", type=checks.count(),
+                   help="number of partitions K (default: ~N/128 rounded to a power of two, within [16, 4096])")
     p.add_argument("--levels", type=int, choices=[1, 2], default=1, help="2: k1 parts, each split again")
-    p.add_argument("--first-level", type=int, help="k1 of a two-level run (must divide K; default ~sqrt(K))")
+    p.add_argument("--first-level", type=checks.count(), help="k1 of a two-level run (must divide K; default ~sqrt(K))")
     p.add_argument("--mode", choices=["exact", "bloom"], default="exact")
-    p.add_argument("--passes", type=int, default=1, help="streaming passes (2+: restreaming, exact mode)")
+    p.add_argument("--passes", type=checks.count(), default=1, help="streaming passes (2+: restreaming, exact mode)")
     p.add_argument("--name", help="folder under partitions/ (default: fennel-K[...])")
     p.add_argument("--objective", choices=["fennel", "ldg"], default="fennel")
-    p.add_argument("--gamma", type=float, default=1.5)
-    p.add_argument("--nu", type=float, default=1.1, help="load limit: |P_i| <= nu n / K")
-    p.add_argument("--alpha", type=float, help="FENNEL alpha (default sqrt(K) m / n^1.5)")
-    p.add_argument("--train-weight", type=float, default=1.0, help="weight of the training-node balance term")
-    p.add_argument("--chunk", default="64MiB", help="read buffer for the streamed indices")
-    p.add_argument("--write-buffer", default="64MiB",
+    p.add_argument("--gamma", type=checks.finite(positive=True), default=1.5)
+    p.add_argument("--nu", type=checks.finite(positive=True), default=1.1, help="load limit: |P_i| <= nu n / K")
+    p.add_argument("--alpha", type=checks.finite(nonnegative=True), help="FENNEL alpha (default sqrt(K) m / n^1.5)")
+    p.add_argument("--train-weight", type=checks.finite(nonnegative=True), default=1.0, help="weight of the training-node balance term")
+    p.add_argument("--chunk", type=checks.byte_size(allocated=True), default="64MiB", help="read buffer for the streamed indices")
+    p.add_argument("--write-buffer", type=checks.byte_size(allocated=True), default="64MiB",
                    help="memory for regrouping the outputs into partition order (4 KiB x 3 per part at least)")
-    p.add_argument("--bloom-memory", default="64MiB", help="Bloom filters' total size per level (bloom mode)")
+    p.add_argument("--bloom-memory", type=checks.byte_size(allocated=True), default="64MiB",
+                   help="Bloom filters' total size per level (bloom mode)")
     p.add_argument("--overwrite", action="store_true")
 
 
@@ -39,20 +47,30 @@ def run_partition(args: argparse.Namespace, *, progress: bool, say: Say) -> dict
     from outre_async.store._dataset import open_dataset
 
     from ._api import partition
+    from ._batches import default_num_parts
 
+    if args.first_level is not None and args.levels != 2:
+        raise ConfigError(f"--first-level {args.first_level} needs --levels 2")
+    if args.name is not None and not args.name.strip():
+        raise ConfigError("--name must not be empty")
     ds = open_dataset(args.dataset)
+    num_parts = args.parts if args.parts is not None else default_num_parts(ds.num_nodes)
+    floor = 3 * MIN_ROW_BYTES * num_parts  # one 4 KiB row per part in each of the 3 regrouped files
+    if args.write_buffer < floor:
+        raise ConfigError(f"--write-buffer {format_bytes(args.write_buffer)} is below the floor of 4 KiB x 3 per part "
+                          f"= {format_bytes(floor)} for {num_parts} parts; give at least that")
     options: dict[str, Any] = {
         "levels": args.levels, "mode": args.mode, "passes": args.passes, "objective": args.objective,
         "gamma": args.gamma, "nu": args.nu, "train_weight": args.train_weight,
-        "chunk_edges": max(1, parse_bytes(args.chunk) // ds.indices.dtype.itemsize),
-        "bloom_bytes": parse_bytes(args.bloom_memory),
+        "chunk_edges": max(1, args.chunk // np.dtype(ds.manifest.indices.dtype).itemsize),
+        "bloom_bytes": args.bloom_memory,
     }
     if args.first_level is not None:
         options["first_level"] = args.first_level
     if args.alpha is not None:
         options["alpha"] = args.alpha
     parts = partition(ds, args.parts, name=args.name, overwrite=args.overwrite, progress=progress,
-                      write_buffer_bytes=parse_bytes(args.write_buffer), **options)
+                      write_buffer_bytes=args.write_buffer, **options)
     meta = parts.meta
     q = meta["quality"]
     say(f"wrote {parts.path}: {parts.num_parts} parts, edge cut {q['edge_cut_fraction']:.4f}, "
@@ -69,7 +87,7 @@ def _f(x: float | None) -> str:
 def info_lines(rows: list[dict[str, Any]]) -> list[str]:
     """``outre info``'s partition lines."""
     if not rows:
-        return ["partitions   none (create them with `outre partition DATASET --parts K`)"]
+        return ["partitions   none (create them with `outre partition DATASET`)"]
     out = []
     for r in rows:
         if r["status"] != "ok":
@@ -86,11 +104,11 @@ def add_stats_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dataset", type=Path)
     p.add_argument("--partitions", help="partition folder name for partition-based batches")
     p.add_argument("--fanouts", default="10,10,10")
-    p.add_argument("--batch-size", type=int, default=1024)
-    p.add_argument("--parts-per-batch", type=int, default=1)
+    p.add_argument("--batch-size", type=checks.count(), default=1024)
+    p.add_argument("--parts-per-batch", type=checks.count(), help="default: the loader's (see OutreLoader)")
     p.add_argument("--split", default="train")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-batches", type=int, help="sample only this many batches of each plan (estimate)")
+    p.add_argument("--seed", type=checks.seed, default=0)
+    p.add_argument("--max-batches", type=checks.count(), help="sample only this many batches of each plan (estimate)")
 
 
 def run_stats(args: argparse.Namespace, *, say: Say, parse_fanouts: Callable[[str], tuple[int, ...]]) -> dict[str, Any]:

@@ -138,6 +138,7 @@ class PartitionSampler:
 
     def _sample(self, seeds: np.ndarray, stream: int, macro: _Macro) -> SampledSubgraph:
         p, c = self.parts, self.cache
+        self.plain.check_mapped()  # tier 3 reads the dataset's indices (mapped when it did not fit RAM)
         tiers = NeighborTiers(c.slot, c.indptr, c.indices, p.assignment, self.slot_of_node, p.part_ptr,
                               macro.of_part, macro.base, macro.block.indptr, macro.block.indices, self.tiers)
         state = stream_state(self.plain.seed, stream)

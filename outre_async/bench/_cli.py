@@ -9,6 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .. import _cli_checks as checks
+from .._errors import ConfigError
 from .._units import format_bytes, parse_bytes
 from ._presets import BENCH_PRESETS
 
@@ -22,30 +24,38 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--systems", help="comma-separated systems (default: pyg-mmap,pyg-mmap-random,sync,outre,outre-part; "
                                      "--quick: without pyg-mmap); "
                                      "a plug-in outside the package as module:Class")
-    p.add_argument("--repeats", type=int, help="runs per system (default 3; --quick 2)")
-    p.add_argument("--max-batches", type=int, help="batches per run instead of full epochs (labelled in the results)")
-    p.add_argument("--cap", help="memory cap of every child, e.g. 1.5GiB, or 'none' (default: the preset's)")
+    p.add_argument("--repeats", type=checks.count(), help="runs per system (default 3; --quick 2)")
+    p.add_argument("--max-batches", type=checks.count(), help="batches per run instead of full epochs (labelled in the results)")
+    p.add_argument("--cap", type=_cap, help="memory cap of every child, e.g. 1.5GiB, or 'none' (default: the preset's)")
     p.add_argument("--out", type=Path, default=Path("results"), help="where the JSON/Markdown/PNG go (default results/)")
     p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
                    help="generated datasets, reused between runs (default ~/.cache/outre-async/bench)")
-    p.add_argument("--timeout", type=float, help="seconds per run before it is killed and recorded as a timeout")
+    p.add_argument("--timeout", type=checks.finite(positive=True), help="seconds per run before it is killed and recorded as a timeout")
     p.add_argument("--no-compute-only", dest="compute_only", action="store_false",
                    help="skip the compute-only/sampling-only limit runs")
-    p.add_argument("--probe-seconds", type=float, help="length of the disk probe (default 4; --quick 3)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--probe-seconds", type=checks.finite(positive=True), help="length of the disk probe (default 4; --quick 3)")
+    p.add_argument("--seed", type=checks.seed, default=0)
 
 
 def run_command(args: argparse.Namespace, say: Callable[[str], None]) -> dict[str, Any]:
     from ._runner import SuiteConfig, run_suite
 
-    cap: int | str | None = "default"
-    if args.cap is not None:
-        cap = None if args.cap.lower() in ("none", "uncapped", "0") else parse_bytes(args.cap)
+    cap: int | str | None = "default" if args.cap is None else (args.cap or None)  # 0: uncapped
+    checks.check_output_dir("--out", args.out)
+    checks.check_output_dir("--data-dir", args.data_dir.expanduser())
+    systems = tuple(s.strip() for s in args.systems.split(",") if s.strip()) if args.systems else None
+    if systems is not None:
+        if not systems:
+            raise ConfigError(f"--systems {args.systems!r} names no system")
+        from ._systems import resolve_system
+
+        for name in systems:  # an unknown name is refused now, not after the dataset is generated
+            resolve_system(name)
     options: dict[str, Any] = {
         "preset": args.preset, "repeats": args.repeats, "max_batches": args.max_batches, "cap": cap,
         "seed": args.seed, "out_dir": args.out, "data_dir": args.data_dir.expanduser(), "timeout_s": args.timeout,
         "compute_only": args.compute_only, "probe_seconds": args.probe_seconds, "command": _command_line(args),
-        "systems": tuple(s.strip() for s in args.systems.split(",") if s.strip()) if args.systems else None,
+        "systems": systems,
     }
     options = {k: v for k, v in options.items() if v is not None or k == "cap"}
     config = SuiteConfig.quick_of(**options) if args.quick else SuiteConfig(**options)
@@ -57,6 +67,16 @@ def run_command(args: argparse.Namespace, say: Callable[[str], None]) -> dict[st
         signal.signal(signal.SIGTERM, previous)
     say(_summary_text(result))
     return result
+
+
+def _cap(text: str) -> int:
+    """``--cap``: a byte size, or none/uncapped/0 for no cap (returned as 0)."""
+    if text.lower() in ("none", "uncapped", "0"):
+        return 0
+    try:
+        return parse_bytes(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(f"{exc}, or 'none'") from None
 
 
 def _command_line(args: argparse.Namespace) -> str:

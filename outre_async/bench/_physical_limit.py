@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from ._epoch import train_step
-from ._systems import RunSpec
+from ._systems import RunSpec, run_seeds
 
 
 def compute_only(model: nn.Module, optimizer: torch.optim.Optimizer, ds: Any, spec: RunSpec) -> dict[str, Any]:
@@ -29,10 +29,9 @@ def compute_only(model: nn.Module, optimizer: torch.optim.Optimizer, ds: Any, sp
     from ..sampling._plan import plan_epoch
     from ..sampling._sampler import NeighborSampler
 
-    plan = plan_epoch(ds.split("train"), spec.batch_size, shuffle=True, seed=spec.seed, epoch=0)
+    seeds, shuffle = run_seeds(ds, spec)  # the batches every system loads (``--max-batches``: the same N)
+    plan = plan_epoch(seeds, spec.batch_size, shuffle=shuffle, seed=spec.seed, epoch=0)
     stream_base = 0  # epoch 0 of a fresh loader: streams 0 .. len(plan) - 1, as SyncLoader/OutreLoader
-    if spec.max_batches:
-        plan = plan[: spec.max_batches]
     sampler = NeighborSampler(ds, list(spec.fanouts), seed=spec.seed)
     start = time.perf_counter()
     subs = [sampler.sample(seeds, stream_base + seq) for seq, seeds in enumerate(plan)]

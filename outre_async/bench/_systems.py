@@ -29,6 +29,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import numpy as np
+
 from .._errors import ConfigError
 
 WHEELS_HINT = ("pip install --no-deps ../shared/wheels/torch_scatter-*.whl ../shared/wheels/torch_sparse-*.whl "
@@ -107,6 +109,24 @@ def resolve_system(name: str) -> System:
     raise ConfigError(f"unknown system {name!r}; choose from {', '.join(SYSTEMS)} or give module:Class")
 
 
+def run_seeds(ds: Any, spec: RunSpec) -> tuple[Any, bool]:
+    """The seed ids a run loads, and whether the loader shuffles them.
+
+    A full epoch: the training split, shuffled by the loader.  ``max_batches = N``: the seeds of the
+    first N batches of the epoch-0 plan, in plan order and unshuffled, so the loader's whole epoch is
+    exactly those N batches (same seeds, same sampler streams ``0..N-1``) whatever order they complete
+    in: every system, and ``compute-only``, trains on the same batches.  (Taking the first N batches
+    to *complete* from a full epoch compared different batches under CPU load.)
+    """
+    from ..sampling._plan import plan_epoch
+
+    train = ds.split("train")
+    if not spec.max_batches:
+        return train, True
+    plan = plan_epoch(train, spec.batch_size, shuffle=True, seed=spec.seed, epoch=0)[: spec.max_batches]
+    return (np.concatenate(plan) if plan else np.empty(0, np.int64)), False
+
+
 # -- the built-in systems -------------------------------------------------------------------------
 
 
@@ -122,7 +142,6 @@ class PygMmap(System):
         return None
 
     def open(self, ds: Any, spec: RunSpec) -> Iterator[Any]:
-        import numpy as np
         import torch
         from torch_geometric.data import Data
         from torch_geometric.loader import NeighborLoader
@@ -140,8 +159,9 @@ class PygMmap(System):
                              sparse_sizes=(n, n), is_sorted=True, trust_data=True)
         data = Data(x=x, y=torch.from_numpy(ds.labels.astype(np.int64)), adj_t=adj_t, num_nodes=n)
         torch.manual_seed(spec.seed)
+        seeds, shuffle = run_seeds(ds, spec)
         self.loader = NeighborLoader(data, num_neighbors=list(spec.fanouts), batch_size=spec.batch_size,
-                                     input_nodes=torch.from_numpy(ds.split("train")), shuffle=True)
+                                     input_nodes=torch.from_numpy(seeds), shuffle=shuffle)
         self._times = {"sample": 0.0, "extract": 0.0}
         self.loader.node_sampler.sample_from_nodes = _timed(self.loader.node_sampler.sample_from_nodes,
                                                             self._times, "sample")
@@ -188,7 +208,9 @@ class Sync(System):
     def open(self, ds: Any, spec: RunSpec) -> Iterator[Any]:
         from ..loader import SyncLoader
 
-        self.loader = SyncLoader(ds, split="train", fanouts=spec.fanouts, batch_size=spec.batch_size, seed=spec.seed)
+        seeds, shuffle = run_seeds(ds, spec)
+        self.loader = SyncLoader(ds, split=seeds, fanouts=spec.fanouts, batch_size=spec.batch_size, seed=spec.seed,
+                                 shuffle=shuffle)
         return iter(self.loader)
 
     def stats(self) -> dict[str, Any]:
@@ -206,8 +228,10 @@ class Outre(System):
     def open(self, ds: Any, spec: RunSpec) -> Iterator[Any]:
         from ..loader import OutreLoader
 
-        self.loader = OutreLoader(ds, split="train", fanouts=list(spec.fanouts), batch_size=spec.batch_size,
-                                  seed=spec.seed, memory_budget=spec.options.get("memory_budget"), **self.loader_options)
+        seeds, shuffle = run_seeds(ds, spec)
+        self.loader = OutreLoader(ds, split=seeds, fanouts=list(spec.fanouts), batch_size=spec.batch_size,
+                                  seed=spec.seed, shuffle=shuffle, memory_budget=spec.options.get("memory_budget"),
+                                  **self.loader_options)
         return iter(self.loader)
 
     def stats(self) -> dict[str, Any]:
@@ -258,7 +282,10 @@ class OutrePart(Outre):
                                   seed=spec.seed, partitions=_partition_name(spec),
                                   memory_budget=spec.options.get("memory_budget"),
                                   parts_per_batch=int(spec.options.get("parts_per_batch", 4)),
-                                  neighbor_cache=int(spec.options.get("neighbor_cache", 64 << 20)), **self.loader_options)
+                                  neighbor_cache=int(spec.options.get("neighbor_cache", 64 << 20)),
+                                  # --max-batches N: the plan's first N macro/micro batches, not the first
+                                  # N to complete (the partition plan is built from the whole split)
+                                  ordered=spec.max_batches > 0, **self.loader_options)
         return iter(self.loader)
 
     def stats(self) -> dict[str, Any]:

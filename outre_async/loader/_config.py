@@ -17,8 +17,9 @@ from .._units import parse_bytes
 from ..features import BACKENDS
 from ..sampling._sampler import check_fanouts
 
-_AT_LEAST_ONE = ("batch_size", "num_samplers", "num_extractors", "parts_per_batch")
-_NONE_OR_AT_LEAST_ONE = ("extract_queue", "ready_queue", "buffer_rows", "memory_budget", "max_in_flight")
+_AT_LEAST_ONE = ("batch_size", "num_samplers", "num_extractors")
+_NONE_OR_AT_LEAST_ONE = ("extract_queue", "ready_queue", "buffer_rows", "memory_budget", "max_in_flight",
+                         "parts_per_batch", "interleave")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -42,7 +43,8 @@ class LoaderConfig:
     device: str = "cpu"
     source_options: dict[str, Any] = field(default_factory=dict)
     partitions: str | None = None  # partitions/<name>/ of the dataset: partition-based batches (OUTRE §4.2)
-    parts_per_batch: int = 1       # partitions per macro batch
+    parts_per_batch: int | None = None  # partitions per macro batch; None: partition._batches.default_parts_per_batch
+    interleave: int | None = None  # macro batches whose micro-batches are shuffled together; None: default_interleave
     neighbor_cache: int | str = 0  # bytes of the global neighbour cache (partition mode); 0: no cache
 
     def __post_init__(self) -> None:

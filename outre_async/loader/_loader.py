@@ -85,6 +85,7 @@ class OutreLoader:
         from ._partition_mode import PartitionBatching
 
         return PartitionBatching(self.dataset, cfg.partitions, self._seeds, parts_per_batch=cfg.parts_per_batch,
+                                 interleave=cfg.interleave,
                                  batch_size=cfg.batch_size, shuffle=cfg.shuffle, seed=cfg.seed,
                                  drop_last=cfg.drop_last, neighbor_cache_bytes=int(cfg.neighbor_cache))
 

@@ -1,7 +1,8 @@
 """What ``OutreLoader(..., partitions=NAME)`` needs, kept out of the loader module.
 
 :class:`PartitionBatching` opens the partitions (validated against the dataset), groups the loader's
-seeds by partition, builds the global neighbour cache within its byte budget, plans each epoch's
+seeds by partition, resolves the default ``parts_per_batch`` and ``interleave``, builds the global
+neighbour cache within its byte budget, plans each epoch's
 micro-batches (:func:`plan_partition_epoch`) and makes the tiered samplers.  Its RNG streams are
 spaced by an upper bound of the batches per epoch, so two epochs never share a stream.
 """
@@ -14,17 +15,30 @@ from typing import Any
 import numpy as np
 
 from ..cache import NeighborCache
-from ..partition._batches import MicroBatch, group_seeds, max_batches_per_epoch, plan_partition_epoch
+from ..partition._batches import (
+    MicroBatch,
+    default_interleave,
+    default_parts_per_batch,
+    group_seeds,
+    max_batches_per_epoch,
+    plan_partition_epoch,
+)
 from ..partition._reader import open_partitions
 from ..partition._sampler import MacroStore, PartitionSampler
 from ..store._dataset import Dataset
 
 
 class PartitionBatching:
-    def __init__(self, ds: Dataset, name: str, seeds: np.ndarray, *, parts_per_batch: int, batch_size: int,
+    def __init__(self, ds: Dataset, name: str, seeds: np.ndarray, *, parts_per_batch: int | None,
+                 interleave: int | None, batch_size: int,
                  shuffle: bool, seed: int, drop_last: bool, neighbor_cache_bytes: int) -> None:
         self.parts = open_partitions(ds, name)
         self.ptr, self.grouped = group_seeds(self.parts.assignment, seeds, self.parts.num_parts)
+        if parts_per_batch is None:
+            parts_per_batch = default_parts_per_batch(self.parts.num_parts, len(seeds), batch_size)
+        if interleave is None:
+            interleave = default_interleave(self.parts.num_parts, parts_per_batch)
+        self.interleave = interleave
         self.parts_per_batch, self.batch_size = parts_per_batch, batch_size
         self.shuffle, self.seed, self.drop_last = shuffle, seed, drop_last
         self.cache = NeighborCache.build(ds.indptr, ds.indices, self.parts.cross, neighbor_cache_bytes)
@@ -35,13 +49,14 @@ class PartitionBatching:
     def plan(self, epoch: int) -> list[MicroBatch]:
         return plan_partition_epoch(self.ptr, self.grouped, parts_per_batch=self.parts_per_batch,
                                     batch_size=self.batch_size, shuffle=self.shuffle, seed=self.seed, epoch=epoch,
-                                    drop_last=self.drop_last)
+                                    drop_last=self.drop_last, interleave=self.interleave)
 
     def stream_base(self, epoch: int) -> int:
         return epoch * self.spacing
 
     def samplers(self, ds: Dataset, fanouts: Sequence[int], seed: int, count: int) -> list[PartitionSampler]:
-        store = MacroStore(self.parts, capacity=count + 1)  # one per opening of the loader
+        # one per opening of the loader; the interleaved macro batches' blocks stay while any is in use
+        store = MacroStore(self.parts, capacity=count + self.interleave)
         self._stores.append(store)
         made = [PartitionSampler(ds, self.parts, fanouts, seed=seed, cache=self.cache, store=store)
                 for _ in range(count)]
@@ -53,6 +68,7 @@ class PartitionBatching:
         total = max(int(tiers.sum()), 1)
         out: dict[str, Any] = {
             "partitions": self.parts.name, "num_parts": self.parts.num_parts, "parts_per_batch": self.parts_per_batch,
+            "interleave": self.interleave,
             "lists_from_global_cache": int(tiers[0]), "lists_from_macro_batch": int(tiers[1]),
             "lists_from_disk": int(tiers[2]), "global_cache_hit_rate": int(tiers[0]) / total,
             "macro_batch_hit_rate": int(tiers[1]) / total, "global_cache_nodes": self.cache.num_cached,

@@ -78,6 +78,7 @@ class SyncLoader:
         start = time.perf_counter()
         sub = self.sampler.sample(seeds, stream)
         sampled = time.perf_counter()
+        self.dataset.check_mapped()  # the feature map: a file truncated since is a named error, not SIGBUS
         x = gather_features(self._features, sub.n_id)
         y = None if self._labels is None else torch.from_numpy(self._labels[sub.n_id])
         self._count(sub, sampled - start, time.perf_counter() - sampled)

@@ -67,6 +67,8 @@ class NeighborSampler:
 
     def __init__(self, data: Any, fanouts: Sequence[int], *, seed: int = 0) -> None:
         self.indptr, self.indices = _csc_arrays(data)
+        # a Dataset's maps are checked before each batch: a file truncated meanwhile is a named error
+        self.check_mapped = getattr(data, "check_mapped", _nothing_mapped)
         self.fanouts: tuple[int, ...] = check_fanouts(fanouts)
         self.seed = int(seed)
         self._fanouts = np.asarray(self.fanouts, dtype=np.int64)
@@ -80,6 +82,7 @@ class NeighborSampler:
     def sample(self, seeds: Any, stream: int = 0) -> SampledSubgraph:
         """Sample the neighbourhood of ``seeds`` (unique node ids) with RNG stream ``stream``."""
         seeds = _as_seeds(seeds)
+        self.check_mapped()
         state = stream_state(self.seed, stream)
         scratch = self._take_scratch()
         status, where, n_id, edge_index, nodes, edges = K.sample_multihop(
@@ -139,6 +142,10 @@ def _as_seeds(seeds: Any) -> np.ndarray:
         raise ConfigError(f"seeds must be a 1-D array of integer node ids, got {arr.dtype} "
                           f"{arr.shape}")
     return np.ascontiguousarray(arr, dtype=np.int64)
+
+
+def _nothing_mapped() -> None:
+    """``check_mapped`` of caller-given arrays: nothing of ours is mapped."""
 
 
 def _csc_arrays(data: Any) -> tuple[np.ndarray, np.ndarray]:

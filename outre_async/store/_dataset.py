@@ -1,9 +1,18 @@
 """Reading an on-disk dataset: :func:`open_dataset` validates, :class:`Dataset` gives the arrays.
 
 What is held in RAM: the splits from the start; ``indptr`` and ``labels`` (O(N) each) from their
-first access on (each is loaded once, its checksum checked again).  ``indices`` and the features are
-memory-mapped (the features are also read with O_DIRECT by the extractors, see ``_layout``);
-:meth:`Dataset.indptr_map` maps ``indptr`` too, for bounded-memory readers (the partitioner).
+first access on (each is loaded once, its checksum checked again); ``indices`` from its first access
+on when it fits (``indices_in_ram``; default: at most a quarter of the memory available then).
+Otherwise ``indices``, and the features (also read with O_DIRECT by the extractors, see ``_layout``),
+are memory-mapped; :meth:`Dataset.indptr_map` maps ``indptr`` too, for bounded-memory readers.
+
+A memory map of a file that is truncated (or whose pages fail to read) under a running process kills
+it with SIGBUS on the next touch, which no Python code can catch.  So ``indices`` is read into RAM
+whenever it fits (then nothing can take it away), and every map this class makes holds its own fd:
+:meth:`Dataset.check_mapped` compares the files' sizes with the manifest's and raises
+:class:`DatasetCorruptError` if one shrank.  The samplers call it before every batch, ``SyncLoader``
+before every gather, so a truncation between batches is a named error; a truncation *during* one
+batch's kernel, or an EIO on a mapped page, remain fatal, which is why ``indices`` goes to RAM first.
 Opening checks the manifest, every file's presence and exact size, the checksums of the small files,
 ``indptr`` monotonicity and the id ranges of splits and labels, scanning ``indptr`` and ``labels`` in
 fixed-size blocks (so opening holds neither); :meth:`Dataset.verify` additionally scans ``indices``
@@ -14,6 +23,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import weakref
 import zlib
 from collections.abc import Iterator
 from functools import cached_property
@@ -23,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import ConfigError, DatasetCorruptError, DatasetNotFoundError, DatasetReadError
+from .._units import available_memory
 from ._layout import RowLayout
 from ._manifest import MANIFEST_NAME, SPLIT_NAMES, FileEntry, Manifest, read_manifest
 from ._paths import confined
@@ -31,9 +42,11 @@ from ._paths import confined
 class Dataset:
     """An opened, validated dataset directory.  Cheap to open; arrays are loaded lazily."""
 
-    def __init__(self, path: Path, manifest: Manifest) -> None:
+    def __init__(self, path: Path, manifest: Manifest, *, indices_in_ram: bool | None = None) -> None:
         self.path = path
         self.manifest = manifest
+        self.indices_in_ram = indices_in_ram  # None: when it fits a quarter of the available memory
+        self._mapped: list[tuple[int, Path, int]] = []  # (own fd, path, manifest size) of each map
         _scan_indptr(path, manifest.indptr, manifest.num_edges)
         if manifest.labels is not None:
             _scan_labels(path, manifest.labels, manifest.num_classes)
@@ -89,7 +102,28 @@ class Dataset:
         """``indptr`` memory-mapped read-only (validated on open): its pages are clean page cache the
         kernel can reclaim, for readers that must stay within a memory cap."""
         e = self.manifest.indptr
-        return np.memmap(self.path / e.file, dtype=e.dtype, mode="r", shape=e.shape).view(np.ndarray)
+        return self._map(e.file, np.dtype(e.dtype), e.shape, random=False)
+
+    def _map(self, name: str, dtype: np.dtype, shape: tuple[int, ...], *, random: bool = True) -> np.ndarray:
+        """A read-only map of ``name`` whose size :meth:`check_mapped` can check through its own fd."""
+        path = self.path / name
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise DatasetCorruptError(f"{self.path}: cannot open {name}: {exc.strerror}; re-create the dataset") from exc
+        weakref.finalize(self, os.close, fd)
+        self._mapped.append((fd, path, int(np.prod(shape)) * dtype.itemsize))
+        self.check_mapped()
+        return _random_access_map(fd, dtype, shape, random=random)
+
+    def check_mapped(self) -> None:
+        """Raise :class:`DatasetCorruptError` if a file this dataset memory-maps is now shorter than
+        the manifest says (truncated under a running reader): touching its tail would be a SIGBUS."""
+        for fd, path, size in self._mapped:
+            have = os.fstat(fd).st_size
+            if have < size:
+                raise DatasetCorruptError(f"{path} shrank to {have} bytes while in use (the manifest says {size}); "
+                                          "something truncated it under this reader: re-create the dataset")
 
     @cached_property
     def labels(self) -> np.ndarray | None:
@@ -100,12 +134,18 @@ class Dataset:
 
     @cached_property
     def indices(self) -> np.ndarray:
-        """In-neighbour ids, memory-mapped read-only (a plain ndarray view, usable from numba), advised
-        ``MADV_RANDOM`` because samplers touch neighbour lists at random (see ``features``)."""
+        """In-neighbour ids (a plain ndarray, usable from numba): read into RAM when it fits
+        (``indices_in_ram``), else memory-mapped read-only and advised ``MADV_RANDOM`` because samplers
+        touch neighbour lists at random (see ``features``)."""
         e = self.manifest.indices
         if e.nbytes == 0:
             return np.empty(0, dtype=e.dtype)
-        return _random_access_map(self.path / e.file, np.dtype(e.dtype), e.shape)
+        in_ram = self.indices_in_ram
+        if in_ram is None:
+            in_ram = e.nbytes <= available_memory() // 4
+        if in_ram:
+            return _load_small(self.path, e)
+        return self._map(e.file, np.dtype(e.dtype), e.shape)
 
     @cached_property
     def features(self) -> np.ndarray:
@@ -118,7 +158,7 @@ class Dataset:
         if f is None:
             raise ConfigError(f"dataset {self.path} has no features; it is topology-only")
         dtype = np.dtype(f.dtype)
-        full = _random_access_map(self.path / f.file, dtype, (self.num_nodes, f.stride // dtype.itemsize))
+        full = self._map(f.file, dtype, (self.num_nodes, f.stride // dtype.itemsize))
         return full[:, : f.dim]
 
     def split(self, name: str) -> np.ndarray:
@@ -136,14 +176,20 @@ class Dataset:
         return np.diff(self.indptr)
 
     def verify(self, chunk: int = 1 << 24) -> None:
-        """Full O(E) scan: every neighbour id in range.  Raises :class:`DatasetCorruptError`."""
-        idx = self.indices
-        for start in range(0, len(idx), chunk):
-            part = idx[start : start + chunk]
-            if part.min() < 0 or part.max() >= self.num_nodes:
+        """Full O(E) scan: every neighbour id in range.  Raises :class:`DatasetCorruptError`.
+
+        It reads the file in blocks (never through a map: a file truncated meanwhile is a short read
+        and a named error here, not a SIGBUS), holding one block at a time."""
+        e, start = self.manifest.indices, 0
+        for part in _blocks(self.path, e, items=chunk):
+            if len(part) and (part.min() < 0 or part.max() >= self.num_nodes):
                 raise DatasetCorruptError(
                     f"{self.path}: indices[{start}:{start + len(part)}] hold ids outside [0, {self.num_nodes}); re-convert"
                 )
+            start += len(part)
+        if start != self.num_edges:
+            raise DatasetCorruptError(f"{self.path}: {e.file} ends after {start} ids, the manifest says "
+                                      f"{self.num_edges} (truncated); re-create the dataset")
 
     def summary(self) -> dict[str, Any]:
         """Counts, degree statistics, file sizes and split sizes (what ``outre info`` prints)."""
@@ -177,8 +223,11 @@ class Dataset:
                 f"feature_dim={self.feature_dim}, num_classes={self.num_classes})")
 
 
-def open_dataset(path: str | os.PathLike[str]) -> Dataset:
-    """Open and validate the dataset at ``path``; raise a :class:`DatasetError` subclass if unusable."""
+def open_dataset(path: str | os.PathLike[str], *, indices_in_ram: bool | None = None) -> Dataset:
+    """Open and validate the dataset at ``path``; raise a :class:`DatasetError` subclass if unusable.
+
+    ``indices_in_ram``: read ``indices`` into RAM (True), memory-map it (False), or decide by size on
+    first access (None: RAM when it takes at most a quarter of the memory available then)."""
     root = Path(path)
     if not root.is_dir():
         raise DatasetNotFoundError(f"no dataset at {root}: not a directory; create one with `outre convert` or `outre generate`")
@@ -186,7 +235,7 @@ def open_dataset(path: str | os.PathLike[str]) -> Dataset:
         raise DatasetNotFoundError(f"no dataset at {root}: {MANIFEST_NAME} is missing (incomplete write?); re-create it")
     manifest = read_manifest(root)
     _check_files(root, manifest)
-    return Dataset(root, manifest)
+    return Dataset(root, manifest, indices_in_ram=indices_in_ram)
 
 
 def _check_files(root: Path, m: Manifest) -> None:
@@ -244,10 +293,10 @@ def _load_small(root: Path, entry: FileEntry) -> np.ndarray:
     return out
 
 
-def _blocks(root: Path, entry: FileEntry) -> Iterator[np.ndarray]:
-    """The file's items in blocks of at most ``_SCAN_ITEMS`` (one reused buffer), then its checksum
+def _blocks(root: Path, entry: FileEntry, items: int = _SCAN_ITEMS) -> Iterator[np.ndarray]:
+    """The file's items in blocks of at most ``items`` (one reused buffer), then its checksum
     is checked: bounded memory whatever the file's size."""
-    buf = np.empty(max(1, min(_SCAN_ITEMS, int(np.prod(entry.shape)))), dtype=entry.dtype)
+    buf = np.empty(max(1, min(items, int(np.prod(entry.shape)))), dtype=entry.dtype)
     crc = 0
     path = root / entry.file
     offset = 0
@@ -322,10 +371,13 @@ def _check_disjoint(root: Path, splits: dict[str, np.ndarray]) -> None:
                                           f"(e.g. {int(both[0])}); re-create the dataset")
 
 
-def _random_access_map(path: Path, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
-    """A read-only memmap view advised ``MADV_RANDOM`` (no read-around on faults) where supported."""
-    mm = np.memmap(path, dtype=dtype, mode="r", shape=shape)
-    raw = getattr(mm, "_mmap", None)
-    if raw is not None and hasattr(mmap, "MADV_RANDOM"):
-        raw.madvise(mmap.MADV_RANDOM)
-    return mm.view(np.ndarray)
+def _random_access_map(fd: int, dtype: np.dtype, shape: tuple[int, ...], *, random: bool = True) -> np.ndarray:
+    """A read-only ndarray over a map of ``fd`` (the inode whose size ``check_mapped`` watches),
+    advised ``MADV_RANDOM`` (no read-around on faults) where supported and asked."""
+    nbytes = int(np.prod(shape)) * dtype.itemsize
+    if nbytes == 0:
+        return np.empty(shape, dtype=dtype)
+    mm = mmap.mmap(fd, nbytes, access=mmap.ACCESS_READ)
+    if random and hasattr(mmap, "MADV_RANDOM"):
+        mm.madvise(mmap.MADV_RANDOM)
+    return np.ndarray(shape, dtype=dtype, buffer=mm)

@@ -5,6 +5,7 @@ cgroup or temporary file is left behind.  No timing is asserted."""
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import os
 from collections.abc import Iterator
@@ -141,3 +142,21 @@ def test_oom_under_a_tiny_cap_is_a_recorded_outcome(tmp_path: Path) -> None:
     assert record["outcome"] == "oom", record
     assert record["message"].startswith("OOM at 48.0 MiB")
     assert _cgroup_children() == before
+
+
+def test_max_batches_loads_exactly_the_plans_first_batches(tmp_path: Path) -> None:
+    """``--max-batches N`` hands every loader the seeds of the plan's first N batches, unshuffled: the
+    async loader's whole epoch is then those N batches (in any completion order), the same as the
+    synchronous loader's first N, not whichever N completed first."""
+    import outre_async as oa
+    from outre_async.bench._systems import run_seeds
+
+    ds = oa.open_dataset(oa.generate(tmp_path / "g", "tiny"))
+    spec = RunSpec(dataset=str(ds.path), fanouts=(5, 5), batch_size=64, hidden=8, lr=0.01, seed=3, max_batches=3)
+    seeds, shuffle = run_seeds(ds, spec)
+    assert not shuffle and len(seeds) == 3 * 64
+    sync = [b.n_id.tolist() for b in itertools.islice(oa.SyncLoader(ds, fanouts=[5, 5], batch_size=64, seed=3), 3)]
+    with oa.OutreLoader(ds, split=seeds, shuffle=shuffle, fanouts=[5, 5], batch_size=64, seed=3,
+                        backend="pread") as loader:
+        outre = [b.n_id.tolist() for b in loader]
+    assert sorted(outre) == sorted(sync)

@@ -17,6 +17,7 @@ from outre_async.partition import (
     plan_partition_epoch,
     redundancy_ratio,
 )
+from outre_async.partition._batches import default_interleave, default_num_parts, default_parts_per_batch
 
 import outre_async as oa
 
@@ -33,19 +34,62 @@ def parts(ds: oa.Dataset):
 
 @pytest.mark.parametrize("ppb", [1, 3, 16])
 @pytest.mark.parametrize("shuffle", [True, False])
-def test_plan_covers_every_seed_once_per_epoch(ds: oa.Dataset, parts, ppb: int, shuffle: bool) -> None:
+@pytest.mark.parametrize("interleave", [1, 4])
+def test_plan_covers_every_seed_once_per_epoch(ds: oa.Dataset, parts, ppb: int, shuffle: bool, interleave: int) -> None:
     train = ds.split("train")
     ptr, grouped = group_seeds(parts.assignment, train, parts.num_parts)
     for epoch in range(3):
         plan = plan_partition_epoch(ptr, grouped, parts_per_batch=ppb, batch_size=50, shuffle=shuffle, seed=1,
-                                    epoch=epoch)
+                                    epoch=epoch, interleave=interleave)
         seen = np.concatenate([b.seeds for b in plan])
         np.testing.assert_array_equal(np.sort(seen), np.sort(train))
         for b in plan:
             assert 0 < len(b) <= 50 and len(b.parts) <= ppb
             assert np.isin(parts.assignment[b.seeds], b.parts).all()
-        macros = [b.macro for b in plan]
-        assert macros == sorted(macros)  # a macro batch's micro-batches are consecutive
+        windows = [b.macro // interleave for b in plan]
+        assert windows == sorted(windows)  # a run of `interleave` macro batches is planned before the next
+        if interleave == 1 or not shuffle:
+            assert [b.macro for b in plan] == sorted(b.macro for b in plan)
+
+
+def test_interleaving_mixes_macro_batches_deterministically(ds: oa.Dataset, parts) -> None:
+    ptr, grouped = group_seeds(parts.assignment, ds.split("train"), parts.num_parts)
+    kw = {"parts_per_batch": 2, "batch_size": 20, "shuffle": True, "seed": 4, "epoch": 1}
+    plain = plan_partition_epoch(ptr, grouped, **kw)
+    mixed = plan_partition_epoch(ptr, grouped, interleave=8, **kw)
+    again = plan_partition_epoch(ptr, grouped, interleave=8, **kw)
+    assert [b.seeds.tolist() for b in mixed] == [b.seeds.tolist() for b in again]
+    # the same macro batches, cut the same way; only the order of their micro-batches changes
+    assert sorted(b.seeds.tolist() for b in mixed) == sorted(b.seeds.tolist() for b in plain)
+    switches = sum(a.macro != b.macro for a, b in zip(mixed, mixed[1:], strict=False))
+    assert switches > 2 * sum(a.macro != b.macro for a, b in zip(plain, plain[1:], strict=False))
+    with pytest.raises(oa.ConfigError, match="interleave=0"):
+        plan_partition_epoch(ptr, grouped, interleave=0, **kw)
+
+
+@pytest.mark.parametrize("batch_size", [1, 7, 50, 10_000])
+def test_micro_batches_of_a_macro_batch_are_near_equal(ds: oa.Dataset, parts, batch_size: int) -> None:
+    ptr, grouped = group_seeds(parts.assignment, ds.split("train"), parts.num_parts)
+    plan = plan_partition_epoch(ptr, grouped, parts_per_batch=3, batch_size=batch_size, shuffle=True, seed=2, epoch=0)
+    for macro in {b.macro for b in plan}:
+        sizes = [len(b) for b in plan if b.macro == macro]
+        n = sum(sizes)
+        assert len(sizes) == -(-n // batch_size) and max(sizes) <= batch_size and max(sizes) - min(sizes) <= 1
+    dropped = plan_partition_epoch(ptr, grouped, parts_per_batch=3, batch_size=batch_size, shuffle=True, seed=2,
+                                   epoch=0, drop_last=True)
+    assert all(len(b) == batch_size for b in dropped)
+    assert sum(map(len, dropped)) > sum(map(len, plan)) - batch_size * len({b.macro for b in plan})
+
+
+def test_default_counts() -> None:
+    assert [default_num_parts(n) for n in (1, 2708, 22_470, 2_449_029, 10**9)] == [16, 16, 128, 4096, 4096]
+    # 1/64 of the parts, or enough for 4 micro-batches a macro batch (Cora: 140 seeds; Facebook: 13,482)
+    got = [default_parts_per_batch(k, n, b) for k, n, b in
+           ((1, 10, 1), (16, 140, 32), (128, 13_482, 512), (4096, 10**7, 1024), (256, 10**6, 64), (8, 0, 4))]
+    assert got == [1, 15, 20, 64, 4, 8]
+    assert [default_interleave(k, p) for k, p in ((1, 1), (16, 1), (128, 2), (4096, 64), (10, 3))] == [1, 8, 8, 8, 2]
+    with pytest.raises(oa.ConfigError, match="num_parts=0"):
+        default_parts_per_batch(0, 10, 1)
 
 
 def test_plans_differ_between_epochs(ds: oa.Dataset, parts) -> None:
@@ -127,6 +171,17 @@ def test_loader_rejects_unknown_partitions(ds: oa.Dataset) -> None:
         oa.OutreLoader(ds, fanouts=[2], batch_size=8, backend="memory", partitions="missing")
     with pytest.raises(oa.ConfigError, match="parts_per_batch"):
         oa.OutreLoader(ds, fanouts=[2], batch_size=8, backend="memory", partitions="p16", parts_per_batch=0)
+
+
+def test_loader_defaults_and_each_macro_batch_read_once(ds: oa.Dataset, parts) -> None:
+    loader = oa.OutreLoader(ds, fanouts=[2], batch_size=64, backend="memory", partitions="p16", num_samplers=1)
+    lists = loader.stats()["neighbor_lists"]
+    ppb = default_parts_per_batch(16, len(ds.split("train")), 64)
+    assert ppb > 1 and (lists["parts_per_batch"], lists["interleave"]) == (ppb, default_interleave(16, ppb))
+    assert redundancy_ratio(ds, fanouts=[2], batch_size=64, partitions=parts)["parts_per_batch"] == ppb
+    plan = loader._partitioned.plan(0)
+    assert len({b.macro for b in plan}) > 1 and len(_collect(loader)) == len(plan)
+    assert loader.stats()["neighbor_lists"]["macro_loads"] == len({b.macro for b in plan})  # interleaved, read once
 
 
 def test_microbatch_len() -> None:

@@ -23,9 +23,22 @@ def test_partition_info_and_redundancy(tmp_path: Path, capsys: pytest.CaptureFix
     text = capsys.readouterr().out
     assert "partitions   fennel-8: 8 parts" in text and "partitions   two: 8 parts, levels 2, bloom" in text
     assert main(["stats", "redundancy", str(ds), "--partitions", "fennel-8", "--fanouts", "5,5", "--batch-size", "64",
-                 "--json"]) == 0
+                 "--parts-per-batch", "1", "--json"]) == 0
     rr = json.loads(capsys.readouterr().out)
     assert rr["partition"]["rr"] < rr["random"]["rr"]
+
+
+def test_partition_without_parts_uses_the_default_count(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from outre_async.partition._batches import default_num_parts, default_parts_per_batch
+
+    ds = oa.generate(tmp_path / "g", "tiny", seed=1, feature_dim=0)
+    assert main(["partition", str(ds), "--json", "--no-progress"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    k = default_num_parts(oa.open_dataset(ds).num_nodes)
+    assert out["num_parts"] == k and out["path"].endswith(f"fennel-{k}")
+    assert main(["stats", "redundancy", str(ds), "--partitions", f"fennel-{k}", "--json"]) == 0
+    rr = json.loads(capsys.readouterr().out)
+    assert rr["parts_per_batch"] == default_parts_per_batch(k, rr["random"]["seeds"], rr["batch_size"])
 
 
 def test_partition_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -34,6 +47,6 @@ def test_partition_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFix
     ds = oa.generate(tmp_path / "g", "tiny", seed=1, feature_dim=0)
     assert main(["partition", str(ds), "--parts", "0"]) == 2
     err = capsys.readouterr().err
-    assert "parts=0" in err and err.count("\n") == 1
+    assert "--parts" in err and err.count("\n") == 1
     assert main(["stats", "redundancy", str(ds), "--partitions", "nope"]) == 2
     assert "no partitions 'nope'" in capsys.readouterr().err
