@@ -127,7 +127,9 @@ def test_sigterm_mid_write_removes_the_temp_folder_and_exits_143(tmp_path: Path)
     _, err = child.communicate(timeout=120)
     assert child.returncode == 128 + signal.SIGTERM, err
     assert err == "outre generate: terminated\n"
-    assert not out.exists() and not temp.exists()
+    # The signal is handled between bytecodes: one that lands while the final rename is in the kernel
+    # takes effect just after it, so the output is then complete (and opens), never partial.
+    assert not temp.exists() and (not out.exists() or oa.open_dataset(out).num_nodes > 0)
     assert not [p for p in tmp_path.iterdir() if parse_temp_name(p.name) is not None]
 
 
