@@ -22,8 +22,11 @@ PUBLIC = {
         "ExtractorError",
         "FeatureSource",
         "FormatVersionError",
+        "GCN",
         "GeneratorConfig",
         "GraphSAGE",
+        "HistoryConfig",
+        "HistoryError",
         "InputFormatError",
         "InvalidGraphError",
         "LoaderConfig",
@@ -115,7 +118,11 @@ PUBLIC = {
         "redundancy_ratio",
     ],
     "outre_async.cache": [
+        "HistoryConfig",
+        "HistoryDecision",
+        "HistoryTable",
         "NeighborCache",
+        "history_bytes",
     ],
     "outre_async.bench": [
         "BENCH_PRESETS",

@@ -11,7 +11,9 @@ Memory is bounded by construction (all capacities are config):
 ``+ (ready_queue + num_extractors + 1) × max_rows × dim × 4`` (gathered batch matrices in flight)
 ``+ extract_queue × one sampled subgraph``, where ``max_rows = batch_size × (1 + f1 + f1 f2 + ...)``
 capped at N; in ordered mode batches waiting for their turn add at most
-``num_samplers + extract_queue + num_extractors + ready_queue`` gathered matrices.
+``num_samplers + extract_queue + num_extractors + ready_queue`` gathered matrices.  With ``history=``
+the table adds ``4 N + C (4 dim + 8 + num_samplers)`` bytes (C slots of h^(L-1) rows; the cache's
+``history_bytes``), taken out of ``memory_budget`` before the feature buffer is sized.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from ._channel import Channel
 from ._config import BACKENDS, LoaderConfig
 from ._delivery import Delivery
 from ._extract_stage import ExtractStage
+from ._history import EpochHistory, build_owner
 from ._loop_thread import LoopThread
 from ._pipeline import EpochParts
 from ._resources import ResourceBox, Resources
@@ -70,6 +73,7 @@ class OutreLoader:
         self._seeds = seed_ids(self.dataset, split)
         self._max_rows = max_rows_per_batch(self.config.batch_size, self.config.fanouts, self.dataset.num_nodes)
         self._partitioned = self._partition_batching()
+        self._history = build_owner(self.dataset, self.config, self._plan(0))
         self.buffer_rows = self._buffer_rows()
         self._epoch = 0
         self._sample, self._extract, self._delivery = SampleStage(), ExtractStage(), Delivery()
@@ -97,7 +101,8 @@ class OutreLoader:
         if cfg.buffer_rows is not None:
             rows = cfg.buffer_rows
         elif cfg.budget_bytes is not None:
-            rows = (cfg.budget_bytes - 8 * n) // (self.dataset.feature_dim * 4 + _SLOT_OVERHEAD)
+            history = self._history.table.nbytes(cfg.num_samplers) if self._history is not None else 0
+            rows = (cfg.budget_bytes - 8 * n - history) // (self.dataset.feature_dim * 4 + _SLOT_OVERHEAD)
         else:
             rows = (cfg.num_extractors + 1) * self._max_rows
         rows = min(int(rows), n)
@@ -151,36 +156,49 @@ class OutreLoader:
             raise PipelineClosed("the loader was closed")
         epoch = self._epoch
         self._epoch += 1
-        parts = self._epoch_parts(res, epoch)
+        ordered = self.config.ordered
+        history = self._history.epoch(ordered=ordered) if self._history is not None else None
+        parts = self._epoch_parts(res, epoch, history)
         device = torch.device(self.config.device)
         labels = self.dataset.labels
 
         def wrap(eb: ExtractedBatch) -> OutreBatch:
-            return to_batch(eb, labels, epoch, device)
+            batch = to_batch(eb, labels, epoch, device)
+            if history is not None and eb.history is not None:
+                batch.__dict__["_outre_history"] = history.owner.record(eb.history, device)
+            return batch
 
-        batches = self._delivery.deliver(parts, ordered=self.config.ordered, wrap=wrap)
+        window = history.window if history is not None and not ordered else None
+        batches = self._delivery.deliver(parts, ordered=ordered, wrap=wrap, window=window)
         res.epochs.add(batches)
         try:
             async for batch in batches:
                 yield batch
         finally:
             res.epochs.discard(batches)
+            if history is not None:
+                history.close()
             await batches.aclose()
 
-    def _epoch_parts(self, res: Resources, epoch: int) -> EpochParts:
+    def _plan(self, epoch: int) -> Sequence[PlanItem]:
         cfg = self.config
-        plan: Sequence[PlanItem]
         if self._partitioned is not None:  # micro-batches of macro batches (OUTRE §4.2)
-            plan, stream_base = self._partitioned.plan(epoch), self._partitioned.stream_base(epoch)
+            return self._partitioned.plan(epoch)
+        return plan_epoch(self._seeds, cfg.batch_size, shuffle=cfg.shuffle, seed=cfg.seed, epoch=epoch,
+                          drop_last=cfg.drop_last)
+
+    def _epoch_parts(self, res: Resources, epoch: int, history: EpochHistory | None) -> EpochParts:
+        cfg = self.config
+        plan = self._plan(epoch)
+        if self._partitioned is not None:
+            stream_base = self._partitioned.stream_base(epoch)
         else:
-            plan = plan_epoch(self._seeds, cfg.batch_size, shuffle=cfg.shuffle, seed=cfg.seed, epoch=epoch,
-                              drop_last=cfg.drop_last)
             stream_base = epoch * max(len(plan), 1)
         self._channels = extract, ready = self._new_channels()
         return EpochParts(
             plan=plan, samplers=res.samplers, executor=res.executor, buffer=res.buffer, source=res.source,
             extract=extract, ready=ready, num_extractors=cfg.num_extractors, stream_base=stream_base,
-            sample_stage=self._sample, extract_stage=self._extract,
+            sample_stage=self._sample, extract_stage=self._extract, history=history,
         )
 
     # -- sync API --------------------------------------------------------------------------------
@@ -242,6 +260,8 @@ class OutreLoader:
         out.update(resource_stats(res.snapshot() if res is not None else self._box.closed))
         if self._partitioned is not None:
             out["neighbor_lists"] = self._partitioned.stats()
+        if self._history is not None:
+            out["history"] = self._history.stats()
         return out
 
 
