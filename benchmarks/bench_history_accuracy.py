@@ -33,6 +33,7 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = _parser().parse_args(argv)
+    torch.set_num_threads(args.threads)  # small graphs: one thread is fastest, and the machine may be shared
     root = Path(tempfile.mkdtemp(prefix="outre-hist-acc-"))
     runs = []
     for name in args.datasets.split(","):
@@ -158,6 +159,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     p.add_argument("--json", help="write the runs and the table here")
     return p
 
