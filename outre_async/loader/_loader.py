@@ -13,7 +13,8 @@ Memory is bounded by construction (all capacities are config):
 capped at N; in ordered mode batches waiting for their turn add at most
 ``num_samplers + extract_queue + num_extractors + ready_queue`` gathered matrices.  With ``history=``
 the table adds ``4 N + C (4 dim + 8 + num_samplers)`` bytes (C slots of h^(L-1) rows; the cache's
-``history_bytes``), taken out of ``memory_budget`` before the feature buffer is sized.
+``history_bytes``), taken out of ``memory_budget`` before the feature buffer is sized; batches its
+overtaking window holds back in completion order add at most what ordered mode's reorder buffer can.
 """
 
 from __future__ import annotations
