@@ -36,6 +36,7 @@ class HistoryDecision:
     pull_slots: np.ndarray   # int64 [p]
     push_local: np.ndarray   # int64 [q]
     push_slots: np.ndarray   # int64 [q]
+    pull_degree: np.ndarray  # int64 [p]: the in-degree a pulled node would have had if expanded (GCN's norm)
 
 
 class HistoryTable:
@@ -75,8 +76,10 @@ class HistoryTable:
         return self.rows[torch.from_numpy(slots)], self.stamp[slots].copy()
 
 
-def decide(sub: SampledSubgraph, prune: HistoryPrune, num_layers: int) -> HistoryDecision:
-    """The batch's record, from its sample and the validity the sampler saw."""
+def decide(sub: SampledSubgraph, prune: HistoryPrune, num_layers: int, indptr: np.ndarray | None = None,
+           fanout: int = -1) -> HistoryDecision:
+    """The batch's record, from its sample and the validity the sampler saw (``indptr`` and the
+    fanout of hop 2 give the pulled nodes' would-be sampled in-degree; without them, 0)."""
     b = sub.batch_size
     n1 = sub.num_sampled_nodes[1] if len(sub.num_sampled_nodes) > 1 else 0
     slot = prune.slot_of[sub.n_id[: b + n1]].astype(np.int64)
@@ -86,7 +89,13 @@ def decide(sub: SampledSubgraph, prune: HistoryPrune, num_layers: int) -> Histor
     exact = ~_tainted(sub, np.flatnonzero(pulled), num_layers)[: b + n1]
     pull = np.flatnonzero(pulled)
     push = np.flatnonzero(has & exact)
-    return HistoryDecision(pull, slot[pull], push, slot[push])
+    degree = np.zeros(len(pull), np.int64)
+    if indptr is not None and len(pull):
+        v = sub.n_id[pull]
+        degree = indptr[v + 1] - indptr[v]
+        if fanout >= 0:
+            degree = np.minimum(degree, fanout)
+    return HistoryDecision(pull, slot[pull], push, slot[push], degree)
 
 
 def _tainted(sub: SampledSubgraph, pulled: np.ndarray, num_layers: int) -> np.ndarray:

@@ -31,13 +31,17 @@ class _Stack(nn.Module):
 
     def forward(self, x: Tensor, edge_index: Tensor, history=None) -> Tensor:  # type: ignore[no-untyped-def]
         last = len(self.convs) - 1
+        edge_index, weight = self._edges(x, edge_index, history)
         for i, conv in enumerate(self.convs):
             if i == last and history is not None:
                 x = history.exchange(x)  # push fresh h^(L-1), pull the pruned rows
-            x = conv(x, edge_index)
+            x = conv(x, edge_index) if weight is None else conv(x, edge_index, weight)
             if i < last:
                 x = F.dropout(F.relu(x), p=self.dropout, training=self.training)
         return x
+
+    def _edges(self, x: Tensor, edge_index: Tensor, history) -> tuple[Tensor, Tensor | None]:  # type: ignore[no-untyped-def]
+        return edge_index, None
 
     def hidden(self, x: Tensor, edge_index: Tensor) -> Tensor:
         """h^(L-1): the input of the last layer (what the history caches)."""
@@ -67,6 +71,17 @@ class GCN(_Stack):
     def __init__(self, in_dim: int, hidden_dim: int, out_dim: int, *, num_layers: int = 2, dropout: float = 0.5):
         dims = _dims("GCN", in_dim, hidden_dim, out_dim, num_layers)
         super().__init__([GCNConv(a, b) for a, b in zip(dims[:-1], dims[1:], strict=True)], dropout)
+
+    def _edges(self, x: Tensor, edge_index: Tensor, history) -> tuple[Tensor, Tensor | None]:  # type: ignore[no-untyped-def]
+        """A pulled node has no in-edges in its batch, so GCN's ``1/sqrt(deg)`` would weigh its messages
+        as if it had none; its self-loop carries the degree it would have had instead (PyG keeps an
+        existing self-loop's weight), so every other node sees the unpruned batch's normalisation."""
+        pulled = None if history is None else history.pull_index
+        if pulled is None or not len(pulled):
+            return edge_index, None
+        weight = torch.cat([torch.ones(edge_index.size(1), dtype=x.dtype, device=x.device),
+                            history.pull_degree.to(x.dtype) + 1])
+        return torch.cat([edge_index, torch.stack([pulled, pulled])], dim=1), weight
 
 
 class MLP(nn.Module):

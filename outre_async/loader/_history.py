@@ -65,13 +65,15 @@ def build_owner(ds: Any, cfg: Any, plan: Iterable[Any]) -> HistoryOwner | None:
     candidates = choose_candidates(h, counts, cfg.num_samplers)
     table = HistoryTable(candidates, ds.num_nodes, h.dim, pin=torch.device(cfg.device).type == "cuda")
     window = cfg.num_samplers + cfg.num_extractors if h.window is None else h.window
-    return HistoryOwner(table, h, num_layers=len(cfg.fanouts), window=window, num_samplers=cfg.num_samplers)
+    return HistoryOwner(table, h, num_layers=len(cfg.fanouts), window=window, num_samplers=cfg.num_samplers,
+                        indptr=ds.indptr, fanout=cfg.fanouts[1])
 
 
 class HistoryOwner:
     def __init__(self, table: HistoryTable, cfg: HistoryConfig, *, num_layers: int, window: int,
-                 num_samplers: int) -> None:
+                 num_samplers: int, indptr: np.ndarray | None = None, fanout: int = -1) -> None:
         self.table, self.cfg, self.num_layers, self.window = table, cfg, num_layers, window
+        self.indptr, self.fanout = indptr, fanout  # read-only: sampler threads use them in ``decide``
         self.num_samplers = num_samplers
         self.clock = 0
         self.ages: Counter[int] = Counter()
@@ -102,9 +104,11 @@ class HistoryOwner:
         self.counts.update(pulled=len(ages), batches=1)
         if device.type != "cpu":
             rows = rows.pin_memory().to(device, non_blocking=True)
-        return HistoryRecord(self.send, step, self.table.dim, self.cfg.admission,
-                             torch.from_numpy(decision.pull_local).to(device), rows,
-                             torch.from_numpy(decision.push_local).to(device), decision.push_slots)
+        record = HistoryRecord(self.send, step, self.table.dim, self.cfg.admission,
+                               torch.from_numpy(decision.pull_local).to(device), rows,
+                               torch.from_numpy(decision.push_local).to(device), decision.push_slots)
+        record.pull_degree = torch.from_numpy(decision.pull_degree).to(device)
+        return record
 
     def send(self, push: Push) -> None:
         """Hand a push to the loop thread (written at once when already on it)."""
@@ -153,7 +157,7 @@ class EpochHistory:
                                                                                            HistoryDecision]:
         """Sampler thread: reads only ``prune`` (a copy) and the immutable slot map."""
         sub = sampler.sample(item, stream, prune)
-        return sub, decide(sub, prune, self.owner.num_layers)
+        return sub, decide(sub, prune, self.owner.num_layers, self.owner.indptr, self.owner.fanout)
 
     def close(self) -> None:
         self.owner._last = None
@@ -163,12 +167,13 @@ class HistoryRecord:
     """``batch.history``: the batch's pull/push decision and the model hook, :meth:`exchange`."""
 
     __slots__ = ("_send", "step", "dim", "admission", "pull_index", "pull_rows", "push_index", "push_slots",
-                 "_done")
+                 "pull_degree", "_done")
 
     def __init__(self, send: Callable[[Push], None], step: int, dim: int, admission: str, pull_index: Tensor,
                  pull_rows: Tensor, push_index: Tensor, push_slots: np.ndarray) -> None:
         self._send, self.step, self.dim, self.admission = send, step, dim, admission
         self.pull_index, self.pull_rows, self.push_index, self.push_slots = pull_index, pull_rows, push_index, push_slots
+        self.pull_degree = torch.zeros(len(pull_index), dtype=torch.long)  # in-degree had they been expanded
         self._done = False
 
     def exchange(self, h: Tensor) -> Tensor:

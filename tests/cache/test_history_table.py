@@ -38,6 +38,14 @@ def test_decision_pulls_pruned_hop1_rows_and_pushes_only_exact_ones() -> None:
     assert d3.pull_local.tolist() == [1] and d3.push_local.tolist() == [2]
 
 
+def test_pulled_rows_carry_the_in_degree_their_expansion_would_have_sampled() -> None:
+    sub = _chain_subgraph()
+    indptr = np.array([0, 2, 9, 10, 10, 11, 11])  # node 1 has 7 in-neighbours, node 2 one
+    prune = HistoryPrune(np.arange(6, dtype=np.int32), np.array([0, 1, 1, 0, 0, 0], np.uint8))
+    assert decide(sub, prune, 2, indptr, fanout=3).pull_degree.tolist() == [3, 1]
+    assert decide(sub, prune, 2, indptr, fanout=-1).pull_degree.tolist() == [7, 1]
+
+
 def test_seeds_are_never_pulled() -> None:
     sub = _chain_subgraph()
     d = decide(sub, HistoryPrune(np.arange(6, dtype=np.int32), np.ones(6, np.uint8)), num_layers=2)

@@ -233,6 +233,24 @@ def test_grad_admission_writes_at_most_half_of_each_push(dataset: oa.Dataset) ->
     assert 0 < stats["pushed"] <= stats["offered"] * 0.6
 
 
+def test_gcn_seeds_see_the_unpruned_normalisation_of_a_pulled_node() -> None:
+    """GCN weighs a message by 1/sqrt(deg of its source); a pulled node has no in-edges in its batch,
+    so the hook's degree must stand in for them: seed outputs equal the unpruned batch's."""
+    from outre_async.loader._history import HistoryRecord
+
+    model = oa.GCN(3, 4, 2).eval()
+    x = torch.randn(5, 3)
+    full = torch.tensor([[1, 2, 3, 4], [0, 0, 1, 1]])  # seed 0 <- 1, 2; node 1 <- 3, 4
+    with torch.no_grad():
+        h = model.hidden(x, full)
+        want = model.convs[-1](h, full)[0]
+        record = HistoryRecord(lambda push: None, 0, 4, "all", torch.tensor([1]), h[1:2].clone(),
+                               torch.tensor([], dtype=torch.long), np.empty(0, np.int64))
+        record.pull_degree = torch.tensor([2])
+        got = model(x, full[:, :2], history=record)[0]  # node 1 pruned: its in-edges are gone
+    torch.testing.assert_close(got, want)
+
+
 # -- bad input ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("kw", [{"staleness": 0}, {"staleness": 2, "dim": 0}, {"staleness": 2, "admission": "x"},
                                 {"staleness": 2, "budget": -1}, {"staleness": 2, "window": -1}])
