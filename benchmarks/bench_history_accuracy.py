@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import shutil
 import statistics
 import tempfile
 import time
@@ -35,6 +36,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = _parser().parse_args(argv)
     torch.set_num_threads(args.threads)  # small graphs: one thread is fastest, and the machine may be shared
     root = Path(tempfile.mkdtemp(prefix="outre-hist-acc-"))
+    try:
+        runs = _grid(args, root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    result = {"benchmark": "history-accuracy", "args": vars(args), "runs": runs, "table": _table(runs)}
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+    _print_table(result["table"])
+    return result
+
+
+def _grid(args: argparse.Namespace, root: Path) -> list[dict[str, Any]]:
     runs = []
     for name in args.datasets.split(","):
         ds = oa.open_dataset(oa.convert(Path(args.data) / f"{name}.npz", root / name))
@@ -51,11 +64,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             run.update(dataset=name, model=model, staleness=staleness, order=order, admission=admission, seed=seed)
             runs.append(run)
             print(json.dumps({k: v for k, v in run.items() if k != "curve"}), flush=True)
-    result = {"benchmark": "history-accuracy", "args": vars(args), "runs": runs, "table": _table(runs)}
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1))
-    _print_table(result["table"])
-    return result
+    return runs
 
 
 def _run(ds: oa.Dataset, args: argparse.Namespace, *, model: str, staleness: int, ordered: bool, admission: str,
