@@ -19,6 +19,7 @@
     ├── InvalidGraphError (ValueError) graph data handed to a writer/importer breaks an invariant
     ├── InputFormatError               an input file cannot be parsed (carries path and line)
     ├── ExtractorError                 a feature read failed (carries path and byte offset)
+    ├── HistoryError                   the history hook was misused (not called, wrong width, twice)
     └── PipelineClosed                 the loader was closed or failed; no more batches
 
 Messages say what was expected, what was found and what to do, on one line, so that the CLI can
@@ -38,6 +39,7 @@ __all__ = [
     "DatasetReadError",
     "ExtractorError",
     "FormatVersionError",
+    "HistoryError",
     "InputFormatError",
     "InvalidGraphError",
     "ManifestError",
@@ -152,6 +154,10 @@ class ExtractorError(OutreError):
         self.path = Path(path)
         self.offset = offset
         self.errno = errno
+
+
+class HistoryError(OutreError):
+    """A model trained on history batches without the hook, or pushed rows of the wrong width."""
 
 
 class PipelineClosed(OutreError):

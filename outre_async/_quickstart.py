@@ -20,6 +20,7 @@ import torch
 
 from ._errors import ConfigError
 from ._train import EpochResult, evaluate, train_epoch
+from .cache import HistoryConfig
 from .nn import MLP, GraphSAGE
 from .sampling._sampler import check_fanouts
 
@@ -34,6 +35,7 @@ class QuickstartConfig:
     lr: float = 0.01
     seed: int = 0
     backend: str = "auto"
+    staleness: int = 1  # > 1: the train loader keeps a historical embedding cache (OUTRE §4.3)
 
     def __post_init__(self) -> None:
         if self.epochs < 1:
@@ -46,6 +48,8 @@ class QuickstartConfig:
             raise ConfigError(f"{self.lr=} must be a finite number > 0")
         if self.seed < 0:
             raise ConfigError(f"{self.seed=} must be >= 0")
+        if self.staleness < 1:
+            raise ConfigError(f"{self.staleness=} must be >= 1 (1: no history)")
         object.__setattr__(self, "fanouts", check_fanouts(self.fanouts))
 
 
@@ -78,13 +82,16 @@ def _train(config: QuickstartConfig, ds, say: Callable[[str], None]) -> dict[str
     from .loader._loader import OutreLoader
 
     torch.manual_seed(config.seed)
+    history = HistoryConfig(staleness=config.staleness, dim=config.hidden) if config.staleness > 1 else None
     with contextlib.ExitStack() as stack:
-        loaders = {
-            split: stack.enter_context(OutreLoader(
+        def loader(split: str, **extra: Any) -> OutreLoader:
+            return stack.enter_context(OutreLoader(
                 ds, split=split, fanouts=list(config.fanouts), batch_size=config.batch_size,
-                shuffle=split == "train", seed=config.seed, backend=config.backend))
-            for split in ("train", "val", "test")
-        }
+                shuffle=split == "train", seed=config.seed, backend=config.backend, **extra))
+
+        loaders = {split: loader(split) for split in ("train", "val", "test")}
+        if history is not None:  # GraphSAGE trains with the cache; the MLP on the same batches, without
+            loaders["mlp_train"], loaders["train"] = loaders["train"], loader("train", history=history)
         return _compare(config, ds, loaders, say)
 
 
@@ -99,13 +106,17 @@ def _compare(config: QuickstartConfig, ds, loaders, say: Callable[[str], None]) 
     say(f"{'epoch':>5} {'loss':>8} {'train acc':>9} {'val acc':>8} {'time s':>7} {'batches/s':>9}")
     history = _fit(models["graphsage"], loaders, config, say)
     test = evaluate(models["graphsage"], loaders["test"])
-    mlp_history = _fit(models["mlp"], loaders, config, None)
+    mlp_history = _fit(models["mlp"], {**loaders, "train": loaders.get("mlp_train", loaders["train"])}, config, None)
     mlp_test = evaluate(models["mlp"], loaders["test"])
     say(f"test accuracy: GraphSAGE {test.accuracy:.3f}  vs  MLP on the same batches {mlp_test.accuracy:.3f}")
     stats = loaders["train"].stats()
     say(f"train loader: backend {stats.get('backend')}, buffer hit rate {stats['buffer']['hit_rate']:.2f}, "
         f"sampling {stats['sample_seconds']:.2f} s, extraction {stats['extract_seconds']:.2f} s, "
         f"trainer stalled {stats['stall_seconds']:.2f} s")
+    if "history" in stats:
+        h = stats["history"]
+        say(f"history: staleness {h['staleness']}, {h['slots']:,} slots, {h['pulled']:,} rows pulled, "
+            f"{h['pushed']:,} pushed, {stats['sampled_edges']:,} edges sampled")
     return {
         "dataset": ds.summary(),
         "epochs": history,

@@ -305,6 +305,8 @@ def _args_quickstart(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hidden", type=checks.count(), default=128)
     p.add_argument("--lr", type=checks.finite(positive=True), default=0.01)
     p.add_argument("--seed", type=checks.seed, default=0)
+    p.add_argument("--staleness", type=checks.count(), default=1,
+                   help="historical embedding cache: steps a cached h^(L-1) may be old (1: off)")
     p.add_argument("--backend", choices=["auto", "io_uring", "pread", "memory"], default="auto",
                    help="feature I/O backend of the loader")
 
@@ -319,7 +321,7 @@ def _cmd_quickstart(args: argparse.Namespace) -> dict[str, Any]:
     config = QuickstartConfig(
         preset=args.preset, epochs=args.epochs, batch_size=args.batch_size,
         fanouts=parse_fanouts(args.fanouts), hidden=args.hidden, lr=args.lr, seed=args.seed,
-        backend=args.backend,
+        backend=args.backend, staleness=args.staleness,
     )
     return run_quickstart(config, directory=args.dir, progress=_progress(args),
                           say=lambda text: _say(args, text))

@@ -2,6 +2,11 @@
 
 A batch is a PyG ``Data`` whose first ``batch_size`` nodes are the seeds; models return one row per
 sampled node and the caller keeps ``out[:batch.batch_size]``.
+
+The history hook (``OutreLoader(..., history=HistoryConfig(...))``): a model takes ``history=`` (the
+batch's ``batch.history``, None without the cache) and calls ``h = history.exchange(h)`` on h^(L-1),
+the input of its last layer: the fresh rows are pushed (detached) and the rows of the pruned frontier
+nodes are replaced by their history.  :class:`GraphSAGE` and :class:`GCN` do it out of the box.
 """
 
 from __future__ import annotations
@@ -9,30 +14,74 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch_geometric.nn import SAGEConv
+from torch_geometric.nn import GCNConv, SAGEConv
 
 from ._errors import ConfigError
 
-__all__ = ["GraphSAGE", "MLP"]
+__all__ = ["GCN", "GraphSAGE", "MLP"]
 
 
-class GraphSAGE(nn.Module):
+class _Stack(nn.Module):
+    """``num_layers`` PyG convolutions with ReLU and dropout between them, and the history hook."""
+
+    def __init__(self, convs: list[nn.Module], dropout: float) -> None:
+        super().__init__()
+        self.convs = nn.ModuleList(convs)
+        self.dropout = dropout
+
+    def forward(self, x: Tensor, edge_index: Tensor, history=None) -> Tensor:  # type: ignore[no-untyped-def]
+        last = len(self.convs) - 1
+        edge_index, weight = self._edges(x, edge_index, history)
+        for i, conv in enumerate(self.convs):
+            if i == last and history is not None:
+                x = history.exchange(x)  # push fresh h^(L-1), pull the pruned rows
+            x = conv(x, edge_index) if weight is None else conv(x, edge_index, weight)
+            if i < last:
+                x = F.dropout(F.relu(x), p=self.dropout, training=self.training)
+        return x
+
+    def _edges(self, x: Tensor, edge_index: Tensor, history) -> tuple[Tensor, Tensor | None]:  # type: ignore[no-untyped-def]
+        return edge_index, None
+
+    def hidden(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        """h^(L-1): the input of the last layer (what the history caches)."""
+        for conv in self.convs[:-1]:
+            x = F.dropout(F.relu(conv(x, edge_index)), p=self.dropout, training=self.training)
+        return x
+
+
+def _dims(name: str, in_dim: int, hidden_dim: int, out_dim: int, num_layers: int) -> list[int]:
+    if num_layers < 1 or in_dim < 1 or hidden_dim < 1 or out_dim < 1:
+        raise ConfigError(f"{name} sizes must be >= 1: {in_dim=} {hidden_dim=} {out_dim=} {num_layers=}")
+    return [in_dim] + [hidden_dim] * (num_layers - 1) + [out_dim]
+
+
+class GraphSAGE(_Stack):
     """Mean-aggregator GraphSAGE (Hamilton et al. 2017): ``num_layers`` SAGEConv, ReLU and dropout."""
 
     def __init__(self, in_dim: int, hidden_dim: int, out_dim: int, *, num_layers: int = 2, dropout: float = 0.5):
-        super().__init__()
-        if num_layers < 1 or in_dim < 1 or hidden_dim < 1 or out_dim < 1:
-            raise ConfigError(f"GraphSAGE sizes must be >= 1: {in_dim=} {hidden_dim=} {out_dim=} {num_layers=}")
-        dims = [in_dim] + [hidden_dim] * (num_layers - 1) + [out_dim]
-        self.convs = nn.ModuleList(SAGEConv(a, b) for a, b in zip(dims[:-1], dims[1:], strict=True))
-        self.dropout = dropout
+        dims = _dims("GraphSAGE", in_dim, hidden_dim, out_dim, num_layers)
+        super().__init__([SAGEConv(a, b) for a, b in zip(dims[:-1], dims[1:], strict=True)], dropout)
 
-    def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
-        for i, conv in enumerate(self.convs):
-            x = conv(x, edge_index)
-            if i < len(self.convs) - 1:
-                x = F.dropout(F.relu(x), p=self.dropout, training=self.training)
-        return x
+
+class GCN(_Stack):
+    """GCN (Kipf & Welling 2017) on sampled subgraphs: ``num_layers`` GCNConv (self-loops, symmetric
+    normalisation over the sampled edges), ReLU and dropout."""
+
+    def __init__(self, in_dim: int, hidden_dim: int, out_dim: int, *, num_layers: int = 2, dropout: float = 0.5):
+        dims = _dims("GCN", in_dim, hidden_dim, out_dim, num_layers)
+        super().__init__([GCNConv(a, b) for a, b in zip(dims[:-1], dims[1:], strict=True)], dropout)
+
+    def _edges(self, x: Tensor, edge_index: Tensor, history) -> tuple[Tensor, Tensor | None]:  # type: ignore[no-untyped-def]
+        """A pulled node has no in-edges in its batch, so GCN's ``1/sqrt(deg)`` would weigh its messages
+        as if it had none; its self-loop carries the degree it would have had instead (PyG keeps an
+        existing self-loop's weight), so every other node sees the unpruned batch's normalisation."""
+        pulled = None if history is None else history.pull_index
+        if pulled is None or not len(pulled):
+            return edge_index, None
+        weight = torch.cat([torch.ones(edge_index.size(1), dtype=x.dtype, device=x.device),
+                            history.pull_degree.to(x.dtype) + 1])
+        return torch.cat([edge_index, torch.stack([pulled, pulled])], dim=1), weight
 
 
 class MLP(nn.Module):
@@ -53,8 +102,9 @@ class MLP(nn.Module):
 
 
 def seed_logits(model: nn.Module, batch) -> Tensor:  # type: ignore[no-untyped-def]
-    """Run ``model`` on a batch and keep the seed rows."""
-    out = model(batch.x, batch.edge_index)
+    """Run ``model`` on a batch and keep the seed rows (passing ``history=`` when the batch has one)."""
+    history = getattr(batch, "history", None)
+    out = model(batch.x, batch.edge_index) if history is None else model(batch.x, batch.edge_index, history=history)
     return out[: batch.batch_size]
 
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from outre_async._rng import stream_state
 from outre_async.sampling._sampler import NeighborSampler, SampledSubgraph, _as_seeds
-from outre_async.sampling._sampler_kernels import OK, NeighborTiers, sample_multihop
+from outre_async.sampling._sampler_kernels import OK, HistoryPrune, NeighborTiers, sample_multihop
 
 from ._batches import MicroBatch
 from ._reader import AdjacencyBlock, PartitionSet
@@ -126,24 +126,24 @@ class PartitionSampler:
     def fanouts(self) -> tuple[int, ...]:
         return self.plain.fanouts
 
-    def sample(self, item: MicroBatch | Any, stream: int = 0) -> SampledSubgraph:
+    def sample(self, item: MicroBatch | Any, stream: int = 0, prune: HistoryPrune | None = None) -> SampledSubgraph:
         if isinstance(item, MicroBatch):
             key = tuple(item.parts)
             macro = self.store.acquire(key)
             try:
-                return self._sample(_as_seeds(item.seeds), stream, macro)
+                return self._sample(_as_seeds(item.seeds), stream, macro, prune)
             finally:
                 self.store.release(key)
-        return self._sample(_as_seeds(item), stream, self.store.none)
+        return self._sample(_as_seeds(item), stream, self.store.none, prune)
 
-    def _sample(self, seeds: np.ndarray, stream: int, macro: _Macro) -> SampledSubgraph:
+    def _sample(self, seeds: np.ndarray, stream: int, macro: _Macro, prune: HistoryPrune | None) -> SampledSubgraph:
         p, c = self.parts, self.cache
         self.plain.check_mapped()  # tier 3 reads the dataset's indices (mapped when it did not fit RAM)
         tiers = NeighborTiers(c.slot, c.indptr, c.indices, p.assignment, self.slot_of_node, p.part_ptr,
                               macro.of_part, macro.base, macro.block.indptr, macro.block.indices, self.tiers)
         state = stream_state(self.plain.seed, stream)
         status, where, n_id, edge_index, nodes, edges = sample_multihop(
-            self.plain.indptr, self.plain.indices, seeds, self._fanouts, state, self._scratch, tiers)
+            self.plain.indptr, self.plain.indices, seeds, self._fanouts, state, self._scratch, tiers, prune)
         if status != OK:
             self.plain._raise(int(status), int(where), seeds)
         return SampledSubgraph(n_id, edge_index, tuple(int(x) for x in nodes), tuple(int(x) for x in edges),

@@ -83,9 +83,9 @@ class DelayedSampler:
     def __init__(self, inner: Any, seed: int) -> None:
         self.inner, self.rng = inner, random.Random(seed)
 
-    def sample(self, seeds: np.ndarray, stream: int) -> Any:
+    def sample(self, seeds: np.ndarray, stream: int, *prune: Any) -> Any:
         time.sleep(self.rng.random() * 3e-3)
-        return self.inner.sample(seeds, stream)
+        return self.inner.sample(seeds, stream, *prune)
 
 
 def _open_write_only(src: _DiskSource) -> tuple[int, bool, int]:

@@ -20,8 +20,11 @@ class _Rng:
         return value
 
 
-def reference_sample(indptr, indices, seeds, fanouts, *, seed: int, stream: int = 0) -> dict:
-    """Return ``n_id``, ``edge_index`` ([rows, cols] lists) and per-hop node/edge counts."""
+def reference_sample(indptr, indices, seeds, fanouts, *, seed: int, stream: int = 0, pruned=frozenset()) -> dict:
+    """Return ``n_id``, ``edge_index`` ([rows, cols] lists) and per-hop node/edge counts.
+
+    ``pruned``: global ids that are not expanded when hop 1 discovered them (the history cache).
+    """
     indptr = [int(x) for x in indptr]
     rng = _Rng(seed, stream)
     n_id = [int(s) for s in seeds]
@@ -32,9 +35,11 @@ def reference_sample(indptr, indices, seeds, fanouts, *, seed: int, stream: int 
     cols: list[int] = []
     nodes_per_hop, edges_per_hop = [len(n_id)], []
     lo = 0
-    for k in fanouts:
+    for h, k in enumerate(fanouts):
         hi, edges_before = len(n_id), len(rows)
         for t in range(lo, hi):
+            if h == 1 and n_id[t] in pruned:
+                continue
             start, stop = indptr[n_id[t]], indptr[n_id[t] + 1]
             for pos in choose_positions(rng, stop - start, k):
                 u = int(indices[start + pos])

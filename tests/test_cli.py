@@ -87,11 +87,17 @@ def test_bad_budget_and_fanouts_are_named(tmp_path: Path, capsys: pytest.Capture
     assert "fanouts" in capsys.readouterr().err
 
 
-def test_quickstart_trains_graphsage_better_than_mlp(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("staleness", [1, 20])
+def test_quickstart_trains_graphsage_better_than_mlp(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                     staleness: int) -> None:
     argv = ["quickstart", "--dir", str(tmp_path), "--preset", "tiny", "--epochs", "5",
-            "--batch-size", "128", "--json"]
+            "--batch-size", "128", "--staleness", str(staleness), "--json"]
     assert main(argv) == 0
     result = _json(capsys)
+    history = result["loader_stats"].get("history")
+    assert (history is None) == (staleness == 1)
+    if history is not None:
+        assert history["pulled"] > 0 and max(int(age) for age in history["realised_staleness"]) <= staleness
     losses = [e["loss"] for e in result["epochs"]]
     assert losses[-1] < losses[0]
     assert result["test_accuracy"] > result["mlp_test_accuracy"] + 0.05

@@ -23,8 +23,11 @@ PUBLIC = {
         "ExtractorError",
         "FeatureSource",
         "FormatVersionError",
+        "GCN",
         "GeneratorConfig",
         "GraphSAGE",
+        "HistoryConfig",
+        "HistoryError",
         "InputFormatError",
         "InvalidGraphError",
         "LoaderConfig",
@@ -118,7 +121,11 @@ PUBLIC = {
         "redundancy_ratio",
     ],
     "outre_async.cache": [
+        "HistoryConfig",
+        "HistoryDecision",
+        "HistoryTable",
         "NeighborCache",
+        "history_bytes",
     ],
     "outre_async.bench": [
         "BENCH_PRESETS",

@@ -21,7 +21,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true",
                    help="2 repeats of 10 batches per run, 90 s per run at most, a 3 s probe: under 10 minutes")
     p.add_argument("--preset", default="igb-like", choices=list(BENCH_PRESETS), help="dataset + setup (default igb-like)")
-    p.add_argument("--systems", help="comma-separated systems (default: pyg-mmap,pyg-mmap-random,sync,outre,outre-part; "
+    p.add_argument("--systems", help="comma-separated systems (default: pyg-mmap,pyg-mmap-random,sync,outre,outre-part,outre-hist; "
                                      "--quick: without pyg-mmap); "
                                      "a plug-in outside the package as module:Class")
     p.add_argument("--repeats", type=checks.count(), help="runs per system (default 3; --quick 2)")

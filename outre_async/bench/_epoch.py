@@ -44,7 +44,9 @@ def edges_of(batch: Any) -> Any:
 
 def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Any) -> tuple[float, int, int]:
     """One optimizer step on the labelled seeds: (loss sum, correct, labelled seeds)."""
-    out = model(batch.x, edges_of(batch))[: batch.batch_size]
+    history = getattr(batch, "history", None)
+    edges = edges_of(batch)
+    out = (model(batch.x, edges) if history is None else model(batch.x, edges, history=history))[: batch.batch_size]
     target = torch.as_tensor(batch.y[: batch.batch_size], dtype=torch.long)
     keep = target >= 0
     out, target = out[keep], target[keep]

@@ -21,10 +21,10 @@ from ._summary import summarize
 from ._systems import RunSpec, resolve_system
 from .child import COMPUTE_ONLY
 
-DEFAULT_SYSTEMS = ("pyg-mmap", "pyg-mmap-random", "sync", "outre", "outre-part")
+DEFAULT_SYSTEMS = ("pyg-mmap", "pyg-mmap-random", "sync", "outre", "outre-part", "outre-hist")
 # --quick leaves out pyg-mmap with the kernel's default read-around: with this machine's read_ahead_kb=8192 a
 # batch costs it about a minute (GBs of read-around per batch); `--systems` brings it back
-QUICK_SYSTEMS = ("pyg-mmap-random", "sync", "outre", "outre-part")
+QUICK_SYSTEMS = ("pyg-mmap-random", "sync", "outre", "outre-part", "outre-hist")
 SCHEMA_VERSION = 1
 
 

@@ -294,5 +294,34 @@ class OutrePart(Outre):
         return out
 
 
+@register_system
+class OutreHist(OutrePart):
+    """``outre-part`` plus the historical embedding cache (OUTRE §4.3): ``staleness`` (default 100)
+    and ``history_budget`` (bytes; default: every profiled candidate) from the preset's options; the
+    table is taken out of the same ``memory_budget``."""
+
+    name = "outre-hist"
+    summary = "outre-part with the historical embedding cache (pruned sampling, pulled h^(L-1))"
+
+    def open(self, ds: Any, spec: RunSpec) -> Iterator[Any]:
+        from ..cache import HistoryConfig
+        from ..loader import OutreLoader
+
+        history = HistoryConfig(staleness=int(spec.options.get("staleness", 100)), dim=spec.hidden,
+                                budget=spec.options.get("history_budget"))
+        self.loader = OutreLoader(ds, split="train", fanouts=list(spec.fanouts), batch_size=spec.batch_size,
+                                  seed=spec.seed, partitions=_partition_name(spec),
+                                  memory_budget=spec.options.get("memory_budget"),
+                                  parts_per_batch=int(spec.options.get("parts_per_batch", 4)),
+                                  neighbor_cache=int(spec.options.get("neighbor_cache", 64 << 20)),
+                                  history=history, **self.loader_options)
+        return iter(self.loader)
+
+    def stats(self) -> dict[str, Any]:
+        out = super().stats()
+        out["extra"]["history"] = self.loader.stats().get("history")
+        return out
+
+
 def _partition_name(spec: RunSpec) -> str:
     return f"bench-fennel-{int(spec.options.get('parts', 256))}"

@@ -10,15 +10,17 @@ that keeps their buffer slots pinned.  A :class:`Sampler` is whatever the sample
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 import numpy as np
 import torch
 from torch_geometric.data import Data
 
+from ..cache._history import HistoryDecision
 from ..features import FeatureBuffer
 from ..features._feature_buffer import Acquisition
 from ..sampling._sampler import SampledSubgraph
+from ..sampling._sampler_kernels import HistoryPrune
 
 if TYPE_CHECKING:
     from ..partition._batches import MicroBatch
@@ -31,7 +33,7 @@ class Sampler(Protocol):
     """What a sample-stage worker runs in its executor thread; one instance per worker (its scratch
     is its own).  The result depends only on ``(item, stream)``, never on scheduling."""
 
-    def sample(self, item: PlanItem, stream: int = 0, /) -> SampledSubgraph: ...
+    def sample(self, item: PlanItem, stream: int = 0, prune: HistoryPrune | None = None, /) -> SampledSubgraph: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +55,7 @@ class BufferLease:
 class SampledBatch:
     seq: int                    # position in the epoch's plan
     subgraph: SampledSubgraph   # n_id, edge_index, num_sampled_nodes/edges, batch_size
+    history: HistoryDecision | None = None  # pulled / pushed rows, decided when sampled (history= only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,14 +64,21 @@ class ExtractedBatch:
     subgraph: SampledSubgraph
     x: np.ndarray               # [len(n_id), dim] float32, rows in n_id order
     lease: BufferLease          # released by the consumer (or by the shutdown path)
+    history: HistoryDecision | None = None
 
 
 class OutreBatch(Data):
     """A PyG mini-batch: ``x``, ``edge_index``, ``y``, ``n_id``, ``batch_size``, per-hop sizes, ``seq``.
 
     Its feature-buffer slots stay pinned until :meth:`release` (called for you when the next batch
-    is requested; calling it earlier lets the buffer reuse the slots sooner).
+    is requested; calling it earlier lets the buffer reuse the slots sooner).  With ``history=``,
+    :attr:`history` is the batch's record and hook (``None`` otherwise).
     """
+
+    @property
+    def history(self) -> Any:
+        """The batch's :class:`~outre_async.loader._history.HistoryRecord`, or None without history."""
+        return self.__dict__.get("_outre_history")
 
     def release(self) -> None:
         callback = self.__dict__.pop("_outre_release", None)

@@ -13,6 +13,7 @@ edges one batch can sample, the loader holds at most::
     subgraphs         (extract_queue + extractors + ready_queue + 1) x sub,   sub = 8 R + 16 E
     batches           (ready_queue + extractors + 1) x R x (4 dim + 25)      (matrix, labels, lease)
     ordered mode      + (samplers + extract_queue + extractors + ready_queue) x (sub + batch)
+    history table     4 N + C x (4 dim + 8 + samplers)      (with ``history=``: C cached h^(L-1) rows)
 
 ``memory`` backend: the feature matrix in RAM (and the raw file while loading a padded layout) takes
 the staging line's place; an injected ``source=`` is its owner's and is not counted. Given a budget,
@@ -21,8 +22,8 @@ the staging line's place; an injected ``source=`` is its owner's and is not coun
 of buffer rows would not fit), and the buffer gets what is left; a budget that leaves less than one
 batch of rows is a :class:`ConfigError` naming the minimum. Not counted: the interpreter, torch and
 numba themselves (the *baseline* the benchmark subtracts), thread stacks, page cache of the memory-
-mapped ``indices``, and partition mode's neighbour lists (``neighbor_cache`` has its own byte
-count).
+mapped ``indices`` (or ``indices`` itself when the dataset holds it in RAM), and partition mode's
+macro-batch adjacency (``neighbor_cache`` has its own byte count).
 """
 
 from __future__ import annotations
@@ -71,17 +72,18 @@ class MemoryPlan:
         return {"max_stage_bytes": self.stage_bytes, "max_staging_bytes": self.parts["staging"]}
 
 
-def plan_memory(cfg: LoaderConfig, sizes: Sizes, *, source: str) -> MemoryPlan:
-    """Size every part; ``source`` is ``"disk"``, ``"memory"`` or ``"injected"`` (see the module)."""
+def plan_memory(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str, int] | None = None) -> MemoryPlan:
+    """Size every part; ``source`` is ``"disk"``, ``"memory"`` or ``"injected"`` (see the module); ``extra``
+    names parts other owners size (the history table), taken out of the budget before the buffer."""
     budget = cfg.budget_bytes
     io = IOConfig(**cfg.source_options) if source == "disk" else None
     slot = 4 * sizes.dim + SLOT_BYTES
     stage = _stage_bytes(cfg, sizes, io, budget)
     if budget is not None:  # smaller arenas rather than fewer rows than one batch needs
         least, rows_needed = _stage_bytes(cfg, sizes, io, 0), (cfg.buffer_rows or sizes.max_rows) * slot
-        while stage > least and sum(_fixed_parts(cfg, sizes, source, stage).values()) + rows_needed > budget:
+        while stage > least and sum(_fixed_parts(cfg, sizes, source, stage, extra).values()) + rows_needed > budget:
             stage //= 2
-    fixed = _fixed_parts(cfg, sizes, source, stage)
+    fixed = _fixed_parts(cfg, sizes, source, stage, extra)
     if cfg.buffer_rows is not None:
         rows = min(cfg.buffer_rows, sizes.num_nodes)
     elif budget is not None:
@@ -90,7 +92,7 @@ def plan_memory(cfg: LoaderConfig, sizes: Sizes, *, source: str) -> MemoryPlan:
         rows = min((cfg.num_extractors + 1) * sizes.max_rows, sizes.num_nodes)
     plan = MemoryPlan(buffer_rows=rows, stage_bytes=stage, parts={"feature buffer": rows * slot, **fixed})
     if budget is not None and (plan.total > budget or rows < sizes.max_rows):
-        least = plan_memory_floor(cfg, sizes, source=source)
+        least = plan_memory_floor(cfg, sizes, source=source, extra=extra)
         raise ConfigError(
             f"memory_budget={budget} ({format_bytes(budget)}) is below the {least} bytes "
             f"({format_bytes(least)}) this loader needs: {_describe(plan, sizes.max_rows)}; raise "
@@ -98,12 +100,12 @@ def plan_memory(cfg: LoaderConfig, sizes: Sizes, *, source: str) -> MemoryPlan:
     return plan
 
 
-def plan_memory_floor(cfg: LoaderConfig, sizes: Sizes, *, source: str) -> int:
+def plan_memory_floor(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str, int] | None = None) -> int:
     """The smallest budget that fits: one batch of buffer rows and the smallest staging arenas."""
     io = IOConfig(**cfg.source_options) if source == "disk" else None
     stage = _stage_bytes(cfg, sizes, io, 0)
     rows = min(sizes.max_rows, sizes.num_nodes) if cfg.buffer_rows is None else cfg.buffer_rows
-    return rows * (4 * sizes.dim + SLOT_BYTES) + sum(_fixed_parts(cfg, sizes, source, stage).values())
+    return rows * (4 * sizes.dim + SLOT_BYTES) + sum(_fixed_parts(cfg, sizes, source, stage, extra).values())
 
 
 def _stage_bytes(cfg: LoaderConfig, sizes: Sizes, io: IOConfig | None, budget: int | None) -> int:
@@ -134,7 +136,8 @@ def _floor_pow2(n: int) -> int:
     return 1 << max(0, n.bit_length() - 1) if n > 0 else 0
 
 
-def _fixed_parts(cfg: LoaderConfig, sizes: Sizes, source: str, stage: int) -> dict[str, int]:
+def _fixed_parts(cfg: LoaderConfig, sizes: Sizes, source: str, stage: int,
+                 extra: dict[str, int] | None = None) -> dict[str, int]:
     n, r, e = sizes.num_nodes, sizes.max_rows, cfg.num_extractors
     sub = 8 * r + 16 * sizes.max_edges
     batch = r * (4 * sizes.dim + LEASE_BYTES)
@@ -151,7 +154,7 @@ def _fixed_parts(cfg: LoaderConfig, sizes: Sizes, source: str, stage: int) -> di
         parts["reorder buffer"] = (cfg.num_samplers + cfg.extract_capacity + e + cfg.ready_capacity) * (sub + batch)
     if cfg.partitions is not None:
         parts["neighbor cache"] = int(cfg.neighbor_cache)
-    return parts
+    return parts | (extra or {})
 
 
 def _source_bytes(cfg: LoaderConfig, sizes: Sizes, source: str, stage: int) -> int:

@@ -14,6 +14,7 @@ from typing import Any
 
 from .._errors import ConfigError
 from .._units import parse_bytes
+from ..cache._history_config import HistoryConfig
 from ..features import BACKENDS
 from ..sampling._sampler import check_fanouts
 
@@ -46,6 +47,7 @@ class LoaderConfig:
     parts_per_batch: int | None = None  # partitions per macro batch; None: partition._batches.default_parts_per_batch
     interleave: int | None = None  # macro batches whose micro-batches are shuffled together; None: default_interleave
     neighbor_cache: int | str = 0  # bytes of the global neighbour cache (partition mode); 0: no cache
+    history: HistoryConfig | None = None  # historical embedding cache (OUTRE §4.3); None: off
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fanouts", check_fanouts(self.fanouts))
@@ -59,6 +61,8 @@ class LoaderConfig:
                 check_count(name, getattr(self, name), " (or None for the default)")
         if not isinstance(self.neighbor_cache, int) or self.neighbor_cache < 0:
             raise ConfigError(f"neighbor_cache={self.neighbor_cache!r} must be a byte count >= 0 (0: no cache)")
+        if self.history is not None:
+            _check_history(self.history, self.fanouts)
         if self.backend not in BACKENDS:
             raise ConfigError(f"backend={self.backend!r} must be one of {BACKENDS}")
 
@@ -74,6 +78,13 @@ class LoaderConfig:
     def budget_bytes(self) -> int | None:
         """``memory_budget`` in bytes (a string was parsed at construction)."""
         return None if self.memory_budget is None else int(self.memory_budget)
+
+
+def _check_history(history: object, fanouts: tuple[int, ...]) -> None:
+    if not isinstance(history, HistoryConfig):
+        raise ConfigError(f"history must be a HistoryConfig (or None), got {type(history).__name__}")
+    if history.enabled and len(fanouts) < 2:
+        raise ConfigError(f"history needs at least 2 layers (it caches h^(L-1)); got fanouts={list(fanouts)}")
 
 
 def check_count(name: str, value: object, default_hint: str = "") -> int:

@@ -1,6 +1,7 @@
 """Delivery: the consumer side of an epoch, an async generator over the ready channel.
 
-Batches are yielded in completion order, or in plan order through a :class:`ReorderBuffer`; when
+Batches are yielded in completion order (optionally with bounded overtaking, :class:`_Windowed`), or
+in plan order through a :class:`ReorderBuffer`; when
 the stages failed, the first error is raised itself (with its own cause), not an ExceptionGroup.
 The previous batch's lease is released when the next batch is asked for.  The :class:`Delivery`
 outlives epochs and owns the consumer-side counters.
@@ -50,6 +51,42 @@ class _AsCompleted:
         return []
 
 
+class _Windowed(_AsCompleted):
+    """Completion order with bounded overtaking: batch ``j`` is handed out only once every batch
+    before ``j - window`` has been, so at most ``j + window`` batches precede it (the history
+    cache's staleness bound rests on this).  A batch held back gives its buffer slots back at once."""
+
+    def __init__(self, window: int) -> None:
+        self.window, self.low = window, 0
+        self.done: set[int] = set()
+        self.held: dict[int, ExtractedBatch] = {}
+
+    async def next(self, ready: Channel[ExtractedBatch]) -> ExtractedBatch | None:
+        while True:
+            eligible = [s for s in self.held if s - self.window <= self.low]
+            if eligible:
+                return self._handed(self.held.pop(min(eligible)))
+            eb = await super().next(ready)
+            if eb is None:
+                return None
+            if eb.seq - self.window <= self.low:
+                return self._handed(eb)
+            self.held[eb.seq] = eb
+            eb.lease.release()
+
+    def _handed(self, eb: ExtractedBatch) -> ExtractedBatch:
+        self.done.add(eb.seq)
+        while self.low in self.done:
+            self.done.remove(self.low)
+            self.low += 1
+        return eb
+
+    def leftovers(self) -> list[ExtractedBatch]:
+        held = list(self.held.values())
+        self.held.clear()
+        return held
+
+
 class _InPlanOrder(_AsCompleted):
     """Plan order through a reorder buffer.  A batch held out of turn gives its buffer slots back
     at once (its rows are already copied), so the batch everyone waits for can always get slots."""
@@ -77,12 +114,13 @@ class Delivery:
     def __init__(self) -> None:
         self.counters = DeliveryCounters()
 
-    async def deliver(self, parts: EpochParts, *, ordered: bool,
-                      wrap: Callable[[ExtractedBatch], B]) -> AsyncGenerator[B, None]:
-        """Yield the epoch's batches; release the previous batch's lease when the next is requested."""
+    async def deliver(self, parts: EpochParts, *, ordered: bool, wrap: Callable[[ExtractedBatch], B],
+                      window: int | None = None) -> AsyncGenerator[B, None]:
+        """Yield the epoch's batches; release the previous batch's lease when the next is requested.
+        ``window`` bounds overtaking in completion order (None: unbounded)."""
         ready = parts.ready
         stages = asyncio.ensure_future(run_stages(parts))
-        order = _InPlanOrder() if ordered else _AsCompleted()
+        order = _InPlanOrder() if ordered else _AsCompleted() if window is None else _Windowed(window)
         current: ExtractedBatch | None = None
         try:
             while True:

@@ -46,7 +46,7 @@ class ExtractStage:
                 await buffer.fill(lease.acquisition, source)
                 x = buffer.gather(lease.acquisition)
                 self.counters = self.counters.plus(time.perf_counter() - start)
-                await out.send(ExtractedBatch(sb.seq, sb.subgraph, x, lease))
+                await out.send(ExtractedBatch(sb.seq, sb.subgraph, x, lease, sb.history))
             except BaseException:
                 lease.release()
                 raise

@@ -10,7 +10,10 @@ Memory is bounded by construction (all capacities are config), and ``memory_budg
 it: the feature buffer, its node → slot table, the staging arenas, extractor and sampler scratch,
 sampled subgraphs and gathered batches in flight (the formula, part by part, is in ``_budget``;
 ``stats()["memory"]`` reports the parts).  Given a budget, the loader sizes the staging arenas and
-the buffer to fit it, or refuses it with a :class:`ConfigError` naming the minimum.
+the buffer to fit it, or refuses it with a :class:`ConfigError` naming the minimum.  With ``history=``
+the table adds ``4 N + C (4 dim + 8 + num_samplers)`` bytes (C slots of h^(L-1) rows; the cache's
+``history_bytes``), counted as one more part of the plan before the feature buffer is sized; batches
+its overtaking window holds back in completion order add at most what ordered mode's reorder buffer can.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from ._channel import Channel
 from ._config import BACKENDS, LoaderConfig
 from ._delivery import Delivery
 from ._extract_stage import ExtractStage
+from ._history import EpochHistory, build_owner
 from ._loop_thread import LoopThread
 from ._pipeline import EpochParts
 from ._resources import ResourceBox, Resources
@@ -69,6 +73,7 @@ class OutreLoader:
         self._seeds = seed_ids(self.dataset, split)
         self._max_rows = max_rows_per_batch(self.config.batch_size, self.config.fanouts, self.dataset.num_nodes)
         self._partitioned = self._partition_batching()
+        self._history = build_owner(self.dataset, self.config, self._plan(0))
         self.memory = self._memory_plan()
         self.buffer_rows = self.memory.buffer_rows
         self._epoch = 0
@@ -99,7 +104,8 @@ class OutreLoader:
                       stride=ds.row_layout.stride, max_rows=self._max_rows,
                       max_edges=max_edges_per_batch(cfg.batch_size, cfg.fanouts, ds.num_edges))
         kind = "injected" if self._source is not None else "memory" if cfg.backend == "memory" else "disk"
-        plan = plan_memory(cfg, sizes, source=kind)
+        history = self._history.table.nbytes(cfg.num_samplers) if self._history is not None else 0
+        plan = plan_memory(cfg, sizes, source=kind, extra={"history table": history} if history else None)
         rows = plan.buffer_rows
         if rows < self._max_rows:
             raise ConfigError(
@@ -151,36 +157,49 @@ class OutreLoader:
             raise PipelineClosed("the loader was closed")
         epoch = self._epoch
         self._epoch += 1
-        parts = self._epoch_parts(res, epoch)
+        ordered = self.config.ordered
+        history = self._history.epoch(ordered=ordered) if self._history is not None else None
+        parts = self._epoch_parts(res, epoch, history)
         device = torch.device(self.config.device)
         labels = self.dataset.labels
 
         def wrap(eb: ExtractedBatch) -> OutreBatch:
-            return to_batch(eb, labels, epoch, device)
+            batch = to_batch(eb, labels, epoch, device)
+            if history is not None and eb.history is not None:
+                batch.__dict__["_outre_history"] = history.owner.record(eb.history, device)
+            return batch
 
-        batches = self._delivery.deliver(parts, ordered=self.config.ordered, wrap=wrap)
+        window = history.window if history is not None and not ordered else None
+        batches = self._delivery.deliver(parts, ordered=ordered, wrap=wrap, window=window)
         res.epochs.add(batches)
         try:
             async for batch in batches:
                 yield batch
         finally:
             res.epochs.discard(batches)
+            if history is not None:
+                history.close()
             await batches.aclose()
 
-    def _epoch_parts(self, res: Resources, epoch: int) -> EpochParts:
+    def _plan(self, epoch: int) -> Sequence[PlanItem]:
         cfg = self.config
-        plan: Sequence[PlanItem]
         if self._partitioned is not None:  # micro-batches of macro batches (OUTRE §4.2)
-            plan, stream_base = self._partitioned.plan(epoch), self._partitioned.stream_base(epoch)
+            return self._partitioned.plan(epoch)
+        return plan_epoch(self._seeds, cfg.batch_size, shuffle=cfg.shuffle, seed=cfg.seed, epoch=epoch,
+                          drop_last=cfg.drop_last)
+
+    def _epoch_parts(self, res: Resources, epoch: int, history: EpochHistory | None) -> EpochParts:
+        cfg = self.config
+        plan = self._plan(epoch)
+        if self._partitioned is not None:
+            stream_base = self._partitioned.stream_base(epoch)
         else:
-            plan = plan_epoch(self._seeds, cfg.batch_size, shuffle=cfg.shuffle, seed=cfg.seed, epoch=epoch,
-                              drop_last=cfg.drop_last)
             stream_base = epoch * max(len(plan), 1)
         self._channels = extract, ready = self._new_channels()
         return EpochParts(
             plan=plan, samplers=res.samplers, executor=res.executor, buffer=res.buffer, source=res.source,
             extract=extract, ready=ready, num_extractors=cfg.num_extractors, stream_base=stream_base,
-            sample_stage=self._sample, extract_stage=self._extract,
+            sample_stage=self._sample, extract_stage=self._extract, history=history,
         )
 
     # -- sync API --------------------------------------------------------------------------------
@@ -243,6 +262,8 @@ class OutreLoader:
         out.update(resource_stats(res.snapshot() if res is not None else self._box.closed))
         if self._partitioned is not None:
             out["neighbor_lists"] = self._partitioned.stats()
+        if self._history is not None:
+            out["history"] = self._history.stats()
         return out
 
 

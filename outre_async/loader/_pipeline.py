@@ -21,6 +21,7 @@ from ..features import FeatureBuffer, FeatureSource
 from ._batch import ExtractedBatch, PlanItem, SampledBatch, Sampler
 from ._channel import Channel
 from ._extract_stage import ExtractStage
+from ._history import EpochHistory
 from ._sample_stage import SampleStage
 
 
@@ -40,6 +41,7 @@ class EpochParts:
     stream_base: int
     sample_stage: SampleStage
     extract_stage: ExtractStage
+    history: EpochHistory | None = None
 
 
 async def run_stages(parts: EpochParts) -> None:
@@ -49,7 +51,8 @@ async def run_stages(parts: EpochParts) -> None:
     try:
         async with asyncio.TaskGroup() as tg:
             samplers = [
-                tg.create_task(parts.sample_stage.worker(s, plan, extract, parts.executor, parts.stream_base))
+                tg.create_task(parts.sample_stage.worker(s, plan, extract, parts.executor, parts.stream_base,
+                                                         parts.history))
                 for s in parts.samplers
             ]
             extractors = [

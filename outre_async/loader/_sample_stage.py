@@ -5,6 +5,9 @@ Each worker owns one :class:`Sampler` (its O(N) relabel scratch is not shared), 
 once without a lock) and sends a :class:`SampledBatch` on the bounded extract channel.  The
 :class:`SampleStage` outlives epochs and owns the stage's counters (only its workers update them).
 
+With ``history=``, the loop makes the batch's validity snapshot before the work goes to a thread,
+and the thread returns the subgraph with its pull/push decision (``_history``).
+
 Cancellation rule: a worker stops taking batches at once; a kernel already running in a thread is
 waited for (a thread cannot be interrupted, and the next epoch must not share its scratch), its
 result is dropped, and only then does the cancellation propagate.
@@ -22,6 +25,7 @@ from typing import TypeVar
 from ..sampling._sampler import SampledSubgraph
 from ._batch import PlanItem, SampledBatch, Sampler
 from ._channel import Channel
+from ._history import EpochHistory
 
 R = TypeVar("R")
 
@@ -57,9 +61,15 @@ class SampleStage:
         self.counters = SampleCounters()
 
     async def worker(self, sampler: Sampler, plan: Iterator[tuple[int, PlanItem]], out: Channel[SampledBatch],
-                     executor: Executor, stream_base: int) -> None:
+                     executor: Executor, stream_base: int, history: EpochHistory | None = None) -> None:
         for seq, item in plan:
             start = time.perf_counter()
-            subgraph = await run_in_thread(executor, sampler.sample, item, stream_base + seq)
+            decision = None
+            if history is None:
+                subgraph = await run_in_thread(executor, sampler.sample, item, stream_base + seq)
+            else:  # the validity copy is made here, on the loop; the thread reads only it
+                prune = history.snapshot(seq)
+                subgraph, decision = await run_in_thread(executor, history.sample, sampler, item, stream_base + seq,
+                                                         prune)
             self.counters = self.counters.plus(subgraph, time.perf_counter() - start)
-            await out.send(SampledBatch(seq, subgraph))
+            await out.send(SampledBatch(seq, subgraph, decision))

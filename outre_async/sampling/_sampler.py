@@ -79,14 +79,15 @@ class NeighborSampler:
     def num_nodes(self) -> int:
         return len(self.indptr) - 1
 
-    def sample(self, seeds: Any, stream: int = 0) -> SampledSubgraph:
-        """Sample the neighbourhood of ``seeds`` (unique node ids) with RNG stream ``stream``."""
+    def sample(self, seeds: Any, stream: int = 0, prune: K.HistoryPrune | None = None) -> SampledSubgraph:
+        """Sample the neighbourhood of ``seeds`` (unique node ids) with RNG stream ``stream``; hop-1
+        nodes that ``prune`` marks are not expanded (the history cache's decision, see the kernels)."""
         seeds = _as_seeds(seeds)
         self.check_mapped()
         state = stream_state(self.seed, stream)
         scratch = self._take_scratch()
         status, where, n_id, edge_index, nodes, edges = K.sample_multihop(
-            self.indptr, self.indices, seeds, self._fanouts, state, scratch)
+            self.indptr, self.indices, seeds, self._fanouts, state, scratch, None, prune)
         self._pool.append(scratch)  # only on a normal return: the kernel left it all -1 again
         if status != K.OK:
             self._raise(status, int(where), seeds)

@@ -37,6 +37,11 @@ then the CSC.  Every tier holds the same list in the same order and the position
 the tier is chosen, so both samplers return the same sample for the same ``(seeds, fanouts, state)``
 bit for bit; only where the ids are read from differs.  ``served`` counts the lists of each tier.
 
+Pruning (``prune``, the historical embedding cache, OUTRE §4.3).  With :class:`HistoryPrune`, a node
+first discovered by hop 1 (the last layer's frontier) whose ``slot_of[v] >= 0`` and ``valid[slot] != 0``
+is not expanded: it adds no children and draws no random numbers, so its (L-1)-deep subtree is not
+sampled; everything else follows the layout above.  ``None`` (no history) compiles without the test.
+
 Kernels report bad input through a status code and position (no exceptions under ``nogil``): see
 ``OK``, ``SEED_OUT_OF_RANGE``, ``SEED_REPEATED``, ``NEIGHBOR_OUT_OF_RANGE``.
 """
@@ -77,9 +82,18 @@ class NeighborTiers(NamedTuple):
     served: np.ndarray         # int64 [3]: lists read from CACHE, MACRO, DISK (advanced in place)
 
 
+class HistoryPrune(NamedTuple):
+    """Which hop-1 nodes are not expanded: ``slot_of`` int32 [N] (the history slot or -1) and
+    ``valid`` uint8 [C] (nonzero: the slot's history will be fresh enough when the batch is trained)."""
+
+    slot_of: np.ndarray
+    valid: np.ndarray
+
+
 @njit(cache=True, nogil=True)
-def sample_multihop(indptr, indices, seeds, fanouts, state, g2l, tiers=None):
-    """Sample every hop of one batch, reading lists from ``tiers`` first when given.
+def sample_multihop(indptr, indices, seeds, fanouts, state, g2l, tiers=None, prune=None):
+    """Sample every hop of one batch, reading lists from ``tiers`` first when given and leaving the
+    hop-1 nodes that ``prune`` marks unexpanded.
 
     Returns ``(status, where, n_id, edge_index, num_nodes_per_hop, num_edges_per_hop)``: on
     ``status != OK`` the arrays are empty and ``where`` is the seed position (seed errors) or the
@@ -105,7 +119,7 @@ def sample_multihop(indptr, indices, seeds, fanouts, state, g2l, tiers=None):
         rows = _grow(rows, e_total + need)
         cols = _grow(cols, e_total + need)
         status, where, n_new, e_new = _sample_hop(indptr, indices, tiers, n_id, lo, n_total, k,
-                                                  state, g2l, rows, cols, e_total, picks)
+                                                  state, g2l, rows, cols, e_total, picks, prune, h == 1)
         if status != OK:
             _reset(g2l, n_id, n_new)
             return _failed(status, where, nodes_per_hop, edges_per_hop)
@@ -137,8 +151,9 @@ def _add_seeds(seeds, num_nodes, g2l, n_id):
 
 
 @njit(cache=True, nogil=True)
-def _sample_hop(indptr, indices, tiers, n_id, lo, hi, k, state, g2l, rows, cols, e, picks):
-    """Sample the in-neighbours of local ids ``[lo, hi)`` into edges ``e...``.
+def _sample_hop(indptr, indices, tiers, n_id, lo, hi, k, state, g2l, rows, cols, e, picks, prune, frontier):
+    """Sample the in-neighbours of local ids ``[lo, hi)`` into edges ``e...`` (skipping the nodes
+    ``prune`` marks when ``frontier``: the hop expanding hop 1's nodes).
 
     Returns ``(status, where, n_total, e_total)``.  ``rows``/``cols``/``n_id`` must already hold
     room for every edge the hop can emit (``(hi - lo) * k``, or the degree sum when ``k < 0``;
@@ -148,8 +163,14 @@ def _sample_hop(indptr, indices, tiers, n_id, lo, hi, k, state, g2l, rows, cols,
     num_nodes = len(indptr) - 1
     if tiers is not None:  # unpacked here: a field read inside the loop counts a reference each time
         c_slot, c_ptr, c_idx, part_of, slot_of_node, part_ptr, of_part, base, m_ptr, m_idx, served = tiers
+    if prune is not None:
+        h_slot, h_valid = prune
     for t in range(lo, hi):
         v = n_id[t]
+        if prune is not None and frontier:
+            s = h_slot[v]
+            if s >= 0 and h_valid[s] != 0:
+                continue
         start = indptr[v]
         d = indptr[v + 1] - start
         m = _choose(state, d, k, picks)

@@ -23,7 +23,7 @@ from outre_async.bench._systems import RunSpec
 from outre_async.cli import main
 
 TESTS = Path(__file__).resolve().parents[1]  # holds fakes.py, whose RaisingSystem the child imports
-SYSTEMS = "pyg-mmap,sync,outre,outre-part,fakes:RaisingSystem"
+SYSTEMS = "pyg-mmap,sync,outre,outre-part,outre-hist,fakes:RaisingSystem"
 
 
 def _cgroup_children() -> set[str]:
@@ -92,6 +92,12 @@ def test_outre_part_runs_partition_based_batches(suite: dict[str, Any]) -> None:
     assert m["batches"] == 2 and m["planned_batches"] >= 2
     assert m["rows_unique"] <= m["rows_requested"] and m["loss"] > 0
     assert suite["result"]["summary"]["systems"]["outre-part"]["ok_runs"] == 1
+
+
+def test_outre_hist_runs_with_the_history_cache(suite: dict[str, Any]) -> None:
+    (run,) = _runs(suite["result"], "outre-hist")
+    assert run["outcome"] == "ok", run
+    assert run["metrics"]["batches"] == 2 and run["metrics"]["loss"] > 0
 
 
 def test_a_failing_plugin_is_recorded_not_fatal(suite: dict[str, Any]) -> None:

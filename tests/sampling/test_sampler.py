@@ -81,6 +81,39 @@ def test_kernel_equals_reference_on_random_graphs(n, max_deg, graph_seed, fanout
     check_invariants(out, indptr, indices, fanouts)
 
 
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 60), max_deg=st.integers(0, 20), graph_seed=st.integers(0, 2**32 - 1),
+       fanouts=st.lists(st.sampled_from([-1, 1, 2, 3, 5]), min_size=1, max_size=3),
+       num_seeds=st.integers(0, 10), seed=st.integers(0, 2**63 - 1), keep=st.floats(0, 1))
+def test_pruned_kernel_equals_pruned_reference(n, max_deg, graph_seed, fanouts, num_seeds, seed, keep) -> None:
+    """History pruning: the hop-1 nodes marked valid add no children; the rest is PyG's layout."""
+    indptr, indices = random_csc(n, max_deg, graph_seed, simple=False)
+    rng = np.random.default_rng(graph_seed)
+    seeds = rng.permutation(n)[: min(num_seeds, n)]
+    slot_of = np.where(rng.random(n) < 0.7, np.arange(n), -1).astype(np.int32)
+    valid = (rng.random(n) < keep).astype(np.uint8)
+    out = oa.NeighborSampler((indptr, indices), fanouts, seed=seed).sample(seeds, 3, K.HistoryPrune(slot_of, valid))
+    pruned = {v for v in range(n) if slot_of[v] >= 0 and valid[slot_of[v]]}
+    ref = reference_sample(indptr, indices, seeds, fanouts, seed=seed, stream=3, pruned=pruned)
+    assert out.n_id.tolist() == ref["n_id"]
+    assert out.edge_index.tolist() == ref["edge_index"]
+    assert list(out.num_sampled_nodes) == ref["num_sampled_nodes"]
+    hop1 = set(out.n_id[len(seeds): len(seeds) + out.num_sampled_nodes[1]].tolist()) if len(fanouts) > 1 else set()
+    targets = {int(out.n_id[t]) for t in out.edge_index[1]}
+    assert not (hop1 & pruned & targets)  # a pruned frontier node is never a target
+
+
+def test_nothing_valid_prunes_nothing() -> None:
+    indptr, indices = random_csc(200, 20, seed=4)
+    seeds = np.arange(10)
+    s = oa.NeighborSampler((indptr, indices), [5, 5], seed=1)
+    none = K.HistoryPrune(np.arange(200, dtype=np.int32), np.zeros(200, np.uint8))
+    assert s.sample(seeds, 2, none).edge_index.tolist() == s.sample(seeds, 2).edge_index.tolist()
+    every = K.HistoryPrune(np.arange(200, dtype=np.int32), np.ones(200, np.uint8))
+    pruned = s.sample(seeds, 2, every)
+    assert pruned.num_sampled_edges[1] == 0 and pruned.num_sampled_edges[0] > 0
+
+
 def test_dataset_input_and_function_agree(tmp_path: Path) -> None:
     indptr, indices = random_csc(120, 20, seed=3)
     with oa.DatasetWriter(tmp_path / "ds", num_nodes=120) as w:

@@ -1,0 +1,177 @@
+"""Accuracy of the historical embedding cache (issue 10): staleness x model x order x admission.
+
+    python benchmarks/bench_history_accuracy.py --json history-accuracy.json                     # Cora + CiteSeer
+    python benchmarks/bench_history_accuracy.py --datasets facebook_pagepage --staleness 1,100,1000 \\
+        --seeds 5 --admission all,grad --json fb.json
+
+Each run trains a 2-layer model with OutreLoader (mini-batches, fanouts 10,10) for ``--epochs``
+epochs, with ``history=HistoryConfig(staleness=S)`` (S = 1 is no history), and evaluates test
+accuracy with full neighbourhoods (no history) every ``--eval-every`` epochs.  Reported per setting:
+final test accuracy (mean ± std over seeds), training seconds, sampled edges and feature rows per
+epoch, and the training seconds until the test accuracy first reaches the staleness-1 final mean.
+The machine may be shared: compare accuracies; treat seconds as rough.  Nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+import outre_async as oa
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = _parser().parse_args(argv)
+    torch.set_num_threads(args.threads)  # small graphs: one thread is fastest, and the machine may be shared
+    root = Path(tempfile.mkdtemp(prefix="outre-hist-acc-"))
+    try:
+        runs = _grid(args, root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    result = {"benchmark": "history-accuracy", "args": vars(args), "runs": runs, "table": _table(runs)}
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+    _print_table(result["table"])
+    return result
+
+
+def _grid(args: argparse.Namespace, root: Path) -> list[dict[str, Any]]:
+    runs = []
+    for name in args.datasets.split(","):
+        ds = oa.open_dataset(oa.convert(Path(args.data) / f"{name}.npz", root / name))
+        for staleness in (1, 2):  # untimed warm-up: numba loads (or compiles) both kernel variants
+            _run(ds, argparse.Namespace(**{**vars(args), "epochs": 1}), model="sage", staleness=staleness,
+                 ordered=True, admission="all", seed=0)
+        grid = itertools.product(args.models.split(","), _ints(args.staleness), args.orders.split(","),
+                                 args.admission.split(","), range(args.seeds))
+        for model, staleness, order, admission, seed in grid:
+            if staleness == 1 and admission != args.admission.split(",")[0]:
+                continue  # admission means nothing without history
+            run = _run(ds, args, model=model, staleness=staleness, ordered=order == "ordered",
+                       admission=admission, seed=seed)
+            run.update(dataset=name, model=model, staleness=staleness, order=order, admission=admission, seed=seed)
+            runs.append(run)
+            print(json.dumps({k: v for k, v in run.items() if k != "curve"}), flush=True)
+    return runs
+
+
+def _run(ds: oa.Dataset, args: argparse.Namespace, *, model: str, staleness: int, ordered: bool, admission: str,
+         seed: int) -> dict[str, Any]:
+    torch.manual_seed(seed)
+    cls = {"sage": oa.GraphSAGE, "gcn": oa.GCN}[model]
+    net = cls(ds.feature_dim, args.hidden, ds.num_classes, num_layers=2)
+    opt = torch.optim.Adam(net.parameters(), lr=args.lr, weight_decay=5e-4)
+    history = oa.HistoryConfig(staleness=staleness, dim=args.hidden, admission=admission) if staleness > 1 else None
+    train = oa.OutreLoader(ds, split="train", fanouts=[10, 10], batch_size=args.batch_size, seed=seed,
+                           ordered=ordered, backend="memory", history=history)
+    test = oa.OutreLoader(ds, split="test", fanouts=[-1, -1], batch_size=4096, shuffle=False, backend="memory")
+    curve, seconds = [], 0.0
+    try:
+        for epoch in range(1, args.epochs + 1):
+            net.train()
+            start = time.perf_counter()
+            for batch in train:
+                out = net(batch.x, batch.edge_index, history=batch.history)[: batch.batch_size]
+                loss = F.cross_entropy(out, batch.y[: batch.batch_size])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            seconds += time.perf_counter() - start
+            if epoch % args.eval_every == 0 or epoch == args.epochs:
+                curve.append((epoch, seconds, _accuracy(net, test)))
+        stats = train.stats()
+    finally:
+        train.close()
+        test.close()
+    hist = stats.get("history", {})
+    return {"test_accuracy": curve[-1][2], "train_seconds": seconds, "curve": curve,
+            "sampled_edges_per_epoch": stats["sampled_edges"] / args.epochs,
+            "rows_per_epoch": stats["sampled_nodes"] / args.epochs,
+            "pulled": hist.get("pulled", 0), "max_realised_staleness": max(hist.get("realised_staleness", {}), default=0)}
+
+
+@torch.no_grad()
+def _accuracy(net: torch.nn.Module, loader: oa.OutreLoader) -> float:
+    net.eval()
+    correct = total = 0
+    for batch in loader:
+        pred = net(batch.x, batch.edge_index)[: batch.batch_size].argmax(-1)
+        correct += int((pred == batch.y[: batch.batch_size]).sum())
+        total += batch.batch_size
+    return correct / max(total, 1)
+
+
+def _table(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    key = ("dataset", "model", "order", "admission", "staleness")
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in runs:
+        groups.setdefault(tuple(r[k] for k in key), []).append(r)
+    base = {(k[0], k[1], k[2]): statistics.mean(r["test_accuracy"] for r in g) for k, g in groups.items() if k[4] == 1}
+    rows = []
+    for k, g in sorted(groups.items()):
+        accs = [r["test_accuracy"] for r in g]
+        target = base.get((k[0], k[1], k[2]))
+        reach = [_time_to(r["curve"], target) for r in g] if target is not None else []
+        rows.append({**dict(zip(key, k, strict=True)), "runs": len(g), "acc_mean": statistics.mean(accs),
+                     "acc_std": statistics.pstdev(accs), "delta_vs_s1_pt": None if target is None else
+                     100 * (statistics.mean(accs) - target),
+                     "train_seconds": statistics.median(r["train_seconds"] for r in g),
+                     "edges_per_epoch": statistics.mean(r["sampled_edges_per_epoch"] for r in g),
+                     "rows_per_epoch": statistics.mean(r["rows_per_epoch"] for r in g),
+                     "seconds_to_s1_acc": None if not reach or None in reach else statistics.median(reach),
+                     "max_realised_staleness": max(r["max_realised_staleness"] for r in g)})
+    return rows
+
+
+def _time_to(curve: list[tuple[int, float, float]], target: float) -> float | None:
+    return next((s for _, s, acc in curve if acc >= target - 1e-9), None)
+
+
+def _print_table(rows: list[dict[str, Any]]) -> None:
+    print(f"{'dataset':<10} {'model':<5} {'order':<9} {'adm':<4} {'S':>5} {'acc %':>13} {'Δ pt':>6} "
+          f"{'edges/ep':>9} {'rows/ep':>8} {'train s':>8} {'s to S1':>8}")
+    for r in rows:
+        delta = "" if r["delta_vs_s1_pt"] is None else f"{r['delta_vs_s1_pt']:+.2f}"
+        reach = "-" if r["seconds_to_s1_acc"] is None else f"{r['seconds_to_s1_acc']:.1f}"
+        print(f"{r['dataset']:<10} {r['model']:<5} {r['order']:<9} {r['admission']:<4} {r['staleness']:>5} "
+              f"{100 * r['acc_mean']:>6.2f} ± {100 * r['acc_std']:<4.2f} {delta:>6} {r['edges_per_epoch']:>9.0f} "
+              f"{r['rows_per_epoch']:>8.0f} {r['train_seconds']:>8.1f} {reach:>8}")
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",")]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", default=str(DATA), help="folder with the .npz graphs (../shared/data)")
+    p.add_argument("--datasets", default="cora,citeseer")
+    p.add_argument("--models", default="sage,gcn")
+    p.add_argument("--staleness", default="1,10,100")
+    p.add_argument("--orders", default="ordered,completion")
+    p.add_argument("--admission", default="all", help="comma-separated: all, grad")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--epochs", type=int, default=100)
+    p.add_argument("--eval-every", type=int, default=5)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    p.add_argument("--json", help="write the runs and the table here")
+    return p
+
+
+if __name__ == "__main__":
+    main()

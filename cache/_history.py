@@ -1,0 +1,137 @@
+"""The historical embedding table (OUTRE §4.3): candidates -> slots, rows of h^(L-1), push stamps.
+
+``slot_of`` int32 [N] maps a candidate to its slot (-1: not a candidate) and never changes after
+construction, so sampler threads may read it.  ``rows`` [C, dim] float32 (pinned when the loader's
+device is CUDA) and ``stamp`` int64 [C] (the step of the row's push, -1: never pushed) change only
+through :meth:`HistoryTable.write`, which the loader calls on its loop thread only (design §7: one
+owner); samplers see a :meth:`valid` copy made on that thread, never the live stamps.
+
+:func:`decide` turns one sampled batch into its record: which hop-1 rows are pulled (the pruned
+ones, from which slots) and which rows are pushed (candidates at hop <= 1 whose h^(L-1) the batch
+computes exactly: not pruned and, for L >= 3, not fed by a pruned node within L-2 hops).
+:func:`frontier_counts` is the cheap candidate ranking: how often each node is in hop 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from outre_async._errors import ConfigError
+from outre_async.sampling._sampler import SampledSubgraph
+from outre_async.sampling._sampler_kernels import HistoryPrune
+
+from ._history_config import HistoryConfig, history_bytes, slots_for_budget
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryDecision:
+    """What the sampler decided for one batch (sampler -> loader contract): local rows of the last
+    layer's input that are pulled and the slots they come from, local rows pushed and their slots."""
+
+    pull_local: np.ndarray   # int64 [p]
+    pull_slots: np.ndarray   # int64 [p]
+    push_local: np.ndarray   # int64 [q]
+    push_slots: np.ndarray   # int64 [q]
+    pull_degree: np.ndarray  # int64 [p]: the in-degree a pulled node would have had if expanded (GCN's norm)
+
+
+class HistoryTable:
+    def __init__(self, candidates: np.ndarray, num_nodes: int, dim: int, *, pin: bool = False) -> None:
+        if len(candidates) and (candidates.min() < 0 or candidates.max() >= num_nodes):
+            raise ConfigError(f"history candidates must be node ids in [0, {num_nodes}); got "
+                              f"{int(candidates.min())}..{int(candidates.max())}")
+        self.nodes = np.asarray(candidates, dtype=np.int64)
+        self.slot_of = np.full(num_nodes, -1, np.int32)
+        self.slot_of[self.nodes] = np.arange(len(self.nodes), dtype=np.int32)
+        self.dim = dim
+        rows = torch.zeros(len(self.nodes), dim, dtype=torch.float32)
+        self.rows = rows.pin_memory() if pin else rows
+        self.stamp = np.full(len(self.nodes), -1, np.int64)
+
+    @property
+    def num_slots(self) -> int:
+        return len(self.nodes)
+
+    def nbytes(self, num_samplers: int) -> int:
+        return history_bytes(len(self.slot_of), self.num_slots, self.dim, num_samplers)
+
+    def valid(self, horizon: int, staleness: int) -> HistoryPrune:
+        """The sampler's view: slots whose row, used at step ``horizon`` at the latest, is at most
+        ``staleness`` steps old.  A copy: later pushes do not change what a running sampler reads."""
+        fresh = (self.stamp >= 0) & (horizon - self.stamp <= staleness)
+        return HistoryPrune(self.slot_of, fresh.astype(np.uint8))
+
+    def write(self, slots: np.ndarray, rows: torch.Tensor, step: int) -> None:
+        """Store pushed rows (loop thread only)."""
+        if len(slots):
+            self.rows[torch.from_numpy(slots)] = rows.to(self.rows.dtype)
+            self.stamp[slots] = step
+
+    def read(self, slots: np.ndarray) -> tuple[torch.Tensor, np.ndarray]:
+        """Copies of the rows and stamps of ``slots`` (loop thread only)."""
+        return self.rows[torch.from_numpy(slots)], self.stamp[slots].copy()
+
+
+def decide(sub: SampledSubgraph, prune: HistoryPrune, num_layers: int, indptr: np.ndarray | None = None,
+           fanout: int = -1) -> HistoryDecision:
+    """The batch's record, from its sample and the validity the sampler saw (``indptr`` and the
+    fanout of hop 2 give the pulled nodes' would-be sampled in-degree; without them, 0)."""
+    b = sub.batch_size
+    n1 = sub.num_sampled_nodes[1] if len(sub.num_sampled_nodes) > 1 else 0
+    slot = prune.slot_of[sub.n_id[: b + n1]].astype(np.int64)
+    has = slot >= 0
+    pulled = np.zeros(len(slot), bool)
+    pulled[b:] = has[b:] & (prune.valid[np.where(has[b:], slot[b:], 0)] != 0)
+    exact = ~_tainted(sub, np.flatnonzero(pulled), num_layers)[: b + n1]
+    pull = np.flatnonzero(pulled)
+    push = np.flatnonzero(has & exact)
+    degree = np.zeros(len(pull), np.int64)
+    if indptr is not None and len(pull):
+        v = sub.n_id[pull]
+        degree = indptr[v + 1] - indptr[v]
+        if fanout >= 0:
+            degree = np.minimum(degree, fanout)
+    return HistoryDecision(pull, slot[pull], push, slot[push], degree)
+
+
+def _tainted(sub: SampledSubgraph, pulled: np.ndarray, num_layers: int) -> np.ndarray:
+    """Nodes whose h^(L-1) reads a pruned node's (incomplete) h^(l>=1): the pruned nodes, then
+    L-2 steps along the sampled edges."""
+    bad = np.zeros(sub.num_nodes, bool)
+    bad[pulled] = True
+    src, dst = sub.edge_index
+    for _ in range(num_layers - 2):
+        if not bad.any():
+            break
+        bad[dst[bad[src]]] = True
+    return bad
+
+
+def frontier_counts(sample: Callable[[np.ndarray, int], SampledSubgraph], plan: Iterable[np.ndarray],
+                    num_nodes: int, limit: int) -> np.ndarray:
+    """How often each node is in hop 1 over the first ``limit`` batches of ``plan`` (``sample`` is
+    a one-hop sampler): the default candidate ranking until profiling (design §8) lands."""
+    counts = np.zeros(num_nodes, np.int64)
+    for i, seeds in enumerate(plan):
+        if i >= limit:
+            break
+        sub = sample(seeds, i)
+        b = sub.batch_size
+        np.add.at(counts, sub.n_id[b: b + sub.num_sampled_nodes[1]], 1)
+    return counts
+
+
+def choose_candidates(cfg: HistoryConfig, counts: np.ndarray, num_samplers: int) -> np.ndarray:
+    """``cfg.candidates``, else the most frequent frontier nodes (ties: lower id) the budget holds."""
+    num_nodes = len(counts)
+    cap = num_nodes if cfg.budget is None else slots_for_budget(int(cfg.budget), num_nodes, cfg.dim, num_samplers)
+    if cfg.candidates is not None:
+        ids = np.asarray(cfg.candidates, dtype=np.int64)
+        return ids[:cap]
+    order = np.lexsort((np.arange(num_nodes), -counts))
+    ranked = order[counts[order] > 0]
+    return np.sort(ranked[:cap])

@@ -1,0 +1,76 @@
+"""``HistoryConfig``: the knobs of the historical embedding cache (OUTRE §4.3, design §7).
+
+``staleness`` is counted in optimizer steps on the loader's one clock (one step per delivered
+batch); ``1`` turns the cache off (bit-identical to ``history=None``).  The candidate set is given
+(``candidates``), or the nodes met most often in the hop-1 frontier while pre-sampling
+``profile_batches`` batches, as many as ``budget`` bytes hold (see :func:`history_bytes`), or all of
+them with neither.  ``admission="grad"`` is FreshGNN's rule: of a batch's pushed rows only those whose
+gradient norm is at most the batch's median are written.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from outre_async._errors import ConfigError
+from outre_async._units import parse_bytes
+
+ADMISSIONS = ("all", "grad")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True, eq=False)
+class HistoryConfig:
+    """Knobs of ``OutreLoader(..., history=HistoryConfig(...))`` (compared by identity: it may hold an array)."""
+
+    staleness: int                   # optimizer steps a pulled row may be old; 1 = off
+    dim: int                         # width of h^(L-1), the last layer's input
+    budget: int | str | None = None  # bytes for the table (history_bytes); None: every profiled candidate
+    candidates: ArrayLike | None = None  # node ids to cache; None: the hop-1 frontier's most frequent
+    admission: str = "all"           # "all" or "grad" (FreshGNN: gradient norm <= the batch's median)
+    window: int | None = None        # completion order: how far a batch may overtake; None: samplers + extractors
+    profile_batches: int = 64        # batches pre-sampled (hop 1 only) to rank candidates
+
+    def __post_init__(self) -> None:
+        for name in ("staleness", "dim", "profile_batches"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+                raise ConfigError(f"history {name}={value!r} must be an int >= 1")
+        if isinstance(self.budget, str):
+            object.__setattr__(self, "budget", parse_bytes(self.budget))
+        if self.budget is not None and (isinstance(self.budget, bool) or not isinstance(self.budget, int)
+                                        or self.budget < 1):
+            raise ConfigError(f"history budget={self.budget!r} must be a byte count >= 1 (or None)")
+        if self.window is not None and (isinstance(self.window, bool) or not isinstance(self.window, int)
+                                        or self.window < 0):
+            raise ConfigError(f"history window={self.window!r} must be an int >= 0 (or None)")
+        if self.admission not in ADMISSIONS:
+            raise ConfigError(f"history admission={self.admission!r} must be one of {ADMISSIONS}")
+        if self.candidates is not None:
+            ids = np.asarray(self.candidates)
+            if ids.ndim != 1 or (ids.size and not np.issubdtype(ids.dtype, np.integer)):
+                raise ConfigError(f"history candidates must be a 1-D array of node ids, got {ids.dtype} {ids.shape}")
+            object.__setattr__(self, "candidates", np.unique(ids.astype(np.int64)))
+
+    @property
+    def enabled(self) -> bool:
+        return self.staleness > 1
+
+
+def history_bytes(num_nodes: int, slots: int, dim: int, num_samplers: int) -> int:
+    """RAM of the cache: ``4 N`` (node -> slot) ``+ C (4 dim + 8)`` (rows, stamps) ``+ C num_samplers``
+    (one validity snapshot per sampling batch in flight)."""
+    return 4 * num_nodes + slots * (4 * dim + 8 + num_samplers)
+
+
+def slots_for_budget(budget: int, num_nodes: int, dim: int, num_samplers: int) -> int:
+    """How many slots ``budget`` bytes hold; a :class:`ConfigError` below one slot."""
+    per_slot = 4 * dim + 8 + num_samplers
+    slots = (budget - 4 * num_nodes) // per_slot
+    if slots < 1:
+        raise ConfigError(f"history budget={budget} bytes is smaller than one slot: 4 x {num_nodes} nodes + "
+                          f"{per_slot} bytes per slot (dim {dim}) = {4 * num_nodes + per_slot}; raise it")
+    return int(slots)

@@ -1,0 +1,202 @@
+"""The loader's side of the historical embedding cache: one owner, one clock, the batch's record.
+
+:class:`HistoryOwner` holds the :class:`~outre_async.cache.HistoryTable` and the clock and is
+touched only on the loader's loop thread (design §7, style: one owner).  The clock counts optimizer
+steps as delivered batches: the batch delivered at step ``D`` pulls its rows then (copies, so the
+user's thread never reads the live table) and its pushes are stamped ``D``.
+
+Staleness bound.  Each epoch starts at ``base`` (the clock then) and delivers batch ``seq`` at step
+``D <= base + seq + window``: in plan order ``window = 0``; in completion order the delivery
+enforces that a batch is handed out only once every batch more than ``window`` places before it
+has been (``_delivery``), so at most ``seq + window`` batches precede it.  The sampler of batch
+``seq`` prunes a candidate only if its row, pushed at ``t``, satisfies ``base + seq + window - t <=
+staleness`` (:meth:`HistoryTable.valid`, a copy made on the loop before the work goes to a thread),
+so the realised staleness ``D - t`` never exceeds ``staleness``; ``stats()`` reports its histogram.
+
+Pushes.  :meth:`HistoryRecord.exchange` (the model hook) hands the detached rows to the owner: called
+on the loop thread (``async for``) they are written at once; from another thread (the sync bridge)
+they go through ``loop.call_soon_threadsafe``, which the bridge's next request follows in FIFO order,
+so every push lands before the next batch is delivered.  A push never half-writes: it is one call on
+the loop.  Nothing is claimed at sampling time, so a batch dropped by a break, an exception or a
+cancellation leaves no state behind; a push that arrives after the loader closed is dropped.
+
+Cancellation rule: nothing here awaits; :meth:`EpochHistory.close` forgets the epoch's last batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from .._errors import HistoryError
+from ..cache._history import HistoryDecision, HistoryTable, choose_candidates, decide, frontier_counts
+from ..cache._history_config import HistoryConfig
+from ..sampling._sampler import NeighborSampler, SampledSubgraph
+from ..sampling._sampler_kernels import HistoryPrune
+
+
+@dataclass(frozen=True, slots=True)
+class Push:
+    step: int
+    slots: np.ndarray
+    rows: Tensor | None          # None: the hook ran, rows follow (admission "grad") or there are none
+    grad_norm: Tensor | None = None
+
+
+def build_owner(ds: Any, cfg: Any, plan: Iterable[Any]) -> HistoryOwner | None:
+    """The owner for a loader config (None when history is off): candidates ranked by how often
+    ``plan``'s first batches meet them in hop 1, unless the config names them."""
+    h: HistoryConfig | None = cfg.history
+    if h is None or not h.enabled:
+        return None
+    counts = np.zeros(ds.num_nodes, np.int64)
+    if h.candidates is None:
+        one_hop = NeighborSampler(ds, list(cfg.fanouts[:1]), seed=cfg.seed)
+        counts = frontier_counts(one_hop.sample, (getattr(item, "seeds", item) for item in plan), ds.num_nodes,
+                                 h.profile_batches)
+    candidates = choose_candidates(h, counts, cfg.num_samplers)
+    table = HistoryTable(candidates, ds.num_nodes, h.dim, pin=torch.device(cfg.device).type == "cuda")
+    window = cfg.num_samplers + cfg.num_extractors if h.window is None else h.window
+    return HistoryOwner(table, h, num_layers=len(cfg.fanouts), window=window, num_samplers=cfg.num_samplers,
+                        indptr=ds.indptr, fanout=cfg.fanouts[1])
+
+
+class HistoryOwner:
+    def __init__(self, table: HistoryTable, cfg: HistoryConfig, *, num_layers: int, window: int,
+                 num_samplers: int, indptr: np.ndarray | None = None, fanout: int = -1) -> None:
+        self.table, self.cfg, self.num_layers, self.window = table, cfg, num_layers, window
+        self.indptr, self.fanout = indptr, fanout  # read-only: sampler threads use them in ``decide``
+        self.num_samplers = num_samplers
+        self.clock = 0
+        self.ages: Counter[int] = Counter()
+        self.counts = Counter({"pulled": 0, "pushed": 0, "offered": 0, "batches": 0})
+        self._last: int | None = None    # step of this epoch's latest delivered batch
+        self._used = -1                  # latest step whose hook reached the owner
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread = -1
+
+    def epoch(self, *, ordered: bool) -> EpochHistory:
+        """Start an epoch (loop thread): its base step and overtaking window."""
+        self._loop, self._thread = asyncio.get_running_loop(), threading.get_ident()
+        return EpochHistory(self, self.clock, 0 if ordered else self.window)
+
+    def record(self, decision: HistoryDecision, device: torch.device) -> HistoryRecord:
+        """Deliver one batch (loop thread): tick the clock, copy its pulled rows, check the hook."""
+        if self._last is not None and self._used < self._last:
+            raise HistoryError(f"the batch delivered at step {self._last} never reached the history hook; with "
+                               "history= the model must call batch.history.exchange(h) before its last layer")
+        step = self.clock
+        self.clock += 1
+        self._last = step
+        rows, stamps = self.table.read(decision.pull_slots)
+        ages = step - stamps
+        if len(ages) and (stamps.min() < 0 or ages.max() > self.cfg.staleness):
+            raise AssertionError(f"history invariant broken: ages {ages.max()} > {self.cfg.staleness}")
+        self.ages.update(ages.tolist())
+        self.counts.update(pulled=len(ages), batches=1)
+        if device.type != "cpu":
+            rows = rows.pin_memory().to(device, non_blocking=True)
+        record = HistoryRecord(self.send, step, self.table.dim, self.cfg.admission,
+                               torch.from_numpy(decision.pull_local).to(device), rows,
+                               torch.from_numpy(decision.push_local).to(device), decision.push_slots)
+        record.pull_degree = torch.from_numpy(decision.pull_degree).to(device)
+        return record
+
+    def send(self, push: Push) -> None:
+        """Hand a push to the loop thread (written at once when already on it)."""
+        if threading.get_ident() == self._thread:
+            self.apply(push)
+            return
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return  # the loader closed: nothing will read the row
+        try:
+            loop.call_soon_threadsafe(self.apply, push)
+        except RuntimeError:  # closed between the check and the call
+            pass
+
+    def apply(self, push: Push) -> None:
+        """Write one push (loop thread); older pushes never overwrite newer rows."""
+        self._used = max(self._used, push.step)
+        if push.rows is None or not len(push.slots):
+            return
+        keep = self.table.stamp[push.slots] <= push.step
+        if push.grad_norm is not None:  # FreshGNN: rows whose gradient is at most the batch's median
+            norms = push.grad_norm.numpy()
+            keep &= norms <= np.median(norms)
+        self.counts.update(offered=len(push.slots), pushed=int(keep.sum()))
+        self.table.write(push.slots[keep], push.rows[torch.from_numpy(keep)], push.step)
+
+    def stats(self) -> dict[str, Any]:
+        return {"staleness": self.cfg.staleness, "slots": self.table.num_slots, "dim": self.table.dim,
+                "bytes": self.table.nbytes(self.num_samplers), "clock": self.clock, **self.counts,
+                "realised_staleness": dict(sorted(self.ages.items()))}
+
+
+@dataclass(slots=True)
+class EpochHistory:
+    """One epoch's view of the owner: what sampler work items carry and how deliveries are wrapped."""
+
+    owner: HistoryOwner
+    base: int
+    window: int
+
+    def snapshot(self, seq: int) -> HistoryPrune:
+        """Loop thread: which candidates batch ``seq`` may prune (see the module docstring)."""
+        return self.owner.table.valid(self.base + seq + self.window, self.owner.cfg.staleness)
+
+    def sample(self, sampler: Any, item: Any, stream: int, prune: HistoryPrune) -> tuple[SampledSubgraph,
+                                                                                           HistoryDecision]:
+        """Sampler thread: reads only ``prune`` (a copy) and the immutable slot map."""
+        sub = sampler.sample(item, stream, prune)
+        return sub, decide(sub, prune, self.owner.num_layers, self.owner.indptr, self.owner.fanout)
+
+    def close(self) -> None:
+        self.owner._last = None
+
+
+class HistoryRecord:
+    """``batch.history``: the batch's pull/push decision and the model hook, :meth:`exchange`."""
+
+    __slots__ = ("_send", "step", "dim", "admission", "pull_index", "pull_rows", "push_index", "push_slots",
+                 "pull_degree", "_done")
+
+    def __init__(self, send: Callable[[Push], None], step: int, dim: int, admission: str, pull_index: Tensor,
+                 pull_rows: Tensor, push_index: Tensor, push_slots: np.ndarray) -> None:
+        self._send, self.step, self.dim, self.admission = send, step, dim, admission
+        self.pull_index, self.pull_rows, self.push_index, self.push_slots = pull_index, pull_rows, push_index, push_slots
+        self.pull_degree = torch.zeros(len(pull_index), dtype=torch.long)  # in-degree had they been expanded
+        self._done = False
+
+    def exchange(self, h: Tensor) -> Tensor:
+        """Push the fresh rows of ``h`` (h^(L-1), every sampled node) and return ``h`` with the pulled
+        rows replaced by their history; call once per batch, right before the last layer."""
+        if h.dim() != 2 or h.shape[1] != self.dim:
+            raise HistoryError(f"history hook got h^(L-1) of shape {tuple(h.shape)}, expected [nodes, {self.dim}]; "
+                               "set HistoryConfig(dim=) to the last layer's input width")
+        if self._done:
+            raise HistoryError(f"batch.history.exchange() called twice for the batch of step {self.step}")
+        self._done = True
+        fresh = h[self.push_index].detach().to("cpu", torch.float32)
+        if self.admission == "grad" and h.requires_grad:
+            self._send(Push(self.step, self.push_slots, None))
+            h.register_hook(self._grad_hook(fresh))
+        else:
+            self._send(Push(self.step, self.push_slots, fresh))  # indexing copied: the push owns its rows
+        if not len(self.pull_index):
+            return h
+        return h.index_copy(0, self.pull_index, self.pull_rows.to(h.dtype))
+
+    def _grad_hook(self, fresh: Tensor) -> Callable[[Tensor], None]:
+        def hook(grad: Tensor) -> None:
+            norm = grad[self.push_index].detach().norm(dim=1).to("cpu")
+            self._send(Push(self.step, self.push_slots, fresh, norm))
+        return hook

@@ -1,0 +1,118 @@
+"""The history table's pure parts: the per-batch pull/push decision, candidate ranking and budget,
+and the bounded-overtaking delivery the staleness bound rests on."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from conftest import run
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from outre_async.cache import HistoryConfig, HistoryTable, history_bytes
+from outre_async.cache._history import choose_candidates, decide, frontier_counts
+
+import outre_async as oa
+from outre_async.loader._channel import Channel
+from outre_async.loader._delivery import _Windowed
+from outre_async.sampling._sampler import SampledSubgraph
+from outre_async.sampling._sampler_kernels import HistoryPrune
+
+
+def _chain_subgraph() -> SampledSubgraph:
+    """Seed 0 <- hop-1 nodes 1, 2 <- hop-2 node 3 (into 1) and 4 (into 2) <- hop-3 node 5 (into 4).
+    Local ids equal global ids; edge (src, dst)."""
+    edges = np.array([[1, 2, 3, 4, 5], [0, 0, 1, 2, 4]])
+    return SampledSubgraph(np.arange(6), edges, (1, 2, 2, 1), (2, 2, 1), 1)
+
+
+def test_decision_pulls_pruned_hop1_rows_and_pushes_only_exact_ones() -> None:
+    sub = _chain_subgraph()
+    slot_of = np.array([0, 1, 2, -1, 3, -1], np.int32)
+    valid = np.array([0, 1, 0, 0], np.uint8)            # node 1's history is fresh: pulled
+    d = decide(sub, HistoryPrune(slot_of, valid), num_layers=2)
+    assert d.pull_local.tolist() == [1] and d.pull_slots.tolist() == [1]
+    assert d.push_local.tolist() == [0, 2] and d.push_slots.tolist() == [0, 2]  # hop <= 1, not pruned
+    # three layers: the seed's h^(2) reads node 1's h^(1), incomplete once 1 is pruned: not pushed
+    d3 = decide(sub, HistoryPrune(slot_of, valid), num_layers=3)
+    assert d3.pull_local.tolist() == [1] and d3.push_local.tolist() == [2]
+
+
+def test_pulled_rows_carry_the_in_degree_their_expansion_would_have_sampled() -> None:
+    sub = _chain_subgraph()
+    indptr = np.array([0, 2, 9, 10, 10, 11, 11])  # node 1 has 7 in-neighbours, node 2 one
+    prune = HistoryPrune(np.arange(6, dtype=np.int32), np.array([0, 1, 1, 0, 0, 0], np.uint8))
+    assert decide(sub, prune, 2, indptr, fanout=3).pull_degree.tolist() == [3, 1]
+    assert decide(sub, prune, 2, indptr, fanout=-1).pull_degree.tolist() == [7, 1]
+
+
+def test_seeds_are_never_pulled() -> None:
+    sub = _chain_subgraph()
+    d = decide(sub, HistoryPrune(np.arange(6, dtype=np.int32), np.ones(6, np.uint8)), num_layers=2)
+    assert d.pull_local.tolist() == [1, 2] and d.push_local.tolist() == [0]
+
+
+def test_candidates_rank_by_frontier_count_then_id_within_the_budget() -> None:
+    counts = np.array([0, 5, 2, 5, 1, 0], np.int64)
+    cfg = HistoryConfig(staleness=5, dim=2)
+    assert choose_candidates(cfg, counts, 1).tolist() == [1, 2, 3, 4]  # count 0 never cached
+    per_slot = 4 * 2 + 8 + 1
+    tight = HistoryConfig(staleness=5, dim=2, budget=4 * 6 + 3 * per_slot)
+    assert choose_candidates(tight, counts, 1).tolist() == [1, 2, 3]
+    assert history_bytes(6, 3, 2, 1) == tight.budget
+    given_ids = HistoryConfig(staleness=5, dim=2, candidates=[4, 0, 4])
+    assert choose_candidates(given_ids, counts, 1).tolist() == [0, 4]
+    with pytest.raises(oa.ConfigError, match="smaller than one slot"):
+        choose_candidates(HistoryConfig(staleness=5, dim=2, budget=4 * 6 + per_slot - 1), counts, 1)
+
+
+def test_frontier_counts_count_hop1_appearances() -> None:
+    indptr = np.array([0, 2, 3, 3, 3])
+    indices = np.array([1, 2, 3])
+    sampler = oa.NeighborSampler((indptr, indices), [-1], seed=0)
+    counts = frontier_counts(sampler.sample, [np.array([0]), np.array([0, 1]), np.array([1])], 4, limit=2)
+    assert counts.tolist() == [0, 1, 2, 1]  # a seed is not in its own frontier; the third batch is past the limit
+
+
+def test_table_rejects_foreign_candidates_and_keeps_newer_rows() -> None:
+    with pytest.raises(oa.ConfigError, match="node ids in"):
+        HistoryTable(np.array([0, 9]), 5, 3)
+    table = HistoryTable(np.array([1, 3]), 5, 3)
+    table.write(np.array([1]), torch.ones(1, 3), step=4)
+    rows, stamps = table.read(np.array([0, 1]))
+    assert stamps.tolist() == [-1, 4] and rows[1].tolist() == [1.0, 1.0, 1.0]
+    view = table.valid(horizon=6, staleness=2)
+    assert view.valid.tolist() == [0, 1]
+    table.write(np.array([1]), torch.zeros(1, 3), step=5)
+    assert table.valid(horizon=6, staleness=2).valid.tolist() == [0, 1] and view.valid.tolist() == [0, 1]
+
+
+# -- bounded overtaking -----------------------------------------------------------------------------
+class _Item:
+    def __init__(self, seq: int) -> None:
+        self.seq = seq
+        self.lease = self
+        self.released = 0
+
+    def release(self) -> None:
+        self.released += 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(order=st.permutations(list(range(12))), window=st.integers(0, 4))
+def test_windowed_delivery_never_lets_a_batch_overtake_more_than_window(order: list[int], window: int) -> None:
+    async def body() -> list[int]:
+        ch: Channel = Channel(len(order))
+        for seq in order:
+            await ch.send(_Item(seq))
+        ch.close()
+        w, out = _Windowed(window), []
+        while (item := await w.next(ch)) is not None:
+            out.append(item.seq)
+        return out
+
+    out = run(body(), timeout=10)
+    assert sorted(out) == list(range(12))
+    for position, seq in enumerate(out):
+        assert position <= seq + window  # at most seq + window batches before it
+        assert set(range(seq - window)) <= set(out[:position])

@@ -1,0 +1,300 @@
+"""The historical embedding cache end to end: staleness 1 is no history, pulled rows equal the exact
+recompute, realised staleness stays within the bound, shutdown paths, one owner, named errors."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+
+import numpy as np
+import pytest
+import torch
+from conftest import random_graph, run, write_store
+from fakes import DelayedSampler, FaultySource
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import outre_async as oa
+from outre_async.nn import seed_logits, seed_targets
+
+N, DIM, HID = 400, 12, 8
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> oa.Dataset:
+    rng = np.random.default_rng(5)
+    indptr, indices = random_graph(rng, N, 6)
+    features = rng.standard_normal((N, DIM)).astype(np.float32)
+    labels = rng.integers(0, 4, size=N)
+    return write_store(tmp_path_factory.mktemp("hist") / "ds", indptr, indices, features=features, labels=labels,
+                       num_classes=4, splits={"train": np.arange(0, 320)})
+
+
+def _loader(ds: oa.Dataset, staleness: int | None, **kw) -> oa.OutreLoader:
+    history = None if staleness is None else oa.HistoryConfig(staleness=staleness, dim=HID, **kw.pop("hist", {}))
+    opts = {"fanouts": [4, 3], "batch_size": 24, "seed": 3, "history": history,
+            **({} if "source" in kw else {"backend": "memory"}), **kw}
+    return oa.OutreLoader(ds, **opts)
+
+
+def _model(seed: int = 0, cls=oa.GraphSAGE) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return cls(DIM, HID, 4, num_layers=2)
+
+
+def _exact_hidden(ds: oa.Dataset, model: torch.nn.Module) -> torch.Tensor:
+    """h^(L-1) of every node on the whole graph (what full neighbourhoods sample)."""
+    deg = np.diff(ds.indptr)
+    edge_index = torch.from_numpy(np.stack([np.asarray(ds.indices, np.int64), np.repeat(np.arange(N), deg)]))
+    with torch.no_grad():
+        return model.hidden(torch.from_numpy(np.array(ds.features[:])), edge_index)
+
+
+def _check_pulls(batch, exact: torch.Tensor) -> int:
+    rec = batch.history
+    got = rec.pull_rows
+    want = exact[batch.n_id[rec.pull_index]]
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+    return len(rec.pull_index)
+
+
+# -- staleness 1 is no history --------------------------------------------------------------------
+def test_staleness_one_is_bit_identical_to_no_history(dataset: oa.Dataset) -> None:
+    def train(staleness: int | None) -> tuple[list[float], list[list[int]]]:
+        model = _model()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        losses, edges = [], []
+        with _loader(dataset, staleness, ordered=True) as loader:
+            for _ in range(2):
+                for batch in loader:
+                    assert batch.history is None
+                    loss = torch.nn.functional.cross_entropy(seed_logits(model, batch), seed_targets(batch))
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                    losses.append(loss.item())
+                    edges.append(batch.edge_index.flatten().tolist())
+            assert "history" not in loader.stats()
+        return losses, edges
+
+    assert train(1) == train(None)
+
+
+# -- the exact-recompute oracle -------------------------------------------------------------------
+async def _oracle_epochs(ds: oa.Dataset, *, ordered: bool, seed: int, epochs: int, stop_at: int | None = None) -> int:
+    model = _model(seed).eval()
+    exact = _exact_hidden(ds, model)
+    pulled = 0
+    loader = _loader(ds, 1000, fanouts=[-1, -1], ordered=ordered, source=FaultySource(ds, seed=seed),
+                     num_samplers=2, num_extractors=2)
+    async with loader:
+        loader._res.samplers[:] = [DelayedSampler(s, seed + i) for i, s in enumerate(loader._res.samplers)]
+        for epoch in range(epochs):
+            async for i, batch in _enumerate(loader):
+                if stop_at is not None and epoch == 0 and i == stop_at:
+                    break  # early break: the next epoch must still match the oracle
+                with torch.no_grad():
+                    model(batch.x, batch.edge_index, history=batch.history)
+                pulled += _check_pulls(batch, exact)
+        stats = loader.stats()["history"]
+    assert stats["pushed"] > 0 and max(stats["realised_staleness"], default=0) <= 1000
+    return pulled
+
+
+async def _enumerate(loader):  # type: ignore[no-untyped-def]
+    i = 0
+    async for batch in loader:
+        yield i, batch
+        i += 1
+
+
+@pytest.mark.parametrize("ordered", [False, True])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_every_pulled_row_equals_the_exact_recompute(dataset: oa.Dataset, ordered: bool, seed: int) -> None:
+    pulled = run(_oracle_epochs(dataset, ordered=ordered, seed=seed, epochs=3), timeout=120)
+    assert pulled > 100  # the cache was used, not only consulted
+
+
+def test_sync_loop_pushes_are_written_on_the_loop_thread(dataset: oa.Dataset) -> None:
+    model = _model().eval()
+    exact = _exact_hidden(dataset, model)
+    with _loader(dataset, 1000, fanouts=[-1, -1]) as loader:
+        table = loader._history.table
+        writers: set[int] = set()
+        real_write = table.write
+
+        def spy(*args):  # type: ignore[no-untyped-def]
+            writers.add(threading.get_ident())
+            real_write(*args)
+
+        table.write = spy
+        pulled = 0
+        for _ in range(2):
+            for batch in loader:
+                with torch.no_grad():
+                    model(batch.x, batch.edge_index, history=batch.history)
+                pulled += _check_pulls(batch, exact)
+        loop_thread = loader._bridge._thread.ident
+    assert pulled > 0 and writers == {loop_thread}
+
+
+# -- realised staleness never exceeds the bound -------------------------------------------------------
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 10**6), staleness=st.integers(2, 14), ordered=st.booleans(),
+       samplers=st.integers(1, 3), extract_queue=st.integers(1, 4), ready_queue=st.integers(1, 3),
+       window=st.sampled_from([None, 0, 1, 5]))
+def test_realised_staleness_never_exceeds_the_bound(dataset: oa.Dataset, seed: int, staleness: int, ordered: bool,
+                                                   samplers: int, extract_queue: int, ready_queue: int,
+                                                   window: int | None) -> None:
+    async def body() -> dict:
+        model = _model(seed)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        loader = _loader(dataset, staleness, ordered=ordered, num_samplers=samplers, extract_queue=extract_queue,
+                         ready_queue=ready_queue, source=FaultySource(dataset, seed=seed), hist={"window": window})
+        async with loader:
+            loader._res.samplers[:] = [DelayedSampler(s, seed + i) for i, s in enumerate(loader._res.samplers)]
+            for _ in range(2):
+                async for batch in loader:
+                    loss = torch.nn.functional.cross_entropy(seed_logits(model, batch), seed_targets(batch))
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+            return loader.stats()["history"]
+
+    stats = run(body(), timeout=60)
+    ages = stats["realised_staleness"]
+    assert stats["clock"] == 2 * 14  # 320 seeds / 24 per batch
+    assert all(1 <= age <= staleness for age in ages), ages
+
+
+# -- shutdown paths -----------------------------------------------------------------------------
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.parametrize("stop_at", [0, 3, 9])
+@pytest.mark.parametrize("ordered", [False, True])
+def test_early_break_leaves_nothing_and_next_epoch_matches_the_oracle(dataset: oa.Dataset, stop_at: int,
+                                                                     ordered: bool) -> None:
+    threads, fds = threading.active_count(), _fds()
+    run(_oracle_epochs(dataset, ordered=ordered, seed=stop_at, epochs=3, stop_at=stop_at), timeout=120)
+    assert threading.active_count() == threads and _fds() == fds
+
+
+@pytest.mark.parametrize("stop_at", [1, 6])
+def test_exception_and_cancellation_mid_epoch_then_the_oracle_holds(dataset: oa.Dataset, stop_at: int) -> None:
+    model = _model().eval()
+    exact = _exact_hidden(dataset, model)
+
+    async def body() -> int:
+        loader = _loader(dataset, 1000, fanouts=[-1, -1], source=FaultySource(dataset, seed=stop_at))
+        async with loader:
+            async def consume(fail: bool) -> None:
+                async for i, batch in _enumerate(loader):
+                    with torch.no_grad():
+                        model(batch.x, batch.edge_index, history=batch.history)
+                    _check_pulls(batch, exact)
+                    if i == stop_at and fail:
+                        raise KeyError("boom")
+                    if i == stop_at:
+                        await asyncio.sleep(10)
+
+            with pytest.raises(KeyError):
+                await consume(True)
+            task = asyncio.ensure_future(consume(False))
+            await asyncio.sleep(0.3)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            pulled = 0
+            async for batch in loader:
+                with torch.no_grad():
+                    model(batch.x, batch.edge_index, history=batch.history)
+                pulled += _check_pulls(batch, exact)
+            return pulled
+
+    threads, fds = threading.active_count(), _fds()
+    assert run(body(), timeout=60) > 0
+    assert threading.active_count() == threads and _fds() == fds
+
+
+# -- admission, GCN -----------------------------------------------------------------------------------
+def test_grad_admission_writes_at_most_half_of_each_push(dataset: oa.Dataset) -> None:
+    model = _model(cls=oa.GCN)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    with _loader(dataset, 50, hist={"admission": "grad"}) as loader:
+        for batch in loader:
+            loss = torch.nn.functional.cross_entropy(seed_logits(model, batch), seed_targets(batch))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        stats = loader.stats()["history"]
+    assert 0 < stats["pushed"] <= stats["offered"] * 0.6
+
+
+def test_gcn_seeds_see_the_unpruned_normalisation_of_a_pulled_node() -> None:
+    """GCN weighs a message by 1/sqrt(deg of its source); a pulled node has no in-edges in its batch,
+    so the hook's degree must stand in for them: seed outputs equal the unpruned batch's."""
+    from outre_async.loader._history import HistoryRecord
+
+    model = oa.GCN(3, 4, 2).eval()
+    x = torch.randn(5, 3)
+    full = torch.tensor([[1, 2, 3, 4], [0, 0, 1, 1]])  # seed 0 <- 1, 2; node 1 <- 3, 4
+    with torch.no_grad():
+        h = model.hidden(x, full)
+        want = model.convs[-1](h, full)[0]
+        record = HistoryRecord(lambda push: None, 0, 4, "all", torch.tensor([1]), h[1:2].clone(),
+                               torch.tensor([], dtype=torch.long), np.empty(0, np.int64))
+        record.pull_degree = torch.tensor([2])
+        got = model(x, full[:, :2], history=record)[0]  # node 1 pruned: its in-edges are gone
+    torch.testing.assert_close(got, want)
+
+
+# -- bad input ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("kw", [{"staleness": 0}, {"staleness": 2, "dim": 0}, {"staleness": 2, "admission": "x"},
+                                {"staleness": 2, "budget": -1}, {"staleness": 2, "window": -1}])
+def test_bad_history_config_is_a_one_line_config_error(kw: dict) -> None:
+    with pytest.raises(oa.ConfigError) as err:
+        oa.HistoryConfig(**{"dim": HID, **kw})
+    assert "\n" not in str(err.value) and "=" in str(err.value)
+
+
+def test_budget_below_one_slot_and_one_layer_are_config_errors(dataset: oa.Dataset) -> None:
+    with pytest.raises(oa.ConfigError, match="smaller than one slot"):
+        _loader(dataset, 10, hist={"budget": 4 * N + 10})
+    with pytest.raises(oa.ConfigError, match="at least 2 layers"):
+        _loader(dataset, 10, fanouts=[4])
+    small = _loader(dataset, 10, hist={"budget": 4 * N + 10 * (4 * HID + 8 + 2)})
+    assert small._history.table.num_slots == 10
+
+
+def test_a_model_without_the_hook_is_a_history_error(dataset: oa.Dataset) -> None:
+    model = _model()
+    with _loader(dataset, 10) as loader, pytest.raises(oa.HistoryError, match="never reached the history hook"):
+        for batch in loader:
+            model(batch.x, batch.edge_index)  # history= not passed
+
+
+def test_wrong_width_and_a_second_exchange_are_history_errors(dataset: oa.Dataset) -> None:
+    with _loader(dataset, 10) as loader:
+        batch = next(iter(loader))
+        with pytest.raises(oa.HistoryError, match=r"expected \[nodes, 8\]") as err:
+            batch.history.exchange(torch.zeros(len(batch.n_id), HID + 1))
+        assert "\n" not in str(err.value)
+        batch.history.exchange(torch.zeros(len(batch.n_id), HID))
+        with pytest.raises(oa.HistoryError, match="twice"):
+            batch.history.exchange(torch.zeros(len(batch.n_id), HID))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_pins_the_table_and_pulls_onto_the_device(dataset: oa.Dataset) -> None:
+    model = _model().cuda().eval()
+    with _loader(dataset, 1000, fanouts=[-1, -1], device="cuda") as loader:
+        assert loader._history.table.rows.is_pinned()
+        for _ in range(2):
+            for batch in loader:
+                assert batch.history.pull_rows.device.type == "cuda"
+                with torch.no_grad():
+                    model(batch.x, batch.edge_index, history=batch.history)
+        assert loader.stats()["history"]["pulled"] > 0
