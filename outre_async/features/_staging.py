@@ -203,7 +203,6 @@ class StagingPool:
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self._free: dict[int, list[Arena]] = {}
-        self._cached = 0
         self.held = 0        # bytes in use + cached
         self.peak = 0        # most bytes held at once
         self.allocated = 0   # arenas taken from the kernel or the process-wide empty list
@@ -212,7 +211,6 @@ class StagingPool:
         cap = arena_bytes(nbytes)
         free = self._free.get(cap)
         if free:
-            self._cached -= cap
             return free.pop()
         self._make_room(cap)
         self.allocated += 1
@@ -226,7 +224,6 @@ class StagingPool:
     def release(self, arena: Arena) -> None:
         if self.held <= self.max_bytes:
             self._free.setdefault(arena.nbytes, []).append(arena)
-            self._cached += arena.nbytes
         else:
             self._give_back(arena)
 
@@ -234,7 +231,6 @@ class StagingPool:
         for size in sorted(self._free, reverse=True):
             free = self._free[size]
             while free and self.held + cap > self.max_bytes:
-                self._cached -= size
                 self._give_back(free.pop())
 
     def _give_back(self, arena: Arena) -> None:
@@ -247,4 +243,3 @@ class StagingPool:
         for free in self._free.values():
             while free:
                 self._give_back(free.pop())
-        self._cached = 0

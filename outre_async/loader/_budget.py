@@ -119,19 +119,6 @@ def _stage_bytes(cfg: LoaderConfig, sizes: Sizes, io: IOConfig | None, budget: i
     return max(least, min(arena_bytes(io.max_stage_bytes), _floor_pow2(budget // (16 * cfg.num_extractors))))
 
 
-def max_edges_per_batch(batch_size: int, fanouts: tuple[int, ...], num_edges: int) -> int:
-    """Upper bound of the edges one batch samples: ``B (f1 + f1 f2 + ...)``, capped at the graph's."""
-    total, frontier = 0, batch_size
-    for f in fanouts:
-        if f < 0:
-            return num_edges
-        frontier *= f
-        total += frontier
-        if total >= num_edges:
-            return num_edges
-    return total
-
-
 def _floor_pow2(n: int) -> int:
     return 1 << max(0, n.bit_length() - 1) if n > 0 else 0
 

@@ -29,10 +29,10 @@ from numpy.typing import ArrayLike
 
 from .._errors import ConfigError, PipelineClosed
 from ..features import FeatureSource
-from ..sampling._plan import max_rows_per_batch, num_batches, plan_epoch, seed_ids
+from ..sampling._plan import max_edges_per_batch, max_rows_per_batch, num_batches, plan_epoch, seed_ids
 from ..store._dataset import Dataset, open_dataset
 from ._batch import ExtractedBatch, OutreBatch, PlanItem, SampledBatch, to_batch
-from ._budget import MemoryPlan, Sizes, max_edges_per_batch, plan_memory
+from ._budget import MemoryPlan, Sizes, plan_memory
 from ._channel import Channel
 from ._config import BACKENDS, LoaderConfig
 from ._delivery import Delivery

@@ -41,15 +41,25 @@ def num_batches(num_seeds: int, batch_size: int, drop_last: bool = False) -> int
 
 def max_rows_per_batch(batch_size: int, fanouts: list[int] | tuple[int, ...], num_nodes: int) -> int:
     """Upper bound of the sampled nodes of one batch: ``B (1 + f1 + f1 f2 + ...)``, capped at N."""
-    total, frontier = batch_size, batch_size
+    return _hop_bound(batch_size, fanouts, start=batch_size, cap=num_nodes)
+
+
+def max_edges_per_batch(batch_size: int, fanouts: list[int] | tuple[int, ...], num_edges: int) -> int:
+    """Upper bound of the edges one batch samples: ``B (f1 + f1 f2 + ...)``, capped at the graph's."""
+    return _hop_bound(batch_size, fanouts, start=0, cap=num_edges)
+
+
+def _hop_bound(batch_size: int, fanouts: list[int] | tuple[int, ...], *, start: int, cap: int) -> int:
+    """``start + B f1 + B f1 f2 + ...``, capped at ``cap`` (a fanout of -1 takes everything)."""
+    total, frontier = start, batch_size
     for f in fanouts:
         if f < 0:
-            return num_nodes
+            return cap
         frontier *= f
         total += frontier
-        if total >= num_nodes:
-            return num_nodes
-    return min(total, num_nodes)
+        if total >= cap:
+            return cap
+    return min(total, cap)
 
 
 def seed_ids(dataset: Dataset, split: str | ArrayLike) -> np.ndarray:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 import outre_async as oa
-from outre_async.loader._budget import Sizes, max_edges_per_batch, plan_memory, plan_memory_floor
+from outre_async.loader._budget import Sizes, plan_memory, plan_memory_floor
+from outre_async.sampling._plan import max_edges_per_batch
 
 SIZES = Sizes(num_nodes=200_000, dim=128, row_bytes=512, stride=512, max_rows=62_464, max_edges=61_440)
 
