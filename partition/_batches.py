@@ -126,3 +126,42 @@ def max_batches_per_epoch(num_seeds: int, num_parts: int, parts_per_batch: int, 
     """An upper bound of ``len(plan)`` over all epochs (each macro batch adds at most one partial batch);
     the loader spaces the epochs' RNG streams by it so no two batches ever share a stream."""
     return -(-num_seeds // batch_size) + -(-num_parts // parts_per_batch)
+
+
+def shard_partition_plan(plan: list[MicroBatch], *, rank: int, world_size: int,
+                         drop_last: bool) -> list[MicroBatch | np.ndarray]:
+    """Rank ``rank``'s share of the epoch's global micro-batch plan (the same on every rank), with
+    the same number of steps on every rank.
+
+    The epoch's macro batches are dealt round-robin in plan order (rank r reads macro batches r, r + W,
+    ...), each rank keeping their micro-batches in plan order, interleaving included.  To equalise, ranks
+    holding more than ``S = T // W`` micro-batches (T in all) pass their last ones to ranks holding
+    fewer (in rank order; the receiver samples them with that macro batch's adjacency, read once more);
+    the ``T mod W`` left over become one last step: their seeds cut into W near-equal plain seed
+    batches (sampled from the global cache and the disk), or dropped with ``drop_last`` or when fewer
+    than W seeds.  So every seed is used once per epoch unless a drop is stated, as in
+    :func:`outre_async.sampling._plan.plan_epoch`.
+    """
+    if world_size == 1:
+        return list(plan)
+    firsts: dict[int, int] = {}
+    for mb in plan:
+        firsts.setdefault(mb.macro, len(firsts))
+    owned: list[list[MicroBatch | np.ndarray]] = [[] for _ in range(world_size)]
+    for mb in plan:
+        owned[firsts[mb.macro] % world_size].append(mb)
+    steps, spare = divmod(len(plan), world_size)
+    pool = [mb for share in owned for mb in share[steps:]]
+    for share in owned:
+        del share[steps:]
+    for share in owned:
+        need = steps - len(share)
+        share += pool[:need]
+        del pool[:need]
+    if pool and not drop_last:
+        seeds = np.concatenate([np.asarray(mb.seeds if isinstance(mb, MicroBatch) else mb) for mb in pool])
+        if len(seeds) >= world_size:
+            bounds = [i * len(seeds) // world_size for i in range(world_size + 1)]
+            for r in range(world_size):
+                owned[r].append(seeds[bounds[r] : bounds[r + 1]])
+    return owned[rank]

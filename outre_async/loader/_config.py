@@ -16,6 +16,7 @@ from .._errors import ConfigError
 from .._units import parse_bytes
 from ..cache._history_config import HistoryConfig
 from ..features import BACKENDS
+from ..sampling._plan import check_rank
 from ..sampling._sampler import check_fanouts
 
 _AT_LEAST_ONE = ("batch_size", "num_samplers", "num_extractors")
@@ -48,6 +49,9 @@ class LoaderConfig:
     interleave: int | None = None  # macro batches whose micro-batches are shuffled together; None: default_interleave
     neighbor_cache: int | str = 0  # bytes of the global neighbour cache (partition mode); 0: no cache
     history: HistoryConfig | None = None  # historical embedding cache (OUTRE §4.3); None: off
+    rank: int | None = None         # data parallel: this rank's share of each epoch; None: the process group's
+    world_size: int | None = None   # (both or neither; None and no process group: one process)
+    local_world_size: int | None = None  # ranks on this host: memory_budget is then the host's, split evenly
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fanouts", check_fanouts(self.fanouts))
@@ -63,6 +67,7 @@ class LoaderConfig:
             raise ConfigError(f"neighbor_cache={self.neighbor_cache!r} must be a byte count >= 0 (0: no cache)")
         if self.history is not None:
             _check_history(self.history, self.fanouts)
+        _check_ranks(self.rank, self.world_size, self.local_world_size)
         if self.backend not in BACKENDS:
             raise ConfigError(f"backend={self.backend!r} must be one of {BACKENDS}")
 
@@ -85,6 +90,18 @@ def _check_history(history: object, fanouts: tuple[int, ...]) -> None:
         raise ConfigError(f"history must be a HistoryConfig (or None), got {type(history).__name__}")
     if history.enabled and len(fanouts) < 2:
         raise ConfigError(f"history needs at least 2 layers (it caches h^(L-1)); got fanouts={list(fanouts)}")
+
+
+def _check_ranks(rank: int | None, world_size: int | None, local_world_size: int | None) -> None:
+    if (rank is None) != (world_size is None):
+        raise ConfigError(f"pass rank and world_size together (got {rank=}, {world_size=}), or neither to take "
+                          "them from the torch.distributed process group")
+    if rank is not None and world_size is not None:
+        check_rank(rank, world_size)
+    if local_world_size is not None:
+        check_count("local_world_size", local_world_size, " (or None: memory_budget is this process's)")
+        if world_size is not None and local_world_size > world_size:
+            raise ConfigError(f"{local_world_size=} exceeds {world_size=}; pass the number of ranks on this host")
 
 
 def check_count(name: str, value: object, default_hint: str = "") -> int:

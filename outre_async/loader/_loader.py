@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import os
 import weakref
+from dataclasses import replace
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +41,7 @@ from ._extract_stage import ExtractStage
 from ._history import EpochHistory, build_owner
 from ._loop_thread import LoopThread
 from ._pipeline import EpochParts
+from ._ranks import resolve_place
 from ._resources import ResourceBox, Resources
 from ._sample_stage import SampleStage
 from ._stats import queue_stats, resource_stats, stage_stats
@@ -71,6 +73,10 @@ class OutreLoader:
             raise ConfigError(f"dataset {self.dataset.path} has no features; the loader needs them")
         self._source = _check_source(source, self.config, self.dataset)
         self._seeds = seed_ids(self.dataset, split)
+        self._place = resolve_place(self.config)
+        if 0 < len(self._seeds) < self._place.world_size:
+            raise ConfigError(f"split has {len(self._seeds)} seeds for {self._place.world_size} ranks; every rank "
+                              "needs at least one: use fewer ranks or a larger split")
         self._max_rows = max_rows_per_batch(self.config.batch_size, self.config.fanouts, self.dataset.num_nodes)
         self._partitioned = self._partition_batching()
         self._history = build_owner(self.dataset, self.config, self._plan(0))
@@ -92,7 +98,8 @@ class OutreLoader:
         return PartitionBatching(self.dataset, cfg.partitions, self._seeds, parts_per_batch=cfg.parts_per_batch,
                                  interleave=cfg.interleave,
                                  batch_size=cfg.batch_size, shuffle=cfg.shuffle, seed=cfg.seed,
-                                 drop_last=cfg.drop_last, neighbor_cache_bytes=int(cfg.neighbor_cache))
+                                 drop_last=cfg.drop_last, neighbor_cache_bytes=int(cfg.neighbor_cache),
+                                 rank=self._place.rank, world_size=self._place.world_size)
 
     @property
     def _res(self) -> Resources | None:
@@ -105,6 +112,8 @@ class OutreLoader:
                       max_edges=max_edges_per_batch(cfg.batch_size, cfg.fanouts, ds.num_edges))
         kind = "injected" if self._source is not None else "memory" if cfg.backend == "memory" else "disk"
         history = self._history.table.nbytes(cfg.num_samplers) if self._history is not None else 0
+        if self._place.local_world_size is not None:  # memory_budget is the host's: this rank's share
+            cfg = replace(cfg, memory_budget=self._place.budget_share(cfg.budget_bytes))
         plan = plan_memory(cfg, sizes, source=kind, extra={"history table": history} if history else None)
         rows = plan.buffer_rows
         if rows < self._max_rows:
@@ -186,20 +195,22 @@ class OutreLoader:
         if self._partitioned is not None:  # micro-batches of macro batches (OUTRE §4.2)
             return self._partitioned.plan(epoch)
         return plan_epoch(self._seeds, cfg.batch_size, shuffle=cfg.shuffle, seed=cfg.seed, epoch=epoch,
-                          drop_last=cfg.drop_last)
+                          drop_last=cfg.drop_last, rank=self._place.rank, world_size=self._place.world_size)
 
     def _epoch_parts(self, res: Resources, epoch: int, history: EpochHistory | None) -> EpochParts:
         cfg = self.config
         plan = self._plan(epoch)
+        # rank r's batch seq samples with stream (epoch * spacing + seq) * W + r: distinct over ranks and epochs
+        world = self._place.world_size
         if self._partitioned is not None:
             stream_base = self._partitioned.stream_base(epoch)
         else:
-            stream_base = epoch * max(len(plan), 1)
+            stream_base = epoch * max(len(plan), 1) * world + self._place.rank
         self._channels = extract, ready = self._new_channels()
         return EpochParts(
             plan=plan, samplers=res.samplers, executor=res.executor, buffer=res.buffer, source=res.source,
             extract=extract, ready=ready, num_extractors=cfg.num_extractors, stream_base=stream_base,
-            sample_stage=self._sample, extract_stage=self._extract, history=history,
+            sample_stage=self._sample, extract_stage=self._extract, history=history, stream_stride=world,
         )
 
     # -- sync API --------------------------------------------------------------------------------
@@ -246,7 +257,7 @@ class OutreLoader:
     def __len__(self) -> int:
         if self._partitioned is not None:  # the plan of the next epoch (macro batches vary per epoch)
             return len(self._partitioned.plan(self._epoch))
-        return num_batches(len(self._seeds), self.config.batch_size, self.config.drop_last)
+        return num_batches(len(self._seeds), self.config.batch_size, self.config.drop_last, self._place.world_size)
 
     def stats(self) -> dict[str, Any]:
         """Per-stage counters (design §9): batches, busy seconds, stall, queue depths, buffer and I/O
@@ -255,7 +266,10 @@ class OutreLoader:
         out["epochs_started"] = self._epoch
         out["buffer_rows"] = self.buffer_rows
         out["max_rows_per_batch"] = self._max_rows
-        out["memory"] = {"budget": self.config.budget_bytes, "planned": self.memory.total, **self.memory.parts}
+        place = self._place
+        out["memory"] = {"budget": place.budget_share(self.config.budget_bytes), "planned": self.memory.total,
+                         **self.memory.parts}
+        out["ranks"] = {"rank": place.rank, "world_size": place.world_size, "local_world_size": place.local_world_size}
         extract, ready = self._channels
         out["queues"] = queue_stats({"extract": extract.statistics(), "ready": ready.statistics()})
         res = self._res

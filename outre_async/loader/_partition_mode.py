@@ -22,6 +22,7 @@ from ..partition._batches import (
     group_seeds,
     max_batches_per_epoch,
     plan_partition_epoch,
+    shard_partition_plan,
 )
 from ..partition._reader import open_partitions
 from ..partition._sampler import MacroStore, PartitionSampler
@@ -31,7 +32,8 @@ from ..store._dataset import Dataset
 class PartitionBatching:
     def __init__(self, ds: Dataset, name: str, seeds: np.ndarray, *, parts_per_batch: int | None,
                  interleave: int | None, batch_size: int,
-                 shuffle: bool, seed: int, drop_last: bool, neighbor_cache_bytes: int) -> None:
+                 shuffle: bool, seed: int, drop_last: bool, neighbor_cache_bytes: int, rank: int = 0,
+                 world_size: int = 1) -> None:
         self.parts = open_partitions(ds, name)
         self.ptr, self.grouped = group_seeds(self.parts.assignment, seeds, self.parts.num_parts)
         if parts_per_batch is None:
@@ -41,18 +43,22 @@ class PartitionBatching:
         self.interleave = interleave
         self.parts_per_batch, self.batch_size = parts_per_batch, batch_size
         self.shuffle, self.seed, self.drop_last = shuffle, seed, drop_last
+        self.rank, self.world_size = rank, world_size
         self.cache = NeighborCache.build(ds.indptr, ds.indices, self.parts.cross, neighbor_cache_bytes)
         self.spacing = max_batches_per_epoch(len(seeds), self.parts.num_parts, parts_per_batch, batch_size)
         self._stores: list[MacroStore] = []
         self._samplers: list[PartitionSampler] = []  # every sampler made (their counters outlive a close)
 
-    def plan(self, epoch: int) -> list[MicroBatch]:
-        return plan_partition_epoch(self.ptr, self.grouped, parts_per_batch=self.parts_per_batch,
+    def plan(self, epoch: int) -> list[MicroBatch | np.ndarray]:
+        """This rank's share of the epoch's global plan (all of it in one process)."""
+        plan = plan_partition_epoch(self.ptr, self.grouped, parts_per_batch=self.parts_per_batch,
                                     batch_size=self.batch_size, shuffle=self.shuffle, seed=self.seed, epoch=epoch,
                                     drop_last=self.drop_last, interleave=self.interleave)
+        return shard_partition_plan(plan, rank=self.rank, world_size=self.world_size, drop_last=self.drop_last)
 
     def stream_base(self, epoch: int) -> int:
-        return epoch * self.spacing
+        """Batch ``seq`` samples with stream ``stream_base + seq * world_size``: distinct over ranks and epochs."""
+        return epoch * self.spacing * self.world_size + self.rank
 
     def samplers(self, ds: Dataset, fanouts: Sequence[int], seed: int, count: int) -> list[PartitionSampler]:
         # one per opening of the loader; the interleaved macro batches' blocks stay while any is in use

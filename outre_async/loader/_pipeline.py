@@ -42,6 +42,7 @@ class EpochParts:
     sample_stage: SampleStage
     extract_stage: ExtractStage
     history: EpochHistory | None = None
+    stream_stride: int = 1  # batch seq samples with stream ``stream_base + seq * stream_stride`` (one per rank)
 
 
 async def run_stages(parts: EpochParts) -> None:
@@ -52,7 +53,7 @@ async def run_stages(parts: EpochParts) -> None:
         async with asyncio.TaskGroup() as tg:
             samplers = [
                 tg.create_task(parts.sample_stage.worker(s, plan, extract, parts.executor, parts.stream_base,
-                                                         parts.history))
+                                                         parts.history, parts.stream_stride))
                 for s in parts.samplers
             ]
             extractors = [

@@ -61,15 +61,17 @@ class SampleStage:
         self.counters = SampleCounters()
 
     async def worker(self, sampler: Sampler, plan: Iterator[tuple[int, PlanItem]], out: Channel[SampledBatch],
-                     executor: Executor, stream_base: int, history: EpochHistory | None = None) -> None:
+                     executor: Executor, stream_base: int, history: EpochHistory | None = None,
+                     stream_stride: int = 1) -> None:
         for seq, item in plan:
+            stream = stream_base + seq * stream_stride
             start = time.perf_counter()
             decision = None
             if history is None:
-                subgraph = await run_in_thread(executor, sampler.sample, item, stream_base + seq)
+                subgraph = await run_in_thread(executor, sampler.sample, item, stream)
             else:  # the validity copy is made here, on the loop; the thread reads only it
                 prune = history.snapshot(seq)
-                subgraph, decision = await run_in_thread(executor, history.sample, sampler, item, stream_base + seq,
+                subgraph, decision = await run_in_thread(executor, history.sample, sampler, item, stream,
                                                          prune)
             self.counters = self.counters.plus(subgraph, time.perf_counter() - start)
             await out.send(SampledBatch(seq, subgraph, decision))
