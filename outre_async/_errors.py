@@ -20,6 +20,7 @@
     ├── InputFormatError               an input file cannot be parsed (carries path and line)
     ├── ExtractorError                 a feature read failed (carries path and byte offset)
     ├── HistoryError                   the history hook was misused (not called, wrong width, twice)
+    ├── DistributedError               another rank failed or a collective timed out (data-parallel run)
     └── PipelineClosed                 the loader was closed or failed; no more batches
 
 Messages say what was expected, what was found and what to do, on one line, so that the CLI can
@@ -37,6 +38,7 @@ __all__ = [
     "DatasetExistsError",
     "DatasetNotFoundError",
     "DatasetReadError",
+    "DistributedError",
     "ExtractorError",
     "FormatVersionError",
     "HistoryError",
@@ -162,3 +164,8 @@ class HistoryError(OutreError):
 
 class PipelineClosed(OutreError):
     """The loader was closed (or failed) and delivers no more batches."""
+
+
+class DistributedError(OutreError):
+    """A data-parallel run failed: a rank exited with an error, or a collective (all-reduce, barrier)
+    broke or timed out because another rank failed or stopped taking steps."""

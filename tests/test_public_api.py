@@ -20,6 +20,7 @@ PUBLIC = {
         "DatasetNotFoundError",
         "DatasetReadError",
         "DatasetWriter",
+        "DistributedError",
         "ExtractorError",
         "FeatureSource",
         "FormatVersionError",
@@ -103,6 +104,11 @@ PUBLIC = {
         "OutreBatch",
         "OutreLoader",
         "SyncLoader",
+    ],
+    "outre_async.distributed": [
+        "DistributedContext",
+        "init_distributed",
+        "launch",
     ],
     "outre_async.partition": [
         "AdjacencyBlock",
