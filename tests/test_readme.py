@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -30,3 +32,21 @@ def test_partition_and_cache_install_under_outre_async() -> None:
 
     assert Path(outre_async.partition.__file__).parent.name == "partition"
     assert Path(outre_async.cache.__file__).parent.name == "cache"
+
+
+@pytest.mark.timeout(200)
+def test_readme_torchrun_example_runs_on_two_ranks(tmp_path: Path) -> None:
+    """The README's data-parallel script, extracted as written, run by torchrun (through the
+    launcher) with 2 gloo ranks on a tiny generated dataset, under a timeout."""
+    import outre_async as oa
+    from outre_async.distributed import launch
+
+    blocks = re.findall(r"```python\n(# train_ddp\.py.*?)\n```", (ROOT / "README.md").read_text(), flags=re.S)
+    assert len(blocks) == 1
+    script = tmp_path / "train_ddp.py"
+    script.write_text(blocks[0] + "\n")
+    ds = oa.generate(tmp_path / "g", "tiny", seed=3, feature_dim=8)
+    try:
+        launch(str(script), [str(ds)], nproc=2, timeout=150)
+    except oa.DistributedError as exc:
+        pytest.fail(f"the README's torchrun example failed: {exc}")

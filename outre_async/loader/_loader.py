@@ -21,8 +21,8 @@ from __future__ import annotations
 import asyncio
 import os
 import weakref
-from dataclasses import replace
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import torch

@@ -9,9 +9,9 @@ import pytest
 from conftest import generated
 from outre_async.partition import partition, plan_partition_epoch
 from outre_async.partition._batches import MicroBatch, group_seeds, shard_partition_plan
-from outre_async.sampling._plan import num_batches, plan_epoch, step_cuts
 
 import outre_async as oa
+from outre_async.sampling._plan import num_batches, plan_epoch, step_cuts
 
 
 @pytest.fixture(scope="module")
