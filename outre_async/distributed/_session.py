@@ -59,8 +59,10 @@ class DistributedContext:
 @contextmanager
 def init_distributed(*, backend: str | None = None, timeout: float = 300.0,
                      env: Mapping[str, str] | None = None) -> Iterator[DistributedContext]:
-    """Join the process group torchrun set up (``env://``) for the ``with`` block; see the module."""
-    ctx = _context(os.environ if env is None else env, backend)
+    """Join the process group torchrun set up (its ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ... in
+    ``env``, default ``os.environ``) for the ``with`` block; see the module for the failure rule."""
+    env = os.environ if env is None else env
+    ctx = _context(env, backend)
     if not timeout > 0:
         raise ConfigError(f"{timeout=} must be > 0 seconds")
     if dist.is_initialized():
@@ -68,7 +70,9 @@ def init_distributed(*, backend: str | None = None, timeout: float = 300.0,
                           "(destroy_process_group) before init_distributed")
     if ctx.device.type == "cuda":
         torch.cuda.set_device(ctx.device)
-    dist.init_process_group(ctx.backend, init_method="env://", rank=ctx.rank, world_size=ctx.world_size,
+    # what env:// does, from the mapping given (torchrun's variables)
+    dist.init_process_group(ctx.backend, init_method=f"tcp://{env['MASTER_ADDR']}:{env['MASTER_PORT']}",
+                            rank=ctx.rank, world_size=ctx.world_size,
                             timeout=timedelta(seconds=timeout))
     try:
         yield ctx
