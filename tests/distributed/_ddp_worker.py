@@ -37,7 +37,7 @@ def step_loss(model: torch.nn.Module, batch) -> torch.Tensor:  # type: ignore[no
 
 def main(mode: str, path: str, out: str) -> None:
     ds = oa.open_dataset(path)
-    with init_distributed(timeout=20.0) as ctx:
+    with init_distributed(timeout=60.0) as ctx:  # also the rendezvous wait for a slow-starting peer
         Path(out, f"pid{ctx.rank}").write_text(str(os.getpid()))
         # no rank/world_size given: the loader takes them from the process group
         loader = oa.OutreLoader(ds, fanouts=FANOUTS, batch_size=BATCH, seed=7, backend="pread", ordered=True,

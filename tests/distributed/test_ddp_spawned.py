@@ -43,9 +43,9 @@ def _pids(out: Path) -> list[int]:
     return [int(p.read_text()) for p in sorted(out.glob("pid*"))]
 
 
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(295)
 def test_two_ranks_cover_the_split_and_train_like_one_process(ds: oa.Dataset, tmp_path: Path) -> None:
-    launch(WORKER, ["train", str(ds.path), str(tmp_path)], nproc=2, timeout=120)
+    launch(WORKER, ["train", str(ds.path), str(tmp_path)], nproc=2, timeout=270)
     ranks = [np.load(tmp_path / f"rank{r}.npz") for r in range(2)]
     train = np.sort(ds.split("train"))
     for key in ("seeds0", "seeds1"):  # each epoch: the union is the training set, exactly once
@@ -75,12 +75,12 @@ def test_two_ranks_cover_the_split_and_train_like_one_process(ds: oa.Dataset, tm
         np.testing.assert_allclose(ranks[0][f"p{i}"], p.detach().numpy(), atol=1e-5, rtol=0)
 
 
-@pytest.mark.timeout(90)
+@pytest.mark.timeout(200)
 def test_a_failing_rank_ends_the_run_with_a_named_error(ds: oa.Dataset, tmp_path: Path) -> None:
     start = time.monotonic()
     with pytest.raises(oa.DistributedError, match="torchrun exited"):
-        launch(WORKER, ["fail", str(ds.path), str(tmp_path)], nproc=2, timeout=60)
-    assert time.monotonic() - start < 60
+        launch(WORKER, ["fail", str(ds.path), str(tmp_path)], nproc=2, timeout=180)
+    assert time.monotonic() - start < 180  # the agent stopped rank 0: not the launcher's timeout
     assert len(_pids(tmp_path)) == 2 and not any(_alive(p) for p in _pids(tmp_path))
 
 
@@ -90,7 +90,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.mark.timeout(90)
+@pytest.mark.timeout(200)
 def test_the_surviving_rank_raises_distributed_error(ds: oa.Dataset, tmp_path: Path) -> None:
     """Without torchrun's agent to stop it, the rank left in an all-reduce gets DistributedError
     (its peer closed the connection), not a hang."""
@@ -102,7 +102,7 @@ def test_the_surviving_rank_raises_distributed_error(ds: oa.Dataset, tmp_path: P
         procs.append(subprocess.Popen([sys.executable, WORKER, "fail", str(ds.path), str(tmp_path)], env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     try:
-        outs = [p.communicate(timeout=75) for p in procs]
+        outs = [p.communicate(timeout=180) for p in procs]
     finally:
         for p in procs:
             if p.poll() is None:
