@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import os
 import zlib
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
