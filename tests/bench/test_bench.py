@@ -23,7 +23,7 @@ from outre_async.bench._systems import RunSpec
 from outre_async.cli import main
 
 TESTS = Path(__file__).resolve().parents[1]  # holds fakes.py, whose RaisingSystem the child imports
-SYSTEMS = "pyg-mmap,sync,outre,outre-part,outre-hist,fakes:RaisingSystem"
+SYSTEMS = "pyg-mmap,sync,outre,outre-part,outre-part-ordered,outre-hist,fakes:RaisingSystem"
 
 
 def _cgroup_children() -> set[str]:
@@ -92,6 +92,19 @@ def test_outre_part_runs_partition_based_batches(suite: dict[str, Any]) -> None:
     assert m["batches"] == 2 and m["planned_batches"] >= 2
     assert m["rows_unique"] <= m["rows_requested"] and m["loss"] > 0
     assert suite["result"]["summary"]["systems"]["outre-part"]["ok_runs"] == 1
+
+
+def test_outre_part_ordered_trains_on_the_same_batches_renumbered(suite: dict[str, Any]) -> None:
+    """The partition-ordered copy gives ``outre-part``'s batches renumbered: the same rows, the same
+    loss (same initial weights, same sub-graphs, same features)."""
+    (plain,) = _runs(suite["result"], "outre-part")
+    (ordered,) = _runs(suite["result"], "outre-part-ordered")
+    assert ordered["outcome"] == "ok", ordered
+    a, b = plain["metrics"], ordered["metrics"]
+    assert (a["rows_requested"], a["rows_unique"], a["seeds"]) == (b["rows_requested"], b["rows_unique"], b["seeds"])
+    assert b["loss"] == pytest.approx(a["loss"], rel=1e-5)
+    assert (suite["root"] / "data").is_dir() and any(p.name.endswith("-ordered-bench-fennel-16")
+                                                     for p in (suite["root"] / "data").iterdir())
 
 
 def test_outre_hist_runs_with_the_history_cache(suite: dict[str, Any]) -> None:
