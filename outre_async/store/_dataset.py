@@ -17,6 +17,11 @@ Opening checks the manifest, every file's presence and exact size, the checksums
 ``indptr`` monotonicity and the id ranges of splits and labels, scanning ``indptr`` and ``labels`` in
 fixed-size blocks (so opening holds neither); :meth:`Dataset.verify` additionally scans ``indices``
 (O(E), so it is not done on open).
+
+A reordered dataset (``outre reorder``) also names ``original_ids`` and ``new_ids``, a permutation and
+its inverse: their ranges are scanned on open (in blocks, like ``labels``), and on first use
+(:meth:`Dataset.original_ids`, :meth:`Dataset.ids_of_original`) both are loaded and checked to be
+inverse permutations before any id is mapped through them.
 """
 
 from __future__ import annotations
