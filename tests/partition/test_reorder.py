@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 from conftest import generated, random_graph, write_store
 from outre_async.partition import _reorder as R
-from outre_async.partition import open_partitions, partition
-from outre_async.partition._reorder import memory_floor, reorder
+from outre_async.partition import open_partitions, partition, reorder
+from outre_async.partition._reorder import memory_floor
 
 import outre_async as oa
 from outre_async.cli import main
