@@ -62,6 +62,7 @@ def main() -> None:
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--ordered-first", action="store_true", help="run the copy first in each repeat")
     ap.add_argument("--out", type=Path, default=Path("results/bench_reorder_io.json"))
     args = ap.parse_args()
     original, ordered = oa.open_dataset(args.dataset), oa.open_dataset(args.ordered)
@@ -69,7 +70,8 @@ def main() -> None:
         seeds = np.concatenate([parts.train_nodes(p) for p in range(min(args.parts, parts.num_parts))])
     runs: dict[str, list[dict[str, Any]]] = {"original": [], "ordered": []}
     for repeat in range(args.repeats):
-        for name, ds, ids in (("original", original, seeds), ("ordered", ordered, ordered.ids_of_original(seeds))):
+        pair = [("original", original, seeds), ("ordered", ordered, ordered.ids_of_original(seeds))]
+        for name, ds, ids in pair[::-1] if args.ordered_first else pair:
             run = one_epoch(ds, ids, args)
             runs[name].append(run)
             print(f"[{repeat + 1}/{args.repeats}] {name}: {json.dumps(run)}", file=sys.stderr, flush=True)
