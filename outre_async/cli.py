@@ -367,6 +367,18 @@ def _cmd_partition(args: argparse.Namespace) -> dict[str, Any]:
     return run_partition(args, progress=_progress(args), say=lambda text: _say(args, text))
 
 
+def _args_reorder(p: argparse.ArgumentParser) -> None:
+    from .partition._cli import add_reorder_arguments
+
+    add_reorder_arguments(p)
+
+
+def _cmd_reorder(args: argparse.Namespace) -> dict[str, Any]:
+    from .partition._cli import run_reorder
+
+    return run_reorder(args, say=lambda text: _say(args, text))
+
+
 def _args_stats(p: argparse.ArgumentParser) -> None:
     from .partition._cli import add_stats_arguments
 
@@ -385,13 +397,14 @@ _VERBS: dict[str, tuple[Handler, str]] = {
     "info": (_cmd_info, "show a dataset's counts, degree statistics, sizes and splits"),
     "quickstart": (_cmd_quickstart, "generate a small graph and train GraphSAGE on it"),
     "partition": (_cmd_partition, "partition a dataset with streaming FENNEL into partitions/<name>/"),
+    "reorder": (_cmd_reorder, "write a copy of a dataset renumbered so each partition's nodes are contiguous"),
     "stats": (_cmd_stats, "dataset statistics: `stats redundancy` = OUTRE's redundancy ratio"),
     "bench": (_cmd_bench, "run systems side by side under a memory cap against the physical limit"),
     "clean": (_cmd_clean, "remove the temporary folders that killed outre writers left in a folder"),
 }
 _ARGS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "generate": _args_generate, "convert": _args_convert, "info": _args_info, "quickstart": _args_quickstart,
-    "partition": _args_partition, "stats": _args_stats,
+    "partition": _args_partition, "reorder": _args_reorder, "stats": _args_stats,
     "bench": _args_bench, "clean": _args_clean,
 }
 

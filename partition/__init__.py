@@ -2,7 +2,8 @@
 
 Design §6.  ``partition(dataset, parts, ...)`` streams the CSC and writes ``partitions/<name>/``;
 ``open_partitions`` reads it back (validated against the dataset version); ``list_partitions``
-summarises a dataset's partition folders.  Importing this package never imports torch.
+summarises a dataset's partition folders; ``reorder`` writes a copy of the dataset renumbered so
+each partition's nodes are contiguous.  Importing this package never imports torch.
 """
 
 from ._api import default_name, partition
@@ -11,6 +12,7 @@ from ._fennel import PartitionConfig
 from ._output import dataset_identity
 from ._reader import AdjacencyBlock, PartitionSet, list_partitions, open_partitions
 from ._redundancy import redundancy_ratio
+from ._reorder import reorder
 from ._sampler import MacroStore, PartitionSampler
 
 __all__ = [
@@ -28,4 +30,5 @@ __all__ = [
     "partition",
     "plan_partition_epoch",
     "redundancy_ratio",
+    "reorder",
 ]

@@ -40,6 +40,9 @@ def add_partition_arguments(p: argparse.ArgumentParser) -> None:
                    help="memory for regrouping the outputs into partition order (4 KiB x 3 per part at least)")
     p.add_argument("--bloom-memory", type=checks.byte_size(allocated=True), default="64MiB",
                    help="Bloom filters' total size per level (bloom mode)")
+    p.add_argument("--reorder", type=Path, metavar="OUT",
+                   help="then write OUT, the dataset renumbered partition by partition (see `outre reorder`; "
+                        "its buffers: --write-buffer)")
     p.add_argument("--overwrite", action="store_true")
 
 
@@ -69,6 +72,8 @@ def run_partition(args: argparse.Namespace, *, progress: bool, say: Say) -> dict
         options["first_level"] = args.first_level
     if args.alpha is not None:
         options["alpha"] = args.alpha
+    if args.reorder is not None:
+        _check_reorder(ds, args.reorder, num_parts, args.write_buffer, "--write-buffer")
     parts = partition(ds, args.parts, name=args.name, overwrite=args.overwrite, progress=progress,
                       write_buffer_bytes=args.write_buffer, **options)
     meta = parts.meta
@@ -77,7 +82,59 @@ def run_partition(args: argparse.Namespace, *, progress: bool, say: Say) -> dict
         f"node balance {q['node_balance']:.3f}, train balance {_f(q['train_balance'])}, "
         f"{meta['seconds']:.1f} s ({meta['edges_per_second'] / 1e6:.2f} M edges/s streaming), "
         f"peak RSS {format_bytes(meta['peak_rss_bytes'])}")
-    return {"path": str(parts.path), **meta}
+    result = {"path": str(parts.path), **meta}
+    if args.reorder is not None:
+        result["reordered"] = _reorder(ds, parts.name, args.reorder, args.overwrite, args.write_buffer, say)
+    return result
+
+
+def add_reorder_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dataset", type=Path)
+    p.add_argument("out", type=Path, help="the renumbered dataset to write (a new folder)")
+    p.add_argument("--partitions", required=True, help="partition folder name under DATASET/partitions/")
+    p.add_argument("--memory", type=checks.byte_size(allocated=True), default="64MiB",
+                   help="buffers for the regrouping passes, besides O(N) id arrays (16 KiB per part at least)")
+    p.add_argument("--overwrite", action="store_true", help="replace OUT if it is an outre dataset")
+
+
+def run_reorder(args: argparse.Namespace, *, say: Say) -> dict[str, Any]:
+    from outre_async.store._dataset import open_dataset
+
+    from ._reader import open_partitions
+
+    ds = open_dataset(args.dataset)
+    with open_partitions(ds, args.partitions) as parts:
+        num_parts = parts.num_parts
+    _check_reorder(ds, args.out, num_parts, args.memory, "--memory")
+    return _reorder(ds, args.partitions, args.out, args.overwrite, args.memory, say)
+
+
+def _check_reorder(ds: Any, out: Path, num_parts: int, memory: int, flag: str) -> None:
+    """Up-front checks of a reorder (before a partitioning run that precedes it): buffers, room."""
+    from ._reorder import memory_floor
+
+    floor = memory_floor(num_parts, ds.row_layout.stride if ds.feature_dim else 0)
+    if memory < floor:
+        raise ConfigError(f"{flag} {format_bytes(memory)} is below the reorder's floor of {format_bytes(floor)} "
+                          f"for {num_parts} parts (16 KiB per part); give at least that")
+    sizes = ds.summary()["bytes"]
+    checks.check_output_dir("OUT", out, need_bytes=sum(sizes.values()) + 2 * ds.num_edges * 8 + 40 * ds.num_nodes)
+
+
+def _reorder(ds: Any, name: str, out: Path, overwrite: bool, memory: int, say: Say) -> dict[str, Any]:
+    import time
+
+    from ._output import peak_rss_bytes
+    from ._reorder import reorder
+
+    start = time.perf_counter()
+    new = reorder(ds, name, out, overwrite=overwrite, memory_bytes=memory)
+    seconds = time.perf_counter() - start
+    say(f"wrote {new.path}: {new.num_nodes} nodes renumbered by the {name!r} partitions (each partition a "
+        f"contiguous id range, partitions/{name}/ carried over), {seconds:.1f} s, peak RSS "
+        f"{format_bytes(peak_rss_bytes())}; map ids back with Dataset.original_ids")
+    return {"path": str(new.path), "partitions": name, "seconds": seconds, "memory_bytes": memory,
+            "peak_rss_bytes": peak_rss_bytes()}
 
 
 def _f(x: float | None) -> str:

@@ -139,6 +139,18 @@ class PartitionSet:
         check_block(self._adj_file, indices, self.dataset.num_nodes, file_pos, block_pos)
         return AdjacencyBlock(nodes.astype(np.int64, copy=False), indptr, indices)
 
+    def read_slots(self, lo: int, hi: int, out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The lists of partition-order slots ``lo..hi`` (nodes ``part_nodes[lo:hi]``) with one
+        sequential read into ``out`` (large enough: the caller sizes it from ``adj_ptr``):
+        ``(ptr [hi-lo+1], ids)``, range-checked before they are returned (the reorderer's stream)."""
+        if not self._closer.alive:
+            raise PartitionError(f"partitions {self.name!r} were closed; open them again")
+        start, stop = int(self.adj_ptr[lo]), int(self.adj_ptr[hi])
+        ids = out[: stop - start]
+        _pread(self._adj_fd, ids, start * self._adj_dtype.itemsize, self._adj_file)
+        check_block(self._adj_file, ids, self.dataset.num_nodes, np.array([start]), np.array([0]))
+        return self.adj_ptr[lo : hi + 1] - start, ids
+
     def __repr__(self) -> str:
         q = self.meta.get("quality", {})
         return (f"PartitionSet({self.name!r}, num_parts={self.num_parts}, "

@@ -125,6 +125,7 @@ PUBLIC = {
         "partition",
         "plan_partition_epoch",
         "redundancy_ratio",
+        "reorder",
     ],
     "outre_async.cache": [
         "HistoryConfig",

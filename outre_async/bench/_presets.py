@@ -83,6 +83,10 @@ BENCH_PRESETS: dict[str, BenchPreset] = {
 }
 
 
+for _preset in BENCH_PRESETS.values():  # outre-part on the partition-ordered copy: the same settings
+    _preset.system_options["outre-part-ordered"] = dict(_preset.system_options["outre-part"])
+
+
 def get_preset(name: str) -> BenchPreset:
     try:
         return BENCH_PRESETS[name]

@@ -17,6 +17,11 @@ Opening checks the manifest, every file's presence and exact size, the checksums
 ``indptr`` monotonicity and the id ranges of splits and labels, scanning ``indptr`` and ``labels`` in
 fixed-size blocks (so opening holds neither); :meth:`Dataset.verify` additionally scans ``indices``
 (O(E), so it is not done on open).
+
+A reordered dataset (``outre reorder``) also names ``original_ids`` and ``new_ids``, a permutation and
+its inverse: their ranges are scanned on open (in blocks, like ``labels``), and on first use
+(:meth:`Dataset.original_ids`, :meth:`Dataset.ids_of_original`) both are loaded and checked to be
+inverse permutations before any id is mapped through them.
 """
 
 from __future__ import annotations
@@ -50,6 +55,9 @@ class Dataset:
         _scan_indptr(path, manifest.indptr, manifest.num_edges)
         if manifest.labels is not None:
             _scan_labels(path, manifest.labels, manifest.num_classes)
+        for entry in (manifest.original_ids, manifest.new_ids):
+            if entry is not None:
+                _scan_node_ids(path, entry, manifest.num_nodes)
         self._splits = {name: _load_small(path, e) for name, e in manifest.splits.items()}
         for name, ids in self._splits.items():
             _check_split(path, name, ids, manifest.num_nodes)
@@ -161,6 +169,40 @@ class Dataset:
         full = self._map(f.file, dtype, (self.num_nodes, f.stride // dtype.itemsize))
         return full[:, : f.dim]
 
+    # -- relabelled datasets (``outre reorder``) ------------------------------------------------------
+    @property
+    def reordered(self) -> bool:
+        """True for a relabelled dataset (``outre reorder``): node ids differ from the original's."""
+        return self.manifest.original_ids is not None
+
+    def original_ids(self, ids: Any) -> np.ndarray:
+        """The original dataset's id of each node ``ids`` of this one (int64), e.g. of a batch's
+        ``n_id``, to report predictions per original node; ``ids`` unchanged (as int64) when this
+        dataset is not a reordered one.  Ids outside ``[0, num_nodes)`` are a :class:`ConfigError`."""
+        ids = _node_id_array(ids, self.num_nodes, "ids")
+        return ids if self.manifest.original_ids is None else self._permutation[0][ids]
+
+    def ids_of_original(self, original: Any) -> np.ndarray:
+        """This dataset's id of each original node id in ``original`` (the inverse of
+        :meth:`original_ids`), e.g. to pick the seeds of original nodes."""
+        ids = _node_id_array(original, self.num_nodes, "original ids")
+        return ids if self.manifest.new_ids is None else self._permutation[1][ids]
+
+    @cached_property
+    def _permutation(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(original_ids, new_ids)`` loaded once (checksums checked) and checked to be inverse
+        permutations of each other (their ranges were checked on open)."""
+        m = self.manifest
+        assert m.original_ids is not None and m.new_ids is not None  # callers check
+        to_old, to_new = _load_small(self.path, m.original_ids), _load_small(self.path, m.new_ids)
+        wrong = to_new[to_old] != np.arange(self.num_nodes, dtype=np.int64)
+        if wrong.any():
+            i = int(np.argmax(wrong))
+            raise DatasetCorruptError(f"{self.path}: {m.original_ids.file} and {m.new_ids.file} are not inverse "
+                                      f"permutations (node {i}: original id {int(to_old[i])}, whose new id is "
+                                      f"{int(to_new[to_old[i]])}); re-create the reordered dataset")
+        return to_old, to_new
+
     def split(self, name: str) -> np.ndarray:
         """Node ids of split ``name`` (``train``, ``val``, ``test``)."""
         if name not in self._splits:
@@ -257,6 +299,11 @@ def _check_files(root: Path, m: Manifest) -> None:
     if m.labels is not None:
         entries.append(("labels", m.labels.file, m.labels.nbytes))
     entries += [(f"split {name!r}", e.file, e.nbytes) for name, e in m.splits.items()]
+    for what, e in (("original_ids", m.original_ids), ("new_ids", m.new_ids)):
+        if e is not None:
+            if e.shape != (m.num_nodes,):
+                raise DatasetCorruptError(f"{root}: {what} shape {e.shape} != ({m.num_nodes},); re-create the dataset")
+            entries.append((what, e.file, e.nbytes))
     for what, name, expected in entries:
         p = confined(root, name, DatasetCorruptError, what)
         if not p.is_file():
@@ -352,6 +399,24 @@ def _scan_labels(root: Path, entry: FileEntry, num_classes: int) -> None:
     for block in _blocks(root, entry):
         if len(block) and (block.min() < -1 or block.max() >= num_classes):
             raise DatasetCorruptError(f"{root}: labels fall outside [-1, num_classes={num_classes})")
+
+
+def _scan_node_ids(root: Path, entry: FileEntry, num_nodes: int) -> None:
+    for block in _blocks(root, entry):
+        if len(block) and (block.min() < 0 or block.max() >= num_nodes):
+            raise DatasetCorruptError(f"{root}: {entry.file} holds node ids outside [0, {num_nodes}); "
+                                      "re-create the reordered dataset")
+
+
+def _node_id_array(ids: Any, num_nodes: int, what: str) -> np.ndarray:
+    arr = np.asarray(ids)
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        raise ConfigError(f"{what} must be integer node ids, got dtype {arr.dtype}")
+    arr = arr.astype(np.int64, copy=True)
+    if arr.size and (arr.min() < 0 or arr.max() >= num_nodes):
+        bad = int(arr.min()) if arr.min() < 0 else int(arr.max())
+        raise ConfigError(f"{what} hold {bad}, outside [0, {num_nodes}); pass node ids of this dataset")
+    return arr
 
 
 def _check_split(root: Path, name: str, ids: np.ndarray, num_nodes: int) -> None:

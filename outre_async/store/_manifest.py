@@ -29,6 +29,7 @@ ALLOWED_DTYPES = {
     "features": ("float32", "float16"),
     "labels": ("int64",),
     "split": ("int64",),
+    "node_ids": ("int64",),
 }
 
 
@@ -68,6 +69,10 @@ class Manifest:
     splits: dict[str, FileEntry] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
     format_version: int = FORMAT_VERSION
+    # a relabelled dataset (``outre reorder``): node i here is node original_ids[i] of the original,
+    # original node v is node new_ids[v] here; both present or both absent
+    original_ids: FileEntry | None = None
+    new_ids: FileEntry | None = None
 
     def to_json(self) -> str:
         doc = {"format": FORMAT_NAME, **asdict(self)}
@@ -107,6 +112,10 @@ def _parse(doc: dict[str, Any], path: Path) -> Manifest:
     try:
         features = doc.get("features")
         labels = doc.get("labels")
+        original_ids, new_ids = doc.get("original_ids"), doc.get("new_ids")
+        if (original_ids is None) != (new_ids is None):
+            raise ManifestError(f"{path}: original_ids and new_ids come together (a reordered dataset's permutation "
+                                "and its inverse), one is missing; re-create the dataset")
         return Manifest(
             num_nodes=_int(doc["num_nodes"], "num_nodes", path),
             num_edges=_int(doc["num_edges"], "num_edges", path),
@@ -120,6 +129,8 @@ def _parse(doc: dict[str, Any], path: Path) -> Manifest:
                 for name, entry in _dict(doc.get("splits", {}), "splits", path).items()
             },
             meta=_dict(doc.get("meta", {}), "meta", path),
+            original_ids=None if original_ids is None else _file_entry(original_ids, "node_ids", path),
+            new_ids=None if new_ids is None else _file_entry(new_ids, "node_ids", path),
         )
     except KeyError as exc:
         raise ManifestError(f"{path} lacks required key {exc}; re-create the dataset") from exc

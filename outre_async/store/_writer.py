@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -22,7 +23,7 @@ import numpy as np
 
 from .._errors import ConfigError, DatasetExistsError, InvalidGraphError
 from ._install import install_directory
-from ._layout import RowLayoutName, choose_row_layout
+from ._layout import RowLayout, RowLayoutName, choose_row_layout
 from ._litter import open_temp_dir
 from ._manifest import SPLIT_NAMES, FeatureEntry, FileEntry, Manifest
 from ._overwrite import check_overwrite, dataset_names
@@ -89,7 +90,13 @@ class DatasetWriter:
         self._labels: FileEntry | None = None
         self._splits: dict[str, FileEntry] = {}
         self._split_ids: dict[str, np.ndarray] = {}
+        self._node_ids: tuple[FileEntry, FileEntry] | None = None
         self._closed = False
+
+    @property
+    def tmp(self) -> Path:
+        """The temporary folder being filled (renamed to ``path`` by :meth:`commit`)."""
+        return self._tmp
 
     # -- context manager -------------------------------------------------------------------------
     def __enter__(self) -> DatasetWriter:
@@ -190,6 +197,38 @@ class DatasetWriter:
         self._split_ids[name] = uniq
         self._splits[name] = self._write_small(f"split_{name}", ids)
 
+    def write_node_ids(self, original_ids: np.ndarray) -> None:
+        """Mark this dataset as a relabelled one: node ``i`` is node ``original_ids[i]`` of the original
+        (a permutation of ``0..N-1``); its inverse is written beside it (``Dataset.original_ids``)."""
+        perm = np.asarray(original_ids)
+        if perm.shape != (self.num_nodes,) or not np.issubdtype(perm.dtype, np.integer):
+            raise InvalidGraphError(f"original_ids must be integers of shape [{self.num_nodes}], got {perm.dtype} {perm.shape}")
+        perm = perm.astype(np.int64, copy=False)
+        _check_ids(perm, self.num_nodes, "original id")
+        inverse = np.full(self.num_nodes, -1, np.int64)
+        inverse[perm] = np.arange(self.num_nodes, dtype=np.int64)
+        if (inverse < 0).any():
+            raise InvalidGraphError(f"original_ids is not a permutation: original node {int(np.argmax(inverse < 0))} "
+                                    "is missing (and another is listed twice)")
+        self._node_ids = (self._write_small("original_ids", perm), self._write_small("new_ids", inverse))
+
+    def adopt_features(self, name: str, *, dim: int, dtype: str, layout: RowLayout) -> None:
+        """Take ``tmp/name``, a feature file the caller wrote in this writer's temporary folder (rows
+        out of order, e.g. the reorderer's regrouping), as the dataset's features.  The writer must
+        have been opened with ``feature_dim=0``; the file must hold ``num_nodes`` rows of ``layout``."""
+        if self._features_file is not None or self._rows_done:
+            raise ConfigError("adopt_features needs a writer opened with feature_dim=0 and no appended rows")
+        if dtype not in ("float32", "float16") or dim * np.dtype(dtype).itemsize != layout.row_bytes:
+            raise ConfigError(f"feature {dim=} of {dtype=} does not match {layout}")
+        if name != "features.bin":
+            raise ConfigError(f"the feature file must be named features.bin, got {name!r}")
+        size = (self._tmp / name).stat().st_size
+        if size != self.num_nodes * layout.stride:
+            raise InvalidGraphError(f"{self._tmp / name} has {size} bytes, {self.num_nodes} rows of stride "
+                                    f"{layout.stride} are {self.num_nodes * layout.stride}")
+        self._feature_dim, self._feature_dtype, self._layout = int(dim), np.dtype(dtype), layout
+        self._rows_done = self.num_nodes
+
     def _write_small(self, stem: str, array: np.ndarray) -> FileEntry:
         data = np.ascontiguousarray(array)
         (self._tmp / f"{stem}.bin").write_bytes(data.data)
@@ -199,11 +238,17 @@ class DatasetWriter:
         )
 
     # -- commit / abort --------------------------------------------------------------------------
-    def commit(self) -> Path:
-        """Check completeness, write the manifest and move the dataset into place atomically."""
+    def commit(self, *, before_install: Callable[[Path], None] | None = None) -> Path:
+        """Check completeness, write the manifest and move the dataset into place atomically.
+
+        ``before_install(tmp)`` runs once the temporary folder is a complete dataset (manifest
+        written) and before it is renamed into place: what must be derived from the finished dataset
+        and live inside it (the reorderer's ``partitions/``) is written there."""
         try:
             manifest = self._finish()
             manifest.write(self._tmp)
+            if before_install is not None:
+                before_install(self._tmp)
             self._install()
         except BaseException:
             self.abort()
@@ -246,6 +291,8 @@ class DatasetWriter:
             labels=self._labels,
             splits=dict(self._splits),
             meta=self.meta,
+            original_ids=None if self._node_ids is None else self._node_ids[0],
+            new_ids=None if self._node_ids is None else self._node_ids[1],
         )
 
     def _feature_entry(self) -> FeatureEntry | None:

@@ -94,6 +94,27 @@ def test_outre_part_runs_partition_based_batches(suite: dict[str, Any]) -> None:
     assert suite["result"]["summary"]["systems"]["outre-part"]["ok_runs"] == 1
 
 
+def test_outre_part_ordered_trains_on_the_same_batches_renumbered(suite: dict[str, Any]) -> None:
+    """The partition-ordered copy gives ``outre-part``'s batches renumbered: the same rows, the same
+    loss (same initial weights, same sub-graphs, same features).  Run here, beside the suite (its own
+    child, its own timeout), on the suite's dataset and partitions."""
+    from outre_async.bench._systems import resolve_system
+
+    (plain,) = _runs(suite["result"], "outre-part")
+    path = Path(suite["result"]["dataset"]["path"])
+    preset = get_preset("tiny")
+    spec = RunSpec(dataset=str(path), fanouts=preset.fanouts, batch_size=preset.batch_size, hidden=preset.hidden,
+                   lr=preset.lr, seed=0, max_batches=2, options=preset.system_options["outre-part-ordered"])
+    prepared = resolve_system("outre-part-ordered").prepare(str(path), spec)
+    assert prepared["ordered_reused"] is False and Path(prepared["ordered"]).name.endswith("-ordered-bench-fennel-16")
+    ordered = run_in_child("outre-part-ordered", spec, cap_bytes=None, timeout_s=240, dataset_dir=path)
+    assert ordered["outcome"] == "ok", ordered
+    a, b = plain["metrics"], ordered["metrics"]
+    assert (a["rows_requested"], a["rows_unique"], a["seeds"]) == (b["rows_requested"], b["rows_unique"], b["seeds"])
+    assert b["loss"] == pytest.approx(a["loss"], rel=1e-5)
+    assert resolve_system("outre-part-ordered").prepare(str(path), spec)["ordered_reused"] is True
+
+
 def test_outre_hist_runs_with_the_history_cache(suite: dict[str, Any]) -> None:
     (run,) = _runs(suite["result"], "outre-hist")
     assert run["outcome"] == "ok", run
