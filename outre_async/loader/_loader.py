@@ -339,10 +339,6 @@ def _check_source(source: FeatureSource | None, cfg: LoaderConfig, ds: Dataset) 
 
 
 def _close_bridge(bridge: LoopThread, box: ResourceBox) -> None:
-    """Close the resources on the bridge's loop, then stop and join it (also the GC finalizer)."""
-    if bridge.closed:
-        return
-    try:
-        bridge.call(box.close)
-    finally:
-        bridge.close()
+    """Close the resources on the bridge's loop, then stop and join it (also the GC finalizer, which
+    may run on any thread, the loop's own included: ``LoopThread.close`` handles both)."""
+    bridge.close(box.close)
