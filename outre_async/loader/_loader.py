@@ -29,8 +29,8 @@ from numpy.typing import ArrayLike
 
 from .._errors import ConfigError, PipelineClosed
 from .._units import format_bytes
-from ..features import FeatureSource
 from ..cache._history_config import HistoryConfig
+from ..features import FeatureSource
 from ..sampling._plan import SeedIndex, max_edges_per_batch, max_rows_per_batch, num_batches, plan_epoch, seed_ids
 from ..store._dataset import Dataset, open_dataset
 from ._batch import ExtractedBatch, OutreBatch, PlanItem, SampledBatch, to_batch

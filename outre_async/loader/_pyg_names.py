@@ -26,7 +26,9 @@ def given_options(values: dict[str, Any]) -> dict[str, Any]:
     out = {}
     for name, default in CONFIG_DEFAULTS.items():
         value = values[name]
-        if value is None or value is default or (isinstance(value, dict) and not value) or (_plain(value) and _plain(default) and value == default):
+        if value is None or value is default or (isinstance(value, dict) and not value):
+            continue
+        if _plain(value) and _plain(default) and value == default:
             continue
         out[name] = value
     return out
