@@ -28,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,31 @@ from typing import Any
 import torch
 
 import outre_async as oa
+
+
+def _threads() -> dict[str, list[float]]:
+    """User and system CPU seconds of every live thread, summed by thread name (``/proc/self/task``)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    names = {t.native_id: t.name for t in threading.enumerate()}  # the OS keeps only "python" as comm
+    out: dict[str, list[float]] = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                stat = f.read()
+        except FileNotFoundError:  # the thread ended meanwhile
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        # one row per pool ("outre-sampler_0" -> "outre-sampler"); threads Python did not start: "native"
+        name = names.get(int(tid), "native (torch, uring)").rstrip("0123456789_-")
+        acc = out.setdefault(name, [0.0, 0.0])
+        acc[0] += int(fields[11]) / tick
+        acc[1] += int(fields[12]) / tick
+    return out
+
+
+def _thread_delta(before: dict[str, list[float]], after: dict[str, list[float]]) -> dict[str, dict[str, float]]:
+    return {name: {"user_s": round(u - before.get(name, [0, 0])[0], 3), "sys_s": round(s - before.get(name, [0, 0])[1], 3)}
+            for name, (u, s) in after.items()}
 
 
 def _usage() -> tuple[float, float, int, int]:
@@ -58,17 +84,18 @@ def _step_fn(kind: str, dim: int, num_classes: int, sleep_ms: float) -> Any:
         loss = torch.nn.functional.cross_entropy(out, batch.y[: batch.batch_size].long())
         loss.backward()
         opt.step()
-        return float(loss)
+        return float(loss.detach())
 
     return sage
 
 
-def run_epochs(ds: oa.Dataset, args: argparse.Namespace) -> list[dict[str, float]]:
+def run_epochs(ds: oa.Dataset, args: argparse.Namespace) -> list[dict[str, Any]]:
     step = _step_fn(args.step, ds.feature_dim, ds.num_classes or 2, args.sleep_ms)
     rows = []
     with oa.OutreLoader(ds, fanouts=args.fanouts, batch_size=args.batch_size, backend=args.backend) as loader:
         for _ in range(args.epochs):
             u0, s0, v0, i0 = _usage()
+            th0 = _threads()
             t0 = time.perf_counter()
             batches = 0
             for batch in loader:
@@ -77,13 +104,13 @@ def run_epochs(ds: oa.Dataset, args: argparse.Namespace) -> list[dict[str, float
             wall = time.perf_counter() - t0
             u1, s1, v1, i1 = _usage()
             rows.append({"wall_s": wall, "user_s": u1 - u0, "sys_s": s1 - s0, "vol_csw": v1 - v0,
-                         "invol_csw": i1 - i0, "batches": batches})
+                         "invol_csw": i1 - i0, "batches": batches, "threads": _thread_delta(th0, _threads())})
     return rows
 
 
-def summarize(rows: list[dict[str, float]]) -> dict[str, float]:
+def summarize(rows: list[dict[str, Any]]) -> dict[str, float]:
     later = rows[1:] or rows
-    return {k: statistics.median(r[k] for r in later) for k in later[0]}
+    return {k: statistics.median(r[k] for r in later) for k in later[0] if k != "threads"}
 
 
 def main() -> None:
