@@ -41,7 +41,13 @@ def test_signature_lists_every_config_knob_with_its_default() -> None:
 
 
 def _seed_batches(loader: oa.OutreLoader) -> list[np.ndarray]:
-    return [b.n_id[: b.batch_size].numpy().copy() for b in loader]
+    """Each batch's seeds, checking ``input_id``: the seeds' positions in the loader's input nodes."""
+    out = []
+    for b in loader:
+        seeds = b.n_id[: b.batch_size].numpy().copy()
+        np.testing.assert_array_equal(loader._seeds[b.input_id.numpy()], seeds)
+        out.append(seeds)
+    return out
 
 
 @pytest.mark.parametrize("as_type", [np.asarray, torch.tensor])
