@@ -44,8 +44,9 @@ class LoopThread:
     def __init__(self, name: str = "outre-loop") -> None:
         self.loop = new_event_loop()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
         self._closed = False
+        self._closing: asyncio.Task[None] | None = None
+        self._thread.start()
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
@@ -64,7 +65,6 @@ class LoopThread:
             raise RuntimeError("the loader's event-loop thread is closed")
         if threading.current_thread() is self._thread:
             raise RuntimeError("cannot wait for the loader's loop from inside it")
-
         return asyncio.run_coroutine_threadsafe(self._await(fn), self.loop).result()
 
     def close(self, last: Callable[[], Awaitable[object]] | None = None) -> None:
@@ -75,7 +75,7 @@ class LoopThread:
             return
         self._closed = True
         if threading.current_thread() is self._thread:
-            self.loop.create_task(self._last_then_stop(last))
+            self._closing = self.loop.create_task(self._last_then_stop(last))  # held: tasks are weakly kept
             return
         try:
             if last is not None:
