@@ -142,9 +142,9 @@ class PartitionSampler:
         tiers = NeighborTiers(c.slot, c.indptr, c.indices, p.assignment, self.slot_of_node, p.part_ptr,
                               macro.of_part, macro.base, macro.block.indptr, macro.block.indices, self.tiers)
         state = stream_state(self.plain.seed, stream)
-        status, where, n_id, edge_index, nodes, edges = sample_multihop(
+        status, where, n_id, edge_index, e_id, nodes, edges = sample_multihop(
             self.plain.indptr, self.plain.indices, seeds, self._fanouts, state, self._scratch, tiers, prune)
         if status != OK:
             self.plain._raise(int(status), int(where), seeds)
         return SampledSubgraph(n_id, edge_index, tuple(int(x) for x in nodes), tuple(int(x) for x in edges),
-                               len(seeds))
+                               len(seeds), e_id)

@@ -21,7 +21,7 @@ class _Rng:
 
 
 def reference_sample(indptr, indices, seeds, fanouts, *, seed: int, stream: int = 0, pruned=frozenset()) -> dict:
-    """Return ``n_id``, ``edge_index`` ([rows, cols] lists) and per-hop node/edge counts.
+    """Return ``n_id``, ``edge_index`` ([rows, cols] lists), ``e_id`` (CSC positions) and per-hop counts.
 
     ``pruned``: global ids that are not expanded when hop 1 discovered them (the history cache).
     """
@@ -33,6 +33,7 @@ def reference_sample(indptr, indices, seeds, fanouts, *, seed: int, stream: int 
         raise ValueError("seeds must be unique")
     rows: list[int] = []
     cols: list[int] = []
+    e_id: list[int] = []
     nodes_per_hop, edges_per_hop = [len(n_id)], []
     lo = 0
     for h, k in enumerate(fanouts):
@@ -48,10 +49,11 @@ def reference_sample(indptr, indices, seeds, fanouts, *, seed: int, stream: int 
                     n_id.append(u)
                 rows.append(local[u])
                 cols.append(t)
+                e_id.append(start + pos)
         nodes_per_hop.append(len(n_id) - hi)
         edges_per_hop.append(len(rows) - edges_before)
         lo = hi
-    return {"n_id": n_id, "edge_index": [rows, cols],
+    return {"n_id": n_id, "edge_index": [rows, cols], "e_id": e_id,
             "num_sampled_nodes": nodes_per_hop, "num_sampled_edges": edges_per_hop}
 
 

@@ -68,7 +68,11 @@ class ExtractedBatch:
 
 
 class OutreBatch(Data):
-    """A PyG mini-batch: ``x``, ``edge_index``, ``y``, ``n_id``, ``batch_size``, per-hop sizes, ``seq``.
+    """A PyG mini-batch with ``NeighborLoader``'s fields: ``x``, ``y``, ``edge_index`` (local ids, row 0
+    the source), ``n_id``, ``e_id`` (CSC positions), ``input_id`` (the seeds' positions in the
+    loader's ``input_nodes``), ``batch_size``, ``num_sampled_nodes`` (L+1 entries, ``[0] ==
+    batch_size``) and ``num_sampled_edges`` (L), nodes and edges hop by hop so PyG's
+    ``trim_to_layer`` works; plus ``seq`` (position in the epoch's plan) and ``epoch``.
 
     Its feature-buffer slots stay pinned until :meth:`release` (called for you when the next batch
     is requested; calling it earlier lets the buffer reuse the slots sooner).  With ``history=``,
@@ -86,7 +90,8 @@ class OutreBatch(Data):
             callback()
 
 
-def to_batch(eb: ExtractedBatch, labels: np.ndarray | None, epoch: int, device: torch.device) -> OutreBatch:
+def to_batch(eb: ExtractedBatch, labels: np.ndarray | None, epoch: int, device: torch.device,
+             input_id: np.ndarray | None = None) -> OutreBatch:
     """Wrap an extracted batch as PyG ``Data``; on CUDA, copy through pinned memory asynchronously."""
     sub = eb.subgraph
     n_id = torch.from_numpy(np.asarray(sub.n_id, dtype=np.int64))
@@ -94,6 +99,8 @@ def to_batch(eb: ExtractedBatch, labels: np.ndarray | None, epoch: int, device: 
         x=torch.from_numpy(eb.x),
         edge_index=torch.from_numpy(np.asarray(sub.edge_index, dtype=np.int64)),
         n_id=n_id,
+        e_id=None if sub.e_id is None else torch.from_numpy(np.asarray(sub.e_id, dtype=np.int64)),
+        input_id=None if input_id is None else torch.from_numpy(input_id),
         batch_size=int(sub.batch_size),
         num_sampled_nodes=list(sub.num_sampled_nodes),
         num_sampled_edges=list(sub.num_sampled_edges),
@@ -109,7 +116,7 @@ def to_batch(eb: ExtractedBatch, labels: np.ndarray | None, epoch: int, device: 
 
 
 def _to_device(batch: OutreBatch, device: torch.device) -> OutreBatch:
-    for key in ("x", "edge_index", "n_id", "y"):
+    for key in ("x", "edge_index", "n_id", "e_id", "input_id", "y"):
         value = getattr(batch, key, None)
         if isinstance(value, torch.Tensor):
             setattr(batch, key, value.pin_memory().to(device, non_blocking=True))

@@ -10,8 +10,8 @@ edges one batch can sample, the loader holds at most::
                                                              S = one staging arena, a power of two)
     extractor work    extractors x (32 R + 1 MiB)           (unique ids, inverse, gather blocks)
     sampler scratch   samplers x (4 N + 3 sub)              (relabel table + the kernel's growth)
-    subgraphs         (extract_queue + extractors + ready_queue + 1) x sub,   sub = 8 R + 16 E
-    batches           (ready_queue + extractors + 1) x R x (4 dim + 25)      (matrix, labels, lease)
+    subgraphs         (extract_queue + extractors + ready_queue + 1) x sub,   sub = 8 R + 24 E (n_id, edges, e_id)
+    batches           (ready_queue + extractors + 1) x R x (4 dim + 33)      (matrix, labels, input_id, lease)
     ordered mode      + (samplers + extract_queue + extractors + ready_queue) x (sub + batch)
     history table     4 N + C x (4 dim + 8 + samplers)      (with ``history=``: C cached h^(L-1) rows)
 
@@ -37,7 +37,7 @@ from ..features._staging import GATHER_BLOCK, arena_bytes
 from ._config import LoaderConfig
 
 SLOT_BYTES = 40     # per buffer slot besides its row: node id 8, refs 4, valid 1, LRU links 16, slack
-LEASE_BYTES = 25    # per row of a batch besides its features: labels 8, lease ids + slots 16, actions 1
+LEASE_BYTES = 33    # per row of a batch besides its features: labels 8, input_id 8 (per seed), lease ids + slots 16, actions 1
 _SPAN_SLACK = 8192  # an aligned row span passes its row by at most two 4 KiB sectors
 
 
@@ -126,7 +126,7 @@ def _floor_pow2(n: int) -> int:
 def _fixed_parts(cfg: LoaderConfig, sizes: Sizes, source: str, stage: int,
                  extra: dict[str, int] | None = None) -> dict[str, int]:
     n, r, e = sizes.num_nodes, sizes.max_rows, cfg.num_extractors
-    sub = 8 * r + 16 * sizes.max_edges
+    sub = 8 * r + 24 * sizes.max_edges  # n_id, edge_index, e_id
     batch = r * (4 * sizes.dim + LEASE_BYTES)
     scratch = 4 if n <= 2**31 - 1 else 8
     parts = {

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import os
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -29,8 +29,10 @@ import torch
 from numpy.typing import ArrayLike
 
 from .._errors import ConfigError, PipelineClosed
+from .._units import format_bytes
+from ..cache._history_config import HistoryConfig
 from ..features import FeatureSource
-from ..sampling._plan import max_edges_per_batch, max_rows_per_batch, num_batches, plan_epoch, seed_ids
+from ..sampling._plan import SeedIndex, max_edges_per_batch, max_rows_per_batch, num_batches, plan_epoch, seed_ids
 from ..store._dataset import Dataset, open_dataset
 from ._batch import ExtractedBatch, OutreBatch, PlanItem, SampledBatch, to_batch
 from ._budget import MemoryPlan, Sizes, plan_memory
@@ -41,6 +43,7 @@ from ._extract_stage import ExtractStage
 from ._history import EpochHistory, build_owner
 from ._loop_thread import LoopThread
 from ._pipeline import EpochParts
+from ._pyg_names import check_transform, given_options, resolve_aliases
 from ._ranks import resolve_place
 from ._resources import ResourceBox, Resources
 from ._sample_stage import SampleStage
@@ -57,22 +60,50 @@ _SOURCE_KNOBS = ("backend", "max_in_flight", "source_options")
 class OutreLoader:
     """Streams PyG mini-batches of ``split`` through samplers, io_uring extractors and bounded queues.
 
-    Knobs come as keywords (``fanouts=``, ``batch_size=``, ...) or as one ``config=LoaderConfig(...)``,
-    not both.  ``source=`` reads features through a :class:`FeatureSource` the caller opened instead
-    of opening one from ``backend``; the caller keeps it (the loader never closes it).
+    Knobs come as keywords (``fanouts=``, ``batch_size=``, ...: :class:`LoaderConfig`'s fields, with
+    its defaults) or as one ``config=LoaderConfig(...)``, not both.  ``source=`` reads features
+    through a :class:`FeatureSource` the caller opened instead of opening one from ``backend``; the
+    caller keeps it (the loader never closes it).  PyG ``NeighborLoader`` names work too:
+    ``num_neighbors`` (= ``fanouts``), ``input_nodes`` (= ``split``: a split name, node ids or a
+    boolean mask), ``num_workers`` (>= 1: ``num_samplers``), ``pin_memory`` and ``transform``
+    (applied to each batch); each batch carries ``NeighborLoader``'s fields (:class:`OutreBatch`).
+
+    Reproducibility: batch *content* (seeds, sampled edges, feature rows) is a function of ``seed``
+    and the epoch in either order, but by default batches arrive in completion order (the fastest),
+    which changes from run to run, so a fixed seed alone does not repeat a training run.  Pass
+    ``ordered=True`` for plan order: the same seed then gives the same sequence of batches.
     """
 
-    def __init__(self, dataset: Dataset | str | os.PathLike[str], *, split: str | ArrayLike = "train",
+    def __init__(self, dataset: Dataset | str | os.PathLike[str], *,
+                 # what to iterate (``input_nodes``: PyG's name for ``split``)
+                 split: str | ArrayLike | None = None, input_nodes: str | ArrayLike | None = None,
+                 # LoaderConfig's knobs, with its defaults (tests/loader/test_signature.py keeps them equal)
                  fanouts: Sequence[int] | None = None, batch_size: int | None = None,
-                 memory_budget: int | str | None = None, config: LoaderConfig | None = None,
-                 source: FeatureSource | None = None, **options: Any) -> None:
+                 shuffle: bool = True, seed: int = 0, drop_last: bool = False, ordered: bool = False,
+                 num_samplers: int = 2, num_extractors: int = 2, extract_queue: int | None = None,
+                 ready_queue: int | None = None, buffer_rows: int | None = None,
+                 memory_budget: int | str | None = None, backend: str = "auto", max_in_flight: int | None = None,
+                 device: str = "cpu", source_options: dict[str, Any] | None = None, partitions: str | None = None,
+                 parts_per_batch: int | None = None, interleave: int | None = None,
+                 neighbor_cache: int | str = 0, history: HistoryConfig | None = None,
+                 rank: int | None = None, world_size: int | None = None, local_world_size: int | None = None,
+                 # the same knobs as one object, or a source the caller opened
+                 config: LoaderConfig | None = None, source: FeatureSource | None = None,
+                 # PyG NeighborLoader's names (see _pyg_names)
+                 num_neighbors: Sequence[int] | None = None, num_workers: int | None = None,
+                 pin_memory: bool = False, transform: Callable[[Any], Any] | None = None) -> None:
+        given = given_options(locals())
+        split, given = resolve_aliases(given, split=split, input_nodes=input_nodes, num_neighbors=num_neighbors,
+                                       num_workers=num_workers, pin_memory=pin_memory)
         self.dataset = dataset if isinstance(dataset, Dataset) else open_dataset(dataset)
-        self.config = _config(config, fanouts=fanouts, batch_size=batch_size, memory_budget=memory_budget,
-                              options=options)
+        self.config = _config(config, given)
+        self.transform = check_transform(transform)
         if self.dataset.feature_dim == 0:
             raise ConfigError(f"dataset {self.dataset.path} has no features; the loader needs them")
         self._source = _check_source(source, self.config, self.dataset)
+        self._split = split
         self._seeds = seed_ids(self.dataset, split)
+        self._seed_index = SeedIndex(self._seeds)
         self._place = resolve_place(self.config)
         if 0 < len(self._seeds) < self._place.world_size:
             raise ConfigError(f"split has {len(self._seeds)} seeds for {self._place.world_size} ranks; every rank "
@@ -173,7 +204,8 @@ class OutreLoader:
         labels = self.dataset.labels
 
         def wrap(eb: ExtractedBatch) -> OutreBatch:
-            batch = to_batch(eb, labels, epoch, device)
+            input_id = self._seed_index.positions(eb.subgraph.n_id[: eb.subgraph.batch_size])
+            batch = to_batch(eb, labels, epoch, device, input_id)
             if history is not None and eb.history is not None:
                 batch.__dict__["_outre_history"] = history.owner.record(eb.history, device)
             return batch
@@ -181,9 +213,10 @@ class OutreLoader:
         window = history.window if history is not None and not ordered else None
         batches = self._delivery.deliver(parts, ordered=ordered, wrap=wrap, window=window)
         res.epochs.add(batches)
+        transform = self.transform
         try:
             async for batch in batches:
-                yield batch
+                yield batch if transform is None else transform(batch)
         finally:
             res.epochs.discard(batches)
             if history is not None:
@@ -259,6 +292,16 @@ class OutreLoader:
             return len(self._partitioned.plan(self._epoch))
         return num_batches(len(self._seeds), self.config.batch_size, self.config.drop_last, self._place.world_size)
 
+    def __repr__(self) -> str:
+        cfg, res = self.config, self._res
+        split = self._split if isinstance(self._split, str) else "<ids>"
+        backend = res.source.backend if res is not None else cfg.backend
+        budget = "none" if cfg.budget_bytes is None else format_bytes(cfg.budget_bytes)
+        return (f"OutreLoader(dataset={str(self.dataset.path)!r}, input_nodes={split!r} ({len(self._seeds)} seeds), "
+                f"fanouts={list(cfg.fanouts)}, batch_size={cfg.batch_size}, batches={len(self)}, "
+                f"order={'plan' if cfg.ordered else 'completion'}, backend={backend!r}, memory_budget={budget}, "
+                f"planned={format_bytes(self.memory.total)}{', partitions=' + repr(cfg.partitions) if cfg.partitions else ''})")
+
     def stats(self) -> dict[str, Any]:
         """Per-stage counters (design §9): batches, busy seconds, stall, queue depths, buffer and I/O
         figures; backend, buffer and I/O stay reported (as of the close) after the loader is closed."""
@@ -281,11 +324,8 @@ class OutreLoader:
         return out
 
 
-def _config(config: LoaderConfig | None, *, fanouts: Sequence[int] | None, batch_size: int | None,
-            memory_budget: int | str | None, options: dict[str, Any]) -> LoaderConfig:
+def _config(config: LoaderConfig | None, given: dict[str, Any]) -> LoaderConfig:
     """The loader's one config: ``config=`` as given, or one made from the keywords."""
-    named: dict[str, Any] = {"fanouts": fanouts, "batch_size": batch_size, "memory_budget": memory_budget}
-    given = {k: v for k, v in named.items() if v is not None} | options
     if config is not None:
         if given:
             raise ConfigError(f"pass either config=LoaderConfig(...) or option keywords, not both "
@@ -314,10 +354,6 @@ def _check_source(source: FeatureSource | None, cfg: LoaderConfig, ds: Dataset) 
 
 
 def _close_bridge(bridge: LoopThread, box: ResourceBox) -> None:
-    """Close the resources on the bridge's loop, then stop and join it (also the GC finalizer)."""
-    if bridge.closed:
-        return
-    try:
-        bridge.call(box.close)
-    finally:
-        bridge.close()
+    """Close the resources on the bridge's loop, then stop and join it (also the GC finalizer, which
+    may run on any thread, the loop's own included: ``LoopThread.close`` handles both)."""
+    bridge.close(box.close)

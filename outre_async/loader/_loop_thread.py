@@ -1,10 +1,22 @@
 """The sync bridge: one owned thread running an event loop, called into from synchronous code.
 
 ``for batch in loader`` cannot run the pipeline on the caller's thread (it may have no loop, or a
-loop that is busy), so the loader starts one :class:`LoopThread` (uvloop when installed) and calls
-coroutines on it, waiting for each result: the hand-off is one batch at a time and therefore
-bounded.  ``close()`` stops the loop and joins the thread; it is idempotent and is also what the
-loader's garbage-collection finalizer calls.
+loop that is busy: Jupyter, or sync code called from inside ``asyncio.run``), so the loader starts
+one :class:`LoopThread` (uvloop when installed) and calls coroutines on it, waiting for each result:
+the hand-off is one batch at a time and therefore bounded.  Everything that touches the loop,
+including its shutdown (async generators finalized, loop closed), runs on the owned thread, never
+on the caller's: the caller's thread may already be running a loop of its own, and asyncio refuses
+to run a second one there.  ``close()`` stops the loop and joins the thread; it is idempotent and
+is also what the loader's garbage-collection finalizer calls, from whatever thread the collector
+happens to run on (on the loop thread itself it stops the loop without joining itself).
+
+Why not anyio's blocking portal (``anyio.from_thread.start_blocking_portal``), which is a maintained
+implementation of this bridge: the pipeline is written against asyncio directly (``loop.add_reader``
+on the io_uring eventfd, executor futures, uvloop), so anyio would add a dependency and a
+cancel-scope layer per call to every batch's hand-off without replacing any of that; what the
+portal gets right (the loop lives and dies on its own thread, exceptions cross back with their
+tracebacks, one join on close) is what this class does, and the tests under a running loop
+(tests/loader/test_sync_bridge.py) pin it.
 """
 
 from __future__ import annotations
@@ -12,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 T = TypeVar("T")
 
@@ -32,12 +44,20 @@ class LoopThread:
     def __init__(self, name: str = "outre-loop") -> None:
         self.loop = new_event_loop()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
         self._closed = False
+        self._closing: asyncio.Task[None] | None = None
+        self._thread.start()
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
+        try:
+            self.loop.run_forever()
+        finally:  # on this thread: the caller's may be running a loop of its own
+            try:
+                self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            finally:
+                asyncio.set_event_loop(None)
+                self.loop.close()
 
     def call(self, fn: Callable[[], Awaitable[T]]) -> T:
         """Run the coroutine made by ``fn()`` on the loop and wait for its result (or exception)."""
@@ -45,21 +65,35 @@ class LoopThread:
             raise RuntimeError("the loader's event-loop thread is closed")
         if threading.current_thread() is self._thread:
             raise RuntimeError("cannot wait for the loader's loop from inside it")
+        return asyncio.run_coroutine_threadsafe(self._await(fn), self.loop).result()
 
-        async def runner() -> Any:
-            return await fn()
-
-        return asyncio.run_coroutine_threadsafe(runner(), self.loop).result()
-
-    def close(self) -> None:
-        """Stop the loop, join the thread, close the loop (idempotent)."""
+    def close(self, last: Callable[[], Awaitable[object]] | None = None) -> None:
+        """Run ``last()`` on the loop (the resources' close), stop the loop and join the thread, which
+        closes the loop (idempotent).  Called on the loop thread itself (the GC can finalize the
+        loader there), it schedules the same steps and returns without joining itself."""
         if self._closed:
             return
         self._closed = True
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join()
-        self.loop.run_until_complete(self.loop.shutdown_asyncgens())
-        self.loop.close()
+        if threading.current_thread() is self._thread:
+            self._closing = self.loop.create_task(self._last_then_stop(last))  # held: tasks are weakly kept
+            return
+        try:
+            if last is not None:
+                asyncio.run_coroutine_threadsafe(self._await(last), self.loop).result()
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join()
+
+    async def _last_then_stop(self, last: Callable[[], Awaitable[object]] | None) -> None:
+        try:
+            if last is not None:
+                await last()
+        finally:
+            self.loop.stop()
+
+    @staticmethod
+    async def _await(fn: Callable[[], Awaitable[T]]) -> T:
+        return await fn()
 
     @property
     def closed(self) -> bool:

@@ -118,6 +118,8 @@ def to_data(sub: SampledSubgraph, x: torch.Tensor, y: torch.Tensor | None) -> Da
     data = Data(x=x, edge_index=torch.from_numpy(sub.edge_index), n_id=torch.from_numpy(sub.n_id),
                 batch_size=sub.batch_size, num_sampled_nodes=list(sub.num_sampled_nodes),
                 num_sampled_edges=list(sub.num_sampled_edges))
+    if sub.e_id is not None:
+        data.e_id = torch.from_numpy(sub.e_id)
     if y is not None:
         data.y = y
     return data

@@ -104,13 +104,19 @@ def _hop_bound(batch_size: int, fanouts: list[int] | tuple[int, ...], *, start: 
 
 
 def seed_ids(dataset: Dataset, split: str | ArrayLike) -> np.ndarray:
-    """The seed node ids of ``split`` as int64: a split name of the store, or explicit node ids,
-    which must be 1-D, integer, in range and unique (a node twice would be two batches' seed)."""
+    """The seed node ids of ``split`` as int64: a split name of the store, a boolean mask over the
+    nodes (PyG's ``input_nodes=data.train_mask``), or explicit node ids, which must be 1-D, integer,
+    in range and unique (a node twice would be two batches' seed).  Tensors are taken as arrays."""
     if isinstance(split, str):
         return np.asarray(dataset.split(split), dtype=np.int64)
-    ids = np.asarray(split)
+    ids = _as_array(split)
+    if ids.dtype == np.bool_:
+        if ids.shape != (dataset.num_nodes,):
+            raise ConfigError(f"a boolean input_nodes mask must have one entry per node ({dataset.num_nodes}), "
+                              f"got shape {ids.shape}; pass the dataset's own mask or node ids")
+        return np.flatnonzero(ids).astype(np.int64)
     if ids.ndim != 1 or (ids.size and not np.issubdtype(ids.dtype, np.integer)):
-        raise ConfigError(f"split must be a split name or a 1-D array of node ids, "
+        raise ConfigError(f"split must be a split name, a boolean node mask or a 1-D array of node ids, "
                           f"got {ids.dtype} {ids.shape}")
     ids = ids.astype(np.int64)
     if ids.size and (ids.min() < 0 or ids.max() >= dataset.num_nodes):
@@ -120,3 +126,28 @@ def seed_ids(dataset: Dataset, split: str | ArrayLike) -> np.ndarray:
         raise ConfigError(f"split lists {len(ids) - len(np.unique(ids))} node ids more than once; "
                           f"pass unique ids (e.g. np.unique(split))")
     return ids
+
+
+def _as_array(value: object) -> np.ndarray:
+    """A caller's ids or mask as numpy (a torch tensor on any device is copied to the CPU first)."""
+    detach = getattr(value, "detach", None)
+    if callable(detach):
+        value = detach().cpu().numpy()
+    return np.asarray(value)
+
+
+class SeedIndex:
+    """Where each seed sits in the loader's seed array: PyG's ``input_id`` (the position of a batch's
+    seeds in ``input_nodes``).  Sorted seeds (split files, masks) are searched in place; otherwise
+    an argsort of the seeds is kept (8 bytes per seed, like the seed array itself)."""
+
+    def __init__(self, seeds: np.ndarray) -> None:
+        self.seeds = seeds
+        ascending = len(seeds) < 2 or bool((seeds[1:] > seeds[:-1]).all())
+        self._order = None if ascending else np.argsort(seeds, kind="stable")
+
+    def positions(self, ids: np.ndarray) -> np.ndarray:
+        """Positions of ``ids`` (each one of the seeds) in the seed array."""
+        if self._order is None:
+            return np.searchsorted(self.seeds, ids).astype(np.int64)
+        return self._order[np.searchsorted(self.seeds, ids, sorter=self._order)].astype(np.int64)

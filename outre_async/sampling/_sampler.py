@@ -38,7 +38,8 @@ class SampledSubgraph:
     ``n_id`` int64 [n]: global ids, seeds first.  ``edge_index`` int64 [2, E]: local ids, row 0
     the source (sampled neighbour), row 1 the target, hop 1 edges first.  ``num_sampled_nodes``
     (hops + 1 entries, the seed count first) and ``num_sampled_edges`` (one per hop) are what PyG's
-    ``trim_to_layer`` needs.  ``batch_size`` is the number of seeds.
+    ``trim_to_layer`` needs.  ``batch_size`` is the number of seeds.  ``e_id`` int64 [E]: each edge's
+    position in the CSC's ``indices`` (PyG's ``e_id``); ``None`` only for subgraphs built by hand.
     """
 
     n_id: np.ndarray
@@ -46,6 +47,7 @@ class SampledSubgraph:
     num_sampled_nodes: tuple[int, ...]
     num_sampled_edges: tuple[int, ...]
     batch_size: int
+    e_id: np.ndarray | None = None
 
     @property
     def num_nodes(self) -> int:
@@ -86,13 +88,13 @@ class NeighborSampler:
         self.check_mapped()
         state = stream_state(self.seed, stream)
         scratch = self._take_scratch()
-        status, where, n_id, edge_index, nodes, edges = K.sample_multihop(
+        status, where, n_id, edge_index, e_id, nodes, edges = K.sample_multihop(
             self.indptr, self.indices, seeds, self._fanouts, state, scratch, None, prune)
         self._pool.append(scratch)  # only on a normal return: the kernel left it all -1 again
         if status != K.OK:
             self._raise(status, int(where), seeds)
         return SampledSubgraph(n_id, edge_index, tuple(int(c) for c in nodes),
-                               tuple(int(c) for c in edges), len(seeds))
+                               tuple(int(c) for c in edges), len(seeds), e_id)
 
     def _take_scratch(self) -> np.ndarray:
         try:

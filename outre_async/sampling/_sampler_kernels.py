@@ -12,7 +12,10 @@ without replacement) so the whole batch runs in one ``nogil`` stretch.  The call
 
 Relabelling: seeds get local ids ``0..B-1`` in the given order, then each hop's newly discovered
 nodes in discovery order; hop ``h+1`` expands exactly the nodes first discovered in hop ``h``.
-Edges are emitted hop by hop, target by target, as ``(source=neighbour, target)`` local pairs.
+Edges are emitted hop by hop, target by target, as ``(source=neighbour, target)`` local pairs, each
+with its edge id ``e_id``: the edge's position in the CSC's ``indices`` (``indptr[target] + offset``,
+whichever tier the list was read from), which is what PyG's ``NeighborLoader`` reports as ``e_id``
+and what per-edge arrays stored in CSC order are indexed by.
 
 Choosing ``k`` of ``d`` neighbour positions (``d > k``; ``d <= k`` takes all, in CSC order, without
 touching the RNG).  Two exact uniform-subset algorithms, picked per node by cost:
@@ -95,7 +98,7 @@ def sample_multihop(indptr, indices, seeds, fanouts, state, g2l, tiers=None, pru
     """Sample every hop of one batch, reading lists from ``tiers`` first when given and leaving the
     hop-1 nodes that ``prune`` marks unexpanded.
 
-    Returns ``(status, where, n_id, edge_index, num_nodes_per_hop, num_edges_per_hop)``: on
+    Returns ``(status, where, n_id, edge_index, e_id, num_nodes_per_hop, num_edges_per_hop)``: on
     ``status != OK`` the arrays are empty and ``where`` is the seed position (seed errors) or the
     ``indices`` position (corrupt neighbour id) at fault.
     """
@@ -110,6 +113,7 @@ def sample_multihop(indptr, indices, seeds, fanouts, state, g2l, tiers=None, pru
     nodes_per_hop[0] = len(seeds)
     rows = np.empty(16, np.int64)
     cols = np.empty(16, np.int64)
+    eids = np.empty(16, np.int64)
     picks = np.empty(max(1, _max_fanout(fanouts)), np.int64)
     n_total, e_total, lo = len(seeds), 0, 0
     for h in range(num_hops):
@@ -118,8 +122,9 @@ def sample_multihop(indptr, indices, seeds, fanouts, state, g2l, tiers=None, pru
         n_id = _grow(n_id, n_total + need)
         rows = _grow(rows, e_total + need)
         cols = _grow(cols, e_total + need)
+        eids = _grow(eids, e_total + need)
         status, where, n_new, e_new = _sample_hop(indptr, indices, tiers, n_id, lo, n_total, k,
-                                                  state, g2l, rows, cols, e_total, picks, prune, h == 1)
+                                                  state, g2l, rows, cols, eids, e_total, picks, prune, h == 1)
         if status != OK:
             _reset(g2l, n_id, n_new)
             return _failed(status, where, nodes_per_hop, edges_per_hop)
@@ -127,13 +132,14 @@ def sample_multihop(indptr, indices, seeds, fanouts, state, g2l, tiers=None, pru
         edges_per_hop[h] = e_new - e_total
         lo, n_total, e_total = n_total, n_new, e_new
     _reset(g2l, n_id, n_total)
-    return OK, -1, n_id[:n_total].copy(), _stack(rows, cols, e_total), nodes_per_hop, edges_per_hop
+    return (OK, -1, n_id[:n_total].copy(), _stack(rows, cols, e_total), eids[:e_total].copy(), nodes_per_hop,
+            edges_per_hop)
 
 
 @njit(cache=True, nogil=True)
 def _failed(status, where, nodes_per_hop, edges_per_hop):
     empty = np.empty((2, 0), np.int64)
-    return status, where, np.empty(0, np.int64), empty, nodes_per_hop, edges_per_hop
+    return status, where, np.empty(0, np.int64), empty, np.empty(0, np.int64), nodes_per_hop, edges_per_hop
 
 
 @njit(cache=True, nogil=True)
@@ -151,11 +157,11 @@ def _add_seeds(seeds, num_nodes, g2l, n_id):
 
 
 @njit(cache=True, nogil=True)
-def _sample_hop(indptr, indices, tiers, n_id, lo, hi, k, state, g2l, rows, cols, e, picks, prune, frontier):
+def _sample_hop(indptr, indices, tiers, n_id, lo, hi, k, state, g2l, rows, cols, eids, e, picks, prune, frontier):
     """Sample the in-neighbours of local ids ``[lo, hi)`` into edges ``e...`` (skipping the nodes
     ``prune`` marks when ``frontier``: the hop expanding hop 1's nodes).
 
-    Returns ``(status, where, n_total, e_total)``.  ``rows``/``cols``/``n_id`` must already hold
+    Returns ``(status, where, n_total, e_total)``.  ``rows``/``cols``/``eids``/``n_id`` must already hold
     room for every edge the hop can emit (``(hi - lo) * k``, or the degree sum when ``k < 0``;
     new nodes are at most as many as edges), so the loop never checks capacity.
     """
@@ -175,20 +181,20 @@ def _sample_hop(indptr, indices, tiers, n_id, lo, hi, k, state, g2l, rows, cols,
         d = indptr[v + 1] - start
         m = _choose(state, d, k, picks)
         if tiers is None:
-            bad, n_total, e = _emit(indices, start, m, d, picks, t, g2l, n_id, rows, cols, n_total, e,
+            bad, n_total, e = _emit(indices, start, start, m, d, picks, t, g2l, n_id, rows, cols, eids, n_total, e,
                                     num_nodes)
         else:
             tier, at = _find_list(v, start, c_slot, c_ptr, part_of, slot_of_node, part_ptr, of_part, base,
                                   m_ptr)
             served[tier] += 1
             if tier == CACHE:
-                bad, n_total, e = _emit(c_idx, at, m, d, picks, t, g2l, n_id, rows, cols, n_total, e,
+                bad, n_total, e = _emit(c_idx, at, start, m, d, picks, t, g2l, n_id, rows, cols, eids, n_total, e,
                                         num_nodes)
             elif tier == MACRO:
-                bad, n_total, e = _emit(m_idx, at, m, d, picks, t, g2l, n_id, rows, cols, n_total, e,
+                bad, n_total, e = _emit(m_idx, at, start, m, d, picks, t, g2l, n_id, rows, cols, eids, n_total, e,
                                         num_nodes)
             else:
-                bad, n_total, e = _emit(indices, at, m, d, picks, t, g2l, n_id, rows, cols, n_total, e,
+                bad, n_total, e = _emit(indices, at, start, m, d, picks, t, g2l, n_id, rows, cols, eids, n_total, e,
                                         num_nodes)
         if bad >= 0:
             return NEIGHBOR_OUT_OF_RANGE, start + bad, n_total, e
@@ -210,8 +216,9 @@ def _find_list(v, start, c_slot, c_ptr, part_of, slot_of_node, part_ptr, of_part
 
 
 @njit(cache=True, nogil=True)
-def _emit(arr, start, m, d, picks, t, g2l, n_id, rows, cols, n_total, e, num_nodes):
-    """Emit the ``m`` picked neighbours of target ``t`` from the list ``arr[start:start+d]``.
+def _emit(arr, start, csc_start, m, d, picks, t, g2l, n_id, rows, cols, eids, n_total, e, num_nodes):
+    """Emit the ``m`` picked neighbours of target ``t`` from the list ``arr[start:start+d]``, each with
+    its CSC edge id ``csc_start + offset`` (the list's position in the CSC, whichever tier ``arr`` is).
 
     Returns ``(offset in the list of a bad id or -1, n_total, e)``.  A call, not ``inline="always"``:
     numba's IR inlining made the plain sampler ~20% slower; the call costs nothing measurable.
@@ -229,6 +236,7 @@ def _emit(arr, start, m, d, picks, t, g2l, n_id, rows, cols, n_total, e, num_nod
             n_total += 1
         rows[e] = local
         cols[e] = t
+        eids[e] = csc_start + off
         e += 1
     return -1, n_total, e
 

@@ -111,6 +111,7 @@ def test_tiered_sampler_equals_plain_sampler(ds: oa.Dataset, parts, cache_bytes:
         got, want = tiered.sample(batch, stream), plain.sample(batch.seeds, stream)
         np.testing.assert_array_equal(got.n_id, want.n_id)
         np.testing.assert_array_equal(got.edge_index, want.edge_index)
+        np.testing.assert_array_equal(got.e_id, want.e_id)  # CSC positions, whichever tier served the list
         assert got.num_sampled_nodes == want.num_sampled_nodes
         assert got.num_sampled_edges == want.num_sampled_edges
     cached, macro, disk = (int(x) for x in tiered.tiers)

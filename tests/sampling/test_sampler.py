@@ -45,9 +45,15 @@ def assert_same_as_reference(indptr, indices, seeds, fanouts, seed, stream) -> S
     ref = reference_sample(indptr, indices, seeds, fanouts, seed=seed, stream=stream)
     assert out.n_id.tolist() == ref["n_id"]
     assert out.edge_index.tolist() == ref["edge_index"]
+    assert out.e_id is not None and out.e_id.tolist() == ref["e_id"]
     assert list(out.num_sampled_nodes) == ref["num_sampled_nodes"]
     assert list(out.num_sampled_edges) == ref["num_sampled_edges"]
     assert out.batch_size == len(seeds)
+    # the edge id names the CSC entry the edge came from: its target's list, holding its source
+    if out.num_edges:
+        src, dst = out.n_id[out.edge_index[0]], out.n_id[out.edge_index[1]]
+        assert (indices[out.e_id] == src).all()
+        assert ((indptr[dst] <= out.e_id) & (out.e_id < indptr[dst + 1])).all()
     return out
 
 
@@ -97,6 +103,7 @@ def test_pruned_kernel_equals_pruned_reference(n, max_deg, graph_seed, fanouts, 
     ref = reference_sample(indptr, indices, seeds, fanouts, seed=seed, stream=3, pruned=pruned)
     assert out.n_id.tolist() == ref["n_id"]
     assert out.edge_index.tolist() == ref["edge_index"]
+    assert out.e_id.tolist() == ref["e_id"]
     assert list(out.num_sampled_nodes) == ref["num_sampled_nodes"]
     hop1 = set(out.n_id[len(seeds): len(seeds) + out.num_sampled_nodes[1]].tolist()) if len(fanouts) > 1 else set()
     targets = {int(out.n_id[t]) for t in out.edge_index[1]}
