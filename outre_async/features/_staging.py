@@ -29,6 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._staging_kernels import scatter_rows
+
 MIN_ARENA = 1 << 16
 GATHER_BLOCK = 1 << 20
 
@@ -126,22 +128,29 @@ def resume_at(off: int, need: int, cur: int, res: int, align: int) -> int | None
 
 def gather_blocks(arena: Arena, plan: ReadPlan, *, dtype: np.dtype, dim: int, rows: np.ndarray,
                   out: np.ndarray, dest: np.ndarray | None = None) -> Iterator[None]:
-    """``out[dest[i]] =`` the plan's ``rows[i]``-th unique row (``dest`` None: ``out[i]``), read from
-    the staged bytes: a numpy gather in blocks of about ``GATHER_BLOCK`` bytes, yielding after each
-    block so an event loop can reap completions between blocks (a 40 MB gather would otherwise hold
-    the loop for milliseconds while the device queue drains).  Rows go straight to their place in
-    ``out`` (a buffer's slots): no batch-sized temporary."""
-    flat = np.frombuffer(arena.mm, dtype=dtype, count=plan.nbytes // dtype.itemsize)
-    window = np.lib.stride_tricks.sliding_window_view(flat, dim)
-    elems = plan.row_elems[rows]
-    # fancy indexing, not np.take (take copies the overlapping window into a contiguous array), in
-    # blocks of about GATHER_BLOCK bytes so the temporary stays small, cached and reused by malloc
+    """``out[dest[i]] =`` the plan's ``rows[i]``-th unique row (``dest`` None: ``out[i]``), copied
+    once from the staged bytes by a numba kernel (:func:`._staging_kernels.scatter_rows`), in blocks
+    of about ``GATHER_BLOCK`` bytes, yielding after each block so an event loop can reap completions
+    between blocks (a 40 MB gather would otherwise hold the loop for milliseconds while the device
+    queue drains).  Rows go straight to their place in ``out`` (a buffer's slots): no temporary."""
+    if len(rows) == 0:
+        return
+    rows = rows.astype(np.int64, copy=False)
+    dest = np.arange(len(rows), dtype=np.int64) if dest is None else dest.astype(np.int64, copy=False)
     step = max(1, GATHER_BLOCK // (dim * dtype.itemsize))
-    for a in range(0, len(elems), step):
-        if dest is None:
-            out[a : a + step] = window[elems[a : a + step]]
+    same = out.dtype == dtype  # copy the bits once; else numpy converts (float16 -> float32)
+    bits = np.dtype(f"u{dtype.itemsize}")
+    target = out.view(bits) if same else out
+    for a in range(0, len(rows), step):
+        b = min(len(rows), a + step)
+        flat = np.frombuffer(arena.mm, dtype=bits if same else dtype, count=plan.nbytes // dtype.itemsize)
+        if same:
+            scatter_rows(flat, plan.row_elems, rows, target, dest, a, b)
         else:
-            out[dest[a : a + step]] = window[elems[a : a + step]]
+            window = np.lib.stride_tricks.sliding_window_view(flat, dim)
+            out[dest[a:b]] = window[plan.row_elems[rows[a:b]]]
+            del window
+        del flat  # no view of the arena outlives the block: it can be unmapped when given back
         yield
 
 
@@ -149,7 +158,7 @@ class Arena:
     """One page-aligned anonymous mapping of ``nbytes``, and its block slices (made once per block
     size: see the module docstring for why they must be long-lived)."""
 
-    __slots__ = ("mm", "nbytes", "_view", "_blocks")
+    __slots__ = ("mm", "nbytes", "_view", "_blocks", "_address")
 
     def __init__(self, nbytes: int) -> None:
         # private: MADV_DONTNEED frees private anonymous pages (a shared mapping would keep them)
@@ -157,6 +166,17 @@ class Arena:
         self.nbytes = nbytes
         self._view: memoryview | None = None
         self._blocks: dict[int, list[memoryview]] = {}
+        self._address = 0
+
+    @property
+    def address(self) -> int:
+        """The mapping's address, for reads submitted by address (the io_uring kernels); taken
+        through a view that is dropped at once, so the arena can still be unmapped."""
+        if not self._address:
+            view = np.frombuffer(self.mm, dtype=np.uint8, count=1)
+            self._address = view.ctypes.data
+            del view
+        return self._address
 
     def blocks(self, block: int) -> list[memoryview]:
         """The arena cut into slices of ``block`` bytes (made on first use, then the same objects)."""

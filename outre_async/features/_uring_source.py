@@ -12,18 +12,17 @@ How it works, and why:
   pump runs when work arrives and after every reap, so completions of one batch immediately make
   room for the next batch's reads: the device queue stays fed across batch boundaries and
   concurrent callers share it.
-* **Staging.**  Reads are ``IORING_OP_READV`` into the job's page-aligned mmap arena, so a
-  coalesced run lands in place and the copy to ``out`` is one numpy gather per chunk.  The
-  binding's ``Iovec`` never releases the buffer it takes from each memoryview it is given (measured:
-  every ``Iovec([view[a:b]])`` leaves its slice alive, ~184 B, and pins the arena forever), so a
-  read's ``Iovec`` is built from **pre-made block slices** of the arena (``Arena.blocks``: one
-  memoryview per ``block`` bytes, made once per arena and block size): a read of ``[s, s+n)`` is
-  ``Iovec(blocks[s/B:(s+n)/B])``, the same contiguous memory as one segment, and nothing new is
-  pinned.  Such an arena can't be unmapped, so the pool gives its pages back instead and keeps the
-  empty mapping, slices and all, for the next arena of its size (``_staging``): at :meth:`aclose`
-  every arena's memory returns to the kernel, and opening and closing sources doesn't grow RSS.
-  Buffers are not registered with the ring (``IORING_OP_READV``, not ``READ_FIXED``), so there is
-  nothing to unregister.  The job keeps its ``Iovec``s alive until each read's completion.
+* **Per-read work in numba** (:mod:`._uring_kernels`).  A job's reads are arrays (memory address,
+  length, file offset, tag); :meth:`UringSource._pump` fills SQEs for every read the in-flight budget
+  allows with one kernel call and submits them with one ``io_uring_enter``; :meth:`UringSource._reap`
+  drains the completion queue into arrays with one kernel call per slice and settles them with a
+  few numpy operations per job.  No Python object per read (measured on this machine: about
+  0.3-0.6 µs of user CPU per read, against 3-5 µs through the Python binding's ``Iovec``/``Cqe``).
+* **Staging.**  Reads are ``IORING_OP_READ`` into the job's page-aligned mmap arena, so a coalesced
+  run lands in place and each row is copied once from there to its destination.  The arena's
+  address is taken once and no view of it is kept, so an arena is unmapped normally when given
+  back.  Buffers are not registered with the ring (``READ_FIXED``): the arenas come and go with
+  the staging pool, and fio's default (no fixed buffers) is the reference we compare with.
 * **Short reads** are resubmitted from the aligned offset where data stopped; end of file before
   the bytes a row needs is an :class:`ExtractorError`, never a resubmission loop.  Negative
   results (EIO, EBADF, EINVAL...) become :class:`ExtractorError` with the file path, the read's byte
@@ -45,53 +44,45 @@ import os
 from collections import deque
 from typing import Any
 
-import liburing as L
 import numpy as np
 
 from .._errors import ConfigError, OutreError, PipelineClosed
 from ..store._dataset import Dataset
+from . import _uring_kernels as K
 from ._disk_source import FeatureFile, IOConfig, _DiskSource, uncancellable
 from ._staging import Arena, ReadPlan, resume_at
 
 _INDEX_MASK = (1 << 32) - 1
-_MAX_BLOCK = 64 << 10   # largest block slice: fewer segments per read, bounded slice tables
-_RESUME_BLOCK = 512     # resubmitted short reads start at any 512-byte-aligned offset
 _TRANSIENT = (errno_mod.EAGAIN, errno_mod.EBUSY, errno_mod.EINTR)
 
 
-def _block_size(plan: ReadPlan) -> int:
-    """The largest power of two (<= 64 KiB) dividing every stage offset and read length of ``plan``."""
-    if plan.num_reads == 0:
-        return _MAX_BLOCK
-    bits = int(np.bitwise_or.reduce(plan.stage)) | int(np.bitwise_or.reduce(plan.lengths)) | _MAX_BLOCK
-    return bits & -bits
-
-
 class _Job:
-    """The reads of one staged chunk, and where they stand.  Owned by the event loop."""
+    """The reads of one staged chunk, as arrays the kernels take, and where they stand.  Owned by
+    the event loop.  ``done[k]``: bytes of read ``k`` already in place before its current submission
+    (non-zero only for a resubmitted short read)."""
 
-    __slots__ = ("token", "offsets", "lengths", "needs", "stage", "arena", "block", "blocks", "iovs", "next",
-                 "inflight", "left", "stopped", "error", "waiter", "resume", "cur", "queued",
-                 "settled")
+    __slots__ = ("token", "addrs", "lengths", "offsets", "tags", "needs", "done", "arena", "next",
+                 "inflight", "left", "stopped", "error", "waiter", "resume", "queued", "settled")
 
     def __init__(self, token: int, plan: ReadPlan, arena: Arena) -> None:
+        if plan.nbytes > arena.nbytes:  # the kernel writes by address: never past the arena
+            raise ValueError(f"plan of {plan.nbytes} bytes does not fit an arena of {arena.nbytes}")
+        n = plan.num_reads
         self.token = token
-        self.offsets: list[int] = plan.offsets.tolist()
-        self.lengths: list[int] = plan.lengths.tolist()
-        self.needs: list[int] = plan.needs.tolist()
-        self.stage: list[int] = plan.stage.tolist()
+        self.addrs = (plan.stage + arena.address).astype(np.uint64)
+        self.lengths = plan.lengths.astype(np.uint32)
+        self.offsets = plan.offsets.astype(np.uint64)
+        self.tags = np.arange(n, dtype=np.uint64) | np.uint64(token << 32)
+        self.needs = plan.needs
+        self.done = np.zeros(n, dtype=np.int64)
         self.arena = arena
-        self.block = _block_size(plan)
-        self.blocks = arena.blocks(self.block)
-        self.iovs: list[Any] = [None] * len(self.offsets)  # keeps each read's memory alive
         self.next = 0                       # first read not yet submitted
         self.inflight = 0                   # submitted, not completed
-        self.left = len(self.offsets)       # not yet completed in full
+        self.left = n                       # not yet completed in full
         self.stopped = False                # submit nothing more (cancelled, failed, closed)
         self.error: OutreError | None = None
         self.waiter: asyncio.Future[None] | None = None
         self.resume: list[int] = []         # reads to resubmit (short reads)
-        self.cur: dict[int, int] = {}       # read index -> offset it was resubmitted at
         self.queued = False
         self.settled = False
 
@@ -108,7 +99,6 @@ class _Job:
         if self.settled or self.inflight or not (self.left == 0 or self.stopped):
             return False
         self.settled = True
-        self.iovs = []
         if self.waiter is not None and not self.waiter.done():
             self.waiter.set_result(None)
         return True
@@ -118,7 +108,7 @@ class UringSource(_DiskSource):
     """Feature rows through io_uring (see the module docstring for the design and the rules)."""
 
     backend = "io_uring"
-    REAP_SLICE = 8
+    REAP_SLICE = 32
     DEFAULT_DEPTH = 256  # measured: see IOConfig
 
     def __init__(self, source: Dataset | FeatureFile, config: IOConfig | None = None,
@@ -126,14 +116,18 @@ class UringSource(_DiskSource):
         file = source if isinstance(source, FeatureFile) else FeatureFile.of(source)
         super().__init__(file, config or IOConfig(**opts))
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._ring: Any = None
+        self._ring: np.ndarray | None = None   # the struct io_uring (see _uring_kernels.new_ring)
+        self._ring_addr = 0
         self._efd = -1
-        self._cqe = L.Cqe()
+        self._cqe_ptrs = np.zeros(self.REAP_SLICE, dtype=np.uint64)
+        self._cqe_tags = np.zeros(self.REAP_SLICE, dtype=np.uint64)
+        self._cqe_res = np.zeros(self.REAP_SLICE, dtype=np.int32)
         self._jobs: dict[int, _Job] = {}
         self._queue: deque[_Job] = deque()
         self._token = 0
         self._broken: OutreError | None = None
         self._idle: asyncio.Future[None] | None = None
+        self._counters.update(submit_calls=0, reap_calls=0)
 
     # -- ring lifecycle ----------------------------------------------------------------------------
     def _ensure_ring(self) -> None:
@@ -145,13 +139,21 @@ class UringSource(_DiskSource):
                 raise ConfigError("this UringSource has reads in flight on another event loop; "
                                   "use one source per loop")
             self._teardown()
+        lib = K.clib()
         entries = max(8, 1 << (self.depth - 1).bit_length())
-        ring = L.Ring()
-        L.io_uring_queue_init(entries, ring)
+        ring = K.new_ring()
+        addr = ring.ctypes.data
+        rc = lib.io_uring_queue_init(entries, addr, 0)
+        if rc < 0:
+            raise self._error(f"io_uring_queue_init failed: {os.strerror(-rc)}", 0, -rc)
         efd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-        L.io_uring_register_eventfd(ring, efd)
+        rc = lib.io_uring_register_eventfd(addr, efd)
+        if rc < 0:
+            os.close(efd)
+            lib.io_uring_queue_exit(addr)
+            raise self._error(f"io_uring_register_eventfd failed: {os.strerror(-rc)}", 0, -rc)
         loop.add_reader(efd, self._reap)
-        self._loop, self._ring, self._efd = loop, ring, efd
+        self._loop, self._ring, self._ring_addr, self._efd = loop, ring, addr, efd
 
     def _teardown(self) -> None:
         """Remove the reader, unregister and close the eventfd, exit the ring (none in flight)."""
@@ -160,10 +162,11 @@ class UringSource(_DiskSource):
         loop = self._loop
         if loop is not None and not loop.is_closed():
             loop.remove_reader(self._efd)
-        L.io_uring_unregister_eventfd(self._ring)
-        L.io_uring_queue_exit(self._ring)
+        lib = K.clib()
+        lib.io_uring_unregister_eventfd(self._ring_addr)
+        lib.io_uring_queue_exit(self._ring_addr)
         os.close(self._efd)
-        self._loop, self._ring, self._efd = None, None, -1
+        self._loop, self._ring, self._ring_addr, self._efd = None, None, 0, -1
 
     async def aclose(self) -> None:
         """Stop accepting work, fail queued requests, drain in-flight reads, release everything."""
@@ -238,18 +241,19 @@ class UringSource(_DiskSource):
             self._submit(batch)
 
     def _submit(self, batch: list[tuple[_Job, int]]) -> None:
-        try:
-            L.io_uring_submit(self._ring)
-        except OSError as exc:
-            if exc.errno in _TRANSIENT and self._loop is not None:
-                self._loop.call_soon(self._submit, batch)  # the SQEs stay in the ring; retry
-                return
-            self._break(exc, batch)
+        self._counters["submit_calls"] += 1
+        rc = K.submit(self._ring_addr)
+        if rc >= 0:
+            return
+        if -rc in _TRANSIENT and self._loop is not None:
+            self._loop.call_soon(self._submit, batch)  # the SQEs stay in the ring; retry
+            return
+        self._break(-rc, batch)
 
-    def _break(self, exc: OSError, batch: list[tuple[_Job, int]]) -> None:
+    def _break(self, err: int, batch: list[tuple[_Job, int]]) -> None:
         """A failed submit: the batch's SQEs never reach the kernel (nothing submits again); fail
         every job.  Reads submitted earlier still complete through ``_reap`` before jobs settle."""
-        self._broken = self._error(f"io_uring_submit failed: {exc.strerror}", 0, exc.errno)
+        self._broken = self._error(f"io_uring_submit failed: {os.strerror(err)}", 0, err)
         for job, n in batch:
             job.inflight -= n
             self._flight.change(-n)
@@ -262,32 +266,25 @@ class UringSource(_DiskSource):
         count = self._prepare_resume(job, budget)
         start = job.next
         stop = min(len(job.offsets), start + budget - count)
-        ring, fd, blocks, size, base = self._ring, self._fd, job.blocks, job.block, job.token << 32
-        offsets, lengths, stage, iovs = job.offsets, job.lengths, job.stage, job.iovs
-        get_sqe, prep, set_data, iovec = (L.io_uring_get_sqe, L.io_uring_prep_readv,
-                                          L.io_uring_sqe_set_data64, L.Iovec)
-        for k in range(start, stop):
-            s = stage[k]
-            iov = iovec(blocks[s // size : (s + lengths[k]) // size])
-            sqe = get_sqe(ring)
-            prep(sqe, fd, iov, offsets[k])
-            set_data(sqe, base | k)
-            iovs[k] = iov
-        job.next = stop
-        job.inflight += count + stop - start
-        return count + stop - start
+        n = K.prep_reads(self._ring_addr, self._fd, job.addrs, job.lengths, job.offsets, job.tags,
+                         start, stop)
+        job.next = start + n
+        job.inflight += count + n
+        return count + n
 
     def _prepare_resume(self, job: _Job, budget: int) -> int:
+        """SQEs for short reads: the rest of read ``k`` from the aligned offset where data stopped."""
         count = 0
         while job.resume and count < budget:
             k = job.resume.pop()
-            off, cur, s = job.offsets[k], job.cur[k], job.stage[k]
-            blocks = job.arena.blocks(_RESUME_BLOCK)
-            iov = L.Iovec(blocks[(s + cur - off) // _RESUME_BLOCK : (s + job.lengths[k]) // _RESUME_BLOCK])
-            sqe = L.io_uring_get_sqe(self._ring)
-            L.io_uring_prep_readv(sqe, self._fd, iov, cur)
-            L.io_uring_sqe_set_data64(sqe, (job.token << 32) | k)
-            job.iovs[k] = iov
+            done = int(job.done[k])
+            one = np.array([k], dtype=np.int64)
+            n = K.prep_reads(self._ring_addr, self._fd, job.addrs[one] + np.uint64(done),
+                             job.lengths[one] - np.uint32(done), job.offsets[one] + np.uint64(done),
+                             job.tags[one], 0, 1)
+            if n == 0:  # the submission queue is full: try again at the next pump
+                job.resume.append(k)
+                break
             count += 1
         return count
 
@@ -295,7 +292,7 @@ class UringSource(_DiskSource):
     def _reap(self) -> None:
         """eventfd readable: drain the completion queue in slices of ``REAP_SLICE`` CQEs, and after
         each slice refill the freed budget with one submit.  A virtio/NVMe device completes reads
-        in bursts; handing it new reads slice by slice overlaps our per-read Python work with the
+        in bursts; handing it new reads slice by slice overlaps our per-read work with the
         device's, instead of leaving it idle while the whole burst is processed."""
         try:
             os.eventfd_read(self._efd)
@@ -308,57 +305,59 @@ class UringSource(_DiskSource):
             self._idle.set_result(None)
 
     def _reap_slice(self) -> int:
-        """Complete up to ``REAP_SLICE`` CQEs; return how many."""
-        ring, cqe, jobs, complete, n = self._ring, self._cqe, self._jobs, self._complete, 0
-        for _ in L.CqeIter(ring, cqe):
-            entry = cqe[0]
-            data = entry.user_data
-            try:
-                res = entry.res
-            except OSError as exc:  # the binding raises for negative results
-                res = -(exc.errno or errno_mod.EIO)
-            job = jobs.get(data >> 32)
-            if job is not None:
-                complete(job, data & _INDEX_MASK, res)
-            n += 1
-            if n == self.REAP_SLICE:
-                break
-        if n:
-            L.io_uring_cq_advance(ring, n)
-            self._flight.change(-n)
+        """Complete up to ``REAP_SLICE`` CQEs (one kernel call); return how many."""
+        if self._ring is None:
+            return 0
+        tags, res = self._cqe_tags, self._cqe_res
+        n = K.reap(self._ring_addr, self._cqe_ptrs, tags, res)
+        if not n:
+            return 0
+        self._counters["reap_calls"] += 1
+        self._flight.change(-n)
+        tokens = tags[:n] >> np.uint64(32)
+        first = int(tokens[0])
+        if first == int(tokens[n - 1]) and (tokens == tokens[0]).all():
+            self._complete(first, tags[:n], res[:n])
+        else:
+            for token in np.unique(tokens).tolist():
+                sel = tokens == token
+                self._complete(token, tags[:n][sel], res[:n][sel])
         return n
 
-    def _complete(self, job: _Job, k: int, res: int) -> None:
-        off = job.offsets[k]
-        cur = job.cur.pop(k, off) if job.cur else off
-        job.inflight -= 1
-        if res >= 0:
-            self._counters["bytes_read"] += res
-        if res >= 0 and cur - off + res >= job.needs[k]:
-            job.iovs[k] = None
-            job.left -= 1
-        elif not job.stopped:
-            self._retry_or_fail(job, k, off, cur, res)
+    def _complete(self, token: int, tags: np.ndarray, res: np.ndarray) -> None:
+        """Settle completions of one job: full reads in bulk, the rest one by one."""
+        job = self._jobs.get(token)
+        if job is None:
+            return
+        idx = (tags & np.uint64(_INDEX_MASK)).astype(np.int64)
+        ok = res >= job.needs[idx] - job.done[idx]  # needs > done: ok implies res > 0
+        self._counters["bytes_read"] += int(res.sum(where=res > 0))
+        job.inflight -= len(idx)
+        n_ok = int(ok.sum())
+        job.left -= n_ok
+        if n_ok < len(idx) and not job.stopped:
+            for k, r in zip(idx[~ok].tolist(), res[~ok].tolist(), strict=True):
+                if not job.stopped:
+                    self._retry_or_fail(job, k, r)
         if job.inflight == 0:
             self._settle(job)
 
-    def _retry_or_fail(self, job: _Job, k: int, off: int, cur: int, res: int) -> None:
-        length = job.lengths[k]
+    def _retry_or_fail(self, job: _Job, k: int, res: int) -> None:
+        off, length, done = int(job.offsets[k]), int(job.lengths[k]), int(job.done[k])
         if res < 0:
             job.fail(self._error(f"read of {length} bytes failed: {os.strerror(-res)}", off, -res))
             self._counters["errors"] += 1
             return
         try:
-            nxt = resume_at(off, job.needs[k], cur, res, self.align)
+            nxt = resume_at(off, int(job.needs[k]), off + done, res, self.align)
         except EOFError as exc:
             job.fail(self._error(f"read ended early, {exc} (file truncated?)", off, None))
             self._counters["errors"] += 1
             return
-        if nxt is None:  # unreachable: complete reads take the fast path in _complete
+        if nxt is None:  # unreachable: complete reads are counted in bulk in _complete
             job.left -= 1
             return
-        job.cur[k] = nxt
+        job.done[k] = nxt - off
         job.resume.append(k)
         self._counters["short_reads_resubmitted"] += 1
         self._enqueue(job)
-
