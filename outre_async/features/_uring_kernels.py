@@ -155,3 +155,32 @@ def reap(ring: int, cqe_ptrs: np.ndarray, tags: np.ndarray, results: np.ndarray)
         _cq_advance(ring, n)
     return n
 
+
+
+@njit(cache=True, nogil=True)
+def settle(tags: np.ndarray, results: np.ndarray, n: int, token: int, needs: np.ndarray,
+           done: np.ndarray, bad: np.ndarray) -> tuple[int, int, int, int]:
+    """Account the completions among the first ``n`` whose tag carries ``token`` (one job's reads).
+
+    A read ``k`` is complete when ``done[k] + res >= needs[k]``; the others (errors, short reads)
+    go to ``bad`` as ``(k, res)`` rows for the caller to retry or fail.  Returns ``(matched,
+    complete, bytes, nbad)``; ``matched < n`` means other jobs' completions are in the slice too.
+    """
+    matched = complete = nbytes = nbad = 0
+    mask = np.uint64(0xFFFFFFFF)
+    for i in range(n):
+        tag = tags[i]
+        if (tag >> np.uint64(32)) != token:
+            continue
+        matched += 1
+        k = int(tag & mask)
+        res = int(results[i])
+        if res > 0:
+            nbytes += res
+        if res >= 0 and done[k] + res >= needs[k]:
+            complete += 1
+        else:
+            bad[nbad, 0] = k
+            bad[nbad, 1] = res
+            nbad += 1
+    return matched, complete, nbytes, nbad

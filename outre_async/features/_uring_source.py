@@ -41,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import errno as errno_mod
 import os
+import time
 from collections import deque
 from typing import Any
 
@@ -122,6 +123,7 @@ class UringSource(_DiskSource):
         self._cqe_ptrs = np.zeros(self.REAP_SLICE, dtype=np.uint64)
         self._cqe_tags = np.zeros(self.REAP_SLICE, dtype=np.uint64)
         self._cqe_res = np.zeros(self.REAP_SLICE, dtype=np.int32)
+        self._bad = np.zeros((self.REAP_SLICE, 2), dtype=np.int64)  # (read, res) of incomplete reads
         self._jobs: dict[int, _Job] = {}
         self._queue: deque[_Job] = deque()
         self._token = 0
@@ -294,6 +296,7 @@ class UringSource(_DiskSource):
         each slice refill the freed budget with one submit.  A virtio/NVMe device completes reads
         in bursts; handing it new reads slice by slice overlaps our per-read work with the
         device's, instead of leaving it idle while the whole burst is processed."""
+        t = time.thread_time()
         try:
             os.eventfd_read(self._efd)
         except BlockingIOError:
@@ -303,6 +306,7 @@ class UringSource(_DiskSource):
                 self._pump()
         if self._flight.now == 0 and self._idle is not None and not self._idle.done():
             self._idle.set_result(None)
+        self._counters["io_cpu_seconds"] += time.thread_time() - t
 
     def _reap_slice(self) -> int:
         """Complete up to ``REAP_SLICE`` CQEs (one kernel call); return how many."""
@@ -314,33 +318,33 @@ class UringSource(_DiskSource):
             return 0
         self._counters["reap_calls"] += 1
         self._flight.change(-n)
-        tokens = tags[:n] >> np.uint64(32)
-        first = int(tokens[0])
-        if first == int(tokens[n - 1]) and (tokens == tokens[0]).all():
-            self._complete(first, tags[:n], res[:n])
-        else:
-            for token in np.unique(tokens).tolist():
-                sel = tokens == token
-                self._complete(token, tags[:n][sel], res[:n][sel])
+        first = int(tags[0] >> np.uint64(32))
+        matched = self._complete(first, n)
+        if matched < n:  # completions of other jobs in this slice (rare: jobs run in FIFO order)
+            seen = {first}
+            for token in (tags[:n] >> np.uint64(32)).tolist():
+                if token not in seen:
+                    seen.add(token)
+                    matched += self._complete(token, n)
         return n
 
-    def _complete(self, token: int, tags: np.ndarray, res: np.ndarray) -> None:
-        """Settle completions of one job: full reads in bulk, the rest one by one."""
+    def _complete(self, token: int, n: int) -> int:
+        """Settle one job's completions among the slice's ``n`` (one kernel call); full reads are
+        counted in bulk, the rest retried or failed one by one.  Returns how many were the job's."""
         job = self._jobs.get(token)
-        if job is None:
-            return
-        idx = (tags & np.uint64(_INDEX_MASK)).astype(np.int64)
-        ok = res >= job.needs[idx] - job.done[idx]  # needs > done: ok implies res > 0
-        self._counters["bytes_read"] += int(res.sum(where=res > 0))
-        job.inflight -= len(idx)
-        n_ok = int(ok.sum())
-        job.left -= n_ok
-        if n_ok < len(idx) and not job.stopped:
-            for k, r in zip(idx[~ok].tolist(), res[~ok].tolist(), strict=True):
-                if not job.stopped:
-                    self._retry_or_fail(job, k, r)
+        tags, res, bad = self._cqe_tags, self._cqe_res, self._bad
+        if job is None:  # unreachable: a job leaves _jobs only once none of its reads is in flight
+            return int((tags[:n] >> np.uint64(32) == token).sum())
+        matched, complete, nbytes, nbad = K.settle(tags, res, n, token, job.needs, job.done, bad)
+        self._counters["bytes_read"] += nbytes
+        job.inflight -= matched
+        job.left -= complete
+        for k, r in bad[:nbad].tolist():
+            if not job.stopped:
+                self._retry_or_fail(job, k, r)
         if job.inflight == 0:
             self._settle(job)
+        return matched
 
     def _retry_or_fail(self, job: _Job, k: int, res: int) -> None:
         off, length, done = int(job.offsets[k]), int(job.lengths[k]), int(job.done[k])
