@@ -54,7 +54,8 @@ CHILD = textwrap.dedent("""
     io = stats.get("io", {})
     print(json.dumps({"user": r1.ru_utime - r0.ru_utime, "sys": r1.ru_stime - r0.ru_stime, "wall": wall,
                       "batches": batches, "io": io, "buffer": stats.get("buffer", {}),
-                      "stages": {k: v for k, v in stats.items() if k.endswith("cpu_seconds")}}))
+                      "stages": {**{k: v for k, v in stats.items() if k.endswith("cpu_seconds")},
+                                 **{k: v for k, v in io.items() if k.endswith("cpu_seconds")}}}))
 """)
 
 
