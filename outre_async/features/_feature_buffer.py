@@ -31,6 +31,18 @@ if TYPE_CHECKING:
     from ._source import FeatureSource
 
 
+SLOT_ALIGN = 4096  # slots of sector-multiple rows can take O_DIRECT reads straight from the file
+
+
+def page_aligned_zeros(rows: int, dim: int) -> np.ndarray:
+    """A zeroed ``[rows, dim]`` float32 array whose first byte is page aligned, so that where a row
+    is a whole number of sectors every slot is sector aligned and a disk source can read straight
+    into it (one copy per row: slot -> batch matrix)."""
+    raw = np.zeros(rows * dim * 4 + SLOT_ALIGN, dtype=np.uint8)
+    shift = -raw.ctypes.data % SLOT_ALIGN
+    return raw[shift : shift + rows * dim * 4].view(np.float32).reshape(rows, dim)
+
+
 @dataclass(eq=False, slots=True)
 class Acquisition:
     """One batch's hold on the buffer: ``slots[i]`` holds row ``ids[i]``."""
@@ -57,7 +69,7 @@ class FeatureBuffer:
                 "batches needs; raise buffer_rows / memory_budget or lower batch_size, fanouts or extractors"
             )
         self.num_slots = num_slots
-        self.data = np.zeros((num_slots, dim), dtype=np.float32)
+        self.data = page_aligned_zeros(num_slots, dim)
         self._slot_of = np.full(num_nodes, -1, dtype=np.int64)
         self._node_of = np.full(num_slots, -1, dtype=np.int64)
         self._refs = np.zeros(num_slots, dtype=np.int32)

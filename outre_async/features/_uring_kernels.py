@@ -54,6 +54,7 @@ def clib() -> ctypes.CDLL:
         "io_uring_queue_init": (i, [u, p, u]), "io_uring_queue_exit": (None, [p]),
         "io_uring_register_eventfd": (i, [p, i]), "io_uring_unregister_eventfd": (i, [p]),
         "io_uring_get_sqe": (p, [p]), "io_uring_prep_read": (None, [p, i, p, u, ctypes.c_uint64]),
+        "io_uring_prep_readv": (None, [p, i, p, u, ctypes.c_uint64]),
         "io_uring_sqe_set_data64": (None, [p, ctypes.c_uint64]), "io_uring_submit": (i, [p]),
         "io_uring_peek_batch_cqe": (u, [p, p, u]), "io_uring_cq_advance": (None, [p, u]),
     }
@@ -73,6 +74,7 @@ def new_ring() -> np.ndarray:
 _get_sqe: Any
 _prep_read: Any
 _set_data64: Any
+_prep_readv: Any
 _submit: Any
 _peek_batch: Any
 _cq_advance: Any
@@ -82,6 +84,7 @@ _load_i32: Any
 if config.DISABLE_JIT:  # type: ignore[attr-defined]  # pragma: no cover - the no-JIT test run
     _lib = clib()
     _get_sqe, _prep_read = _lib.io_uring_get_sqe, _lib.io_uring_prep_read
+    _prep_readv = _lib.io_uring_prep_readv
     _set_data64, _submit = _lib.io_uring_sqe_set_data64, _lib.io_uring_submit
     _peek_batch, _cq_advance = _lib.io_uring_peek_batch_cqe, _lib.io_uring_cq_advance
 
@@ -98,6 +101,8 @@ else:
     _get_sqe = types.ExternalFunction("io_uring_get_sqe", _ptr(_ptr))
     _prep_read = types.ExternalFunction(
         "io_uring_prep_read", types.void(_ptr, types.int32, _ptr, types.uint32, types.uint64))
+    _prep_readv = types.ExternalFunction(
+        "io_uring_prep_readv", types.void(_ptr, types.int32, _ptr, types.uint32, types.uint64))
     _set_data64 = types.ExternalFunction("io_uring_sqe_set_data64", types.void(_ptr, types.uint64))
     _submit = types.ExternalFunction("io_uring_submit", types.int32(_ptr))
     _peek_batch = types.ExternalFunction("io_uring_peek_batch_cqe", types.uint32(_ptr, _ptr, types.uint32))
@@ -184,3 +189,49 @@ def settle(tags: np.ndarray, results: np.ndarray, n: int, token: int, needs: np.
             bad[nbad, 1] = res
             nbad += 1
     return matched, complete, nbytes, nbad
+
+
+@njit(cache=True, nogil=True)
+def prep_readvs(ring: int, fd: int, iov_addrs: np.ndarray, iov_counts: np.ndarray, offsets: np.ndarray,
+                tags: np.ndarray, start: int, stop: int) -> int:
+    """Like :func:`prep_reads` for vectored reads: read ``k`` fills the ``iov_counts[k]`` segments of
+    the ``struct iovec`` array at ``iov_addrs[k]`` from file offset ``offsets[k]``."""
+    n = 0
+    for k in range(start, stop):
+        sqe = _get_sqe(ring)
+        if sqe == 0:
+            break
+        _prep_readv(sqe, fd, iov_addrs[k], iov_counts[k], offsets[k])
+        _set_data64(sqe, tags[k])
+        n += 1
+    return n
+
+
+@njit(cache=True, nogil=True)
+def slot_iovecs(lo: np.ndarray, span: int, slot_addrs: np.ndarray, offsets: np.ndarray,
+                lengths: np.ndarray, sink: int, iov: np.ndarray, first: np.ndarray,
+                count: np.ndarray) -> int:
+    """Segments of reads that land rows straight in their slots: read ``k`` covers the sorted rows
+    whose aligned file spans ``[lo, lo + span)`` lie in ``[offsets[k], offsets[k] + lengths[k])``;
+    each row's span goes to its slot (``slot_addrs``), each hole between two rows to ``sink`` (bytes
+    nobody reads; holes are at most the plan's ``max_gap``).  Fills ``iov`` (``[addr, len]`` rows,
+    at most ``2 * len(lo)``), ``first[k]``/``count[k]`` (read ``k``'s segments) and returns the
+    number of segments used."""
+    r = 0
+    n = 0
+    for k in range(len(offsets)):
+        first[k] = n
+        pos = offsets[k]
+        end = offsets[k] + lengths[k]
+        while r < len(lo) and lo[r] < end:
+            if lo[r] > pos:
+                iov[n, 0] = sink
+                iov[n, 1] = lo[r] - pos
+                n += 1
+            iov[n, 0] = slot_addrs[r]
+            iov[n, 1] = span
+            n += 1
+            pos = lo[r] + span
+            r += 1
+        count[k] = n - first[k]
+    return n

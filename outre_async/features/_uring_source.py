@@ -55,6 +55,7 @@ from ._staging import Arena, ReadPlan, resume_at
 
 _INDEX_MASK = (1 << 32) - 1
 _TRANSIENT = (errno_mod.EAGAIN, errno_mod.EBUSY, errno_mod.EINTR)
+IOV_MAX = 1024  # segments of one vectored read (Linux UIO_MAXIOV)
 
 
 class _Job:
@@ -62,21 +63,22 @@ class _Job:
     the event loop.  ``done[k]``: bytes of read ``k`` already in place before its current submission
     (non-zero only for a resubmitted short read)."""
 
-    __slots__ = ("token", "addrs", "lengths", "offsets", "tags", "needs", "done", "arena", "next",
-                 "inflight", "left", "stopped", "error", "waiter", "resume", "queued", "settled")
+    __slots__ = ("token", "addrs", "lengths", "offsets", "tags", "needs", "done", "iov", "iov_first",
+                 "iov_addrs", "iov_counts", "kept", "next", "inflight", "left", "stopped", "error",
+                 "waiter", "resume", "queued", "settled")
 
-    def __init__(self, token: int, plan: ReadPlan, arena: Arena) -> None:
-        if plan.nbytes > arena.nbytes:  # the kernel writes by address: never past the arena
-            raise ValueError(f"plan of {plan.nbytes} bytes does not fit an arena of {arena.nbytes}")
+    def __init__(self, token: int, plan: ReadPlan) -> None:
         n = plan.num_reads
         self.token = token
-        self.addrs = (plan.stage + arena.address).astype(np.uint64)
         self.lengths = plan.lengths.astype(np.uint32)
         self.offsets = plan.offsets.astype(np.uint64)
         self.tags = np.arange(n, dtype=np.uint64) | np.uint64(token << 32)
         self.needs = plan.needs
         self.done = np.zeros(n, dtype=np.int64)
-        self.arena = arena
+        self.addrs: np.ndarray | None = None        # staged reads: where each read lands
+        self.iov: np.ndarray | None = None          # reads into slots: [addr, len] segments ...
+        self.iov_first = self.iov_addrs = self.iov_counts = np.empty(0, dtype=np.uint64)  # ... per read
+        self.kept: list[np.ndarray] = []            # segment tables of resubmitted reads
         self.next = 0                       # first read not yet submitted
         self.inflight = 0                   # submitted, not completed
         self.left = n                       # not yet completed in full
@@ -86,6 +88,39 @@ class _Job:
         self.resume: list[int] = []         # reads to resubmit (short reads)
         self.queued = False
         self.settled = False
+
+    @classmethod
+    def staged(cls, token: int, plan: ReadPlan, arena: Arena) -> _Job:
+        """Reads into a staging arena, back to back (``plan.stage``)."""
+        if plan.nbytes > arena.nbytes:  # the kernel writes by address: never past the arena
+            raise ValueError(f"plan of {plan.nbytes} bytes does not fit an arena of {arena.nbytes}")
+        job = cls(token, plan)
+        job.addrs = (plan.stage + arena.address).astype(np.uint64)
+        return job
+
+    @classmethod
+    def into_slots(cls, token: int, plan: ReadPlan, iov: np.ndarray, first: np.ndarray,
+                   counts: np.ndarray) -> _Job:
+        """Vectored reads whose segments are buffer slots (and a sink for holes): no staging."""
+        job = cls(token, plan)
+        job.iov, job.iov_first = iov, first
+        job.iov_addrs = (iov.ctypes.data + first * iov.strides[0]).astype(np.uint64)
+        job.iov_counts = counts
+        return job
+
+    def rest_of(self, k: int) -> np.ndarray:
+        """The segments of read ``k`` past its first ``done[k]`` bytes (a resubmitted short read)."""
+        assert self.iov is not None
+        segs = self.iov[self.iov_first[k] : self.iov_first[k] + self.iov_counts[k]]
+        ends = np.cumsum(segs[:, 1])
+        done = int(self.done[k])
+        j = int(np.searchsorted(ends, done, side="right"))
+        rest = segs[j:].copy()
+        skip = done - (int(ends[j - 1]) if j else 0)
+        rest[0, 0] += skip
+        rest[0, 1] -= skip
+        self.kept.append(rest)  # alive until the job settles: the kernel reads it at submission
+        return rest
 
     def has_work(self) -> bool:
         return not self.stopped and (self.next < len(self.offsets) or bool(self.resume))
@@ -129,7 +164,8 @@ class UringSource(_DiskSource):
         self._token = 0
         self._broken: OutreError | None = None
         self._idle: asyncio.Future[None] | None = None
-        self._counters.update(submit_calls=0, reap_calls=0)
+        self._sink: np.ndarray | None = None
+        self._counters.update(submit_calls=0, reap_calls=0, rows_into_slots=0)
 
     # -- ring lifecycle ----------------------------------------------------------------------------
     def _ensure_ring(self) -> None:
@@ -187,16 +223,22 @@ class UringSource(_DiskSource):
 
     # -- the _DiskSource hooks ---------------------------------------------------------------------
     def _start(self, plan: ReadPlan, arena: Arena) -> _Job:
+        self._next_token()
+        return self._launch(_Job.staged(self._token, plan, arena))
+
+    def _launch(self, job: _Job) -> _Job:
+        self._jobs[job.token] = job
+        self._counters["runs"] += len(job.offsets)
+        self._enqueue(job)
+        self._pump()
+        return job
+
+    def _next_token(self) -> int:
         self._ensure_ring()
         if self._broken is not None:
             raise self._broken
         self._token = (self._token + 1) & 0x7FFFFFFF
-        job = _Job(self._token, plan, arena)
-        self._jobs[job.token] = job
-        self._counters["runs"] += plan.num_reads
-        self._enqueue(job)
-        self._pump()
-        return job
+        return self._token
 
     async def _wait(self, job: _Job) -> None:
         if not job.settled:
@@ -268,8 +310,12 @@ class UringSource(_DiskSource):
         count = self._prepare_resume(job, budget)
         start = job.next
         stop = min(len(job.offsets), start + budget - count)
-        n = K.prep_reads(self._ring_addr, self._fd, job.addrs, job.lengths, job.offsets, job.tags,
-                         start, stop)
+        if job.addrs is not None:
+            n = K.prep_reads(self._ring_addr, self._fd, job.addrs, job.lengths, job.offsets, job.tags,
+                             start, stop)
+        else:
+            n = K.prep_readvs(self._ring_addr, self._fd, job.iov_addrs, job.iov_counts, job.offsets,
+                              job.tags, start, stop)
         job.next = start + n
         job.inflight += count + n
         return count + n
@@ -281,9 +327,15 @@ class UringSource(_DiskSource):
             k = job.resume.pop()
             done = int(job.done[k])
             one = np.array([k], dtype=np.int64)
-            n = K.prep_reads(self._ring_addr, self._fd, job.addrs[one] + np.uint64(done),
-                             job.lengths[one] - np.uint32(done), job.offsets[one] + np.uint64(done),
-                             job.tags[one], 0, 1)
+            if job.addrs is not None:
+                n = K.prep_reads(self._ring_addr, self._fd, job.addrs[one] + np.uint64(done),
+                                 job.lengths[one] - np.uint32(done), job.offsets[one] + np.uint64(done),
+                                 job.tags[one], 0, 1)
+            else:
+                rest = job.rest_of(k)
+                n = K.prep_readvs(self._ring_addr, self._fd, np.array([rest.ctypes.data], np.uint64),
+                                  np.array([len(rest)], np.uint32), job.offsets[one] + np.uint64(done),
+                                  job.tags[one], 0, 1)
             if n == 0:  # the submission queue is full: try again at the next pump
                 job.resume.append(k)
                 break
@@ -365,3 +417,59 @@ class UringSource(_DiskSource):
         job.resume.append(k)
         self._counters["short_reads_resubmitted"] += 1
         self._enqueue(job)
+
+    # -- reads straight into buffer slots ------------------------------------------------------------
+    async def _read_rows_into(self, ids: np.ndarray, buffer: np.ndarray, slots: np.ndarray) -> None:
+        """Rows straight into their slots where the layout allows (one copy per row: the later
+        slot -> batch gather), else through staging (copied once into the slots)."""
+        iov = self._slot_reads(ids, buffer, slots)
+        if iov is None:
+            await super()._read_rows_into(ids, buffer, slots)
+            return
+        unique, first, inverse, job = iov
+        self._counters["unique_rows"] += len(unique)
+        self._counters["rows_into_slots"] += len(unique)
+        self._launch(job)
+        try:
+            await self._wait(job)
+        except BaseException:
+            self._stop(job)
+            await self._drain(job)  # the kernel writes into the slots until then (cancellation rule)
+            raise
+        dup = np.ones(len(ids), dtype=bool)
+        dup[first] = False
+        if dup.any():  # a repeated id: its row is copied from the slot it was read into
+            buffer[slots[dup]] = buffer[slots[first[inverse[dup]]]]
+            self._counters["row_copies"] += int(dup.sum())
+
+    def _slot_reads(self, ids: np.ndarray, buffer: np.ndarray,
+                    slots: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, _Job] | None:
+        """Plan vectored reads into the slots, or ``None`` where rows must be staged: slots must be
+        laid out like the file's rows (same dtype, slot stride = row stride), rows must start and
+        end on the I/O alignment (sector-multiple stride) and the buffer must be aligned like them."""
+        f, align = self.file, self.align
+        if (buffer.dtype != f.dtype or buffer.strides != (f.stride, f.dtype.itemsize)
+                or f.stride % align or buffer.ctypes.data % align):
+            return None
+        unique, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+        plan = self._plan(unique)
+        lo = unique * f.stride
+        span = -(-f.row_bytes // align) * align
+        slot_addrs = buffer.ctypes.data + slots[first].astype(np.int64) * f.stride
+        iov = np.empty((2 * len(unique), 2), dtype=np.int64)
+        seg_first = np.empty(plan.num_reads, dtype=np.int64)
+        counts = np.empty(plan.num_reads, dtype=np.int64)
+        K.slot_iovecs(lo, span, slot_addrs, plan.offsets, plan.lengths, self._sink_address(),
+                      iov, seg_first, counts)
+        if plan.num_reads and int(counts.max()) > IOV_MAX:
+            return None
+        job = _Job.into_slots(self._next_token(), plan, iov, seg_first, counts.astype(np.uint32))
+        return unique, first, inverse, job
+
+    def _sink_address(self) -> int:
+        """Aligned scratch that holes between coalesced rows are read into (never read back)."""
+        if self._sink is None:
+            size = -(-max(self.config.max_gap_bytes, 1) // 4096) * 4096
+            raw = np.zeros(size + 4096, dtype=np.uint8)
+            self._sink = raw[-raw.ctypes.data % 4096 :][:size]
+        return int(self._sink.ctypes.data)
