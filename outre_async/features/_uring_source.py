@@ -144,7 +144,7 @@ class UringSource(_DiskSource):
     """Feature rows through io_uring (see the module docstring for the design and the rules)."""
 
     backend = "io_uring"
-    REAP_SLICE = 32
+    REAP_SLICE = 128
     DEFAULT_DEPTH = 256  # measured: see IOConfig
 
     def __init__(self, source: Dataset | FeatureFile, config: IOConfig | None = None,
