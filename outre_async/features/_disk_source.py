@@ -6,8 +6,10 @@
         └── UringSource      one io_uring per event loop, eventfd-driven (``_uring_source``)
 
 How a disk read goes: ids → sorted unique rows → aligned spans coalesced into reads of at most
-``max_read_bytes`` (``_staging.plan_reads``) → reads into one page-aligned staging arena → one numpy
-gather into ``out``.  Requests that would stage more than ``max_stage_bytes`` are cut into chunks;
+``max_read_bytes`` (``_staging.plan_reads``) → reads into one page-aligned staging arena → each row
+copied once into ``out`` (``_staging_kernels.scatter_rows``).  ``UringSource`` reads whole-sector
+rows straight into a feature buffer's slots instead (``read_rows_into``; no staging, no copy).
+Requests that would stage more than ``max_stage_bytes`` are cut into chunks;
 two chunks of a request are in flight at once so the device queue stays fed between them.
 
 Cancellation rule (every disk backend): when a ``read_rows`` task is cancelled (or one of its reads

@@ -4,8 +4,8 @@ A request for rows ``ids`` becomes a :class:`ReadPlan`: the sorted unique rows (
 once), grouped into *runs* whose aligned spans touch or lie within ``max_gap`` bytes of each other,
 each run one read of at most about ``max_read`` bytes.  The reads land back to back in one staging
 arena, so every read's memory position is aligned like its file offset (O_DIRECT needs both), and
-every row sits at a known element offset in the arena.  Copying out is then one vectorised numpy
-gather over a sliding-window view of the arena, whatever the layout (padded or packed rows).
+every row sits at a known element offset in the arena.  Copying out is then one copy per row by a
+numba kernel (a bit copy; numpy converts where the output dtype differs), whatever the layout.
 
 Staging memory comes from a :class:`StagingPool` of :class:`Arena` objects, anonymous ``mmap`` areas: page
 aligned (enough for any O_DIRECT alignment), zero-copy through ``memoryview`` / ``np.frombuffer``,
@@ -13,8 +13,9 @@ and reused so a steady stream of batches does not pay page faults for fresh memo
 The pool caps the bytes it holds (in use + cached) and gives everything back at :meth:`close`.
 
 Giving back: an arena is unmapped (``mmap.close``) when nothing exports its memory.  The io_uring
-binding pins every memoryview it builds an ``Iovec`` from (the export is never released), so an
-arena whose block slices went into an ``Iovec`` cannot be unmapped; its pages are returned to the
+source submits reads by address (``Arena.address``) and keeps no view, so its arenas unmap normally.
+The Python binding, by contrast, pins every memoryview it builds an ``Iovec`` from (the export is
+never released), so an arena whose block slices went into an ``Iovec`` cannot be unmapped; its pages are returned to the
 kernel instead (``madvise(MADV_DONTNEED)``: RSS drops, the empty mapping stays) and the arena, with
 its block slices, goes to a process-wide free list that every pool draws from before mapping a new
 one.  So the pinned slices are made once per arena ever mapped at once, not once per source, and
