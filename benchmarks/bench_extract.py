@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 import outre_async as oa
+from outre_async.features._feature_buffer import page_aligned_zeros
 
 try:  # re-exported at the top level once the sources land in __init__
     from outre_async import detect_io_uring, open_source  # type: ignore[attr-defined]
@@ -57,7 +58,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=10_000, help="ids per read_rows call")
     p.add_argument("--concurrency", type=int, default=2, help="read_rows calls in flight at once")
     p.add_argument("--depths", default="16,32,64,128,256", help="max_in_flight values")
-    p.add_argument("--backends", default="io_uring,pread", help="feature source backends")
+    p.add_argument("--backends", default="io_uring,io_uring+slots,pread",
+                   help="feature source backends; NAME+slots reads into a page-aligned buffer's slots "
+                        "(read_rows_into, as the loader's feature buffer does) instead of a batch matrix")
     p.add_argument("--repeats", type=int, default=3, help="runs per measurement; medians reported")
     p.add_argument("--fio-runtime", type=int, default=10, help="seconds per fio run (0: no fio)")
     p.add_argument("--memmap-rows", type=int, default=20_000, help="rows of the (slow) memmap runs")
@@ -131,15 +134,22 @@ class Noise:
 
 
 # -- measurements -------------------------------------------------------------------------------
-async def read_all(src: Any, ids: np.ndarray, batch: int, concurrency: int, dim: int) -> None:
-    """Read ``ids`` in batches, ``concurrency`` calls at a time (each with its own output)."""
+async def read_all(src: Any, ids: np.ndarray, batch: int, concurrency: int, dim: int,
+                   slots: bool = False) -> None:
+    """Read ``ids`` in batches, ``concurrency`` calls at a time (each with its own output).
+    ``slots``: into a page-aligned buffer's slots (``read_rows_into``, what the loader's feature
+    buffer does: whole-sector rows go straight into the slots), else into a batch matrix."""
     starts = list(range(0, len(ids), batch))
 
     async def worker(k: int) -> None:
-        out = np.empty((batch, dim), np.float32)
+        out = page_aligned_zeros(batch, dim) if slots else np.empty((batch, dim), np.float32)
+        where = np.random.default_rng(k).permutation(batch)
         for s in starts[k::concurrency]:
             part = ids[s : s + batch]
-            await src.read_rows(part, out[: len(part)])
+            if slots:
+                await src.read_rows_into(part, out, where[: len(part)])
+            else:
+                await src.read_rows(part, out[: len(part)])
 
     async with asyncio.TaskGroup() as tg:
         for k in range(concurrency):
@@ -162,10 +172,11 @@ def run_source(ds: oa.Dataset, backend: str, depth: int, ids: np.ndarray,
     evict(ds.features_path)
 
     async def main() -> dict[str, Any]:
-        async with open_source(ds, backend, max_in_flight=depth) as src:
+        async with open_source(ds, backend.removesuffix("+slots"), max_in_flight=depth) as src:
             noise = Noise(ds.features_path)
             t, c, r = time.perf_counter(), time.process_time(), resource.getrusage(resource.RUSAGE_SELF)
-            await read_all(src, ids, args.batch, args.concurrency, ds.feature_dim)
+            await read_all(src, ids, args.batch, args.concurrency, ds.feature_dim,
+                           slots=backend.endswith("+slots"))
             wall, cpu = time.perf_counter() - t, time.process_time() - c
             r2 = resource.getrusage(resource.RUSAGE_SELF)
             s = src.stats()
@@ -182,6 +193,7 @@ def run_source(ds: oa.Dataset, backend: str, depth: int, ids: np.ndarray,
             "user_us_per_row": s["user"] / len(ids) * 1e6,
             "sys_us_per_io": s["sys"] / max(1, s["reads_submitted"]) * 1e6,
             "bytes_per_read": s["bytes_read"] / max(1, s["reads_submitted"]),
+            "copies_per_row": s.get("copies_per_row"),
             "reads": s["reads_submitted"], "short_reads": s["short_reads_resubmitted"]}
 
 
@@ -227,7 +239,7 @@ def run_fio(path: Path, bs: int, depth: int, runtime: int) -> dict[str, Any] | N
 def measure_row_size(ds: oa.Dataset, row_bytes: int,
                      args: argparse.Namespace) -> list[dict[str, Any]]:
     depths = [int(d) for d in args.depths.split(",")]
-    backends = [b for b in args.backends.split(",") if b != "io_uring" or detect_io_uring()]
+    backends = [b for b in args.backends.split(",") if not b.startswith("io_uring") or detect_io_uring()]
     rng = np.random.default_rng(args.seed)
     runs: list[dict[str, Any]] = []
     for rep in range(args.repeats):
@@ -270,7 +282,7 @@ def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for backend, depth in keys:
             ours = {k: median(runs, k, row_bytes=rb, backend=backend, depth=depth)
                     for k in ("rows_per_s", "iops", "mb_per_s", "in_flight_mean", "cpu_us_per_row",
-                              "user_us_per_row", "sys_us_per_io", "bytes_per_read",
+                              "user_us_per_row", "sys_us_per_io", "bytes_per_read", "copies_per_row",
                               "foreign_cpu_cores", "foreign_iops")}
             fio = {f"fio_{k}": median(runs, k, row_bytes=rb, backend="fio", depth=depth)
                    for k in ("iops", "lat_us", "cpu_us_per_io", "user_us_per_io", "sys_us_per_io",

@@ -103,7 +103,9 @@ def run_child(src: Path, path: Path, args: argparse.Namespace) -> dict[str, Any]
             "sys_us_per_io": r["sys"] / reads * 1e6, "ios_per_row": reads / rows,
             "bytes_per_read": io.get("bytes_read", 0) / reads, "wall": r["wall"], "user": r["user"],
             "sys": r["sys"], "batches": r["batches"], "stages": r["stages"],
-            "copies_per_row": io.get("copies_per_row")}
+            # each row read is copied by the source (row_copies: 0 when read into its slot) and once
+            # more from its slot into its batch matrix
+            "copies_per_row_read": (io["row_copies"] + rows) / rows if "row_copies" in io else None}
 
 
 def main(argv: list[str] | None = None) -> int:
