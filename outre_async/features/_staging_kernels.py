@@ -17,9 +17,11 @@ def scatter_rows(staged: np.ndarray, row_elems: np.ndarray, rows: np.ndarray, ou
     per row, straight from the staging arena into its place (a buffer slot or a batch row); ``staged``
     and ``out`` hold the same type (the caller passes same-size unsigned views: a bit copy, any
     dtype, float16 included).  The caller checks that every index is in range (they come from a plan)."""
-    dim = out.shape[1]
+    # unsigned indices: numba then emits no negative-index wraparound per element and the inner
+    # loop vectorises (measured 0.11 against 0.6 µs of user CPU per 1 KiB row with signed ones)
+    dim = np.uint64(out.shape[1])
     for i in range(start, stop):
-        src = row_elems[rows[i]]
-        d = dest[i]
+        src = np.uint64(row_elems[rows[i]])
+        d = np.uint64(dest[i])
         for j in range(dim):
             out[d, j] = staged[src + j]
