@@ -9,7 +9,9 @@ For each row size (``--row-bytes``: 512 = 128 float32, 4096 = 1024 float32) a da
 run the features file is evicted from the page cache (``POSIX_FADV_DONTNEED``); then ``--rows``
 uniformly random rows are read in batches of ``--batch`` ids through each backend at each
 ``max_in_flight`` depth, with ``--concurrency`` batches in flight at once (like the pipeline's
-extractors), and through ``ds.features[ids]`` (the memmap gather every out-of-core GNN loader
+extractors; ``io_uring+slots`` reads each batch into a page-aligned buffer's slots through
+``read_rows_into``, as the loader's feature buffer does, where whole-sector rows need no copy), and
+through ``ds.features[ids]`` (the memmap gather every out-of-core GNN loader
 starts from).  Reported: rows/s, reads/s (IOPS), MB/s read, mean reads in flight, CPU time per
 row (``time.process_time``: user + system, all threads), user CPU per row and kernel CPU per read
 (``getrusage``), bytes per read.  When ``fio`` is installed it runs
