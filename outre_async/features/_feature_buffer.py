@@ -113,8 +113,9 @@ class FeatureBuffer:
             self._next_reader += 1
             self._reader[read] = acq.reader
             self._reads[acq.reader] = asyncio.get_running_loop().create_future()
-        readers = np.unique(self._reader[slots[actions == K.WAIT]]).tolist()
-        acq.waits = [self._reads[r] for r in readers]  # a WAIT row's reader has not settled yet
+        waiting = slots[actions == K.WAIT]
+        if len(waiting):  # a WAIT row's reader has not settled yet
+            acq.waits = [self._reads[r] for r in np.unique(self._reader[waiting]).tolist()]
         self._count(actions)
         return acq
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..features import FeatureBuffer, FeatureSource
 from ._batch import BufferLease, ExtractedBatch, SampledBatch
 from ._channel import Channel
@@ -43,16 +45,25 @@ class ExtractStage:
     def __init__(self) -> None:
         self.counters = ExtractCounters()
 
+    @staticmethod
+    async def _extract(sb: SampledBatch, buffer: FeatureBuffer,
+                       source: FeatureSource) -> tuple[BufferLease, np.ndarray]:
+        """Acquire the batch's slots, read the misses, gather its matrix; release if that fails."""
+        lease = BufferLease(buffer, await buffer.acquire(sb.subgraph.n_id))
+        try:
+            await buffer.fill(lease.acquisition, source)
+            return lease, buffer.gather(lease.acquisition)
+        except BaseException:
+            lease.release()
+            raise
+
     async def worker(self, inp: Channel[SampledBatch], out: Channel[ExtractedBatch], buffer: FeatureBuffer,
                      source: FeatureSource) -> None:
         async for sb in inp:
             start, cpu = time.perf_counter(), CpuMeter()
-            lease = BufferLease(buffer, await metered(buffer.acquire(sb.subgraph.n_id), cpu))
+            # one metered coroutine per batch: two clock reads per suspension, not per step
+            lease, x = await metered(self._extract(sb, buffer, source), cpu)
             try:
-                await metered(buffer.fill(lease.acquisition, source), cpu)
-                t = time.thread_time()
-                x = buffer.gather(lease.acquisition)
-                cpu.seconds += time.thread_time() - t
                 self.counters = self.counters.plus(time.perf_counter() - start, cpu.seconds, len(x))
                 await out.send(ExtractedBatch(sb.seq, sb.subgraph, x, lease, sb.history))
             except BaseException:
