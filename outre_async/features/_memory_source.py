@@ -35,3 +35,4 @@ class MemorySource(FeatureSource):
         else:
             out[...] = self.features[ids]
         self._counters["unique_rows"] += len(ids)
+        self._counters["row_copies"] += len(ids)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -25,7 +26,7 @@ class _PreadChunk:
     __slots__ = ("futures", "stop", "counted")
 
     def __init__(self) -> None:
-        self.futures: list[asyncio.Future[tuple[int, int, int]]] = []
+        self.futures: list[asyncio.Future[tuple[int, int, int, float]]] = []
         self.stop = False
         self.counted = 0  # futures whose counts were taken (in order)
 
@@ -44,7 +45,7 @@ class PreadSource(_DiskSource):
         super().__init__(file, config or IOConfig(**opts))
         self._executor = ThreadPoolExecutor(self.depth,
                                             thread_name_prefix="outre-pread")
-        self._pending: set[asyncio.Future[tuple[int, int, int]]] = set()
+        self._pending: set[asyncio.Future[tuple[int, int, int, float]]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def _start(self, plan: ReadPlan, arena: Arena) -> _PreadChunk:
@@ -61,7 +62,7 @@ class PreadSource(_DiskSource):
         self._counters["runs"] += n
         return chunk
 
-    def _slice_done(self, fut: asyncio.Future[tuple[int, int, int]]) -> None:
+    def _slice_done(self, fut: asyncio.Future[tuple[int, int, int, float]]) -> None:
         self._pending.discard(fut)
 
     async def _wait(self, chunk: _PreadChunk) -> None:
@@ -81,23 +82,26 @@ class PreadSource(_DiskSource):
             self._count(fut)
         chunk.counted = len(chunk.futures)
 
-    def _count(self, fut: asyncio.Future[tuple[int, int, int]]) -> None:
+    def _count(self, fut: asyncio.Future[tuple[int, int, int, float]]) -> None:
         """Add a finished slice's counts (once per slice, in the loop: threads only return them)."""
         c = self._counters
         if fut.exception() is not None:
             c["errors"] += 1
             return
-        reads, nbytes, short = fut.result()
+        reads, nbytes, short, cpu = fut.result()
+        c["io_cpu_seconds"] += cpu
         c["reads_submitted"] += reads
         c["bytes_read"] += nbytes
         c["short_reads_resubmitted"] += short
 
     def _read_slice(self, chunk: _PreadChunk, plan: ReadPlan, arena: Arena,
-                    a: int, b: int) -> tuple[int, int, int]:
-        """Worker thread: plan reads ``[a, b)`` into the arena; returns (reads, bytes, shorts)."""
+                    a: int, b: int) -> tuple[int, int, int, float]:
+        """Worker thread: plan reads ``[a, b)`` into the arena; returns (reads, bytes, shorts, thread
+        CPU seconds)."""
         report = self._loop.call_soon_threadsafe  # type: ignore[union-attr]
         report(self._flight.change, 1)  # FIFO per thread: this +1 precedes the thread's -1
         total = [0, 0, 0]
+        t = time.thread_time()
         try:
             with memoryview(arena.mm) as view:
                 for k in range(a, b):
@@ -107,7 +111,7 @@ class PreadSource(_DiskSource):
                                    int(plan.needs[k]), int(plan.stage[k]), total)
         finally:
             report(self._flight.change, -1)
-        return total[0], total[1], total[2]
+        return total[0], total[1], total[2], time.thread_time() - t
 
     def _read_one(self, view: memoryview, off: int, length: int, need: int, stage: int,
                   total: list[int]) -> None:

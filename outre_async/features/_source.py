@@ -30,7 +30,7 @@ class FeatureSource(abc.ABC):
     def __init__(self, num_rows: int, dim: int, dtype: np.dtype) -> None:
         self.num_rows, self.dim, self.dtype = int(num_rows), int(dim), np.dtype(dtype)
         self._closed = False
-        self._counters = {"calls": 0, "rows": 0, "unique_rows": 0}
+        self._counters: dict[str, Any] = {"calls": 0, "rows": 0, "unique_rows": 0, "row_copies": 0}
 
     async def read_rows(self, ids: np.ndarray, out: np.ndarray) -> None:
         """Fill ``out[i, :] = features[ids[i]]``.
@@ -100,10 +100,14 @@ class FeatureSource(abc.ABC):
         rows = np.empty((len(ids), self.dim), dtype=buffer.dtype)
         await self._read_rows(ids, rows)
         buffer[slots] = rows
+        self._counters["row_copies"] += len(ids)
 
     def stats(self) -> dict[str, Any]:
-        """Counters since construction (what ``loader.stats()`` reports for I/O)."""
-        return {"backend": self.backend, **self._counters}
+        """Counters since construction (what ``loader.stats()`` reports for I/O).  ``row_copies``:
+        rows copied in memory on their way to ``out``/the slots (``copies_per_row`` per row asked)."""
+        c = self._counters
+        return {"backend": self.backend, **c,
+                "copies_per_row": round(c["row_copies"] / c["rows"], 3) if c["rows"] else 0.0}
 
     async def aclose(self) -> None:
         """Stop accepting work and release resources; idempotent."""

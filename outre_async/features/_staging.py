@@ -4,8 +4,8 @@ A request for rows ``ids`` becomes a :class:`ReadPlan`: the sorted unique rows (
 once), grouped into *runs* whose aligned spans touch or lie within ``max_gap`` bytes of each other,
 each run one read of at most about ``max_read`` bytes.  The reads land back to back in one staging
 arena, so every read's memory position is aligned like its file offset (O_DIRECT needs both), and
-every row sits at a known element offset in the arena.  Copying out is then one vectorised numpy
-gather over a sliding-window view of the arena, whatever the layout (padded or packed rows).
+every row sits at a known element offset in the arena.  Copying out is then one copy per row by a
+numba kernel (a bit copy; numpy converts where the output dtype differs), whatever the layout.
 
 Staging memory comes from a :class:`StagingPool` of :class:`Arena` objects, anonymous ``mmap`` areas: page
 aligned (enough for any O_DIRECT alignment), zero-copy through ``memoryview`` / ``np.frombuffer``,
@@ -13,8 +13,9 @@ and reused so a steady stream of batches does not pay page faults for fresh memo
 The pool caps the bytes it holds (in use + cached) and gives everything back at :meth:`close`.
 
 Giving back: an arena is unmapped (``mmap.close``) when nothing exports its memory.  The io_uring
-binding pins every memoryview it builds an ``Iovec`` from (the export is never released), so an
-arena whose block slices went into an ``Iovec`` cannot be unmapped; its pages are returned to the
+source submits reads by address (``Arena.address``) and keeps no view, so its arenas unmap normally.
+The Python binding, by contrast, pins every memoryview it builds an ``Iovec`` from (the export is
+never released), so an arena whose block slices went into an ``Iovec`` cannot be unmapped; its pages are returned to the
 kernel instead (``madvise(MADV_DONTNEED)``: RSS drops, the empty mapping stays) and the arena, with
 its block slices, goes to a process-wide free list that every pool draws from before mapping a new
 one.  So the pinned slices are made once per arena ever mapped at once, not once per source, and
@@ -28,6 +29,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
+
+from ._staging_kernels import scatter_rows
 
 MIN_ARENA = 1 << 16
 GATHER_BLOCK = 1 << 20
@@ -126,22 +129,29 @@ def resume_at(off: int, need: int, cur: int, res: int, align: int) -> int | None
 
 def gather_blocks(arena: Arena, plan: ReadPlan, *, dtype: np.dtype, dim: int, rows: np.ndarray,
                   out: np.ndarray, dest: np.ndarray | None = None) -> Iterator[None]:
-    """``out[dest[i]] =`` the plan's ``rows[i]``-th unique row (``dest`` None: ``out[i]``), read from
-    the staged bytes: a numpy gather in blocks of about ``GATHER_BLOCK`` bytes, yielding after each
-    block so an event loop can reap completions between blocks (a 40 MB gather would otherwise hold
-    the loop for milliseconds while the device queue drains).  Rows go straight to their place in
-    ``out`` (a buffer's slots): no batch-sized temporary."""
-    flat = np.frombuffer(arena.mm, dtype=dtype, count=plan.nbytes // dtype.itemsize)
-    window = np.lib.stride_tricks.sliding_window_view(flat, dim)
-    elems = plan.row_elems[rows]
-    # fancy indexing, not np.take (take copies the overlapping window into a contiguous array), in
-    # blocks of about GATHER_BLOCK bytes so the temporary stays small, cached and reused by malloc
+    """``out[dest[i]] =`` the plan's ``rows[i]``-th unique row (``dest`` None: ``out[i]``), copied
+    once from the staged bytes by a numba kernel (:func:`._staging_kernels.scatter_rows`), in blocks
+    of about ``GATHER_BLOCK`` bytes, yielding after each block so an event loop can reap completions
+    between blocks (a 40 MB gather would otherwise hold the loop for milliseconds while the device
+    queue drains).  Rows go straight to their place in ``out`` (a buffer's slots): no temporary."""
+    if len(rows) == 0:
+        return
+    rows = rows.astype(np.int64, copy=False)
+    dest = np.arange(len(rows), dtype=np.int64) if dest is None else dest.astype(np.int64, copy=False)
     step = max(1, GATHER_BLOCK // (dim * dtype.itemsize))
-    for a in range(0, len(elems), step):
-        if dest is None:
-            out[a : a + step] = window[elems[a : a + step]]
+    same = out.dtype == dtype  # copy the bits once; else numpy converts (float16 -> float32)
+    bits = np.dtype(f"u{dtype.itemsize}")
+    target = out.view(bits) if same else out
+    for a in range(0, len(rows), step):
+        b = min(len(rows), a + step)
+        flat = np.frombuffer(arena.mm, dtype=bits if same else dtype, count=plan.nbytes // dtype.itemsize)
+        if same:
+            scatter_rows(flat, plan.row_elems, rows, target, dest, a, b)
         else:
-            out[dest[a : a + step]] = window[elems[a : a + step]]
+            window = np.lib.stride_tricks.sliding_window_view(flat, dim)
+            out[dest[a:b]] = window[plan.row_elems[rows[a:b]]]
+            del window
+        del flat  # no view of the arena outlives the block: it can be unmapped when given back
         yield
 
 
@@ -149,7 +159,7 @@ class Arena:
     """One page-aligned anonymous mapping of ``nbytes``, and its block slices (made once per block
     size: see the module docstring for why they must be long-lived)."""
 
-    __slots__ = ("mm", "nbytes", "_view", "_blocks")
+    __slots__ = ("mm", "nbytes", "_view", "_blocks", "_address")
 
     def __init__(self, nbytes: int) -> None:
         # private: MADV_DONTNEED frees private anonymous pages (a shared mapping would keep them)
@@ -157,6 +167,17 @@ class Arena:
         self.nbytes = nbytes
         self._view: memoryview | None = None
         self._blocks: dict[int, list[memoryview]] = {}
+        self._address = 0
+
+    @property
+    def address(self) -> int:
+        """The mapping's address, for reads submitted by address (the io_uring kernels); taken
+        through a view that is dropped at once, so the arena can still be unmapped."""
+        if not self._address:
+            view = np.frombuffer(self.mm, dtype=np.uint8, count=1)
+            self._address = view.ctypes.data
+            del view
+        return self._address
 
     def blocks(self, block: int) -> list[memoryview]:
         """The arena cut into slices of ``block`` bytes (made on first use, then the same objects)."""

@@ -12,18 +12,17 @@ How it works, and why:
   pump runs when work arrives and after every reap, so completions of one batch immediately make
   room for the next batch's reads: the device queue stays fed across batch boundaries and
   concurrent callers share it.
-* **Staging.**  Reads are ``IORING_OP_READV`` into the job's page-aligned mmap arena, so a
-  coalesced run lands in place and the copy to ``out`` is one numpy gather per chunk.  The
-  binding's ``Iovec`` never releases the buffer it takes from each memoryview it is given (measured:
-  every ``Iovec([view[a:b]])`` leaves its slice alive, ~184 B, and pins the arena forever), so a
-  read's ``Iovec`` is built from **pre-made block slices** of the arena (``Arena.blocks``: one
-  memoryview per ``block`` bytes, made once per arena and block size): a read of ``[s, s+n)`` is
-  ``Iovec(blocks[s/B:(s+n)/B])``, the same contiguous memory as one segment, and nothing new is
-  pinned.  Such an arena can't be unmapped, so the pool gives its pages back instead and keeps the
-  empty mapping, slices and all, for the next arena of its size (``_staging``): at :meth:`aclose`
-  every arena's memory returns to the kernel, and opening and closing sources doesn't grow RSS.
-  Buffers are not registered with the ring (``IORING_OP_READV``, not ``READ_FIXED``), so there is
-  nothing to unregister.  The job keeps its ``Iovec``s alive until each read's completion.
+* **Per-read work in numba** (:mod:`._uring_kernels`).  A job's reads are arrays (memory address,
+  length, file offset, tag); :meth:`UringSource._pump` fills SQEs for every read the in-flight budget
+  allows with one kernel call and submits them with one ``io_uring_enter``; :meth:`UringSource._reap`
+  drains the completion queue into arrays with one kernel call per slice and settles them with a
+  few numpy operations per job.  No Python object per read (measured on this machine: about
+  0.3-0.6 µs of user CPU per read, against 3-5 µs through the Python binding's ``Iovec``/``Cqe``).
+* **Staging.**  Reads are ``IORING_OP_READ`` into the job's page-aligned mmap arena, so a coalesced
+  run lands in place and each row is copied once from there to its destination.  The arena's
+  address is taken once and no view of it is kept, so an arena is unmapped normally when given
+  back.  Buffers are not registered with the ring (``READ_FIXED``): the arenas come and go with
+  the staging pool, and fio's default (no fixed buffers) is the reference we compare with.
 * **Short reads** are resubmitted from the aligned offset where data stopped; end of file before
   the bytes a row needs is an :class:`ExtractorError`, never a resubmission loop.  Negative
   results (EIO, EBADF, EINVAL...) become :class:`ExtractorError` with the file path, the read's byte
@@ -42,58 +41,86 @@ from __future__ import annotations
 import asyncio
 import errno as errno_mod
 import os
+import time
 from collections import deque
 from typing import Any
 
-import liburing as L
 import numpy as np
 
 from .._errors import ConfigError, OutreError, PipelineClosed
 from ..store._dataset import Dataset
+from . import _uring_kernels as K
 from ._disk_source import FeatureFile, IOConfig, _DiskSource, uncancellable
 from ._staging import Arena, ReadPlan, resume_at
 
 _INDEX_MASK = (1 << 32) - 1
-_MAX_BLOCK = 64 << 10   # largest block slice: fewer segments per read, bounded slice tables
-_RESUME_BLOCK = 512     # resubmitted short reads start at any 512-byte-aligned offset
 _TRANSIENT = (errno_mod.EAGAIN, errno_mod.EBUSY, errno_mod.EINTR)
-
-
-def _block_size(plan: ReadPlan) -> int:
-    """The largest power of two (<= 64 KiB) dividing every stage offset and read length of ``plan``."""
-    if plan.num_reads == 0:
-        return _MAX_BLOCK
-    bits = int(np.bitwise_or.reduce(plan.stage)) | int(np.bitwise_or.reduce(plan.lengths)) | _MAX_BLOCK
-    return bits & -bits
+IOV_MAX = 1024  # segments of one vectored read (Linux UIO_MAXIOV)
 
 
 class _Job:
-    """The reads of one staged chunk, and where they stand.  Owned by the event loop."""
+    """The reads of one staged chunk, as arrays the kernels take, and where they stand.  Owned by
+    the event loop.  ``done[k]``: bytes of read ``k`` already in place before its current submission
+    (non-zero only for a resubmitted short read)."""
 
-    __slots__ = ("token", "offsets", "lengths", "needs", "stage", "arena", "block", "blocks", "iovs", "next",
-                 "inflight", "left", "stopped", "error", "waiter", "resume", "cur", "queued",
-                 "settled")
+    __slots__ = ("token", "addrs", "lengths", "offsets", "tags", "needs", "done", "iov", "iov_first",
+                 "iov_addrs", "iov_counts", "kept", "next", "inflight", "left", "stopped", "error",
+                 "waiter", "resume", "queued", "settled")
 
-    def __init__(self, token: int, plan: ReadPlan, arena: Arena) -> None:
+    def __init__(self, token: int, plan: ReadPlan) -> None:
+        n = plan.num_reads
         self.token = token
-        self.offsets: list[int] = plan.offsets.tolist()
-        self.lengths: list[int] = plan.lengths.tolist()
-        self.needs: list[int] = plan.needs.tolist()
-        self.stage: list[int] = plan.stage.tolist()
-        self.arena = arena
-        self.block = _block_size(plan)
-        self.blocks = arena.blocks(self.block)
-        self.iovs: list[Any] = [None] * len(self.offsets)  # keeps each read's memory alive
+        self.lengths = plan.lengths.astype(np.uint32)
+        self.offsets = plan.offsets.astype(np.uint64)
+        self.tags = np.arange(n, dtype=np.uint64) | np.uint64(token << 32)
+        self.needs = plan.needs
+        self.done = np.zeros(n, dtype=np.int64)
+        self.addrs: np.ndarray | None = None        # staged reads: where each read lands
+        self.iov: np.ndarray | None = None          # reads into slots: [addr, len] segments ...
+        self.iov_first = self.iov_addrs = self.iov_counts = np.empty(0, dtype=np.uint64)  # ... per read
+        self.kept: list[np.ndarray] = []            # segment tables of resubmitted reads
         self.next = 0                       # first read not yet submitted
         self.inflight = 0                   # submitted, not completed
-        self.left = len(self.offsets)       # not yet completed in full
+        self.left = n                       # not yet completed in full
         self.stopped = False                # submit nothing more (cancelled, failed, closed)
         self.error: OutreError | None = None
         self.waiter: asyncio.Future[None] | None = None
         self.resume: list[int] = []         # reads to resubmit (short reads)
-        self.cur: dict[int, int] = {}       # read index -> offset it was resubmitted at
         self.queued = False
         self.settled = False
+
+    @classmethod
+    def staged(cls, token: int, plan: ReadPlan, arena: Arena) -> _Job:
+        """Reads into a staging arena, back to back (``plan.stage``)."""
+        if plan.nbytes > arena.nbytes:  # the kernel writes by address: never past the arena
+            raise ValueError(f"plan of {plan.nbytes} bytes does not fit an arena of {arena.nbytes}")
+        job = cls(token, plan)
+        job.addrs = (plan.stage + arena.address).astype(np.uint64)
+        return job
+
+    @classmethod
+    def into_slots(cls, token: int, plan: ReadPlan, iov: np.ndarray, first: np.ndarray,
+                   counts: np.ndarray) -> _Job:
+        """Vectored reads whose segments are buffer slots (and a sink for holes): no staging."""
+        job = cls(token, plan)
+        job.iov, job.iov_first = iov, first
+        job.iov_addrs = (iov.ctypes.data + first * iov.strides[0]).astype(np.uint64)
+        job.iov_counts = counts
+        return job
+
+    def rest_of(self, k: int) -> np.ndarray:
+        """The segments of read ``k`` past its first ``done[k]`` bytes (a resubmitted short read)."""
+        assert self.iov is not None
+        segs = self.iov[self.iov_first[k] : self.iov_first[k] + self.iov_counts[k]]
+        ends = np.cumsum(segs[:, 1])
+        done = int(self.done[k])
+        j = int(np.searchsorted(ends, done, side="right"))
+        rest = segs[j:].copy()
+        skip = done - (int(ends[j - 1]) if j else 0)
+        rest[0, 0] += skip
+        rest[0, 1] -= skip
+        self.kept.append(rest)  # alive until the job settles: the kernel reads it at submission
+        return rest
 
     def has_work(self) -> bool:
         return not self.stopped and (self.next < len(self.offsets) or bool(self.resume))
@@ -108,7 +135,6 @@ class _Job:
         if self.settled or self.inflight or not (self.left == 0 or self.stopped):
             return False
         self.settled = True
-        self.iovs = []
         if self.waiter is not None and not self.waiter.done():
             self.waiter.set_result(None)
         return True
@@ -118,7 +144,7 @@ class UringSource(_DiskSource):
     """Feature rows through io_uring (see the module docstring for the design and the rules)."""
 
     backend = "io_uring"
-    REAP_SLICE = 8
+    REAP_SLICE = 128
     DEFAULT_DEPTH = 256  # measured: see IOConfig
 
     def __init__(self, source: Dataset | FeatureFile, config: IOConfig | None = None,
@@ -126,14 +152,20 @@ class UringSource(_DiskSource):
         file = source if isinstance(source, FeatureFile) else FeatureFile.of(source)
         super().__init__(file, config or IOConfig(**opts))
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._ring: Any = None
+        self._ring: np.ndarray | None = None   # the struct io_uring (see _uring_kernels.new_ring)
+        self._ring_addr = 0
         self._efd = -1
-        self._cqe = L.Cqe()
+        self._cqe_ptrs = np.zeros(self.REAP_SLICE, dtype=np.uint64)
+        self._cqe_tags = np.zeros(self.REAP_SLICE, dtype=np.uint64)
+        self._cqe_res = np.zeros(self.REAP_SLICE, dtype=np.int32)
+        self._bad = np.zeros((self.REAP_SLICE, 2), dtype=np.int64)  # (read, res) of incomplete reads
         self._jobs: dict[int, _Job] = {}
         self._queue: deque[_Job] = deque()
         self._token = 0
         self._broken: OutreError | None = None
         self._idle: asyncio.Future[None] | None = None
+        self._sink: np.ndarray | None = None
+        self._counters.update(submit_calls=0, reap_calls=0, rows_into_slots=0)
 
     # -- ring lifecycle ----------------------------------------------------------------------------
     def _ensure_ring(self) -> None:
@@ -145,13 +177,21 @@ class UringSource(_DiskSource):
                 raise ConfigError("this UringSource has reads in flight on another event loop; "
                                   "use one source per loop")
             self._teardown()
+        lib = K.clib()
         entries = max(8, 1 << (self.depth - 1).bit_length())
-        ring = L.Ring()
-        L.io_uring_queue_init(entries, ring)
+        ring = K.new_ring()
+        addr = ring.ctypes.data
+        rc = lib.io_uring_queue_init(entries, addr, 0)
+        if rc < 0:
+            raise self._error(f"io_uring_queue_init failed: {os.strerror(-rc)}", 0, -rc)
         efd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-        L.io_uring_register_eventfd(ring, efd)
+        rc = lib.io_uring_register_eventfd(addr, efd)
+        if rc < 0:
+            os.close(efd)
+            lib.io_uring_queue_exit(addr)
+            raise self._error(f"io_uring_register_eventfd failed: {os.strerror(-rc)}", 0, -rc)
         loop.add_reader(efd, self._reap)
-        self._loop, self._ring, self._efd = loop, ring, efd
+        self._loop, self._ring, self._ring_addr, self._efd = loop, ring, addr, efd
 
     def _teardown(self) -> None:
         """Remove the reader, unregister and close the eventfd, exit the ring (none in flight)."""
@@ -160,10 +200,11 @@ class UringSource(_DiskSource):
         loop = self._loop
         if loop is not None and not loop.is_closed():
             loop.remove_reader(self._efd)
-        L.io_uring_unregister_eventfd(self._ring)
-        L.io_uring_queue_exit(self._ring)
+        lib = K.clib()
+        lib.io_uring_unregister_eventfd(self._ring_addr)
+        lib.io_uring_queue_exit(self._ring_addr)
         os.close(self._efd)
-        self._loop, self._ring, self._efd = None, None, -1
+        self._loop, self._ring, self._ring_addr, self._efd = None, None, 0, -1
 
     async def aclose(self) -> None:
         """Stop accepting work, fail queued requests, drain in-flight reads, release everything."""
@@ -182,16 +223,22 @@ class UringSource(_DiskSource):
 
     # -- the _DiskSource hooks ---------------------------------------------------------------------
     def _start(self, plan: ReadPlan, arena: Arena) -> _Job:
+        self._next_token()
+        return self._launch(_Job.staged(self._token, plan, arena))
+
+    def _launch(self, job: _Job) -> _Job:
+        self._jobs[job.token] = job
+        self._counters["runs"] += len(job.offsets)
+        self._enqueue(job)
+        self._pump()
+        return job
+
+    def _next_token(self) -> int:
         self._ensure_ring()
         if self._broken is not None:
             raise self._broken
         self._token = (self._token + 1) & 0x7FFFFFFF
-        job = _Job(self._token, plan, arena)
-        self._jobs[job.token] = job
-        self._counters["runs"] += plan.num_reads
-        self._enqueue(job)
-        self._pump()
-        return job
+        return self._token
 
     async def _wait(self, job: _Job) -> None:
         if not job.settled:
@@ -238,18 +285,19 @@ class UringSource(_DiskSource):
             self._submit(batch)
 
     def _submit(self, batch: list[tuple[_Job, int]]) -> None:
-        try:
-            L.io_uring_submit(self._ring)
-        except OSError as exc:
-            if exc.errno in _TRANSIENT and self._loop is not None:
-                self._loop.call_soon(self._submit, batch)  # the SQEs stay in the ring; retry
-                return
-            self._break(exc, batch)
+        self._counters["submit_calls"] += 1
+        rc = K.submit(self._ring_addr)
+        if rc >= 0:
+            return
+        if -rc in _TRANSIENT and self._loop is not None:
+            self._loop.call_soon(self._submit, batch)  # the SQEs stay in the ring; retry
+            return
+        self._break(-rc, batch)
 
-    def _break(self, exc: OSError, batch: list[tuple[_Job, int]]) -> None:
+    def _break(self, err: int, batch: list[tuple[_Job, int]]) -> None:
         """A failed submit: the batch's SQEs never reach the kernel (nothing submits again); fail
         every job.  Reads submitted earlier still complete through ``_reap`` before jobs settle."""
-        self._broken = self._error(f"io_uring_submit failed: {exc.strerror}", 0, exc.errno)
+        self._broken = self._error(f"io_uring_submit failed: {os.strerror(err)}", 0, err)
         for job, n in batch:
             job.inflight -= n
             self._flight.change(-n)
@@ -262,32 +310,35 @@ class UringSource(_DiskSource):
         count = self._prepare_resume(job, budget)
         start = job.next
         stop = min(len(job.offsets), start + budget - count)
-        ring, fd, blocks, size, base = self._ring, self._fd, job.blocks, job.block, job.token << 32
-        offsets, lengths, stage, iovs = job.offsets, job.lengths, job.stage, job.iovs
-        get_sqe, prep, set_data, iovec = (L.io_uring_get_sqe, L.io_uring_prep_readv,
-                                          L.io_uring_sqe_set_data64, L.Iovec)
-        for k in range(start, stop):
-            s = stage[k]
-            iov = iovec(blocks[s // size : (s + lengths[k]) // size])
-            sqe = get_sqe(ring)
-            prep(sqe, fd, iov, offsets[k])
-            set_data(sqe, base | k)
-            iovs[k] = iov
-        job.next = stop
-        job.inflight += count + stop - start
-        return count + stop - start
+        if job.addrs is not None:
+            n = K.prep_reads(self._ring_addr, self._fd, job.addrs, job.lengths, job.offsets, job.tags,
+                             start, stop)
+        else:
+            n = K.prep_readvs(self._ring_addr, self._fd, job.iov_addrs, job.iov_counts, job.offsets,
+                              job.tags, start, stop)
+        job.next = start + n
+        job.inflight += count + n
+        return count + n
 
     def _prepare_resume(self, job: _Job, budget: int) -> int:
+        """SQEs for short reads: the rest of read ``k`` from the aligned offset where data stopped."""
         count = 0
         while job.resume and count < budget:
             k = job.resume.pop()
-            off, cur, s = job.offsets[k], job.cur[k], job.stage[k]
-            blocks = job.arena.blocks(_RESUME_BLOCK)
-            iov = L.Iovec(blocks[(s + cur - off) // _RESUME_BLOCK : (s + job.lengths[k]) // _RESUME_BLOCK])
-            sqe = L.io_uring_get_sqe(self._ring)
-            L.io_uring_prep_readv(sqe, self._fd, iov, cur)
-            L.io_uring_sqe_set_data64(sqe, (job.token << 32) | k)
-            job.iovs[k] = iov
+            done = int(job.done[k])
+            one = np.array([k], dtype=np.int64)
+            if job.addrs is not None:
+                n = K.prep_reads(self._ring_addr, self._fd, job.addrs[one] + np.uint64(done),
+                                 job.lengths[one] - np.uint32(done), job.offsets[one] + np.uint64(done),
+                                 job.tags[one], 0, 1)
+            else:
+                rest = job.rest_of(k)
+                n = K.prep_readvs(self._ring_addr, self._fd, np.array([rest.ctypes.data], np.uint64),
+                                  np.array([len(rest)], np.uint32), job.offsets[one] + np.uint64(done),
+                                  job.tags[one], 0, 1)
+            if n == 0:  # the submission queue is full: try again at the next pump
+                job.resume.append(k)
+                break
             count += 1
         return count
 
@@ -295,8 +346,9 @@ class UringSource(_DiskSource):
     def _reap(self) -> None:
         """eventfd readable: drain the completion queue in slices of ``REAP_SLICE`` CQEs, and after
         each slice refill the freed budget with one submit.  A virtio/NVMe device completes reads
-        in bursts; handing it new reads slice by slice overlaps our per-read Python work with the
+        in bursts; handing it new reads slice by slice overlaps our per-read work with the
         device's, instead of leaving it idle while the whole burst is processed."""
+        t = time.thread_time()
         try:
             os.eventfd_read(self._efd)
         except BlockingIOError:
@@ -306,59 +358,118 @@ class UringSource(_DiskSource):
                 self._pump()
         if self._flight.now == 0 and self._idle is not None and not self._idle.done():
             self._idle.set_result(None)
+        self._counters["io_cpu_seconds"] += time.thread_time() - t
 
     def _reap_slice(self) -> int:
-        """Complete up to ``REAP_SLICE`` CQEs; return how many."""
-        ring, cqe, jobs, complete, n = self._ring, self._cqe, self._jobs, self._complete, 0
-        for _ in L.CqeIter(ring, cqe):
-            entry = cqe[0]
-            data = entry.user_data
-            try:
-                res = entry.res
-            except OSError as exc:  # the binding raises for negative results
-                res = -(exc.errno or errno_mod.EIO)
-            job = jobs.get(data >> 32)
-            if job is not None:
-                complete(job, data & _INDEX_MASK, res)
-            n += 1
-            if n == self.REAP_SLICE:
-                break
-        if n:
-            L.io_uring_cq_advance(ring, n)
-            self._flight.change(-n)
+        """Complete up to ``REAP_SLICE`` CQEs (one kernel call); return how many."""
+        if self._ring is None:
+            return 0
+        tags, res = self._cqe_tags, self._cqe_res
+        n = K.reap(self._ring_addr, self._cqe_ptrs, tags, res)
+        if not n:
+            return 0
+        self._counters["reap_calls"] += 1
+        self._flight.change(-n)
+        first = int(tags[0] >> np.uint64(32))
+        matched = self._complete(first, n)
+        if matched < n:  # completions of other jobs in this slice (rare: jobs run in FIFO order)
+            seen = {first}
+            for token in (tags[:n] >> np.uint64(32)).tolist():
+                if token not in seen:
+                    seen.add(token)
+                    matched += self._complete(token, n)
         return n
 
-    def _complete(self, job: _Job, k: int, res: int) -> None:
-        off = job.offsets[k]
-        cur = job.cur.pop(k, off) if job.cur else off
-        job.inflight -= 1
-        if res >= 0:
-            self._counters["bytes_read"] += res
-        if res >= 0 and cur - off + res >= job.needs[k]:
-            job.iovs[k] = None
-            job.left -= 1
-        elif not job.stopped:
-            self._retry_or_fail(job, k, off, cur, res)
+    def _complete(self, token: int, n: int) -> int:
+        """Settle one job's completions among the slice's ``n`` (one kernel call); full reads are
+        counted in bulk, the rest retried or failed one by one.  Returns how many were the job's."""
+        job = self._jobs.get(token)
+        tags, res, bad = self._cqe_tags, self._cqe_res, self._bad
+        if job is None:  # unreachable: a job leaves _jobs only once none of its reads is in flight
+            return int((tags[:n] >> np.uint64(32) == token).sum())
+        matched, complete, nbytes, nbad = K.settle(tags, res, n, token, job.needs, job.done, bad)
+        self._counters["bytes_read"] += nbytes
+        job.inflight -= matched
+        job.left -= complete
+        for k, r in bad[:nbad].tolist():
+            if not job.stopped:
+                self._retry_or_fail(job, k, r)
         if job.inflight == 0:
             self._settle(job)
+        return matched
 
-    def _retry_or_fail(self, job: _Job, k: int, off: int, cur: int, res: int) -> None:
-        length = job.lengths[k]
+    def _retry_or_fail(self, job: _Job, k: int, res: int) -> None:
+        off, length, done = int(job.offsets[k]), int(job.lengths[k]), int(job.done[k])
         if res < 0:
             job.fail(self._error(f"read of {length} bytes failed: {os.strerror(-res)}", off, -res))
             self._counters["errors"] += 1
             return
         try:
-            nxt = resume_at(off, job.needs[k], cur, res, self.align)
+            nxt = resume_at(off, int(job.needs[k]), off + done, res, self.align)
         except EOFError as exc:
             job.fail(self._error(f"read ended early, {exc} (file truncated?)", off, None))
             self._counters["errors"] += 1
             return
-        if nxt is None:  # unreachable: complete reads take the fast path in _complete
+        if nxt is None:  # unreachable: complete reads are counted in bulk in _complete
             job.left -= 1
             return
-        job.cur[k] = nxt
+        job.done[k] = nxt - off
         job.resume.append(k)
         self._counters["short_reads_resubmitted"] += 1
         self._enqueue(job)
 
+    # -- reads straight into buffer slots ------------------------------------------------------------
+    async def _read_rows_into(self, ids: np.ndarray, buffer: np.ndarray, slots: np.ndarray) -> None:
+        """Rows straight into their slots where the layout allows (one copy per row: the later
+        slot -> batch gather), else through staging (copied once into the slots)."""
+        iov = self._slot_reads(ids, buffer, slots)
+        if iov is None:
+            await super()._read_rows_into(ids, buffer, slots)
+            return
+        unique, first, inverse, job = iov
+        self._counters["unique_rows"] += len(unique)
+        self._counters["rows_into_slots"] += len(unique)
+        self._launch(job)
+        try:
+            await self._wait(job)
+        except BaseException:
+            self._stop(job)
+            await self._drain(job)  # the kernel writes into the slots until then (cancellation rule)
+            raise
+        dup = np.ones(len(ids), dtype=bool)
+        dup[first] = False
+        if dup.any():  # a repeated id: its row is copied from the slot it was read into
+            buffer[slots[dup]] = buffer[slots[first[inverse[dup]]]]
+            self._counters["row_copies"] += int(dup.sum())
+
+    def _slot_reads(self, ids: np.ndarray, buffer: np.ndarray,
+                    slots: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, _Job] | None:
+        """Plan vectored reads into the slots, or ``None`` where rows must be staged: slots must be
+        laid out like the file's rows (same dtype, slot stride = row stride), rows must start and
+        end on the I/O alignment (sector-multiple stride) and the buffer must be aligned like them."""
+        f, align = self.file, self.align
+        if (buffer.dtype != f.dtype or buffer.strides != (f.stride, f.dtype.itemsize)
+                or f.stride % align or buffer.ctypes.data % align):
+            return None
+        unique, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+        plan = self._plan(unique)
+        lo = unique * f.stride
+        span = -(-f.row_bytes // align) * align
+        slot_addrs = buffer.ctypes.data + slots[first].astype(np.int64) * f.stride
+        iov = np.empty((2 * len(unique), 2), dtype=np.int64)
+        seg_first = np.empty(plan.num_reads, dtype=np.int64)
+        counts = np.empty(plan.num_reads, dtype=np.int64)
+        K.slot_iovecs(lo, span, slot_addrs, plan.offsets, plan.lengths, self._sink_address(),
+                      iov, seg_first, counts)
+        if plan.num_reads and int(counts.max()) > IOV_MAX:
+            return None
+        job = _Job.into_slots(self._next_token(), plan, iov, seg_first, counts.astype(np.uint32))
+        return unique, first, inverse, job
+
+    def _sink_address(self) -> int:
+        """Aligned scratch that holes between coalesced rows are read into (never read back)."""
+        if self._sink is None:
+            size = -(-max(self.config.max_gap_bytes, 1) // 4096) * 4096
+            raw = np.zeros(size + 4096, dtype=np.uint8)
+            self._sink = raw[-raw.ctypes.data % 4096 :][:size]
+        return int(self._sink.ctypes.data)

@@ -25,6 +25,7 @@ from typing import TypeVar
 from ..sampling._sampler import SampledSubgraph
 from ._batch import PlanItem, SampledBatch, Sampler
 from ._channel import Channel
+from ._cpu_meter import thread_cpu_call
 from ._history import EpochHistory
 
 R = TypeVar("R")
@@ -38,10 +39,11 @@ class SampleCounters:
     nodes: int = 0
     edges: int = 0
     seconds: float = 0.0   # summed over workers: busy time, not wall time
+    cpu_seconds: float = 0.0  # thread CPU time of the sampling calls in the executor threads
 
-    def plus(self, sub: SampledSubgraph, seconds: float) -> SampleCounters:
+    def plus(self, sub: SampledSubgraph, seconds: float, cpu_seconds: float) -> SampleCounters:
         return SampleCounters(self.batches + 1, self.nodes + sub.num_nodes, self.edges + sub.num_edges,
-                              self.seconds + seconds)
+                              self.seconds + seconds, self.cpu_seconds + cpu_seconds)
 
 
 async def run_in_thread(executor: Executor, fn: Callable[..., R], *args: object) -> R:
@@ -68,10 +70,10 @@ class SampleStage:
             start = time.perf_counter()
             decision = None
             if history is None:
-                subgraph = await run_in_thread(executor, sampler.sample, item, stream)
+                subgraph, cpu = await run_in_thread(executor, thread_cpu_call, sampler.sample, item, stream)
             else:  # the validity copy is made here, on the loop; the thread reads only it
                 prune = history.snapshot(seq)
-                subgraph, decision = await run_in_thread(executor, history.sample, sampler, item, stream,
-                                                         prune)
-            self.counters = self.counters.plus(subgraph, time.perf_counter() - start)
+                (subgraph, decision), cpu = await run_in_thread(executor, thread_cpu_call, history.sample,
+                                                                sampler, item, stream, prune)
+            self.counters = self.counters.plus(subgraph, time.perf_counter() - start, cpu)
             await out.send(SampledBatch(seq, subgraph, decision))

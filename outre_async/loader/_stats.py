@@ -3,7 +3,10 @@
 Each stage owns its counters record (``SampleCounters``, ``ExtractCounters``, ``DeliveryCounters``)
 and is the only code that replaces it; this module only reads them.  The flat keys
 (``sample_seconds``, ``delivered_batches``, ...) are what the CLI, the bench harness and the
-benchmarks read.  ``queues`` holds each bounded channel's own statistics for the latest epoch
+benchmarks read.  ``*_seconds`` are busy wall time summed over a stage's workers; ``*_cpu_seconds``
+are thread CPU time (sampling: the executor threads' sampling calls; extraction: the loop-thread
+steps of the extract workers, completion handling of the source excluded: that is
+``io["io_cpu_seconds"]``).  ``queues`` holds each bounded channel's own statistics for the latest epoch
 (``capacity``, ``queued`` = current depth, ``max_queued`` = the deepest it got, ``sent``/``received``).
 """
 
@@ -22,8 +25,9 @@ from ._sample_stage import SampleCounters
 def stage_stats(sample: SampleCounters, extract: ExtractCounters, delivery: DeliveryCounters) -> dict[str, Any]:
     return {
         "sampled_batches": sample.batches, "sampled_nodes": sample.nodes, "sampled_edges": sample.edges,
-        "sample_seconds": sample.seconds,
+        "sample_seconds": sample.seconds, "sample_cpu_seconds": sample.cpu_seconds,
         "extracted_batches": extract.batches, "extract_seconds": extract.seconds,
+        "extract_cpu_seconds": extract.cpu_seconds, "extract_rows": extract.rows,
         "delivered_batches": delivery.batches, "stall_seconds": delivery.stall_seconds,
     }
 

@@ -214,6 +214,25 @@ def test_stats_report_stages_and_backend(dataset: oa.Dataset) -> None:
     assert {"sample_seconds", "extract_seconds", "stall_seconds", "buffer_rows"} <= stats.keys()
 
 
+def test_stats_report_cpu_seconds_per_stage(dataset: oa.Dataset) -> None:
+    """Thread CPU per stage: sampling threads, the extract workers' own steps, the source's
+    completion handling; all of it within the process's CPU time over the epoch."""
+    import resource
+
+    loader = _loader(dataset, backend="auto")
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    rows = sum(len(b.n_id) for b in loader)
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    stats = loader.stats()
+    loader.close()
+    process = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    sample, extract, io = stats["sample_cpu_seconds"], stats["extract_cpu_seconds"], stats["io"]["io_cpu_seconds"]
+    assert sample > 0 and extract > 0 and io >= 0
+    assert sample + extract + io <= process + 0.05  # thread CPU can't exceed the process's
+    assert stats["extract_rows"] == rows  # one gather copy per batch row
+    assert stats["io"]["rows_per_read"] > 0 and stats["io"]["bytes_per_read"] > 0
+
+
 @pytest.mark.parametrize(("opts", "depth"), [({}, 32), ({"max_in_flight": 7}, 7)])
 def test_max_in_flight_reaches_the_source(dataset: oa.Dataset, opts: dict, depth: int) -> None:
     async def body() -> int:
