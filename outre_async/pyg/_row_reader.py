@@ -1,0 +1,83 @@
+"""Synchronous row reads through an asynchronous :class:`FeatureSource`, for PyG's synchronous APIs.
+
+PyG calls ``FeatureStore.multi_get_tensor`` from plain code (a ``NodeLoader``'s collate, possibly in a
+notebook whose own loop is running), while our sources are coroutines bound to one event loop (an
+io_uring ring per loop).  So the reader owns one :class:`LoopThread`, opens the source *on* it and
+waits for each read there: the caller's thread never runs a loop, so a running loop in the caller is
+no obstacle.  ``close()`` closes the source on its loop, then stops and joins the thread; a
+garbage-collection finalizer does the same for a reader nobody closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from .._errors import PipelineClosed
+from ..features._source import FeatureSource
+from ..loader._loop_thread import LoopThread
+
+
+class RowReader:
+    """Reads rows of one feature source synchronously; ``open_fn`` opens the source (on the loop)."""
+
+    def __init__(self, open_fn: Callable[[], FeatureSource], name: str = "outre-rows") -> None:
+        self._thread = LoopThread(name)
+        try:
+            self.source: FeatureSource = self._thread.call(_opened(open_fn))
+        except BaseException:
+            self._thread.close()
+            raise
+        self._finalizer = weakref.finalize(self, _shutdown, self._thread, self.source)
+
+    @property
+    def dim(self) -> int:
+        return self.source.dim
+
+    @property
+    def num_rows(self) -> int:
+        return self.source.num_rows
+
+    def read(self, ids: np.ndarray) -> np.ndarray:
+        """``features[ids]`` as a new float32 array ``[len(ids), dim]``."""
+        return self.read_many([ids])[0]
+
+    def read_many(self, id_lists: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """One array per id list, all read concurrently on the loop (one wait for the caller)."""
+        if self._thread.closed:
+            raise PipelineClosed("this feature reader is closed; open a new feature store")
+        outs = [np.empty((len(np.asarray(ids)), self.source.dim), dtype=np.float32) for ids in id_lists]
+
+        async def read_all() -> None:
+            await asyncio.gather(*(self.source.read_rows(np.asarray(ids), out)
+                                   for ids, out in zip(id_lists, outs, strict=True)))
+
+        self._thread.call(read_all)
+        return outs
+
+    def close(self) -> None:
+        """Close the source on its loop, then stop and join the loop thread (idempotent)."""
+        self._finalizer()
+
+    @property
+    def closed(self) -> bool:
+        return self._thread.closed
+
+
+def _opened(open_fn: Callable[[], FeatureSource]) -> Callable[[], object]:
+    async def run() -> FeatureSource:
+        return open_fn()
+
+    return run
+
+
+def _shutdown(thread: LoopThread, source: FeatureSource) -> None:
+    if thread.closed:
+        return
+    try:
+        thread.call(source.aclose)
+    finally:
+        thread.close()
