@@ -71,6 +71,8 @@ _LAZY = {
     "SyncLoader": ".loader",
     "GraphSAGE": ".nn",
     "GCN": ".nn",
+    "GAT": ".nn",
+    "inference": ".layerwise",
     "HistoryConfig": ".cache",
     "MLP": ".nn",
     "OutreLoader": ".loader",

@@ -20,7 +20,7 @@ from torch_geometric.data import FeatureStore, TensorAttr
 from .._errors import ConfigError, NotSupportedError
 from ..features._backends import Backend, open_source
 from ..store._dataset import Dataset
-from ._row_reader import RowReader
+from ..loader._row_reader import RowReader
 
 __all__ = ["OutreFeatureStore"]
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from .._errors import PipelineClosed
 from ..features._source import FeatureSource
-from ..loader._loop_thread import LoopThread
+from ._loop_thread import LoopThread
 
 
 class RowReader:
