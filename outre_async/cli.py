@@ -337,6 +337,21 @@ def parse_fanouts(text: str) -> tuple[int, ...]:
     return check_fanouts(fanouts)
 
 
+# -- train (implementation in outre_async.trainer._cli) -------------------------------------------
+
+
+def _args_train(p: argparse.ArgumentParser) -> None:
+    from .trainer._cli import add_arguments
+
+    add_arguments(p)
+
+
+def _cmd_train(args: argparse.Namespace) -> dict[str, Any]:
+    from .trainer._cli import run_command
+
+    return run_command(args, lambda text: _say(args, text), _progress(args), parse_fanouts)
+
+
 # -- bench (implementation in outre_async.bench._cli) ----------------------------------------------
 
 
@@ -386,13 +401,14 @@ _VERBS: dict[str, tuple[Handler, str]] = {
     "quickstart": (_cmd_quickstart, "generate a small graph and train GraphSAGE on it"),
     "partition": (_cmd_partition, "partition a dataset with streaming FENNEL into partitions/<name>/"),
     "stats": (_cmd_stats, "dataset statistics: `stats redundancy` = OUTRE's redundancy ratio"),
+    "train": (_cmd_train, "train a GNN with the loader, evaluate with layer-wise inference, checkpoint"),
     "bench": (_cmd_bench, "run systems side by side under a memory cap against the physical limit"),
     "clean": (_cmd_clean, "remove the temporary folders that killed outre writers left in a folder"),
 }
 _ARGS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "generate": _args_generate, "convert": _args_convert, "info": _args_info, "quickstart": _args_quickstart,
     "partition": _args_partition, "stats": _args_stats,
-    "bench": _args_bench, "clean": _args_clean,
+    "bench": _args_bench, "clean": _args_clean, "train": _args_train,
 }
 
 if __name__ == "__main__":  # pragma: no cover
