@@ -202,6 +202,8 @@ def _args_convert(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory-budget", type=checks.byte_size(allocated=True), default="1GiB",
                    help="RAM for the external edge sort (e.g. 512MiB)")
     p.add_argument("--feature-dtype", choices=["float32", "float16"], default="float32")
+    p.add_argument("--drop-edge-features", action="store_true",
+                   help="convert without edge_attr / edge_weight / link targets (else refused: not stored yet)")
     p.add_argument("--overwrite", action="store_true")
 
 
@@ -216,6 +218,8 @@ def _cmd_convert(args: argparse.Namespace) -> dict[str, Any]:
         "memory_budget": args.memory_budget, "feature_dtype": args.feature_dtype,
         "overwrite": args.overwrite, "progress": _progress(args),
     }
+    if args.drop_edge_features:
+        opts["drop_edge_features"] = True
     if args.num_nodes is not None:
         opts["num_nodes"] = args.num_nodes
     if args.binary_dtype is not None:

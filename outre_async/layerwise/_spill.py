@@ -38,7 +38,7 @@ class SpillFile:
 
     def write(self, start: int, rows: np.ndarray) -> None:
         """Rows ``start .. start + len(rows)`` (float32 ``[k, dim]``)."""
-        data = memoryview(np.ascontiguousarray(rows, dtype=np.float32)).cast("B")
+        data = memoryview(np.ascontiguousarray(rows, dtype=np.float32)).cast("B")  # type: ignore[arg-type]  # an ndarray is a buffer
         offset, done = start * self.file.stride, 0
         while done < len(data):
             done += os.pwrite(self._fd, data[done:], offset + done)

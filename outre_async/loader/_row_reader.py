@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import numpy as np
 
@@ -67,7 +67,7 @@ class RowReader:
         return self._thread.closed
 
 
-def _opened(open_fn: Callable[[], FeatureSource]) -> Callable[[], object]:
+def _opened(open_fn: Callable[[], FeatureSource]) -> Callable[[], Awaitable[FeatureSource]]:
     async def run() -> FeatureSource:
         return open_fn()
 
