@@ -6,11 +6,17 @@ io_uring ring per loop).  So the reader owns one :class:`LoopThread`, opens the 
 waits for each read there: the caller's thread never runs a loop, so a running loop in the caller is
 no obstacle.  ``close()`` closes the source on its loop, then stops and joins the thread; a
 garbage-collection finalizer does the same for a reader nobody closed.
+
+Forked processes (a PyG ``DataLoader`` with ``num_workers > 0``): the child inherits this object but
+not its thread, so waiting on the inherited loop would hang forever.  The reader remembers the pid
+that opened it; in another process it opens a fresh thread and source of its own on first use and
+leaves the parent's alone (the child never touches the parent's loop, not even to close it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -25,13 +31,24 @@ class RowReader:
     """Reads rows of one feature source synchronously; ``open_fn`` opens the source (on the loop)."""
 
     def __init__(self, open_fn: Callable[[], FeatureSource], name: str = "outre-rows") -> None:
-        self._thread = LoopThread(name)
+        self._open_fn, self._name = open_fn, name
+        self._start()
+
+    def _start(self) -> None:
+        self._pid = os.getpid()
+        self._thread = LoopThread(self._name)
         try:
-            self.source: FeatureSource = self._thread.call(_opened(open_fn))
+            self.source: FeatureSource = self._thread.call(_opened(self._open_fn))
         except BaseException:
             self._thread.close()
             raise
-        self._finalizer = weakref.finalize(self, _shutdown, self._thread, self.source)
+        self._finalizer = weakref.finalize(self, _shutdown, self._thread, self.source, self._pid)
+
+    def _in_this_process(self) -> None:
+        """After a fork: drop the parent's loop (never waited on here) and open our own."""
+        if self._pid != os.getpid() and not self._thread.closed:
+            self._finalizer.detach()
+            self._start()
 
     @property
     def dim(self) -> int:
@@ -49,6 +66,7 @@ class RowReader:
         """One array per id list, all read concurrently on the loop (one wait for the caller)."""
         if self._thread.closed:
             raise PipelineClosed("this feature reader is closed; open a new feature store")
+        self._in_this_process()
         outs = [np.empty((len(np.asarray(ids)), self.source.dim), dtype=np.float32) for ids in id_lists]
 
         async def read_all() -> None:
@@ -74,8 +92,8 @@ def _opened(open_fn: Callable[[], FeatureSource]) -> Callable[[], Awaitable[Feat
     return run
 
 
-def _shutdown(thread: LoopThread, source: FeatureSource) -> None:
-    if thread.closed:
+def _shutdown(thread: LoopThread, source: FeatureSource, pid: int) -> None:
+    if thread.closed or pid != os.getpid():  # a forked child must not wait on its parent's loop
         return
     try:
         thread.call(source.aclose)

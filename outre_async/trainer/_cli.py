@@ -40,7 +40,8 @@ def run_command(args: argparse.Namespace, say: Callable[[str], None], progress: 
 
     layers = args.layers
     fanouts = parse_fanouts(args.fanouts) if args.fanouts is not None else (10,) * (layers or 2)
-    checks.check_fits_memory(f"--hidden {args.hidden:,}", 4 * 4 * (fanouts and len(fanouts)) * args.hidden * args.hidden)
+    # the model's hidden x hidden weights, with their gradient and Adam's two moments
+    checks.check_fits_memory(f"--hidden {args.hidden:,}", 4 * 4 * len(fanouts) * args.hidden * args.hidden)
     config = TrainConfig(model=args.model, layers=layers or len(fanouts), hidden=args.hidden, heads=args.heads,
                          dropout=args.dropout, fanouts=fanouts, batch_size=args.batch_size, epochs=args.epochs,
                          lr=args.lr, weight_decay=args.weight_decay, seed=args.seed, partitions=args.partitions,

@@ -120,3 +120,19 @@ def test_sampler_refuses_link_prediction_and_other_inputs(graph) -> None:
         sampler.sample_from_edges(None)
     with pytest.raises(oa.ConfigError, match="Dataset"):
         OutreNodeSampler("not a dataset", [5])
+
+
+@pytest.mark.timeout(120)
+def test_node_loader_with_forked_workers_reads_in_each_worker(graph) -> None:
+    """num_workers > 0 forks: each worker opens its own reader instead of waiting on the parent's loop."""
+    ds, ref = graph
+    with OutreFeatureStore(ds, backend="pread") as fs:
+        fs.get_tensor(None, "x", torch.tensor([0]))  # the parent's reader is open and used before the fork
+        gs = OutreGraphStore(ds)
+        loader = NodeLoader((fs, gs), node_sampler=OutreNodeSampler(ds, [3, 3]), num_workers=2,
+                            input_nodes=torch.from_numpy(ref["train"]), batch_size=40)
+        batches = list(loader)
+        assert sum(b.batch_size for b in batches) == len(ref["train"])
+        for b in batches:
+            assert torch.equal(b.x, torch.from_numpy(ref["x"][b.n_id.numpy()]))
+        assert torch.equal(fs.get_tensor(None, "x", torch.tensor([1])), torch.from_numpy(ref["x"][[1]]))
