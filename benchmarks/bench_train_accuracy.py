@@ -23,6 +23,7 @@ import contextlib
 import io
 import json
 import platform
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -73,6 +74,7 @@ def prepare(graph: str, z: dict[str, np.ndarray], root: Path) -> Path:
 def run_outre(path: Path, graph: str, model: str, seed: int, work: Path, backend: str) -> dict[str, Any]:
     batch, fanouts, epochs, every, _, wd = SETTINGS[graph]
     out = work / f"{graph}-{model}-{seed}"
+    shutil.rmtree(out, ignore_errors=True)  # this script's own run folder from an earlier invocation
     args = ["train", str(path), "--model", model, "--hidden", str(HIDDEN), "--fanouts", fanouts, "--batch-size",
             str(batch), "--epochs", str(epochs), "--eval-every", str(every), "--lr", str(LR), "--weight-decay",
             str(wd), "--dropout", str(DROPOUT), "--seed", str(seed), "--backend", backend, "--out", str(out)]
@@ -142,13 +144,8 @@ def main() -> None:
                 print(f"{graph} {model} seed {seed}: outre {per['outre'][-1]['test_accuracy']:.4f} "
                       f"({per['outre'][-1]['time_to_best_seconds']:.1f} s to best val), full graph "
                       f"{per['full'][-1]['test_accuracy']:.4f} ({per['full'][-1]['time_to_best_seconds']:.1f} s)", flush=True)
-            row = {"graph": graph, "model": model, "published": PUBLISHED.get((graph, model)),
-                   **{f"{side}_test_accuracy": summary([r["test_accuracy"] for r in runs]) for side, runs in per.items()},
-                   **{f"{side}_time_to_best_seconds_median": float(np.median([r["time_to_best_seconds"] for r in runs]))
-                      for side, runs in per.items()},
-                   "runs": per}
-            row["gap_pts"] = row["outre_test_accuracy"]["mean"] - row["full_test_accuracy"]["mean"]
-            rows.append(row)
+                _write(args, rows, graph, model, per)  # after every seed: a cut-short run keeps what it measured
+            rows.append(_row(graph, model, per))
             args.out.write_text(json.dumps(_result(args, rows), indent=2))
     for r in rows:
         pub = f"{r['published']:.1f}" if r["published"] else "-"
@@ -156,6 +153,21 @@ def main() -> None:
               f"{r['outre_test_accuracy']['std']:.1f}  full graph {r['full_test_accuracy']['mean']:.1f} ± "
               f"{r['full_test_accuracy']['std']:.1f}  gap {r['gap_pts']:+.1f} pt  published {pub}  time to best "
               f"{r['outre_time_to_best_seconds_median']:.1f} s vs {r['full_time_to_best_seconds_median']:.1f} s")
+
+
+def _row(graph: str, model: str, per: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    row = {"graph": graph, "model": model, "published": PUBLISHED.get((graph, model)), "seeds_done": len(per["outre"]),
+           **{f"{side}_test_accuracy": summary([r["test_accuracy"] for r in runs]) for side, runs in per.items()},
+           **{f"{side}_time_to_best_seconds_median": float(np.median([r["time_to_best_seconds"] for r in runs]))
+              for side, runs in per.items()},
+           "runs": per}
+    row["gap_pts"] = row["outre_test_accuracy"]["mean"] - row["full_test_accuracy"]["mean"]
+    return row
+
+
+def _write(args: argparse.Namespace, rows: list[dict[str, Any]], graph: str, model: str,
+           per: dict[str, list[dict[str, Any]]]) -> None:
+    args.out.write_text(json.dumps(_result(args, [*rows, _row(graph, model, per)]), indent=2))
 
 
 def _result(args: argparse.Namespace, rows: list[dict[str, Any]]) -> dict[str, Any]:
