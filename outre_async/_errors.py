@@ -21,6 +21,7 @@
     ├── ExtractorError                 a feature read failed (carries path and byte offset)
     ├── HistoryError                   the history hook was misused (not called, wrong width, twice)
     ├── DistributedError               another rank failed or a collective timed out (data-parallel run)
+    ├── NotSupportedError              a PyG feature outre-async does not offer yet (hetero, link prediction)
     └── PipelineClosed                 the loader was closed or failed; no more batches
 
 Messages say what was expected, what was found and what to do, on one line, so that the CLI can
@@ -45,6 +46,7 @@ __all__ = [
     "InputFormatError",
     "InvalidGraphError",
     "ManifestError",
+    "NotSupportedError",
     "OutreError",
     "OverwriteRefusedError",
     "PartitionCorruptError",
@@ -160,6 +162,11 @@ class ExtractorError(OutreError):
 
 class HistoryError(OutreError):
     """A model trained on history batches without the hook, or pushed rows of the wrong width."""
+
+
+class NotSupportedError(OutreError, NotImplementedError):
+    """A feature PyG has and outre-async does not offer yet (heterogeneous graphs, link prediction,
+    edge features); the message names it and what to do instead."""
 
 
 class PipelineClosed(OutreError):

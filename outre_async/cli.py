@@ -202,6 +202,8 @@ def _args_convert(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory-budget", type=checks.byte_size(allocated=True), default="1GiB",
                    help="RAM for the external edge sort (e.g. 512MiB)")
     p.add_argument("--feature-dtype", choices=["float32", "float16"], default="float32")
+    p.add_argument("--drop-edge-features", action="store_true",
+                   help="convert without edge_attr / edge_weight / link targets (else refused: not stored yet)")
     p.add_argument("--overwrite", action="store_true")
 
 
@@ -216,6 +218,8 @@ def _cmd_convert(args: argparse.Namespace) -> dict[str, Any]:
         "memory_budget": args.memory_budget, "feature_dtype": args.feature_dtype,
         "overwrite": args.overwrite, "progress": _progress(args),
     }
+    if args.drop_edge_features:
+        opts["drop_edge_features"] = True
     if args.num_nodes is not None:
         opts["num_nodes"] = args.num_nodes
     if args.binary_dtype is not None:
@@ -337,6 +341,21 @@ def parse_fanouts(text: str) -> tuple[int, ...]:
     return check_fanouts(fanouts)
 
 
+# -- train (implementation in outre_async.trainer._cli) -------------------------------------------
+
+
+def _args_train(p: argparse.ArgumentParser) -> None:
+    from .trainer._cli import add_arguments
+
+    add_arguments(p)
+
+
+def _cmd_train(args: argparse.Namespace) -> dict[str, Any]:
+    from .trainer._cli import run_command
+
+    return run_command(args, lambda text: _say(args, text), _progress(args), parse_fanouts)
+
+
 # -- bench (implementation in outre_async.bench._cli) ----------------------------------------------
 
 
@@ -399,13 +418,14 @@ _VERBS: dict[str, tuple[Handler, str]] = {
     "partition": (_cmd_partition, "partition a dataset with streaming FENNEL into partitions/<name>/"),
     "reorder": (_cmd_reorder, "write a copy of a dataset renumbered so each partition's nodes are contiguous"),
     "stats": (_cmd_stats, "dataset statistics: `stats redundancy` = OUTRE's redundancy ratio"),
+    "train": (_cmd_train, "train a GNN with the loader, evaluate with layer-wise inference, checkpoint"),
     "bench": (_cmd_bench, "run systems side by side under a memory cap against the physical limit"),
     "clean": (_cmd_clean, "remove the temporary folders that killed outre writers left in a folder"),
 }
 _ARGS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "generate": _args_generate, "convert": _args_convert, "info": _args_info, "quickstart": _args_quickstart,
     "partition": _args_partition, "reorder": _args_reorder, "stats": _args_stats,
-    "bench": _args_bench, "clean": _args_clean,
+    "bench": _args_bench, "clean": _args_clean, "train": _args_train,
 }
 
 if __name__ == "__main__":  # pragma: no cover

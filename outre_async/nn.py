@@ -14,11 +14,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch_geometric.nn import GCNConv, SAGEConv
+from torch_geometric.nn import GATConv, GCNConv, SAGEConv
 
 from ._errors import ConfigError
 
-__all__ = ["GCN", "GraphSAGE", "MLP"]
+__all__ = ["GAT", "GCN", "GraphSAGE", "MLP"]
 
 
 class _Stack(nn.Module):
@@ -42,6 +42,15 @@ class _Stack(nn.Module):
 
     def _edges(self, x: Tensor, edge_index: Tensor, history) -> tuple[Tensor, Tensor | None]:  # type: ignore[no-untyped-def]
         return edge_index, None
+
+    def layer(self, i: int, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None = None) -> Tensor:
+        """Layer ``i`` alone (its activation included, not the last layer's): what layer-wise
+        inference (:func:`outre_async.inference`) applies to every node, one layer at a time."""
+        conv = self.convs[i]
+        x = conv(x, edge_index) if edge_weight is None else conv(x, edge_index, edge_weight)
+        if i < len(self.convs) - 1:
+            x = F.dropout(F.relu(x), p=self.dropout, training=self.training)
+        return x
 
     def hidden(self, x: Tensor, edge_index: Tensor) -> Tensor:
         """h^(L-1): the input of the last layer (what the history caches)."""
@@ -82,6 +91,23 @@ class GCN(_Stack):
         weight = torch.cat([torch.ones(edge_index.size(1), dtype=x.dtype, device=x.device),
                             history.pull_degree.to(x.dtype) + 1])
         return torch.cat([edge_index, torch.stack([pulled, pulled])], dim=1), weight
+
+
+class GAT(_Stack):
+    """GAT (Veličković et al. 2018) on PyG's ``GATConv``: hidden layers of ``heads`` heads whose
+    outputs are concatenated (``hidden_dim`` columns in all, so ``hidden_dim % heads == 0``), a last
+    layer of one head; ReLU and dropout between layers, the history hook on h^(L-1) like the others.
+    Attention is a softmax over each node's in-edges, so a batch or an inference chunk that holds all
+    of a node's in-edges computes exactly what the full graph does."""
+
+    def __init__(self, in_dim: int, hidden_dim: int, out_dim: int, *, num_layers: int = 2, heads: int = 4,
+                 dropout: float = 0.5):
+        dims = _dims("GAT", in_dim, hidden_dim, out_dim, num_layers)
+        if heads < 1 or hidden_dim % heads:
+            raise ConfigError(f"GAT needs hidden_dim divisible by heads: {hidden_dim=} {heads=}")
+        convs: list[nn.Module] = [GATConv(a, b // heads, heads=heads) for a, b in zip(dims[:-2], dims[1:-1], strict=True)]
+        convs.append(GATConv(dims[-2], dims[-1], heads=1))
+        super().__init__(convs, dropout)
 
 
 class MLP(nn.Module):

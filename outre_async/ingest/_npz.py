@@ -17,6 +17,7 @@ import numpy as np
 
 from .._errors import InputFormatError, InvalidGraphError
 from ._arrays import CSRFeatures, array_source
+from ._edge_features import EDGE_KEYS, check_edge_features
 from ._source import PathLike, existing_path, parse_options, write_source
 
 
@@ -40,6 +41,7 @@ def from_npz(
         )
     if num_nodes is None and "num_nodes" in arrays:
         num_nodes = _scalar_int(arrays["num_nodes"], "num_nodes", path)
+    check_edge_features([k for k in EDGE_KEYS if k in arrays], str(path), drop=o.drop_edge_features)
     splits = {name: arrays.get(f"{name}_idx") for name in ("train", "val", "test")}
     x = _npz_features(arrays, path)
     src = array_source(

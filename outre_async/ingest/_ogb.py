@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import ConfigError, InputFormatError, InvalidGraphError
+from ._edge_features import check_edge_features
 from ._source import PathLike, Source, existing_path, parse_options, write_source
 from ._text_parsing import csv_width, float_rows, line_blocks, read_ids, read_labels, text_edges
 
@@ -38,6 +39,8 @@ def from_ogb(
     edge = _ogb_file(raw, "edge")
     if edge is None:
         raise InputFormatError("raw/edge.csv(.gz) is missing; an OGB folder needs it", path=root)
+    if _ogb_file(raw, "edge-feat") is not None:  # ogbn-proteins: 8 features per edge
+        check_edge_features(["edge_attr"], f"{root} (raw/edge-feat)", drop=o.drop_edge_features)
     feat, label = _ogb_file(raw, "node-feat"), _ogb_file(raw, "node-label")
     split_files = _ogb_split_files(root, split_scheme)
     labels = None if label is None else read_labels(label, o.progress)

@@ -11,6 +11,7 @@ from typing import Any
 
 from .._errors import ConfigError, InputFormatError, InvalidGraphError
 from ._arrays import array_source
+from ._edge_features import EDGE_KEYS, check_edge_features
 from ._source import PathLike, Source, existing_path, parse_options, write_source
 
 
@@ -26,11 +27,12 @@ def from_pyg(
     ``{train,val,test}_{mask,idx}`` (``valid_idx`` too).  ``num_nodes`` defaults to
     ``data.num_nodes`` where it was set explicitly, else as in :func:`write_dataset`."""
     o = parse_options(opts)
-    return write_source(out, _pyg_source(data, num_nodes, num_classes, "PyG Data", "pyg"), o)
+    return write_source(out, _pyg_source(data, num_nodes, num_classes, "PyG Data", "pyg", o.drop_edge_features), o)
 
 
 def _pyg_source(
-    data: Any, num_nodes: int | None, num_classes: int | None, description: str, fmt: str
+    data: Any, num_nodes: int | None, num_classes: int | None, description: str, fmt: str,
+    drop_edge_features: bool = False,
 ) -> Source:
     if hasattr(data, "node_types") and hasattr(data, "edge_types"):
         raise ConfigError(
@@ -41,6 +43,7 @@ def _pyg_source(
         raise InvalidGraphError(
             f"{description} has no edge_index; only edge_index graphs are supported"
         )
+    check_edge_features(_edge_keys(data), description, drop=drop_edge_features)
     if num_nodes is None and _has_key(data, "num_nodes"):
         num_nodes = int(get("num_nodes"))  # type: ignore[arg-type]  # _has_key checked it
     splits = {}
@@ -53,6 +56,23 @@ def _pyg_source(
     return array_source(
         get("edge_index"), num_nodes, get("x"), get("y"), splits, num_classes, description, fmt
     )
+
+
+def _edge_keys(data: Any) -> list[str]:
+    """Keys holding per-edge data: the known names, and whatever PyG itself counts as an edge attribute."""
+    keys = list(data.keys()) if callable(getattr(data, "keys", None)) else []
+    found = [k for k in EDGE_KEYS if _has_key(data, k)]
+    is_edge_attr = getattr(data, "is_edge_attr", None)
+    if callable(is_edge_attr):
+        found += [k for k in keys if k not in found and k != "edge_index" and _safe(is_edge_attr, k)]
+    return found
+
+
+def _safe(is_edge_attr: Any, key: str) -> bool:
+    try:
+        return bool(is_edge_attr(key))
+    except Exception:  # PyG's heuristic on odd values: not an edge attribute we can name
+        return False
 
 
 def _has_key(data: Any, key: str) -> bool:
@@ -74,7 +94,7 @@ def from_pt(
     """A torch-saved PyG ``Data``; see the module docstring for the trust caveat of unpickling."""
     o = parse_options(opts)
     path = existing_path(path)
-    src = _pyg_source(_load_pt(path), num_nodes, num_classes, str(path), "pyg")
+    src = _pyg_source(_load_pt(path), num_nodes, num_classes, str(path), "pyg", o.drop_edge_features)
     return write_source(out, src, o)
 
 

@@ -44,6 +44,7 @@ class ConvertOptions:
     progress: bool = False  # tqdm bars on stderr
     memory_budget: int | str = DEFAULT_MEMORY_BUDGET  # bytes for the edge sort ("512MiB" accepted)
     feature_dtype: str = "float32"
+    drop_edge_features: bool = False  # else edge_attr / edge_weight / link targets are a NotSupportedError
     row_layout: RowLayoutName = "auto"
     name: str | None = None  # recorded in the manifest meta (default: the output directory name)
     meta: dict[str, Any] | None = None  # extra JSON-serialisable manifest meta

@@ -1,0 +1,51 @@
+"""``outre train`` arguments and handler (``cli.py`` only registers the verb)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .. import _cli_checks as checks
+from ._config import MODELS, TrainConfig
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dataset", type=Path)
+    p.add_argument("--model", choices=MODELS, default="sage")
+    p.add_argument("--layers", type=checks.count(), default=None, help="default: one per fanout (2)")
+    p.add_argument("--hidden", type=checks.count(), default=128)
+    p.add_argument("--heads", type=checks.count(), default=4, help="GAT attention heads per hidden layer")
+    p.add_argument("--dropout", type=checks.finite(nonnegative=True), default=0.5)
+    p.add_argument("--fanouts", default=None, help="comma-separated, one per layer (-1: all); default 10 per layer")
+    p.add_argument("--batch-size", type=checks.count(), default=512)
+    p.add_argument("--epochs", type=checks.count(), default=10)
+    p.add_argument("--lr", type=checks.finite(positive=True), default=0.01)
+    p.add_argument("--weight-decay", type=checks.finite(nonnegative=True), default=0.0)
+    p.add_argument("--seed", type=checks.seed, default=0)
+    p.add_argument("--partitions", default=None, help="partition-based batches from partitions/NAME/")
+    p.add_argument("--staleness", type=checks.count(), default=1, help="historical embedding cache (1: off)")
+    p.add_argument("--memory-budget", type=checks.byte_size(allocated=True), default=None)
+    p.add_argument("--backend", choices=["auto", "io_uring", "pread", "memory"], default="auto")
+    p.add_argument("--deterministic", action="store_true", help="plan order (ordered=True): the same run twice")
+    p.add_argument("--eval-every", type=checks.count(), default=1, help="layer-wise inference every N epochs")
+    p.add_argument("--out", type=Path, default=None, help="checkpoints and metrics (default: DATASET-train-MODEL beside it)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out from its last.pt")
+
+
+def run_command(args: argparse.Namespace, say: Callable[[str], None], progress: bool,
+                parse_fanouts: Callable[[str], tuple[int, ...]]) -> dict[str, Any]:
+    from ._run import run_train
+
+    layers = args.layers
+    fanouts = parse_fanouts(args.fanouts) if args.fanouts is not None else (10,) * (layers or 2)
+    # the model's hidden x hidden weights, with their gradient and Adam's two moments
+    checks.check_fits_memory(f"--hidden {args.hidden:,}", 4 * 4 * len(fanouts) * args.hidden * args.hidden)
+    config = TrainConfig(model=args.model, layers=layers or len(fanouts), hidden=args.hidden, heads=args.heads,
+                         dropout=args.dropout, fanouts=fanouts, batch_size=args.batch_size, epochs=args.epochs,
+                         lr=args.lr, weight_decay=args.weight_decay, seed=args.seed, partitions=args.partitions,
+                         staleness=args.staleness, memory_budget=args.memory_budget, backend=args.backend,
+                         deterministic=args.deterministic, eval_every=args.eval_every)
+    out = args.out or args.dataset.parent / f"{args.dataset.name}-train-{args.model}"
+    return run_train(args.dataset, config, out, resume=args.resume, progress=progress, say=say)

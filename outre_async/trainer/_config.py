@@ -1,0 +1,62 @@
+"""``TrainConfig``: what ``outre train`` trains and how, validated once (errors name the value)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .._errors import ConfigError
+from ..sampling._sampler import check_fanouts
+
+MODELS = ("sage", "gcn", "gat")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TrainConfig:
+    model: str = "sage"
+    layers: int = 2
+    hidden: int = 128
+    heads: int = 4  # GAT only
+    dropout: float = 0.5
+    fanouts: tuple[int, ...] = (10, 10)
+    batch_size: int = 512
+    epochs: int = 10
+    lr: float = 0.01
+    weight_decay: float = 0.0
+    seed: int = 0
+    partitions: str | None = None
+    staleness: int = 1  # > 1: historical embedding cache
+    memory_budget: int | None = None
+    backend: str = "auto"
+    deterministic: bool = False  # plan order (ordered=True): a seed gives the same run twice
+    eval_every: int = 1  # layer-wise inference every N epochs (and after the last)
+
+    def __post_init__(self) -> None:
+        if self.model not in MODELS:
+            raise ConfigError(f"--model must be one of {', '.join(MODELS)}, got {self.model!r}")
+        for name in ("layers", "hidden", "heads", "batch_size", "epochs", "staleness", "eval_every"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.seed < 0:
+            raise ConfigError(f"{self.seed=} must be >= 0")
+        for name in ("lr", "weight_decay", "dropout"):
+            v = getattr(self, name)
+            if not math.isfinite(v) or v < 0 or (name == "lr" and v == 0) or (name == "dropout" and v >= 1):
+                raise ConfigError(f"{name} out of range: {v!r} (lr > 0, weight_decay >= 0, 0 <= dropout < 1)")
+        object.__setattr__(self, "fanouts", check_fanouts(self.fanouts))
+        if len(self.fanouts) != self.layers:
+            raise ConfigError(f"--fanouts lists {len(self.fanouts)} hops but --layers is {self.layers}; "
+                              "give one fanout per layer")
+        if self.model == "gat" and self.hidden % self.heads:
+            raise ConfigError(f"--model gat needs --hidden divisible by --heads: {self.hidden=} {self.heads=}")
+        if self.staleness > 1 and self.layers < 2:
+            raise ConfigError("--staleness needs at least two layers (the cache holds h^(L-1))")
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["fanouts"] = list(self.fanouts)
+        return d
+
+    # what a checkpoint must agree on to be resumed (the rest may change between runs, e.g. --epochs)
+    SHAPE = ("model", "layers", "hidden", "heads")

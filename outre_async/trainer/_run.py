@@ -1,0 +1,164 @@
+"""``outre train``: train a GNN with :class:`OutreLoader`, evaluate with layer-wise inference, checkpoint.
+
+One epoch = one pass of the training loader (``_train.train_epoch``, the plain PyG loop); every
+``eval_every`` epochs (and after the last) :func:`outre_async.inference` computes every node's output
+with full neighbourhoods and the validation and test accuracies are read off it (sampled evaluation
+is noisy).  After each epoch ``last.pt`` (model, optimizer, torch RNG, epoch, metrics so far) and
+``metrics.json`` are replaced atomically; ``best.pt`` holds the weights of the best validation
+accuracy, whose test accuracy is the one reported.  ``resume`` continues from ``last.pt``: same
+shape of model, same dataset, epoch numbering (hence shuffles and sampling streams) carried on, so a
+``deterministic`` run resumed gives the weights of the run that was never interrupted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from .._errors import ConfigError
+from .._train import train_epoch
+from ..cache import HistoryConfig
+from ..layerwise import inference
+from ..loader._loader import OutreLoader
+from ..nn import GAT, GCN, GraphSAGE
+from ..store._dataset import Dataset, open_dataset
+from ._config import TrainConfig
+from ._files import load_checkpoint, save_checkpoint, write_metrics
+from ._plot import plot_time_to_accuracy
+
+Say = Callable[[str], None]
+LAST, BEST, METRICS, PLOT = "last.pt", "best.pt", "metrics.json", "time_to_accuracy.png"
+
+
+def build_model(config: TrainConfig, ds: Dataset) -> torch.nn.Module:
+    args = (ds.feature_dim, config.hidden, ds.num_classes)
+    if config.model == "gat":
+        return GAT(*args, num_layers=config.layers, heads=config.heads, dropout=config.dropout)
+    cls = GraphSAGE if config.model == "sage" else GCN
+    return cls(*args, num_layers=config.layers, dropout=config.dropout)
+
+
+def run_train(dataset: str | Path, config: TrainConfig, out: Path, *, resume: bool = False,
+              progress: bool = False, say: Say = lambda _: None) -> dict[str, Any]:
+    ds = open_dataset(dataset)
+    _check_dataset(ds)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(config.seed)  # the initial weights (a resumed run loads its own, and the RNG state)
+    model = build_model(config, ds)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    run = _Run(config, ds, out, model, optimizer, say)
+    if resume:
+        run.restore(load_checkpoint(out / LAST))
+    elif (out / LAST).exists():
+        raise ConfigError(f"{out} holds a run already ({LAST}); pass --resume to continue it or choose another --out")
+    history = HistoryConfig(staleness=config.staleness, dim=config.hidden) if config.staleness > 1 else None
+    say(f"{config.model} {config.layers} layers, hidden {config.hidden}, fanouts {list(config.fanouts)}, batch size "
+        f"{config.batch_size}, {'plan' if config.deterministic else 'completion'} order, epochs {run.start + 1}..{config.epochs}")
+    say(f"{'epoch':>5} {'loss':>8} {'train':>6} {'val':>6} {'test':>6} {'batch/s':>8} {'stall s':>8} {'epoch s':>8} {'eval s':>7}")
+    with OutreLoader(ds, split="train", fanouts=list(config.fanouts), batch_size=config.batch_size, shuffle=True,
+                     seed=config.seed, ordered=config.deterministic, memory_budget=config.memory_budget,
+                     backend=config.backend, partitions=config.partitions, history=history) as loader:
+        loader._epoch = run.start  # carry the epoch numbering on: shuffles and sampling streams continue
+        for epoch in range(run.start + 1, config.epochs + 1):
+            run.epoch(epoch, loader, progress)
+        stats = loader.stats()
+    drawn = plot_time_to_accuracy(out / PLOT, run.metrics, f"{config.model} on {ds.path.name}")
+    say(f"best validation accuracy {run.best.get('val_accuracy')} at epoch {run.best.get('epoch')}: test accuracy "
+        f"{run.best.get('test_accuracy')}; wrote {out / METRICS}" + (f", {out / PLOT}" if drawn else
+                                                                      " (no plot: matplotlib is not installed)"))
+    return {**run.summary(), "plot": str(out / PLOT) if drawn else None, "loader_stats": stats}
+
+
+def _check_dataset(ds: Dataset) -> None:
+    if ds.labels is None or ds.num_classes < 1:
+        raise ConfigError(f"dataset {ds.path} has no labels; `outre train` trains node classification")
+    for split in ("train", "val"):
+        if split not in ds.split_names:
+            raise ConfigError(f"dataset {ds.path} has no {split!r} split; convert it with train/val/test splits")
+
+
+class _Run:
+    """The state of one training run: what a checkpoint saves and restores."""
+
+    def __init__(self, config: TrainConfig, ds: Dataset, out: Path, model: torch.nn.Module,
+                 optimizer: torch.optim.Optimizer, say: Say) -> None:
+        self.config, self.ds, self.out, self.model, self.optimizer, self.say = config, ds, out, model, optimizer, say
+        self.start, self.metrics, self.best = 0, [], {}  # type: ignore[var-annotated]
+        self.shape = {"num_nodes": ds.num_nodes, "feature_dim": ds.feature_dim, "num_classes": ds.num_classes}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        old = state["config"]
+        for key in TrainConfig.SHAPE:
+            if old.get(key) != getattr(self.config, key):
+                raise ConfigError(f"the checkpoint in {self.out} has {key}={old.get(key)!r}, this run "
+                                  f"{getattr(self.config, key)!r}; resume with the same model shape")
+        if state.get("dataset") != self.shape:
+            raise ConfigError(f"the checkpoint in {self.out} was trained on another dataset ({state.get('dataset')}); "
+                              "resume on the same dataset")
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["torch_rng"])
+        self.start, self.metrics, self.best = int(state["epoch"]), list(state["metrics"]), dict(state["best"])
+        if self.start >= self.config.epochs:
+            raise ConfigError(f"the checkpoint has {self.start} epochs already; raise --epochs to train more")
+        self.say(f"resumed {self.out / LAST} after epoch {self.start}")
+
+    def epoch(self, epoch: int, loader: OutreLoader, progress: bool) -> None:
+        stall = loader.stats().get("stall_seconds", 0.0)
+        batches = tqdm(loader, total=len(loader), desc=f"epoch {epoch}", leave=False, disable=not progress)
+        result = train_epoch(self.model, batches, self.optimizer)
+        stall = loader.stats().get("stall_seconds", 0.0) - stall
+        row: dict[str, Any] = {"epoch": epoch, "loss": result.loss, "train_accuracy": result.accuracy,
+                               "batches": result.batches, "train_seconds": result.seconds,
+                               "batches_per_second": result.batches / max(result.seconds, 1e-9),
+                               "stall_seconds": stall, "val_accuracy": None, "test_accuracy": None, "eval_seconds": 0.0}
+        if epoch % self.config.eval_every == 0 or epoch == self.config.epochs:
+            row.update(self.evaluate(progress))
+        prev = self.metrics[-1]["elapsed_seconds"] if self.metrics else 0.0
+        row["elapsed_seconds"] = prev + result.seconds + row["eval_seconds"]
+        self.metrics.append(row)
+        if row["val_accuracy"] is not None and row["val_accuracy"] > self.best.get("val_accuracy", -1.0):
+            self.best = {k: row[k] for k in ("epoch", "val_accuracy", "test_accuracy", "elapsed_seconds")}
+            save_checkpoint(self.out / BEST, {"model": self.model.state_dict(), "epoch": epoch,
+                                              "config": self.config.as_dict(), "dataset": self.shape})
+        save_checkpoint(self.out / LAST, self.state(epoch))
+        write_metrics(self.out / METRICS, self.summary())
+        self.say(_line(row))
+
+    @torch.no_grad()
+    def evaluate(self, progress: bool) -> dict[str, Any]:
+        start = time.perf_counter()
+        pred = inference(self.model, self.ds, backend=self.config.backend, progress=progress).argmax(-1).numpy()  # type: ignore[arg-type]
+        labels = self.ds.labels
+        assert labels is not None  # _check_dataset
+        acc = {}
+        for split in ("val", "test"):
+            ids = self.ds.split(split) if split in self.ds.split_names else np.empty(0, np.int64)
+            ids = ids[labels[ids] >= 0]
+            acc[f"{split}_accuracy"] = float((pred[ids] == labels[ids]).mean()) if len(ids) else None
+        return {**acc, "eval_seconds": time.perf_counter() - start}
+
+    def state(self, epoch: int) -> dict[str, Any]:
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "epoch": epoch,
+                "config": self.config.as_dict(), "dataset": self.shape, "torch_rng": torch.get_rng_state(),
+                "metrics": self.metrics, "best": self.best}
+
+    def summary(self) -> dict[str, Any]:
+        return {"dataset": str(self.ds.path), "config": self.config.as_dict(), "epochs": self.metrics,
+                "best": self.best, "test_accuracy": self.best.get("test_accuracy"),
+                "time_to_best_seconds": self.best.get("elapsed_seconds")}
+
+
+def _line(row: dict[str, Any]) -> str:
+    def acc(v: float | None) -> str:
+        return f"{v:>6.3f}" if v is not None else f"{'-':>6}"
+
+    return (f"{row['epoch']:>5} {row['loss']:>8.4f} {acc(row['train_accuracy'])} {acc(row['val_accuracy'])} "
+            f"{acc(row['test_accuracy'])} {row['batches_per_second']:>8.1f} {row['stall_seconds']:>8.2f} "
+            f"{row['train_seconds']:>8.2f} {row['eval_seconds']:>7.2f}")

@@ -1,0 +1,77 @@
+"""`outre train` on a generated tiny dataset: one epoch, files written, resume continues exactly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import generated
+
+import outre_async as oa
+from outre_async.cli import main
+from outre_async.trainer import TrainConfig
+from outre_async.trainer._files import awrite_atomic, load_checkpoint
+
+ARGS = ["--fanouts", "4,4", "--hidden", "16", "--batch-size", "256", "--deterministic", "--backend", "pread"]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return generated(tmp_path_factory.mktemp("train") / "tiny", "tiny", num_nodes=600).path
+
+
+def test_one_epoch_writes_checkpoint_and_metrics(tiny: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "run"
+    assert main(["train", str(tiny), "--epochs", "1", "--out", str(out), "--json", *ARGS]) == 0
+    result = json.loads(capsys.readouterr().out)
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert len(metrics["epochs"]) == 1 and metrics["epochs"][0]["batches"] == 2  # 300 train nodes / 256
+    assert 0.0 <= result["test_accuracy"] <= 1.0 and result["best"]["epoch"] == 1
+    state = load_checkpoint(out / "last.pt")  # weights_only=True
+    assert state["epoch"] == 1 and set(state["model"]) == set(oa.GraphSAGE(32, 16, 8).state_dict())
+    assert sorted(p.name for p in out.iterdir()) == ["best.pt", "last.pt", "metrics.json"]
+    # the same --out again without --resume is refused, nothing changed
+    assert main(["train", str(tiny), "--epochs", "1", "--out", str(out), *ARGS]) == 2
+    assert "--resume" in capsys.readouterr().err
+
+
+def test_resume_continues_the_uninterrupted_run(tiny: Path, tmp_path: Path) -> None:
+    straight, split = tmp_path / "straight", tmp_path / "split"
+    assert main(["train", str(tiny), "--epochs", "2", "--out", str(straight), *ARGS]) == 0
+    assert main(["train", str(tiny), "--epochs", "1", "--out", str(split), *ARGS]) == 0
+    assert main(["train", str(tiny), "--epochs", "2", "--out", str(split), "--resume", *ARGS]) == 0
+    a, b = load_checkpoint(straight / "last.pt"), load_checkpoint(split / "last.pt")
+    assert b["epoch"] == 2 and len(b["metrics"]) == 2
+    for name, tensor in a["model"].items():
+        torch.testing.assert_close(b["model"][name], tensor, rtol=0, atol=0, msg=name)
+    assert main(["train", str(tiny), "--epochs", "2", "--out", str(split), "--resume", *ARGS]) == 2  # done already
+    wrong = [*ARGS[:2], "--hidden", "8", *ARGS[4:]]
+    assert main(["train", str(tiny), "--epochs", "3", "--out", str(split), "--resume", *wrong]) == 2
+
+
+def test_bad_options_and_damaged_checkpoints_are_named_errors(tiny: Path, tmp_path: Path) -> None:
+    with pytest.raises(oa.ConfigError, match="one fanout per layer"):
+        TrainConfig(layers=3, fanouts=(5, 5))
+    with pytest.raises(oa.ConfigError, match="divisible"):
+        TrainConfig(model="gat", hidden=10, heads=4)
+    (tmp_path / "last.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(oa.DatasetCorruptError, match="not a readable outre checkpoint"):
+        load_checkpoint(tmp_path / "last.pt")
+    with pytest.raises(oa.ConfigError, match="no checkpoint"):
+        load_checkpoint(tmp_path / "missing.pt")
+
+
+def test_gcn_and_gat_train_too(tiny: Path, tmp_path: Path) -> None:
+    for model in ("gcn", "gat"):
+        assert main(["train", str(tiny), "--model", model, "--epochs", "1", "--out", str(tmp_path / model), *ARGS]) == 0
+
+
+def test_async_atomic_write_replaces_whole(tmp_path: Path) -> None:
+    import asyncio
+
+    target = tmp_path / "m.json"
+    target.write_text("old")
+    asyncio.run(awrite_atomic(target, b"new"))
+    assert target.read_text() == "new" and [p.name for p in tmp_path.iterdir()] == ["m.json"]
