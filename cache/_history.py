@@ -65,6 +65,10 @@ class HistoryTable:
         fresh = (self.stamp >= 0) & (horizon - self.stamp <= staleness)
         return HistoryPrune(self.slot_of, fresh.astype(np.uint8))
 
+    def nothing_valid(self) -> HistoryPrune:
+        """The sampler's view during the warm-up: no slot may be pruned."""
+        return HistoryPrune(self.slot_of, np.zeros(self.num_slots, np.uint8))
+
     def write(self, slots: np.ndarray, rows: torch.Tensor, step: int) -> None:
         """Store pushed rows (loop thread only)."""
         if len(slots):

@@ -33,6 +33,7 @@ class HistoryConfig:
     admission: str = "all"           # "all" or "grad" (FreshGNN: gradient norm <= the batch's median)
     window: int | None = None        # completion order: how far a batch may overtake; None: samplers + extractors
     profile_batches: int = 64        # batches pre-sampled (hop 1 only) to rank candidates
+    warmup: int = 0                  # optimizer steps with no pulls (pushes still written); see module doc
 
     def __post_init__(self) -> None:
         for name in ("staleness", "dim", "profile_batches"):
@@ -44,6 +45,8 @@ class HistoryConfig:
         if self.budget is not None and (isinstance(self.budget, bool) or not isinstance(self.budget, int)
                                         or self.budget < 1):
             raise ConfigError(f"history budget={self.budget!r} must be a byte count >= 1 (or None)")
+        if isinstance(self.warmup, bool) or not isinstance(self.warmup, numbers.Integral) or self.warmup < 0:
+            raise ConfigError(f"history warmup={self.warmup!r} must be an int >= 0 (steps without pulls)")
         if self.window is not None and (isinstance(self.window, bool) or not isinstance(self.window, int)
                                         or self.window < 0):
             raise ConfigError(f"history window={self.window!r} must be an int >= 0 (or None)")
