@@ -192,7 +192,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--lr", type=float, default=0.01)
-    p.add_argument("--warmup", type=int, default=0, help="HistoryConfig(warmup=): steps without pulls")
+    p.add_argument("--warmup", type=int, default=None, help="HistoryConfig(warmup=): steps without pulls (default: staleness)")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     p.add_argument("--json", help="write the runs and the table here")
     return p

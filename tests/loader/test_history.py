@@ -32,7 +32,8 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> oa.Dataset:
 
 
 def _loader(ds: oa.Dataset, staleness: int | None, **kw) -> oa.OutreLoader:
-    history = None if staleness is None else oa.HistoryConfig(staleness=staleness, dim=HID, **kw.pop("hist", {}))
+    hist = {"warmup": 0, **kw.pop("hist", {})}  # the oracle and bound tests want pulls from the first steps
+    history = None if staleness is None else oa.HistoryConfig(staleness=staleness, dim=HID, **hist)
     opts = {"fanouts": [4, 3], "batch_size": 24, "seed": 3, "history": history,
             **({} if "source" in kw else {"backend": "memory"}), **kw}
     return oa.OutreLoader(ds, **opts)
@@ -187,9 +188,15 @@ def test_no_batch_trained_before_the_warmup_pulls(dataset: oa.Dataset, ordered: 
         return steps
 
     steps = run(body(), timeout=60)
-    assert [s for s, _ in steps] == list(range(len(steps)))
+    assert [s for s, _ in steps] == list(range(len(steps))) and len(steps) == 3 * 14
     assert all(pulled == 0 for step, pulled in steps if step < warmup)
     assert sum(pulled for step, pulled in steps if step >= warmup + 8) > 0  # the cache works after it
+
+
+def test_warmup_defaults_to_the_staleness_and_zero_turns_it_off() -> None:
+    assert oa.HistoryConfig(staleness=100, dim=HID).warmup == 100
+    assert oa.HistoryConfig(staleness=100, dim=HID, warmup=0).warmup == 0
+    assert oa.HistoryConfig(staleness=1, dim=HID).warmup == 0
 
 
 # -- what is pushed ---------------------------------------------------------------------------------
