@@ -8,7 +8,8 @@ batch's ``batch.history``, None without the cache) and calls ``h = history.excha
 the input of its last layer, before that input's dropout: the fresh rows are pushed (detached) and the
 rows of the pruned frontier nodes are replaced by their history.  Before dropout, because a pushed row
 is reused for up to ``staleness`` steps: pushed after dropout, every use would replay one frozen mask
-(half its units zero, the rest doubled) instead of the exact h^(L-1) that evaluation computes.  :class:`GraphSAGE` and :class:`GCN` do it out of the box.
+(half its units zero, the rest doubled) instead of the exact h^(L-1) that evaluation computes.
+:class:`GraphSAGE` and :class:`GCN` do it out of the box.
 """
 
 from __future__ import annotations
