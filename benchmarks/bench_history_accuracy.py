@@ -40,6 +40,12 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = _parser().parse_args(argv)
+    if args.table:
+        runs = [json.loads(line) for log in args.table for line in Path(log).read_text().splitlines()
+                if line.startswith('{"test_accuracy"')]
+        rows = _table(runs)
+        _print_table(rows)
+        return {"runs": runs, "table": rows}
     torch.set_num_threads(args.threads)  # small graphs: one thread is fastest, and the machine may be shared
     root = Path(tempfile.mkdtemp(prefix="outre-hist-acc-"))
     try:
@@ -62,7 +68,7 @@ def _grid(args: argparse.Namespace, root: Path) -> list[dict[str, Any]]:
             _run(ds, argparse.Namespace(**{**vars(args), "epochs": 1}), model="sage", staleness=staleness,
                  ordered=True, admission="all", seed=0, graph=graph)
         grid = itertools.product(args.models.split(","), _ints(args.staleness), args.orders.split(","),
-                                 args.admission.split(","), range(args.seeds))
+                                 args.admission.split(","), range(args.first_seed, args.first_seed + args.seeds))
         for model, staleness, order, admission, seed in grid:
             if staleness == 1 and admission != args.admission.split(",")[0]:
                 continue  # admission means nothing without history
@@ -70,7 +76,7 @@ def _grid(args: argparse.Namespace, root: Path) -> list[dict[str, Any]]:
                        admission=admission, seed=seed, graph=graph)
             run.update(dataset=name, model=model, staleness=staleness, order=order, admission=admission, seed=seed)
             runs.append(run)
-            print(json.dumps({k: v for k, v in run.items() if k != "curve"}), flush=True)
+            print(json.dumps(run), flush=True)  # one line per run, curve included: a cut-short grid still counts
     return runs
 
 
@@ -140,7 +146,7 @@ def _table(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     s1 = {(k[0], k[1], k[2]): g for k, g in groups.items() if k[4] == 1}
     rows = []
     for k, g in sorted(groups.items()):
-        base = s1.get((k[0], k[1], k[2]))
+        base = s1.get((k[0], k[1], k[2])) or s1.get((k[0], k[1], "ordered"))  # a grid without S1 in this order
         row: dict[str, Any] = {**dict(zip(key, k, strict=True)), "runs": len(g)}
         for metric, name in (("test_accuracy", "final"), ("best_val_test_accuracy", "best_val")):
             accs = [r[metric] for r in g]
@@ -148,7 +154,7 @@ def _table(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             row[f"{name}_delta_pt"] = None if base is None else \
                 100 * (statistics.mean(accs) - statistics.mean(r[metric] for r in base))
         target = None if base is None else statistics.mean(r["test_accuracy"] for r in base)
-        reach = [_time_to(r["curve"], target) for r in g] if target is not None else []
+        reach = [_time_to(r["curve"], target) if "curve" in r else None for r in g] if target is not None else []
         steps = statistics.mean(r["steps_per_epoch"] for r in g)
         row.update(steps_per_epoch=steps, staleness_epochs=k[4] / steps,
                    best_val_epoch=statistics.median(r["best_val_epoch"] for r in g),
@@ -191,7 +197,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--staleness", default="1,10,100")
     p.add_argument("--orders", default="ordered,completion")
     p.add_argument("--admission", default="all", help="comma-separated: all, grad")
-    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + seeds - 1")
     p.add_argument("--epochs", type=int, default=100)
     p.add_argument("--eval-every", type=int, default=1)
     p.add_argument("--batch-size", type=int, default=32)
@@ -200,6 +207,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=int, default=None, help="HistoryConfig(warmup=): steps without pulls (default: staleness)")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     p.add_argument("--json", help="write the runs and the table here")
+    p.add_argument("--table", nargs="+", metavar="LOG", help="only print the table of the run lines in these logs")
     return p
 
 
