@@ -87,7 +87,8 @@ def _run(ds: oa.Dataset, args: argparse.Namespace, *, model: str, staleness: int
     net = cls(ds.feature_dim, args.hidden, ds.num_classes, num_layers=2)
     opt = torch.optim.Adam(net.parameters(), lr=args.lr, weight_decay=5e-4)
     history = oa.HistoryConfig(staleness=staleness, dim=args.hidden, admission=admission,
-                               warmup=args.warmup) if staleness > 1 else None
+                               warmup=args.warmup,
+                               **({} if args.jitter is None else {"jitter": args.jitter})) if staleness > 1 else None
     train = oa.OutreLoader(ds, split="train", fanouts=[10, 10], batch_size=args.batch_size, seed=seed,
                            ordered=ordered, backend="memory", history=history)
     graph = graph or _FullGraph(ds)
@@ -205,6 +206,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--warmup", type=int, default=None, help="HistoryConfig(warmup=): steps without pulls (default: staleness)")
+    p.add_argument("--jitter", type=float, default=None, help="HistoryConfig(jitter=): share of staleness a row's "
+                   "lifetime is shortened by at most (default: the config's)")
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     p.add_argument("--json", help="write the runs and the table here")
     p.add_argument("--table", nargs="+", metavar="LOG", help="only print the table of the run lines in these logs")

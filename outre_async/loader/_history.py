@@ -156,7 +156,8 @@ class EpochHistory:
         trained before step ``warmup`` prunes nothing."""
         if self.base + max(seq - self.window, 0) < self.owner.cfg.warmup:
             return self.owner.table.nothing_valid()
-        return self.owner.table.valid(self.base + seq + self.window, self.owner.cfg.staleness)
+        cfg = self.owner.cfg
+        return self.owner.table.valid(self.base + seq + self.window, cfg.staleness, cfg.jitter)
 
     def sample(self, sampler: Any, item: Any, stream: int, prune: HistoryPrune) -> tuple[SampledSubgraph,
                                                                                            HistoryDecision]:

@@ -308,7 +308,9 @@ def test_gcn_seeds_see_the_unpruned_normalisation_of_a_pulled_node() -> None:
 # -- bad input ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("kw", [{"staleness": 0}, {"staleness": 2, "dim": 0}, {"staleness": 2, "admission": "x"},
                                 {"staleness": 2, "budget": -1}, {"staleness": 2, "window": -1},
-                                {"staleness": 2, "warmup": -1}, {"staleness": 2, "warmup": 1.5}])
+                                {"staleness": 2, "warmup": -1}, {"staleness": 2, "warmup": 1.5},
+                                {"staleness": 2, "jitter": 1.0}, {"staleness": 2, "jitter": -0.1},
+                                {"staleness": 2, "jitter": "half"}])
 def test_bad_history_config_is_a_one_line_config_error(kw: dict) -> None:
     with pytest.raises(oa.ConfigError) as err:
         oa.HistoryConfig(**{"dim": HID, **kw})
