@@ -59,11 +59,17 @@ class HistoryTable:
     def nbytes(self, num_samplers: int) -> int:
         return history_bytes(len(self.slot_of), self.num_slots, self.dim, num_samplers)
 
-    def valid(self, horizon: int, staleness: int) -> HistoryPrune:
-        """The sampler's view: slots whose row, used at step ``horizon`` at the latest, is at most
-        ``staleness`` steps old.  A copy: later pushes do not change what a running sampler reads."""
-        fresh = (self.stamp >= 0) & (horizon - self.stamp <= staleness)
+    def valid(self, horizon: int, staleness: int, jitter: float = 0.0) -> HistoryPrune:
+        """The sampler's view: slots whose row, used at step ``horizon`` at the latest, is within its
+        lifetime (at most ``staleness`` steps, see :func:`lifetimes`).  A copy: later pushes do not
+        change what a running sampler reads."""
+        life = lifetimes(np.arange(self.num_slots), self.stamp, staleness, jitter)
+        fresh = (self.stamp >= 0) & (horizon - self.stamp <= life)
         return HistoryPrune(self.slot_of, fresh.astype(np.uint8))
+
+    def nothing_valid(self) -> HistoryPrune:
+        """The sampler's view during the warm-up: no slot may be pruned."""
+        return HistoryPrune(self.slot_of, np.zeros(self.num_slots, np.uint8))
 
     def write(self, slots: np.ndarray, rows: torch.Tensor, step: int) -> None:
         """Store pushed rows (loop thread only)."""
@@ -74,6 +80,26 @@ class HistoryTable:
     def read(self, slots: np.ndarray) -> tuple[torch.Tensor, np.ndarray]:
         """Copies of the rows and stamps of ``slots`` (loop thread only)."""
         return self.rows[torch.from_numpy(slots)], self.stamp[slots].copy()
+
+
+def lifetimes(slots: np.ndarray, stamps: np.ndarray, staleness: int, jitter: float) -> np.ndarray:
+    """How many steps each row may be used: ``staleness`` minus a pseudo-random share of up to
+    ``jitter`` of it, a hash of (slot, push step), so the table needs no state for it.
+
+    Why: a row is refreshed only when it expires, so rows pushed together (the whole first epoch on
+    a small graph) expire together and come back in waves: every ``staleness`` steps most of the last
+    layer's input is suddenly recomputed by a model that has moved on, and gradient flows through
+    those rows again at once.  Measured on Cora (GCN, staleness 100, no jitter) the test accuracy
+    fell from 81 to 53-70 % at the first wave in 3 of 5 seeds.  Spreading the lifetimes over
+    ``[(1 - jitter) staleness, staleness]`` turns the waves into a steady trickle."""
+    span = int(jitter * (staleness - 1))
+    if span == 0:
+        return np.full(len(slots), staleness, np.int64)
+    x = slots.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) ^ stamps.astype(np.uint64) * np.uint64(0xC2B2AE3D27D4EB4F)
+    x ^= x >> np.uint64(31)
+    x *= np.uint64(0xBF58476D1CE4E5B9)
+    x ^= x >> np.uint64(29)
+    return staleness - (x % np.uint64(span + 1)).astype(np.int64)
 
 
 def decide(sub: SampledSubgraph, prune: HistoryPrune, num_layers: int, indptr: np.ndarray | None = None,

@@ -5,8 +5,11 @@ sampled node and the caller keeps ``out[:batch.batch_size]``.
 
 The history hook (``OutreLoader(..., history=HistoryConfig(...))``): a model takes ``history=`` (the
 batch's ``batch.history``, None without the cache) and calls ``h = history.exchange(h)`` on h^(L-1),
-the input of its last layer: the fresh rows are pushed (detached) and the rows of the pruned frontier
-nodes are replaced by their history.  :class:`GraphSAGE` and :class:`GCN` do it out of the box.
+the input of its last layer, before that input's dropout: the fresh rows are pushed (detached) and the
+rows of the pruned frontier nodes are replaced by their history.  Before dropout, because a pushed row
+is reused for up to ``staleness`` steps: pushed after dropout, every use would replay one frozen mask
+(half its units zero, the rest doubled) instead of the exact h^(L-1) that evaluation computes.
+:class:`GraphSAGE` and :class:`GCN` do it out of the box.
 """
 
 from __future__ import annotations
@@ -33,11 +36,14 @@ class _Stack(nn.Module):
         last = len(self.convs) - 1
         edge_index, weight = self._edges(x, edge_index, history)
         for i, conv in enumerate(self.convs):
-            if i == last and history is not None:
-                x = history.exchange(x)  # push fresh h^(L-1), pull the pruned rows
             x = conv(x, edge_index) if weight is None else conv(x, edge_index, weight)
             if i < last:
-                x = F.dropout(F.relu(x), p=self.dropout, training=self.training)
+                x = F.relu(x)
+                if i == last - 1 and history is not None:
+                    # Before dropout: the cache holds h^(L-1) as evaluation computes it, and a pulled
+                    # row gets a fresh dropout mask each use instead of replaying its push's mask.
+                    x = history.exchange(x)
+                x = F.dropout(x, p=self.dropout, training=self.training)
         return x
 
     def _edges(self, x: Tensor, edge_index: Tensor, history) -> tuple[Tensor, Tensor | None]:  # type: ignore[no-untyped-def]
@@ -53,9 +59,11 @@ class _Stack(nn.Module):
         return x
 
     def hidden(self, x: Tensor, edge_index: Tensor) -> Tensor:
-        """h^(L-1): the input of the last layer (what the history caches)."""
-        for conv in self.convs[:-1]:
-            x = F.dropout(F.relu(conv(x, edge_index)), p=self.dropout, training=self.training)
+        """h^(L-1) before the last dropout: what the history caches (the last layer's input in eval mode)."""
+        for i, conv in enumerate(self.convs[:-1]):
+            x = F.relu(conv(x, edge_index))
+            if i < len(self.convs) - 2:
+                x = F.dropout(x, p=self.dropout, training=self.training)
         return x
 
 

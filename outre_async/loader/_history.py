@@ -150,8 +150,14 @@ class EpochHistory:
     window: int
 
     def snapshot(self, seq: int) -> HistoryPrune:
-        """Loop thread: which candidates batch ``seq`` may prune (see the module docstring)."""
-        return self.owner.table.valid(self.base + seq + self.window, self.owner.cfg.staleness)
+        """Loop thread: which candidates batch ``seq`` may prune (see the module docstring).  None
+        during the warm-up: batch ``seq`` is delivered at step ``base + seq - window`` at the earliest
+        (every batch more than ``window`` places before it precedes it), so a batch that might be
+        trained before step ``warmup`` prunes nothing."""
+        if self.base + max(seq - self.window, 0) < self.owner.cfg.warmup:
+            return self.owner.table.nothing_valid()
+        cfg = self.owner.cfg
+        return self.owner.table.valid(self.base + seq + self.window, cfg.staleness, cfg.jitter)
 
     def sample(self, sampler: Any, item: Any, stream: int, prune: HistoryPrune) -> tuple[SampledSubgraph,
                                                                                            HistoryDecision]:

@@ -10,7 +10,7 @@ from conftest import run
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from outre_async.cache import HistoryConfig, HistoryTable, history_bytes
-from outre_async.cache._history import choose_candidates, decide, frontier_counts
+from outre_async.cache._history import choose_candidates, decide, frontier_counts, lifetimes
 
 import outre_async as oa
 from outre_async.loader._channel import Channel
@@ -85,6 +85,29 @@ def test_table_rejects_foreign_candidates_and_keeps_newer_rows() -> None:
     assert view.valid.tolist() == [0, 1]
     table.write(np.array([1]), torch.zeros(1, 3), step=5)
     assert table.valid(horizon=6, staleness=2).valid.tolist() == [0, 1] and view.valid.tolist() == [0, 1]
+
+
+# -- lifetimes: rows pushed together do not expire together -----------------------------------------
+def test_lifetimes_spread_over_the_jitter_span_and_never_exceed_the_staleness() -> None:
+    slots = np.arange(5000)
+    stamps = np.full(5000, 7)
+    life = lifetimes(slots, stamps, 100, 0.5)
+    assert life.min() >= 100 - 49 and life.max() <= 100
+    assert len(np.unique(life)) == 50  # every lifetime in the span is drawn
+    assert abs(life.mean() - 75.5) < 2  # about uniform
+    np.testing.assert_array_equal(life, lifetimes(slots, stamps, 100, 0.5))  # a function of (slot, step)
+    assert not np.array_equal(life, lifetimes(slots, stamps + 1, 100, 0.5))  # a new push draws again
+    assert (lifetimes(slots, stamps, 100, 0.0) == 100).all() and (lifetimes(slots, stamps, 2, 0.5) == 2).all()
+
+
+def test_a_row_is_valid_for_exactly_its_lifetime() -> None:
+    table = HistoryTable(np.arange(64), 64, 2)
+    table.write(np.arange(64), torch.ones(64, 2), step=10)
+    life = lifetimes(np.arange(64), table.stamp, 20, 0.5)
+    assert len(np.unique(life)) > 1
+    for horizon in range(10, 32):
+        want = (horizon - 10 <= life).astype(np.uint8)
+        np.testing.assert_array_equal(table.valid(horizon, 20, 0.5).valid, want)
 
 
 # -- bounded overtaking -----------------------------------------------------------------------------

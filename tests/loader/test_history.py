@@ -32,7 +32,8 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> oa.Dataset:
 
 
 def _loader(ds: oa.Dataset, staleness: int | None, **kw) -> oa.OutreLoader:
-    history = None if staleness is None else oa.HistoryConfig(staleness=staleness, dim=HID, **kw.pop("hist", {}))
+    hist = {"warmup": 0, **kw.pop("hist", {})}  # the oracle and bound tests want pulls from the first steps
+    history = None if staleness is None else oa.HistoryConfig(staleness=staleness, dim=HID, **hist)
     opts = {"fanouts": [4, 3], "batch_size": 24, "seed": 3, "history": history,
             **({} if "source" in kw else {"backend": "memory"}), **kw}
     return oa.OutreLoader(ds, **opts)
@@ -168,6 +169,59 @@ def test_realised_staleness_never_exceeds_the_bound(dataset: oa.Dataset, seed: i
     assert all(1 <= age <= staleness for age in ages), ages
 
 
+# -- warm-up ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("ordered", [False, True])
+@pytest.mark.parametrize("warmup", [5, 20])
+def test_no_batch_trained_before_the_warmup_pulls(dataset: oa.Dataset, ordered: bool, warmup: int) -> None:
+    async def body() -> list[tuple[int, int]]:
+        model = _model().eval()
+        loader = _loader(dataset, 1000, fanouts=[-1, -1], ordered=ordered, num_samplers=2, num_extractors=2,
+                         source=FaultySource(dataset, seed=warmup), hist={"warmup": warmup})
+        steps = []
+        async with loader:
+            loader._res.samplers[:] = [DelayedSampler(s, warmup + i) for i, s in enumerate(loader._res.samplers)]
+            for _ in range(3):
+                async for batch in loader:
+                    with torch.no_grad():
+                        model(batch.x, batch.edge_index, history=batch.history)
+                    steps.append((batch.history.step, len(batch.history.pull_index)))
+        return steps
+
+    steps = run(body(), timeout=60)
+    assert [s for s, _ in steps] == list(range(len(steps))) and len(steps) == 3 * 14
+    assert all(pulled == 0 for step, pulled in steps if step < warmup)
+    assert sum(pulled for step, pulled in steps if step >= warmup + 8) > 0  # the cache works after it
+
+
+def test_warmup_defaults_to_the_staleness_and_zero_turns_it_off() -> None:
+    assert oa.HistoryConfig(staleness=100, dim=HID).warmup == 100
+    assert oa.HistoryConfig(staleness=100, dim=HID, warmup=0).warmup == 0
+    assert oa.HistoryConfig(staleness=1, dim=HID).warmup == 0
+
+
+# -- what is pushed ---------------------------------------------------------------------------------
+def test_pushed_rows_are_h_before_dropout_and_pulled_rows_get_a_fresh_mask(dataset: oa.Dataset) -> None:
+    """A row is reused for up to ``staleness`` steps: it must be the exact h^(L-1) (what evaluation
+    computes), not one dropout sample of it replayed at every use."""
+    from outre_async.loader._history import HistoryRecord, Push
+
+    torch.manual_seed(0)
+    model = oa.GraphSAGE(3, 16, 2, dropout=0.5).train()
+    x, edges = torch.randn(4, 3), torch.tensor([[1, 2, 3], [0, 0, 1]])
+    pushes: list[Push] = []
+    row = torch.rand(1, 16) + 0.5
+    record = HistoryRecord(pushes.append, 0, 16, "all", torch.tensor([2]), row,
+                           torch.tensor([0, 1, 3]), np.array([0, 1, 2]))
+    seen = []
+    model.convs[-1].register_forward_pre_hook(lambda m, args: seen.append(args[0].detach().clone()))
+    model(x, edges, history=record)
+    with torch.no_grad():
+        exact = model.hidden(x, edges)  # train mode: hidden() applies no dropout to h^(L-1)
+    torch.testing.assert_close(pushes[0].rows, exact[[0, 1, 3]])
+    pulled = seen[0][2]  # the last layer's input at the pulled row: the row under a fresh mask
+    assert ((pulled == 0) | torch.isclose(pulled, 2 * row[0])).all() and (pulled == 0).any()
+
+
 # -- shutdown paths -----------------------------------------------------------------------------
 def _fds() -> int:
     return len(os.listdir("/proc/self/fd"))
@@ -253,7 +307,10 @@ def test_gcn_seeds_see_the_unpruned_normalisation_of_a_pulled_node() -> None:
 
 # -- bad input ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("kw", [{"staleness": 0}, {"staleness": 2, "dim": 0}, {"staleness": 2, "admission": "x"},
-                                {"staleness": 2, "budget": -1}, {"staleness": 2, "window": -1}])
+                                {"staleness": 2, "budget": -1}, {"staleness": 2, "window": -1},
+                                {"staleness": 2, "warmup": -1}, {"staleness": 2, "warmup": 1.5},
+                                {"staleness": 2, "jitter": 1.0}, {"staleness": 2, "jitter": -0.1},
+                                {"staleness": 2, "jitter": "half"}])
 def test_bad_history_config_is_a_one_line_config_error(kw: dict) -> None:
     with pytest.raises(oa.ConfigError) as err:
         oa.HistoryConfig(**{"dim": HID, **kw})
