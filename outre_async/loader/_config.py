@@ -48,6 +48,8 @@ class LoaderConfig:
     interleave: int | None = None  # macro batches whose micro-batches are shuffled together; None: default_interleave
     neighbor_cache: int | str = 0  # bytes of the global neighbour cache (partition mode); 0: no cache
     history: HistoryConfig | None = None  # historical embedding cache (OUTRE §4.3); None: off
+    profile: str | None = None  # profile/<name>/ whose plan splits memory_budget; "auto": profile now (issue 12)
+    cache_split: str | float = "auto"  # with profile="auto": "auto" (knapsack), "outre" (alpha grid) or an alpha
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fanouts", check_fanouts(self.fanouts))
@@ -63,6 +65,8 @@ class LoaderConfig:
             raise ConfigError(f"neighbor_cache={self.neighbor_cache!r} must be a byte count >= 0 (0: no cache)")
         if self.history is not None:
             _check_history(self.history, self.fanouts)
+        if self.profile is not None:
+            _check_profile(self)
         if self.backend not in BACKENDS:
             raise ConfigError(f"backend={self.backend!r} must be one of {BACKENDS}")
 
@@ -85,6 +89,18 @@ def _check_history(history: object, fanouts: tuple[int, ...]) -> None:
         raise ConfigError(f"history must be a HistoryConfig (or None), got {type(history).__name__}")
     if history.enabled and len(fanouts) < 2:
         raise ConfigError(f"history needs at least 2 layers (it caches h^(L-1)); got fanouts={list(fanouts)}")
+
+
+def _check_profile(cfg: LoaderConfig) -> None:
+    from ..plan._budget_plan import check_split
+    from ..plan._files import check_profile_name
+
+    check_profile_name(cfg.profile)  # type: ignore[arg-type]
+    object.__setattr__(cfg, "cache_split", check_split(cfg.cache_split))
+    if cfg.memory_budget is None:
+        raise ConfigError(f"profile={cfg.profile!r} splits memory_budget between the caches; pass memory_budget= too")
+    if cfg.buffer_rows is not None:
+        raise ConfigError("profile= sizes the feature buffer itself; drop buffer_rows= (or drop profile=)")
 
 
 def check_count(name: str, value: object, default_hint: str = "") -> int:

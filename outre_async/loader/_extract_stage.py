@@ -7,6 +7,9 @@ the :class:`FeatureSource` (io_uring, pread or memory), gathers the batch matrix
 and is released by the consumer.  The :class:`ExtractStage` outlives epochs and owns the stage's
 counters (only its workers update them).
 
+With a :class:`StaticFeatureCache` (the profile's hot rows, ``static``), a batch's ids are looked up
+there first: only the misses acquire buffer slots and are read, and the matrix merges both.
+
 Cancellation rule: if cancelled (or failing) while it owns a lease that has not been handed on, the
 extractor releases it; the source itself waits for reads already submitted before giving up the
 memory they write into.
@@ -18,6 +21,7 @@ import time
 from dataclasses import dataclass
 
 from ..features import FeatureBuffer, FeatureSource
+from ..features._static_cache import StaticFeatureCache
 from ._batch import BufferLease, ExtractedBatch, SampledBatch
 from ._channel import Channel
 
@@ -36,15 +40,20 @@ class ExtractCounters:
 class ExtractStage:
     def __init__(self) -> None:
         self.counters = ExtractCounters()
+        self.static: StaticFeatureCache | None = None  # looked up before the buffer (loaded by the loader)
 
     async def worker(self, inp: Channel[SampledBatch], out: Channel[ExtractedBatch], buffer: FeatureBuffer,
                      source: FeatureSource) -> None:
         async for sb in inp:
             start = time.perf_counter()
-            lease = BufferLease(buffer, await buffer.acquire(sb.subgraph.n_id))
+            ids, static = sb.subgraph.n_id, self.static
+            hits = static.lookup(ids) if static is not None else None
+            lease = BufferLease(buffer, await buffer.acquire(ids if hits is None else ids[hits < 0]))
             try:
                 await buffer.fill(lease.acquisition, source)
                 x = buffer.gather(lease.acquisition)
+                if static is not None and hits is not None:
+                    x = static.merge(hits, x)
                 self.counters = self.counters.plus(time.perf_counter() - start)
                 await out.send(ExtractedBatch(sb.seq, sb.subgraph, x, lease, sb.history))
             except BaseException:

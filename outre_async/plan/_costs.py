@@ -107,6 +107,7 @@ def _recompute_cost(dim: int, hidden: int, repeats: int) -> float:
     x = torch.randn(rows, dim)
     w = torch.randn(dim, hidden, requires_grad=True)
     times = []
+    (x @ w).relu().sum().backward()  # warm-up: the first call pays for allocation and dispatch set-up
     for _ in range(max(1, repeats)):
         start = time.perf_counter()
         (x @ w).relu().sum().backward()

@@ -17,6 +17,7 @@ the first ``max_batches`` batches; counts are scaled to one epoch.  Per batch:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,21 +45,26 @@ class Counts:
     batches: int
     epoch_batches: int
     accesses: int              # feature-row accesses pre-sampled (before the reuse filter)
+    sample_seconds: float      # time in the sampler itself over the pre-sampled batches
 
 
 def presample(ds: Any, plan: Sequence[Any], *, fanouts: Sequence[int], seed: int, stream_base: int,
-              max_batches: int, reuse: int, horizon: int, max_candidates: int,
+              max_batches: int, buffer_rows: int, horizon: int, max_candidates: int,
               assignment: np.ndarray | None = None, progress: Callable[[int], None] | None = None) -> Counts:
-    """Count the first ``max_batches`` batches of ``plan`` (see the module); ``horizon`` =
-    staleness - window (``< 0``: no history); ``assignment`` = the partition of each node."""
+    """Count the first ``max_batches`` batches of ``plan`` (see the module); ``buffer_rows`` / the mean
+    rows per batch = ``reuse``; ``horizon`` = staleness - window (``< 0``: no history);
+    ``assignment`` = the partition of each node (partition mode)."""
     sampler = NeighborSampler(ds, list(fanouts), seed=seed)
     layers = len(fanouts)
     acc, lists, app, pairs = [], [], [], []
     limit = min(len(plan), max(1, int(max_batches)))
+    sampling = 0.0
     for step in range(limit):
         item = plan[step]
         seeds = getattr(item, "seeds", item)
+        start = time.perf_counter()
         sub = sampler.sample(seeds, stream_base + step)
+        sampling += time.perf_counter() - start
         n_id, b = sub.n_id, sub.batch_size
         n1 = sub.num_sampled_nodes[1] if layers > 1 else 0
         acc.append(n_id)
@@ -72,8 +78,10 @@ def presample(ds: Any, plan: Sequence[Any], *, fanouts: Sequence[int], seed: int
             pairs.append(_owned(sub, b, n1, layers, on_disk))
         if progress is not None:
             progress(1)
+    mean_rows = sum(len(a) for a in acc) / max(len(acc), 1)
+    reuse = max(1, int(buffer_rows // max(mean_rows, 1)))
     return _aggregate(ds.num_nodes, acc, lists, app, pairs, epoch_batches=len(plan), reuse=reuse,
-                      horizon=horizon, max_candidates=max_candidates)
+                      horizon=horizon, max_candidates=max_candidates, sample_seconds=sampling)
 
 
 def _owned(sub: Any, b: int, n1: int, layers: int, on_disk: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -92,7 +100,7 @@ def _owned(sub: Any, b: int, n1: int, layers: int, on_disk: np.ndarray) -> tuple
 
 def _aggregate(n: int, acc: list[np.ndarray], lists: list[np.ndarray], app: list[tuple[np.ndarray, int, int]],
                pairs: list[tuple[np.ndarray, ...]], *, epoch_batches: int, reuse: int, horizon: int,
-               max_candidates: int) -> Counts:
+               max_candidates: int, sample_seconds: float) -> Counts:
     scale = epoch_batches / max(len(acc), 1)
     node = np.concatenate(acc) if acc else np.empty(0, np.int64)
     step = np.concatenate([np.full(len(a), i, np.int64) for i, a in enumerate(acc)]) if acc else node
@@ -111,7 +119,7 @@ def _aggregate(n: int, acc: list[np.ndarray], lists: list[np.ndarray], app: list
     return Counts(row_hot=row_reads * scale, list_hot=list_hot * scale, cand=cand, cand_hits=hits * scale,
                   cand_fresh=fresh, cand_rows=cand_rows * scale, attr_cand=attr[0], attr_node=attr[1],
                   attr_rows=attr[2] * scale, attr_lists=attr[3] * scale, batches=len(acc),
-                  epoch_batches=epoch_batches, accesses=len(node))
+                  epoch_batches=epoch_batches, accesses=len(node), sample_seconds=sample_seconds)
 
 
 def _candidates(n: int, app: list[tuple[np.ndarray, int, int]], horizon: int,
