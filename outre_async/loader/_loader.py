@@ -41,8 +41,8 @@ from ._extract_stage import ExtractStage
 from ._history import EpochHistory, build_owner
 from ._loop_thread import LoopThread
 from ._pipeline import EpochParts
-from ._profiling import AppliedPlan, load_plan
 from ._profile_stats import profile_stats
+from ._profiling import AppliedPlan, load_plan
 from ._resources import ResourceBox, Resources
 from ._sample_stage import SampleStage
 from ._stats import queue_stats, resource_stats, stage_stats

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import ConfigError, OverwriteRefusedError, ProfileCorruptError, ProfileMismatchError, ProfileNotFoundError
+from .._errors import ConfigError, ProfileCorruptError, ProfileMismatchError, ProfileNotFoundError
 from ..partition._output import dataset_identity
 from ..store._dataset import Dataset
 from ..store._install import install_directory
@@ -192,5 +192,3 @@ def _fsync(path: Path) -> None:
     finally:
         os.close(fd)
 
-
-__all__ = ["OverwriteRefusedError", "Profile", "check_profile_name", "profile_path", "read_profile", "write_profile"]

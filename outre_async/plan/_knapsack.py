@@ -115,7 +115,8 @@ def solve(inp: KnapsackInput, budget: int, *, rounds: int = 3) -> Choice:
     if budget < 0:
         raise ConfigError(f"cache budget {budget} must be >= 0")
     n, c = len(inp.row_hot), len(inp.hist_nodes)
-    best = (0.0, np.zeros(n, bool), np.zeros(c, bool), np.zeros(n, bool), ())
+    best: tuple[float, np.ndarray, np.ndarray, np.ndarray, tuple[str, ...]] = (
+        0.0, np.zeros(n, bool), np.zeros(c, bool), np.zeros(n, bool), ())
     for k in range(1, len(KINDS) + 1):
         for kinds in itertools.combinations(KINDS, k):
             room = budget - sum(inp.tables.get(kind, 0) for kind in kinds)
