@@ -18,6 +18,7 @@ from numpy.typing import ArrayLike
 
 from ..cache._history_config import HistoryConfig
 from ..plan._budget_plan import check_split
+from ..plan._costs import MissCosts
 from ..store._dataset import Dataset, open_dataset
 from ._loader import OutreLoader
 from ._profiling import run_profile
@@ -26,15 +27,16 @@ from ._profiling import run_profile
 def profile(dataset: Dataset | str | os.PathLike[str], *, fanouts: Sequence[int], batch_size: int,
             memory_budget: int | str, name: str = "default", split: str | ArrayLike = "train",
             history: HistoryConfig | None = None, cache_split: str | float = "auto", max_batches: int | None = None,
-            progress: bool = False, **options: Any) -> dict[str, Any]:
+            progress: bool = False, costs: MissCosts | None = None, **options: Any) -> dict[str, Any]:
     """Profile the loader ``OutreLoader(dataset, split=, fanouts=, batch_size=, memory_budget=, history=,
     **options)`` would be over its first ``max_batches`` batches (None: one whole epoch) and write
-    ``profile/<name>/``; returns the profile's meta (costs, split, predicted epoch time, seconds)."""
+    ``profile/<name>/``; returns the profile's meta (costs, split, predicted epoch time, seconds).
+    ``costs`` (a :class:`~outre_async.plan.MissCosts`) skips measuring them."""
     ds = dataset if isinstance(dataset, Dataset) else open_dataset(dataset)
     bare = OutreLoader(ds, split=split, fanouts=fanouts, batch_size=batch_size, memory_budget=memory_budget,
                        **options)
     cfg = dataclasses.replace(bare.config, history=history, cache_split=check_split(cache_split), profile=None)
     batches = len(bare._plan(0)) if max_batches is None else int(max_batches)
     prof = run_profile(ds, cfg, bare._seeds, bare._partitioned, bare._sizes(), bare._source_kind(), name=name,
-                       max_batches=max(1, batches), progress=progress)
+                       max_batches=max(1, batches), progress=progress, costs=costs)
     return {"path": str(prof.path), **prof.meta}

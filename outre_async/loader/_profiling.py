@@ -28,7 +28,7 @@ import numpy as np
 
 from .._errors import ConfigError
 from ..plan._budget_plan import choose, knapsack_input, predict
-from ..plan._costs import measure_costs
+from ..plan._costs import MissCosts, measure_costs
 from ..plan._counts import presample
 from ..plan._files import Profile, profile_path, read_profile, write_profile
 from ..sampling._plan import plan_epoch
@@ -77,8 +77,9 @@ def base_memory(cfg: LoaderConfig, sizes: Sizes, kind: str) -> tuple[MemoryPlan,
 
 
 def run_profile(ds: Any, cfg: LoaderConfig, seeds: np.ndarray, partitioned: Any, sizes: Sizes, kind: str, *,
-                name: str | None, max_batches: int, progress: bool = False) -> Profile:
-    """Profile the loader's plan and choose its split (module docstring); written when ``name`` is given."""
+                name: str | None, max_batches: int, progress: bool = False, costs: MissCosts | None = None) -> Profile:
+    """Profile the loader's plan and choose its split (module docstring); written when ``name`` is given.
+    ``costs`` replaces the measurement (a plan is then a function of the seed alone: the tests)."""
     from tqdm import tqdm
 
     started = time.perf_counter()
@@ -95,7 +96,7 @@ def run_profile(ds: Any, cfg: LoaderConfig, seeds: np.ndarray, partitioned: Any,
                            assignment=partitioned.parts.assignment if partitioned is not None else None,
                            progress=bar.update)
     sampled = time.perf_counter()
-    costs = measure_costs(ds, backend="memory" if kind == "memory" else cfg.backend,
+    costs = costs or measure_costs(ds, backend="memory" if kind == "memory" else cfg.backend,
                           batch_rows=max(1, counts.accesses // max(counts.batches, 1)),
                           num_extractors=cfg.num_extractors, hidden=h.dim if h else ds.feature_dim, seed=cfg.seed,
                           source_options={**mem.source_options(), **_io_options(cfg)} if kind == "disk" else None)

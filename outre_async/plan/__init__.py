@@ -7,7 +7,9 @@ and a byte budget into a plan and a predicted epoch time, ``_files`` writes and 
 ``<dataset>/profile/<name>/``.
 """
 
+from ._costs import MissCosts, measure_costs
 from ._knapsack import Attribution, Choice, KnapsackInput, saved_us, solve
 from ._outre_split import ALPHAS, alpha_choice, outre_split
 
-__all__ = ["ALPHAS", "Attribution", "Choice", "KnapsackInput", "alpha_choice", "outre_split", "saved_us", "solve"]
+__all__ = ["ALPHAS", "Attribution", "Choice", "KnapsackInput", "MissCosts", "alpha_choice", "measure_costs", "outre_split",
+           "saved_us", "solve"]
