@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 import torch
 from conftest import generated, run
+from outre_async.partition import partition
 
 import outre_async as oa
 from outre_async.cli import main
 from outre_async.features import MemorySource
 from outre_async.features._static_cache import StaticFeatureCache
-from outre_async.partition import partition
 from outre_async.plan import MissCosts
 
 COSTS = MissCosts(row_us=20.0, list_us=2.0, recompute_us=1.0, backend="fixed")
