@@ -41,6 +41,10 @@ def main() -> None:
     p.add_argument("--max-batches", type=int, default=0, help="0: full epochs")
     p.add_argument("--profile-batches", type=int, default=0, help="batches pre-sampled (0: one epoch)")
     p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--completion-order", action="store_true",
+                   help="with --max-batches: the first N batches to complete of a full epoch (ordered mode's "
+                        "reorder buffer does not fit igb-like's budget); the default is the plan's first N")
+    p.add_argument("--baselines", default="", help="systems run after the sweep with the same spec, e.g. pyg-mmap-random")
     p.add_argument("--timeout", type=float, default=900)
     p.add_argument("--data-dir", type=Path, default=Path.home() / ".cache" / "outre-async" / "bench")
     p.add_argument("--out", type=Path, default=Path("results/alpha-sweep.json"))
@@ -50,7 +54,8 @@ def main() -> None:
     ds = open_dataset(path)
     base = RunSpec(dataset=str(path), fanouts=preset.fanouts, batch_size=preset.batch_size, hidden=preset.hidden,
                    lr=preset.lr, seed=0, max_batches=args.max_batches,
-                   options=dict(preset.system_options["outre-auto"]))
+                   options={**preset.system_options["outre-auto"],
+                            **({"ordered": False} if args.completion_order else {})})
     system = OutreAuto()
     print("partitions:", _partition(system, str(path), base))
     splits: list[str | float] = [s for s in args.splits.split(",") if s] + [float(a) for a in args.alphas.split(",") if a]
@@ -70,7 +75,19 @@ def main() -> None:
                 for _ in range(args.repeats)]
         rows.append(_row(split, meta, seconds, runs, args.max_batches))
         print(json.dumps({k: v for k, v in rows[-1].items() if k != "runs"}), flush=True)
-    out = {"preset": preset.name, "max_batches": args.max_batches, "profile_batches": args.profile_batches,
+    baselines = {}
+    for name in [b for b in args.baselines.split(",") if b]:
+        runs = [run_in_child(name, replace(base, options=preset.system_options.get(name, {})), cap_bytes=preset.cap_bytes,
+                             timeout_s=args.timeout, dataset_dir=path) for _ in range(args.repeats)]
+        ok = [r["metrics"] for r in runs if r.get("outcome") == "ok"]
+        baselines[name] = {"outcomes": [r.get("outcome") for r in runs],
+                           "measured_seconds": statistics.median(m["epoch_seconds"] for m in ok) if ok else None,
+                           "batches": ok[0]["batches"] if ok else None,
+                           "val_accuracy": ok[0]["val_accuracy"] if ok else None,
+                           "read_bytes": ok[0]["read_bytes_proc"] if ok else None,
+                           "messages": [r.get("message") for r in runs]}
+        print(name, json.dumps(baselines[name]), flush=True)
+    out = {"preset": preset.name, "baselines": baselines, "max_batches": args.max_batches, "profile_batches": args.profile_batches,
            "cap_bytes": preset.cap_bytes, "costs": costs.to_json() if costs else None, "rows": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=2, default=float))
@@ -95,7 +112,7 @@ def _row(split: str | float, meta: dict[str, Any], seconds: float, runs: list[di
             "cache_budget": meta["memory"]["cache_budget"], "profile_seconds": seconds,
             "predicted_seconds": meta["predicted"]["epoch_seconds"] * share,
             "predicted_no_cache_seconds": meta["predicted"]["epoch_seconds_no_cache"] * share,
-            "measured_seconds": epoch, "outcomes": [r.get("outcome") for r in runs],
+            "measured_seconds": epoch, "batches": first.get("batches"), "outcomes": [r.get("outcome") for r in runs],
             "read_bytes": first.get("read_bytes_proc"), "val_accuracy": first.get("val_accuracy"),
             "cgroup_peak_bytes": [r.get("cgroup_peak_bytes") for r in runs],
             "runs": [{k: r.get(k) for k in ("outcome", "message", "wall_seconds", "cap")} for r in runs]}

@@ -333,7 +333,8 @@ class OutreAuto(OutrePart):
     ``prepare`` (in the harness, untimed, like the partitioning) profiles the child's exact loader
     setup into ``profile/bench-auto-<split>/`` and reports how long it took; the child loads with
     ``profile=`` that name.  Options: those of ``outre-hist`` plus ``cache_split`` ("auto", "outre"
-    or an alpha) and ``profile_batches`` (default: one epoch)."""
+    or an alpha), ``profile_batches`` (default: one epoch) and ``ordered`` (default: with
+    ``--max-batches``, as ``outre-part``; ordered mode's reorder buffer comes out of the budget)."""
 
     name = "outre-auto"
     summary = "outre-part + history with the budget split by profiling (static rows, history, neighbour lists)"
@@ -364,7 +365,8 @@ class OutreAuto(OutrePart):
 
         return {"split": "train", "fanouts": list(spec.fanouts), "batch_size": spec.batch_size, "seed": spec.seed,
                 "partitions": _partition_name(spec), "memory_budget": spec.options.get("memory_budget", "1GiB"),
-                "parts_per_batch": int(spec.options.get("parts_per_batch", 4)), "ordered": spec.max_batches > 0,
+                "parts_per_batch": int(spec.options.get("parts_per_batch", 4)),
+                "ordered": bool(spec.options.get("ordered", spec.max_batches > 0)),
                 "history": HistoryConfig(staleness=int(spec.options.get("staleness", 100)), dim=spec.hidden),
                 **self.loader_options}
 
