@@ -34,6 +34,10 @@ from ._errors import (
     PartitionNotFoundError,
     PartitionReadError,
     PipelineClosed,
+    ProfileCorruptError,
+    ProfileError,
+    ProfileMismatchError,
+    ProfileNotFoundError,
 )
 from .store import Dataset, DatasetWriter, RowLayout, choose_row_layout, open_dataset
 
@@ -78,6 +82,7 @@ _LAZY = {
     "MLP": ".nn",
     "OutreLoader": ".loader",
     "LoaderConfig": ".loader",
+    "profile": ".loader",
     "OutreBatch": ".loader",
     "FeatureSource": ".features",
     "open_source": ".features",
@@ -110,6 +115,10 @@ __all__ = [
     "PartitionNotFoundError",
     "PartitionReadError",
     "PipelineClosed",
+    "ProfileCorruptError",
+    "ProfileError",
+    "ProfileMismatchError",
+    "ProfileNotFoundError",
     "RowLayout",
     "choose_row_layout",
     "open_dataset",

@@ -15,6 +15,10 @@
     │   ├── PartitionCorruptError      a partition file is missing, truncated or inconsistent
     │   ├── PartitionMismatchError     written for another dataset (or another version of it)
     │   └── PartitionReadError         reading a partition file failed (carries path, byte offset, errno)
+    ├── ProfileError                   a profile (``profile/<name>/``) is missing or not usable
+    │   ├── ProfileNotFoundError       no profile of that name; run `outre profile`
+    │   ├── ProfileCorruptError        a profile file is missing, truncated or inconsistent
+    │   └── ProfileMismatchError       written for another dataset (version) or another loader setup
     ├── OverwriteRefusedError          overwrite would replace something outre did not write
     ├── InvalidGraphError (ValueError) graph data handed to a writer/importer breaks an invariant
     ├── InputFormatError               an input file cannot be parsed (carries path and line)
@@ -56,6 +60,10 @@ __all__ = [
     "PartitionNotFoundError",
     "PartitionReadError",
     "PipelineClosed",
+    "ProfileCorruptError",
+    "ProfileError",
+    "ProfileMismatchError",
+    "ProfileNotFoundError",
 ]
 
 
@@ -127,6 +135,22 @@ class PartitionMismatchError(PartitionError):
 
 class PartitionReadError(_ReadFailure, PartitionError):
     """Reading a partition file failed (an ``OSError`` such as EIO); ``path`` and ``offset`` say where."""
+
+
+class ProfileError(OutreError):
+    """A profile folder (``profile/<name>/``) is missing or cannot be used."""
+
+
+class ProfileNotFoundError(ProfileError, FileNotFoundError):
+    """No profile of the given name under the dataset."""
+
+
+class ProfileCorruptError(ProfileError):
+    """A profile file is missing, truncated, or inconsistent with its ``meta.json``."""
+
+
+class ProfileMismatchError(ProfileError):
+    """The profile was measured for another dataset (or version), partitions or loader setup: stale."""
 
 
 class OverwriteRefusedError(OutreError, FileExistsError):

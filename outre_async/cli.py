@@ -410,6 +410,21 @@ def _cmd_stats(args: argparse.Namespace) -> dict[str, Any]:
     return run_stats(args, say=lambda text: _say(args, text), parse_fanouts=parse_fanouts)
 
 
+# -- profile (implementation in outre_async._profile_cli) ------------------------------------------
+
+
+def _args_profile(p: argparse.ArgumentParser) -> None:
+    from ._profile_cli import add_arguments
+
+    add_arguments(p, parse_fanouts)
+
+
+def _cmd_profile(args: argparse.Namespace) -> dict[str, Any]:
+    from ._profile_cli import run
+
+    return run(args, progress=_progress(args), say=lambda text: _say(args, text))
+
+
 _VERBS: dict[str, tuple[Handler, str]] = {
     "generate": (_cmd_generate, "generate a synthetic graph with planted communities into a dataset"),
     "convert": (_cmd_convert, "import a graph (OGB raw folder, .npz, PyG .pt, edge list) into a dataset"),
@@ -421,11 +436,12 @@ _VERBS: dict[str, tuple[Handler, str]] = {
     "train": (_cmd_train, "train a GNN with the loader, evaluate with layer-wise inference, checkpoint"),
     "bench": (_cmd_bench, "run systems side by side under a memory cap against the physical limit"),
     "clean": (_cmd_clean, "remove the temporary folders that killed outre writers left in a folder"),
+    "profile": (_cmd_profile, "pre-sample a loader setup, measure miss costs, split its memory budget"),
 }
 _ARGS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "generate": _args_generate, "convert": _args_convert, "info": _args_info, "quickstart": _args_quickstart,
     "partition": _args_partition, "reorder": _args_reorder, "stats": _args_stats,
-    "bench": _args_bench, "clean": _args_clean, "train": _args_train,
+    "bench": _args_bench, "clean": _args_clean, "train": _args_train, "profile": _args_profile,
 }
 
 if __name__ == "__main__":  # pragma: no cover

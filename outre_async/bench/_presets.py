@@ -51,7 +51,8 @@ BENCH_PRESETS: dict[str, BenchPreset] = {
         cap_bytes=2 * GiB, timeout_s=300, quick_max_batches=4,
         system_options={"outre-part": {"parts": 16, "parts_per_batch": 2, "neighbor_cache": 1 << 20},
                         "outre-hist": {"parts": 16, "parts_per_batch": 2, "neighbor_cache": 1 << 20,
-                                       "staleness": 100}},
+                                       "staleness": 100},
+                        "outre-auto": {"parts": 16, "parts_per_batch": 2, "memory_budget": "16MiB", "staleness": 100}},
         note="harness smoke test; everything fits in RAM",
     ),
     # 1M nodes, 12M edges, 1024-dim float32 = 3.8 GiB of features: the feature-I/O-bound case.
@@ -65,7 +66,8 @@ BENCH_PRESETS: dict[str, BenchPreset] = {
                         "outre-part": {"parts": 256, "parts_per_batch": 8, "neighbor_cache": 64 << 20,
                                        "memory_budget": "1.6GiB"},
                         "outre-hist": {"parts": 256, "parts_per_batch": 8, "neighbor_cache": 64 << 20,
-                                       "memory_budget": "1.6GiB", "staleness": 100}},
+                                       "memory_budget": "1.6GiB", "staleness": 100},
+                        "outre-auto": {"parts": 256, "parts_per_batch": 8, "memory_budget": "1.6GiB", "staleness": 100}},
         note="I/O-bound: 4 KiB rows, small model; cap = 65% of the feature bytes (1.5 GiB thrashed pyg-mmap-random: "
              "170 GB read for 3 batches, vs 0.22 GB at 2.5 GiB)",
     ),
@@ -77,7 +79,8 @@ BENCH_PRESETS: dict[str, BenchPreset] = {
                         "outre-part": {"parts": 1024, "parts_per_batch": 8, "neighbor_cache": 128 << 20,
                                        "memory_budget": "1GiB"},
                         "outre-hist": {"parts": 1024, "parts_per_batch": 8, "neighbor_cache": 128 << 20,
-                                       "memory_budget": "1GiB", "staleness": 100}},
+                                       "memory_budget": "1GiB", "staleness": 100},
+                        "outre-auto": {"parts": 1024, "parts_per_batch": 8, "memory_budget": "1GiB", "staleness": 100}},
         note="compute and I/O mixed: 512 B rows, wider model; cap = 71% of features + topology",
     ),
 }

@@ -382,3 +382,64 @@ def _ordered_copy_is_current(dataset_dir: str, target: Any) -> bool:
         return bool(copy.manifest.meta.get("reordered", {}).get("source") == dataset_identity(open_dataset(dataset_dir)))
     except OutreError:
         return False
+
+
+@register_system
+class OutreAuto(OutrePart):
+    """``outre-part`` plus the history, with the memory budget split by a profile (issue 12):
+    ``prepare`` (in the harness, untimed, like the partitioning) profiles the child's exact loader
+    setup into ``profile/bench-auto-<split>/`` and reports how long it took; the child loads with
+    ``profile=`` that name.  Options: those of ``outre-hist`` plus ``cache_split`` ("auto", "outre"
+    or an alpha), ``profile_batches`` (default: one epoch) and ``ordered`` (default: with
+    ``--max-batches``, as ``outre-part``; ordered mode's reorder buffer comes out of the budget)."""
+
+    name = "outre-auto"
+    summary = "outre-part + history with the budget split by profiling (static rows, history, neighbour lists)"
+
+    def prepare(self, dataset_dir: str, spec: RunSpec) -> dict[str, Any]:
+        import time
+
+        from ..loader import profile
+        from ..store._dataset import open_dataset
+
+        out = super().prepare(dataset_dir, spec)
+        start = time.perf_counter()
+        meta = profile(open_dataset(dataset_dir), name=self._profile_name(spec), max_batches=spec.options.get(
+            "profile_batches"), cache_split=self._split(spec), **self._options(spec))
+        out.update(profile=meta["path"], profile_seconds=time.perf_counter() - start,
+                   predicted_epoch_seconds=meta["predicted"]["epoch_seconds"], split=meta["memory"]["split"],
+                   alpha=meta.get("alpha"))
+        return out
+
+    def open(self, ds: Any, spec: RunSpec) -> Iterator[Any]:
+        from ..loader import OutreLoader
+
+        self.loader = OutreLoader(ds, profile=self._profile_name(spec), **self._options(spec))
+        return iter(self.loader)
+
+    def _options(self, spec: RunSpec) -> dict[str, Any]:
+        from ..cache import HistoryConfig
+
+        return {"split": "train", "fanouts": list(spec.fanouts), "batch_size": spec.batch_size, "seed": spec.seed,
+                "partitions": _partition_name(spec), "memory_budget": spec.options.get("memory_budget", "1GiB"),
+                "parts_per_batch": int(spec.options.get("parts_per_batch", 4)),
+                "ordered": bool(spec.options.get("ordered", spec.max_batches > 0)),
+                "history": HistoryConfig(staleness=int(spec.options.get("staleness", 100)), dim=spec.hidden),
+                **self.loader_options}
+
+    @staticmethod
+    def _split(spec: RunSpec) -> str | float:
+        split = spec.options.get("cache_split", "auto")
+        return split if split in ("auto", "outre") else float(split)
+
+    def _profile_name(self, spec: RunSpec) -> str:
+        return f"bench-auto-{self._split(spec)}"
+
+    def stats(self) -> dict[str, Any]:
+        out = super().stats()
+        s = self.loader.stats()
+        out["extra"]["history"] = s.get("history")
+        out["extra"]["profile"] = s.get("profile")
+        static = (s.get("profile") or {}).get("static_cache") or {}
+        out["rows_from_cache"] = int(out["rows_from_cache"] or 0) + int(static.get("hits", 0))
+        return out

@@ -5,6 +5,7 @@ baseline."""
 from ._batch import OutreBatch
 from ._config import LoaderConfig
 from ._loader import OutreLoader
+from ._profile_api import profile
 from ._sync_loader import SyncLoader
 
-__all__ = ["LoaderConfig", "OutreBatch", "OutreLoader", "SyncLoader"]
+__all__ = ["LoaderConfig", "OutreBatch", "OutreLoader", "SyncLoader", "profile"]

@@ -52,6 +52,8 @@ class LoaderConfig:
     rank: int | None = None         # data parallel: this rank's share of each epoch; None: the process group's
     world_size: int | None = None   # (both or neither; None and no process group: one process)
     local_world_size: int | None = None  # ranks on this host: memory_budget is then the host's, split evenly
+    profile: str | None = None  # profile/<name>/ whose plan splits memory_budget; "auto": profile now (issue 12)
+    cache_split: str | float = "auto"  # with profile="auto": "auto" (knapsack), "outre" (alpha grid) or an alpha
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fanouts", check_fanouts(self.fanouts))
@@ -68,6 +70,8 @@ class LoaderConfig:
         if self.history is not None:
             _check_history(self.history, self.fanouts)
         _check_ranks(self.rank, self.world_size, self.local_world_size)
+        if self.profile is not None:
+            _check_profile(self)
         if self.backend not in BACKENDS:
             raise ConfigError(f"backend={self.backend!r} must be one of {BACKENDS}")
 
@@ -102,6 +106,18 @@ def _check_ranks(rank: int | None, world_size: int | None, local_world_size: int
         check_count("local_world_size", local_world_size, " (or None: memory_budget is this process's)")
         if world_size is not None and local_world_size > world_size:
             raise ConfigError(f"{local_world_size=} exceeds {world_size=}; pass the number of ranks on this host")
+
+
+def _check_profile(cfg: LoaderConfig) -> None:
+    from ..plan._budget_plan import check_split
+    from ..plan._files import check_profile_name
+
+    check_profile_name(cfg.profile)  # type: ignore[arg-type]
+    object.__setattr__(cfg, "cache_split", check_split(cfg.cache_split))
+    if cfg.memory_budget is None:
+        raise ConfigError(f"profile={cfg.profile!r} splits memory_budget between the caches; pass memory_budget= too")
+    if cfg.buffer_rows is not None:
+        raise ConfigError("profile= sizes the feature buffer itself; drop buffer_rows= (or drop profile=)")
 
 
 def check_count(name: str, value: object, default_hint: str = "") -> int:

@@ -9,6 +9,9 @@ counters (only its workers update them): wall seconds, and the loop-thread CPU s
 worker's own steps (buffer bookkeeping, planning and submitting reads, copying rows, gathering),
 measured by :func:`._cpu_meter.metered` so time other tasks ran meanwhile is not counted.
 
+With a :class:`StaticFeatureCache` (the profile's hot rows, ``static``), a batch's ids are looked up
+there first: only the misses acquire buffer slots and are read, and the matrix merges both.
+
 Cancellation rule: if cancelled (or failing) while it owns a lease that has not been handed on, the
 extractor releases it; the source itself waits for reads already submitted before giving up the
 memory they write into.
@@ -22,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..features import FeatureBuffer, FeatureSource
+from ..features._static_cache import StaticFeatureCache
 from ._batch import BufferLease, ExtractedBatch, SampledBatch
 from ._channel import Channel
 from ._cpu_meter import CpuMeter, metered
@@ -44,15 +48,21 @@ class ExtractCounters:
 class ExtractStage:
     def __init__(self) -> None:
         self.counters = ExtractCounters()
+        self.static: StaticFeatureCache | None = None  # looked up before the buffer (loaded by the loader)
 
-    @staticmethod
-    async def _extract(sb: SampledBatch, buffer: FeatureBuffer,
+    async def _extract(self, sb: SampledBatch, buffer: FeatureBuffer,
                        source: FeatureSource) -> tuple[BufferLease, np.ndarray]:
-        """Acquire the batch's slots, read the misses, gather its matrix; release if that fails."""
-        lease = BufferLease(buffer, await buffer.acquire(sb.subgraph.n_id))
+        """Look the batch's rows up in the static cache, acquire slots for the rest, read the misses,
+        gather its matrix (merged with the static hits); release if that fails."""
+        ids, static = sb.subgraph.n_id, self.static
+        hits = static.lookup(ids) if static is not None else None
+        lease = BufferLease(buffer, await buffer.acquire(ids if hits is None else ids[hits < 0]))
         try:
             await buffer.fill(lease.acquisition, source)
-            return lease, buffer.gather(lease.acquisition)
+            x = buffer.gather(lease.acquisition)
+            if static is not None and hits is not None:
+                x = static.merge(hits, x)
+            return lease, x
         except BaseException:
             lease.release()
             raise

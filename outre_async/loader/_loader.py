@@ -32,6 +32,7 @@ from .._errors import ConfigError, PipelineClosed
 from .._units import format_bytes
 from ..cache._history_config import HistoryConfig
 from ..features import FeatureSource
+from ..features._static_cache import StaticFeatureCache
 from ..sampling._plan import SeedIndex, max_edges_per_batch, max_rows_per_batch, num_batches, plan_epoch, seed_ids
 from ..store._dataset import Dataset, open_dataset
 from ._batch import ExtractedBatch, OutreBatch, PlanItem, SampledBatch, to_batch
@@ -43,6 +44,8 @@ from ._extract_stage import ExtractStage
 from ._history import EpochHistory, build_owner
 from ._loop_thread import LoopThread
 from ._pipeline import EpochParts
+from ._profile_stats import profile_stats
+from ._profiling import AppliedPlan, load_plan
 from ._pyg_names import check_transform, given_options, resolve_aliases
 from ._ranks import resolve_place
 from ._resources import ResourceBox, Resources
@@ -87,6 +90,7 @@ class OutreLoader:
                  parts_per_batch: int | None = None, interleave: int | None = None,
                  neighbor_cache: int | str = 0, history: HistoryConfig | None = None,
                  rank: int | None = None, world_size: int | None = None, local_world_size: int | None = None,
+                 profile: str | None = None, cache_split: str | float = "auto",
                  # the same knobs as one object, or a source the caller opened
                  config: LoaderConfig | None = None, source: FeatureSource | None = None,
                  # PyG NeighborLoader's names (see _pyg_names)
@@ -110,11 +114,13 @@ class OutreLoader:
                               "needs at least one: use fewer ranks or a larger split")
         self._max_rows = max_rows_per_batch(self.config.batch_size, self.config.fanouts, self.dataset.num_nodes)
         self._partitioned = self._partition_batching()
+        self._applied, self._static = self._apply_profile()  # profile=: the budget's split (issue 12)
         self._history = build_owner(self.dataset, self.config, self._plan(0))
         self.memory = self._memory_plan()
         self.buffer_rows = self.memory.buffer_rows
         self._epoch = 0
         self._sample, self._extract, self._delivery = SampleStage(), ExtractStage(), Delivery()
+        self._extract.static = self._static
         self._channels = self._new_channels()  # the latest epoch's (what stats()["queues"] reports)
         self._box = ResourceBox()
         self._bridge: LoopThread | None = None
@@ -129,23 +135,47 @@ class OutreLoader:
         return PartitionBatching(self.dataset, cfg.partitions, self._seeds, parts_per_batch=cfg.parts_per_batch,
                                  interleave=cfg.interleave,
                                  batch_size=cfg.batch_size, shuffle=cfg.shuffle, seed=cfg.seed,
-                                 drop_last=cfg.drop_last, neighbor_cache_bytes=int(cfg.neighbor_cache),
+                                 drop_last=cfg.drop_last,
+                                 neighbor_cache_bytes=int(cfg.neighbor_cache) if cfg.profile is None else 0,
                                  rank=self._place.rank, world_size=self._place.world_size)
+
+    def _apply_profile(self) -> tuple[AppliedPlan | None, StaticFeatureCache | None]:
+        """With ``profile=``: the plan (read, or measured now for ``"auto"``) rewrites the config."""
+        cfg, ds = self.config, self.dataset
+        if cfg.profile is None:
+            return None, None
+        applied = load_plan(ds, cfg, self._seeds, self._partitioned, self._sizes(), self._source_kind())
+        self.config = applied.config
+        if self._partitioned is not None:
+            self._partitioned.use_neighbor_cache(applied.neighbor_nodes, int(applied.config.neighbor_cache))
+        static = None
+        if len(applied.static_rows):
+            static = StaticFeatureCache(applied.static_rows, ds.num_nodes, ds.feature_dim,
+                                        pin=torch.device(cfg.device).type == "cuda")
+        return applied, static
 
     @property
     def _res(self) -> Resources | None:
         return self._box.res
 
-    def _memory_plan(self) -> MemoryPlan:
+    def _sizes(self) -> Sizes:
         cfg, ds = self.config, self.dataset
-        sizes = Sizes(num_nodes=ds.num_nodes, dim=ds.feature_dim, row_bytes=ds.feature_dim * ds.feature_dtype.itemsize,
-                      stride=ds.row_layout.stride, max_rows=self._max_rows,
-                      max_edges=max_edges_per_batch(cfg.batch_size, cfg.fanouts, ds.num_edges))
-        kind = "injected" if self._source is not None else "memory" if cfg.backend == "memory" else "disk"
+        return Sizes(num_nodes=ds.num_nodes, dim=ds.feature_dim, row_bytes=ds.feature_dim * ds.feature_dtype.itemsize,
+                     stride=ds.row_layout.stride, max_rows=self._max_rows,
+                     max_edges=max_edges_per_batch(cfg.batch_size, cfg.fanouts, ds.num_edges))
+
+    def _source_kind(self) -> str:
+        return "injected" if self._source is not None else "memory" if self.config.backend == "memory" else "disk"
+
+    def _memory_plan(self) -> MemoryPlan:
+        cfg, sizes, kind = self.config, self._sizes(), self._source_kind()
         history = self._history.table.nbytes(cfg.num_samplers) if self._history is not None else 0
         if self._place.local_world_size is not None:  # memory_budget is the host's: this rank's share
             cfg = replace(cfg, memory_budget=self._place.budget_share(cfg.budget_bytes))
-        plan = plan_memory(cfg, sizes, source=kind, extra={"history table": history} if history else None)
+        extra = {"history table": history} if history else {}
+        if self._static is not None:
+            extra["static feature cache"] = self._static.nbytes
+        plan = plan_memory(cfg, sizes, source=kind, extra=extra or None)
         rows = plan.buffer_rows
         if rows < self._max_rows:
             raise ConfigError(
@@ -177,6 +207,8 @@ class OutreLoader:
         self._box.res = await Resources.create(loop, self.config, self.dataset, buffer_rows=self.buffer_rows,
                                                 max_rows=self._max_rows, partitioned=self._partitioned,
                                                 source=self._source, staging=self.memory.source_options())
+        if self._static is not None:  # the profile's hot rows, read once through the loader's source
+            await self._static.load(self._box.res.source if self._box.res is not None else self._source)
 
     async def aclose(self) -> None:
         """Close any epoch still running, then release every resource (ring, files, threads).
@@ -321,6 +353,8 @@ class OutreLoader:
             out["neighbor_lists"] = self._partitioned.stats()
         if self._history is not None:
             out["history"] = self._history.stats()
+        if self._applied is not None:
+            out["profile"] = profile_stats(self._applied.info, out, self._static)
         return out
 
 

@@ -44,10 +44,17 @@ class PartitionBatching:
         self.parts_per_batch, self.batch_size = parts_per_batch, batch_size
         self.shuffle, self.seed, self.drop_last = shuffle, seed, drop_last
         self.rank, self.world_size = rank, world_size
+        self.ds_indptr, self.ds_indices = ds.indptr, ds.indices
         self.cache = NeighborCache.build(ds.indptr, ds.indices, self.parts.cross, neighbor_cache_bytes)
         self.spacing = max_batches_per_epoch(len(seeds), self.parts.num_parts, parts_per_batch, batch_size)
         self._stores: list[MacroStore] = []
         self._samplers: list[PartitionSampler] = []  # every sampler made (their counters outlive a close)
+
+    def use_neighbor_cache(self, nodes: np.ndarray, budget_bytes: int) -> None:
+        """Hold the lists of ``nodes`` (a profile's plan) instead of the cross-partition ranking."""
+        rank = np.zeros(len(self.parts.assignment), np.int64)
+        rank[nodes] = 1
+        self.cache = NeighborCache.build(self.ds_indptr, self.ds_indices, rank, budget_bytes)
 
     def plan(self, epoch: int) -> list[MicroBatch | np.ndarray]:
         """This rank's share of the epoch's global plan (all of it in one process)."""

@@ -1,0 +1,191 @@
+"""Profiling end to end on the tiny preset: determinism for a seed, the plan the loader applies, the
+budget it keeps, stale / foreign / damaged profiles refused with named errors, the static cache's
+rows equal to the source's, and the ``outre profile`` verb."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from conftest import generated, run
+from outre_async.partition import partition
+
+import outre_async as oa
+from outre_async.cli import main
+from outre_async.features import MemorySource
+from outre_async.features._static_cache import StaticFeatureCache
+from outre_async.plan import MissCosts
+
+COSTS = MissCosts(row_us=20.0, list_us=2.0, recompute_us=1.0, backend="fixed")
+HID = 16
+OPTS = {"fanouts": [5, 5], "batch_size": 64, "memory_budget": "6MiB", "partitions": "p16", "parts_per_batch": 2,
+        "backend": "memory", "seed": 7}
+
+
+@pytest.fixture(scope="module")
+def ds(tmp_path_factory: pytest.TempPathFactory) -> oa.Dataset:
+    d = generated(tmp_path_factory.mktemp("prof") / "ds", "tiny")
+    partition(d, 16, name="p16")
+    return d
+
+
+def _history() -> oa.HistoryConfig:
+    return oa.HistoryConfig(staleness=20, dim=HID)
+
+
+def _arrays(ds: oa.Dataset, name: str) -> dict[str, np.ndarray]:
+    folder = ds.path / "profile" / name
+    return {p.stem: np.fromfile(p, np.float64 if "hot" in p.stem else np.int64) for p in folder.glob("*.bin")}
+
+
+def test_a_profile_is_deterministic_for_a_seed(ds: oa.Dataset) -> None:
+    a = oa.profile(ds, name="det-a", history=_history(), costs=COSTS, **OPTS)
+    b = oa.profile(ds, name="det-b", history=_history(), costs=COSTS, **OPTS)
+    assert a["plan"] == b["plan"] and a["memory"] == b["memory"]
+    timed = {"epoch_seconds", "epoch_seconds_no_cache", "sample_seconds"}  # include the sampler's measured time
+    assert {k: v for k, v in a["predicted"].items() if k not in timed} == \
+        {k: v for k, v in b["predicted"].items() if k not in timed}
+    x, y = _arrays(ds, "det-a"), _arrays(ds, "det-b")
+    assert x.keys() == y.keys() == {"static_rows", "history_nodes", "neighbor_nodes", "row_hot", "list_hot"}
+    for key in x:
+        np.testing.assert_array_equal(x[key], y[key])
+    assert len(x["static_rows"]) and len(x["history_nodes"])  # the budget buys rows and slots here
+    other = oa.profile(ds, name="det-c", history=_history(), costs=COSTS, **{**OPTS, "seed": 8})
+    assert not np.array_equal(_arrays(ds, "det-c")["row_hot"], x["row_hot"])  # another seed, other samples
+    assert other["setup"]["seed"] == 8
+
+
+def test_the_loader_applies_the_plan_within_its_budget(ds: oa.Dataset) -> None:
+    meta = oa.profile(ds, name="use", history=_history(), costs=COSTS, **OPTS)
+    arrays = _arrays(ds, "use")
+    loader = oa.OutreLoader(ds, profile="use", history=_history(), **OPTS)
+    try:
+        assert loader.memory.total <= 6 << 20
+        np.testing.assert_array_equal(loader._history.table.nodes, arrays["history_nodes"])
+        np.testing.assert_array_equal(loader._static.nodes, arrays["static_rows"])
+        model = oa.GraphSAGE(ds.feature_dim, HID, ds.num_classes)
+        feats = np.asarray(ds.features[:])
+        batches, planned = 0, len(loader)
+        for batch in loader:
+            # static-cache hits and buffer rows alike: the rows of the source
+            np.testing.assert_array_equal(batch.x.numpy(), feats[batch.n_id.numpy()])
+            model(batch.x, batch.edge_index, history=batch.history)
+            batches += 1
+        stats = loader.stats()["profile"]
+        assert batches == planned
+        assert stats["name"] == "use" and stats["planned_split"] == meta["memory"]["split"]
+        assert stats["realised_split"]["static feature cache"] == meta["memory"]["split"]["features"]
+        assert stats["static_cache"]["hits"] > 0 and 0 < stats["hit_rates"]["static_features"] <= 1
+        assert sum(stats["realised_split"].values()) <= 6 << 20
+    finally:
+        loader.close()
+
+
+def test_static_cache_hits_equal_the_source_rows(ds: oa.Dataset) -> None:
+    feats = np.asarray(ds.features[:])
+    nodes = np.array([0, 5, 17, 1999])
+    cache = StaticFeatureCache(nodes, ds.num_nodes, ds.feature_dim)
+
+    async def load() -> None:
+        async with MemorySource.from_dataset(ds) as src:
+            await cache.load(src)
+
+    run(load())
+    ids = np.array([17, 3, 0, 1999, 4, 5])
+    slots = cache.lookup(ids)
+    assert list(slots >= 0) == [True, False, True, True, False, True]
+    missed = feats[ids[slots < 0]]
+    np.testing.assert_array_equal(cache.merge(slots, missed), feats[ids])
+    assert cache.stats()["hits"] == 4 and cache.nbytes == 4 * (4 * ds.feature_dim + 8) + 4 * ds.num_nodes
+    with pytest.raises(oa.ConfigError, match="ascending unique"):
+        StaticFeatureCache(np.array([3, 3]), ds.num_nodes, ds.feature_dim)
+
+
+def test_a_stale_profile_is_refused(ds: oa.Dataset) -> None:
+    oa.profile(ds, name="stale", history=_history(), costs=COSTS, **OPTS)
+    with pytest.raises(oa.ProfileMismatchError, match="another loader setup.*fanouts"):
+        oa.OutreLoader(ds, profile="stale", history=_history(), **{**OPTS, "fanouts": [4, 4]})
+    with pytest.raises(oa.ProfileMismatchError, match="memory_budget"):
+        oa.OutreLoader(ds, profile="stale", history=_history(), **{**OPTS, "memory_budget": "7MiB"})
+    with pytest.raises(oa.ProfileNotFoundError, match="outre profile"):
+        oa.OutreLoader(ds, profile="never-made", **OPTS)
+
+
+def test_a_foreign_or_damaged_profile_is_refused(ds: oa.Dataset, tmp_path: Path) -> None:
+    oa.profile(ds, name="mine", history=_history(), costs=COSTS, **OPTS)
+    other = generated(tmp_path / "other", "tiny", seed=3)
+    partition(other, 16, name="p16")
+    (other.path / "profile").mkdir()
+    shutil.copytree(ds.path / "profile" / "mine", other.path / "profile" / "mine")
+    with pytest.raises(oa.ProfileMismatchError, match="another dataset"):
+        oa.OutreLoader(other, profile="mine", history=_history(), **OPTS)
+    folder = ds.path / "profile" / "mine"
+    copy = ds.path / "profile" / "broken"
+    shutil.copytree(folder, copy)
+    rows = copy / "static_rows.bin"
+    rows.write_bytes(rows.read_bytes()[:-8])
+    with pytest.raises(oa.ProfileCorruptError, match="truncated"):
+        oa.OutreLoader(ds, profile="broken", history=_history(), **OPTS)
+    meta = json.loads((copy / "meta.json").read_text())
+    meta["files"]["static_rows"]["file"] = "../../manifest.json"
+    (copy / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(oa.ProfileCorruptError, match="not a plain file name"):
+        oa.OutreLoader(ds, profile="broken", history=_history(), **OPTS)
+
+
+def test_a_budget_below_the_fixed_needs_names_the_minimum(ds: oa.Dataset) -> None:
+    with pytest.raises(oa.ConfigError, match=r"below the \d+ bytes .* this loader needs"):
+        oa.profile(ds, name="small", costs=COSTS, **{**OPTS, "memory_budget": "1MiB"})
+    with pytest.raises(oa.ConfigError, match=r"below the \d+ bytes"):
+        oa.OutreLoader(ds, profile="auto", **{**OPTS, "memory_budget": "1MiB"})
+    with pytest.raises(oa.ConfigError, match="memory_budget"):
+        oa.OutreLoader(ds, profile="auto", fanouts=[5, 5], batch_size=64)
+    with pytest.raises(oa.ConfigError, match="cache_split"):
+        oa.OutreLoader(ds, profile="auto", cache_split="half", **OPTS)
+
+
+def test_profile_auto_profiles_once_and_caches_it(ds: oa.Dataset) -> None:
+    first = oa.OutreLoader(ds, profile="auto", **OPTS)
+    name = first.stats()["profile"]["name"]
+    assert name.startswith("auto-") and (ds.path / "profile" / name / "meta.json").is_file()
+    assert first.stats()["profile"]["seconds"]["total"] > 0
+    again = oa.OutreLoader(ds, profile="auto", **OPTS)
+    assert again.stats()["profile"]["name"] == name
+    assert again.stats()["profile"]["seconds"] == first.stats()["profile"]["seconds"]  # read, not re-measured
+    outre = oa.OutreLoader(ds, profile="auto", cache_split="outre", **OPTS)
+    assert outre.stats()["profile"]["name"] != name and outre.stats()["profile"]["alpha"] is not None
+    for loader in (first, again, outre):
+        loader.close()
+
+
+def test_outre_profile_verb(ds: oa.Dataset, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["profile", str(ds.path), "--fanouts", "5,5", "--batch-size", "64", "--memory-budget", "6MiB",
+            "--partitions", "p16", "--parts-per-batch", "2", "--staleness", "20", "--hidden", str(HID),
+            "--backend", "memory", "--name", "cli", "--batches", "4", "--json", "--no-progress"]
+    assert main(argv) == 0
+    meta = json.loads(capsys.readouterr().out)
+    assert meta["counts"]["batches"] == 4 and meta["path"].endswith("profile/cli")
+    assert sum(meta["memory"]["split"].values()) <= meta["memory"]["cache_budget"]
+    assert main([*argv[:-2], "--split", "0.3", "--name", "cli03", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["alpha"] == 0.3
+    assert main([*argv[:-2], "--split", "half"]) == 2
+    assert "--split" in capsys.readouterr().err
+    assert main([*argv[:12], "--staleness", "3"]) == 2  # --staleness without --hidden
+
+
+def test_profile_applies_on_cuda_with_pinned_rows(ds: oa.Dataset) -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    oa.profile(ds, name="gpu", costs=COSTS, **OPTS)
+    loader = oa.OutreLoader(ds, profile="gpu", device="cuda", **OPTS)
+    try:
+        assert torch.from_numpy(loader._static.rows).is_pinned() or loader._static._pinned.is_pinned()
+        feats = torch.from_numpy(np.asarray(ds.features[:]))
+        for batch in loader:
+            torch.testing.assert_close(batch.x.cpu(), feats[batch.n_id.cpu()], rtol=0, atol=0)
+    finally:
+        loader.close()
