@@ -26,17 +26,22 @@ class EpochResult:
     seeds: int
 
 
-def train_epoch(model: nn.Module, batches: Iterable, optimizer: torch.optim.Optimizer) -> EpochResult:
-    """One pass over ``batches``: cross-entropy on the labelled seeds, one optimizer step per batch."""
+def train_epoch(model: nn.Module, batches: Iterable, optimizer: torch.optim.Optimizer, *,
+                every_step: bool = False) -> EpochResult:
+    """One pass over ``batches``: cross-entropy on the labelled seeds, one optimizer step per batch.
+
+    A batch without a labelled seed is skipped, unless ``every_step`` (data parallel: every rank must
+    take every step, or the others wait forever in DDP's all-reduce): it then takes a step with a zero
+    loss that still reaches every parameter, so this rank adds zeros to the averaged gradients."""
     model.train()
     start = time.perf_counter()
     loss_sum, correct, seen, count = 0.0, 0, 0, 0
     for batch in batches:
         logits, target = _labelled(model, batch)
-        if len(target) == 0:
+        if len(target) == 0 and not every_step:
             continue
         optimizer.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(logits, target)
+        loss = F.cross_entropy(logits, target) if len(target) else logits.sum() * 0.0
         loss.backward()
         optimizer.step()
         loss_sum += loss.item() * len(target)

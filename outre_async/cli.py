@@ -40,6 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # `outre train --nproc N` relaunches itself per rank
     try:
         with _sigterm_as_interrupt():
             result = args.handler(args)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eval-every", type=checks.count(), default=1, help="layer-wise inference every N epochs")
     p.add_argument("--out", type=Path, default=None, help="checkpoints and metrics (default: DATASET-train-MODEL beside it)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last.pt")
+    p.add_argument("--profile", default=None,
+                   help="split --memory-budget by profile/NAME/ (`outre profile`), or 'auto' to profile now")
+    p.add_argument("--nproc", type=checks.count(), default=1,
+                   help="data-parallel ranks on this host, started through torchrun (gloo on CPU, NCCL on CUDA)")
 
 
 def run_command(args: argparse.Namespace, say: Callable[[str], None], progress: bool,
@@ -46,6 +51,26 @@ def run_command(args: argparse.Namespace, say: Callable[[str], None], progress: 
                          dropout=args.dropout, fanouts=fanouts, batch_size=args.batch_size, epochs=args.epochs,
                          lr=args.lr, weight_decay=args.weight_decay, seed=args.seed, partitions=args.partitions,
                          staleness=args.staleness, memory_budget=args.memory_budget, backend=args.backend,
-                         deterministic=args.deterministic, eval_every=args.eval_every)
+                         deterministic=args.deterministic, eval_every=args.eval_every, profile=args.profile)
     out = args.out or args.dataset.parent / f"{args.dataset.name}-train-{args.model}"
-    return run_train(args.dataset, config, out, resume=args.resume, progress=progress, say=say)
+    if args.nproc > 1 and "RANK" not in os.environ:  # the launcher: torchrun starts nproc copies of this command
+        from ..distributed import launch
+
+        say(f"starting {args.nproc} ranks through torchrun (rank 0 reports)")
+        launch("outre_async.cli", _without_nproc(args.argv), nproc=args.nproc, module=True)
+        return {"nproc": args.nproc, "out": str(out)}
+    return run_train(args.dataset, config, out, resume=args.resume, progress=progress, say=say,
+                     distributed="RANK" in os.environ)
+
+
+def _without_nproc(argv: list[str]) -> list[str]:
+    """``argv`` less ``--nproc N`` / ``--nproc=N`` (each rank runs the same command in one process)."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--nproc":
+            skip = True
+        elif not arg.startswith("--nproc="):
+            out.append(arg)
+    return out

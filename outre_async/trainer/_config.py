@@ -31,6 +31,7 @@ class TrainConfig:
     backend: str = "auto"
     deterministic: bool = False  # plan order (ordered=True): a seed gives the same run twice
     eval_every: int = 1  # layer-wise inference every N epochs (and after the last)
+    profile: str | None = None  # profile/<name>/ splitting memory_budget (`outre profile`), or "auto"
 
     def __post_init__(self) -> None:
         if self.model not in MODELS:
@@ -50,6 +51,8 @@ class TrainConfig:
                               "give one fanout per layer")
         if self.model == "gat" and self.hidden % self.heads:
             raise ConfigError(f"--model gat needs --hidden divisible by --heads: {self.hidden=} {self.heads=}")
+        if self.profile is not None and self.memory_budget is None:
+            raise ConfigError(f"--profile {self.profile} splits --memory-budget between the caches; pass --memory-budget too")
         if self.staleness > 1 and self.layers < 2:
             raise ConfigError("--staleness needs at least two layers (the cache holds h^(L-1))")
 

@@ -24,6 +24,7 @@ from tqdm import tqdm
 from .._errors import ConfigError
 from .._train import train_epoch
 from ..cache import HistoryConfig
+from ..distributed import DistributedContext
 from ..layerwise import inference
 from ..loader._loader import OutreLoader
 from ..nn import GAT, GCN, GraphSAGE
@@ -45,29 +46,48 @@ def build_model(config: TrainConfig, ds: Dataset) -> torch.nn.Module:
 
 
 def run_train(dataset: str | Path, config: TrainConfig, out: Path, *, resume: bool = False,
-              progress: bool = False, say: Say = lambda _: None) -> dict[str, Any]:
+              progress: bool = False, say: Say = lambda _: None, distributed: bool = False) -> dict[str, Any]:
+    """Train as the module says; with ``distributed`` (a torchrun rank, ``outre train --nproc N``) inside
+    :func:`~outre_async.distributed.init_distributed`: the loader takes this rank's share of each epoch,
+    the model trains inside DDP, and rank 0 alone evaluates, writes the files and reports."""
+    if not distributed:
+        return _train(dataset, config, out, resume=resume, progress=progress, say=say, ctx=None)
+    from ..distributed import init_distributed
+
+    # a generous collective timeout: the other ranks wait in their first all-reduce while rank 0 evaluates
+    with init_distributed(timeout=3600.0) as ctx:
+        quiet: Say = say if ctx.rank == 0 else (lambda _: None)
+        return _train(dataset, config, out, resume=resume, progress=progress and ctx.rank == 0, say=quiet, ctx=ctx)
+
+
+def _train(dataset: str | Path, config: TrainConfig, out: Path, *, resume: bool, progress: bool, say: Say,
+           ctx: DistributedContext | None) -> dict[str, Any]:
     ds = open_dataset(dataset)
     _check_dataset(ds)
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(config.seed)  # the initial weights (a resumed run loads its own, and the RNG state)
     model = build_model(config, ds)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    run = _Run(config, ds, out, model, optimizer, say)
+    run = _Run(config, ds, out, model, optimizer, say, ctx)
     if resume:
         run.restore(load_checkpoint(out / LAST))
-    elif (out / LAST).exists():
+    elif (out / LAST).exists() and (ctx is None or ctx.rank == 0):
         raise ConfigError(f"{out} holds a run already ({LAST}); pass --resume to continue it or choose another --out")
     history = HistoryConfig(staleness=config.staleness, dim=config.hidden) if config.staleness > 1 else None
     say(f"{config.model} {config.layers} layers, hidden {config.hidden}, fanouts {list(config.fanouts)}, batch size "
         f"{config.batch_size}, {'plan' if config.deterministic else 'completion'} order, epochs {run.start + 1}..{config.epochs}")
     say(f"{'epoch':>5} {'loss':>8} {'train':>6} {'val':>6} {'test':>6} {'batch/s':>8} {'stall s':>8} {'epoch s':>8} {'eval s':>7}")
+    ranks = ctx.loader_options() if ctx is not None else {}
     with OutreLoader(ds, split="train", fanouts=list(config.fanouts), batch_size=config.batch_size, shuffle=True,
                      seed=config.seed, ordered=config.deterministic, memory_budget=config.memory_budget,
-                     backend=config.backend, partitions=config.partitions, history=history) as loader:
+                     backend=config.backend, partitions=config.partitions, history=history,
+                     profile=config.profile, **ranks) as loader:
         loader._epoch = run.start  # carry the epoch numbering on: shuffles and sampling streams continue
         for epoch in range(run.start + 1, config.epochs + 1):
             run.epoch(epoch, loader, progress)
         stats = loader.stats()
+    if not run.writes:
+        return {**run.summary(), "plot": None, "loader_stats": stats}
     drawn = plot_time_to_accuracy(out / PLOT, run.metrics, f"{config.model} on {ds.path.name}")
     say(f"best validation accuracy {run.best.get('val_accuracy')} at epoch {run.best.get('epoch')}: test accuracy "
         f"{run.best.get('test_accuracy')}; wrote {out / METRICS}" + (f", {out / PLOT}" if drawn else
@@ -87,8 +107,11 @@ class _Run:
     """The state of one training run: what a checkpoint saves and restores."""
 
     def __init__(self, config: TrainConfig, ds: Dataset, out: Path, model: torch.nn.Module,
-                 optimizer: torch.optim.Optimizer, say: Say) -> None:
+                 optimizer: torch.optim.Optimizer, say: Say, ctx: DistributedContext | None = None) -> None:
         self.config, self.ds, self.out, self.model, self.optimizer, self.say = config, ds, out, model, optimizer, say
+        # data parallel: the steps go through DDP (gradients averaged); rank 0 evaluates and writes
+        self.trained = ctx.wrap(model) if ctx is not None else model
+        self.every_step, self.writes = ctx is not None, ctx is None or ctx.rank == 0
         self.start, self.metrics, self.best = 0, [], {}  # type: ignore[var-annotated]
         self.shape = {"num_nodes": ds.num_nodes, "feature_dim": ds.feature_dim, "num_classes": ds.num_classes}
 
@@ -112,12 +135,14 @@ class _Run:
     def epoch(self, epoch: int, loader: OutreLoader, progress: bool) -> None:
         stall = loader.stats().get("stall_seconds", 0.0)
         batches = tqdm(loader, total=len(loader), desc=f"epoch {epoch}", leave=False, disable=not progress)
-        result = train_epoch(self.model, batches, self.optimizer)
+        result = train_epoch(self.trained, batches, self.optimizer, every_step=self.every_step)
         stall = loader.stats().get("stall_seconds", 0.0) - stall
         row: dict[str, Any] = {"epoch": epoch, "loss": result.loss, "train_accuracy": result.accuracy,
                                "batches": result.batches, "train_seconds": result.seconds,
                                "batches_per_second": result.batches / max(result.seconds, 1e-9),
                                "stall_seconds": stall, "val_accuracy": None, "test_accuracy": None, "eval_seconds": 0.0}
+        if not self.writes:  # another rank of a data-parallel run: rank 0 evaluates and writes
+            return
         if epoch % self.config.eval_every == 0 or epoch == self.config.epochs:
             row.update(self.evaluate(progress))
         prev = self.metrics[-1]["elapsed_seconds"] if self.metrics else 0.0

@@ -75,3 +75,24 @@ def test_async_atomic_write_replaces_whole(tmp_path: Path) -> None:
     target.write_text("old")
     asyncio.run(awrite_atomic(target, b"new"))
     assert target.read_text() == "new" and [p.name for p in tmp_path.iterdir()] == ["m.json"]
+
+
+@pytest.mark.timeout(295)
+def test_nproc_trains_data_parallel_through_torchrun(tiny: Path, tmp_path: Path) -> None:
+    """`outre train --nproc 2`: torchrun starts two ranks (gloo), each trains its share of every epoch
+    inside DDP, rank 0 alone evaluates and writes the files; both epochs take the same steps."""
+    out = tmp_path / "ddp"
+    assert main(["train", str(tiny), "--epochs", "2", "--out", str(out), "--nproc", "2", *ARGS]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    # 300 training nodes, global batches of 2 x 256: one full step of two batches, so one batch per rank
+    assert [e["batches"] for e in metrics["epochs"]] == [1, 1]
+    assert metrics["best"]["epoch"] in (1, 2) and 0.0 <= metrics["test_accuracy"] <= 1.0
+    state = load_checkpoint(out / "last.pt")
+    assert state["epoch"] == 2 and not any(k.startswith("module.") for k in state["model"])  # plain weights
+    assert sorted(p.name for p in out.iterdir()) == ["best.pt", "last.pt", "metrics.json"]
+
+
+def test_nproc_is_taken_out_of_the_relaunched_command() -> None:
+    from outre_async.trainer._cli import _without_nproc
+
+    assert _without_nproc(["train", "d", "--nproc", "2", "--epochs", "1", "--nproc=3"]) == ["train", "d", "--epochs", "1"]
