@@ -32,6 +32,7 @@ from ..features import FeatureSource
 from ..sampling._plan import max_edges_per_batch, max_rows_per_batch, num_batches, plan_epoch, seed_ids
 from ..store._dataset import Dataset, open_dataset
 from ._batch import ExtractedBatch, OutreBatch, PlanItem, SampledBatch, to_batch
+from ._batch_rows import expected_batch_rows
 from ._budget import MemoryPlan, Sizes, plan_memory
 from ._channel import Channel
 from ._config import BACKENDS, LoaderConfig
@@ -74,6 +75,8 @@ class OutreLoader:
         self._max_rows = max_rows_per_batch(self.config.batch_size, self.config.fanouts, self.dataset.num_nodes)
         self._partitioned = self._partition_batching()
         self._history = build_owner(self.dataset, self.config, self._plan(0))
+        self._batch_rows = expected_batch_rows(self.dataset, self.config.fanouts, self._plan(0), seed=self.config.seed,
+                                               max_rows=self._max_rows)
         self.memory = self._memory_plan()
         self.buffer_rows = self.memory.buffer_rows
         self._epoch = 0
@@ -102,18 +105,11 @@ class OutreLoader:
         cfg, ds = self.config, self.dataset
         sizes = Sizes(num_nodes=ds.num_nodes, dim=ds.feature_dim, row_bytes=ds.feature_dim * ds.feature_dtype.itemsize,
                       stride=ds.row_layout.stride, max_rows=self._max_rows,
-                      max_edges=max_edges_per_batch(cfg.batch_size, cfg.fanouts, ds.num_edges))
+                      max_edges=max_edges_per_batch(cfg.batch_size, cfg.fanouts, ds.num_edges),
+                      batch_rows=self._batch_rows)
         kind = "injected" if self._source is not None else "memory" if cfg.backend == "memory" else "disk"
         history = self._history.table.nbytes(cfg.num_samplers) if self._history is not None else 0
-        plan = plan_memory(cfg, sizes, source=kind, extra={"history table": history} if history else None)
-        rows = plan.buffer_rows
-        if rows < self._max_rows:
-            raise ConfigError(
-                f"feature buffer of {max(rows, 0)} rows is smaller than one batch can need ({self._max_rows} rows "
-                f"= batch_size {cfg.batch_size} x fanouts {list(cfg.fanouts)}); raise buffer_rows / memory_budget "
-                "or lower batch_size or fanouts"
-            )
-        return plan
+        return plan_memory(cfg, sizes, source=kind, extra={"history table": history} if history else None)
 
     def _new_channels(self) -> tuple[Channel[SampledBatch], Channel[ExtractedBatch]]:
         return (Channel(self.config.extract_capacity, name="extract queue"),
@@ -134,9 +130,8 @@ class OutreLoader:
             if self._res.loop is not loop:
                 raise ConfigError("this loader is open on another event loop; use one loader per loop")
             return
-        self._box.res = await Resources.create(loop, self.config, self.dataset, buffer_rows=self.buffer_rows,
-                                                max_rows=self._max_rows, partitioned=self._partitioned,
-                                                source=self._source, staging=self.memory.source_options())
+        self._box.res = await Resources.create(loop, self.config, self.dataset, plan=self.memory,
+                                                partitioned=self._partitioned, source=self._source)
 
     async def aclose(self) -> None:
         """Close any epoch still running, then release every resource (ring, files, threads).
@@ -199,7 +194,7 @@ class OutreLoader:
         return EpochParts(
             plan=plan, samplers=res.samplers, executor=res.executor, buffer=res.buffer, source=res.source,
             extract=extract, ready=ready, num_extractors=cfg.num_extractors, stream_base=stream_base,
-            sample_stage=self._sample, extract_stage=self._extract, history=history,
+            sample_stage=self._sample, extract_stage=self._extract, matrices=res.matrices, history=history,
         )
 
     # -- sync API --------------------------------------------------------------------------------
@@ -255,6 +250,7 @@ class OutreLoader:
         out["epochs_started"] = self._epoch
         out["buffer_rows"] = self.buffer_rows
         out["max_rows_per_batch"] = self._max_rows
+        out["expected_rows_per_batch"] = self._batch_rows
         out["memory"] = {"budget": self.config.budget_bytes, "planned": self.memory.total, **self.memory.parts}
         extract, ready = self._channels
         out["queues"] = queue_stats({"extract": extract.statistics(), "ready": ready.statistics()})

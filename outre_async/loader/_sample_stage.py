@@ -5,6 +5,11 @@ Each worker owns one :class:`Sampler` (its O(N) relabel scratch is not shared), 
 once without a lock) and sends a :class:`SampledBatch` on the bounded extract channel.  The
 :class:`SampleStage` outlives epochs and owns the stage's counters (only its workers update them).
 
+A batch sent on the extract channel carries a look-ahead :class:`Pin` on the feature buffer (its
+rows are kept from eviction until an extractor takes them, GIDS's window buffering); the pin is taken
+before the send, so a batch waiting for room in the channel is already counted, and dropped if the
+send fails or is cancelled.
+
 With ``history=``, the loop makes the batch's validity snapshot before the work goes to a thread,
 and the thread returns the subgraph with its pull/push decision (``_history``).
 
@@ -22,6 +27,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import TypeVar
 
+from ..features import FeatureBuffer
 from ..sampling._sampler import SampledSubgraph
 from ._batch import PlanItem, SampledBatch, Sampler
 from ._channel import Channel
@@ -61,7 +67,8 @@ class SampleStage:
         self.counters = SampleCounters()
 
     async def worker(self, sampler: Sampler, plan: Iterator[tuple[int, PlanItem]], out: Channel[SampledBatch],
-                     executor: Executor, stream_base: int, history: EpochHistory | None = None) -> None:
+                     executor: Executor, stream_base: int, history: EpochHistory | None = None,
+                     lookahead: FeatureBuffer | None = None) -> None:
         for seq, item in plan:
             start = time.perf_counter()
             decision = None
@@ -72,4 +79,10 @@ class SampleStage:
                 subgraph, decision = await run_in_thread(executor, history.sample, sampler, item, stream_base + seq,
                                                          prune)
             self.counters = self.counters.plus(subgraph, time.perf_counter() - start)
-            await out.send(SampledBatch(seq, subgraph, decision))
+            pin = lookahead.pin(subgraph.n_id) if lookahead is not None else None
+            try:
+                await out.send(SampledBatch(seq, subgraph, decision, pin))
+            except BaseException:
+                if pin is not None:
+                    pin.release()
+                raise
