@@ -6,7 +6,8 @@
 Each variant runs one loader in a fresh child process, on the same dataset, side by side in one
 invocation: ``pin`` (this tree), ``no-pin`` (this tree with :meth:`FeatureBuffer.pin` made to pin
 nothing: the same streaming buffer and budget plan, LRU eviction only) and, with ``--old-tree DIR``
-(a ``git archive`` of an older commit), ``old`` (that tree's loader, imported through ``PYTHONPATH``).
+(a ``git archive`` of an older commit), ``old`` (that tree's loader, imported through ``PYTHONPATH``);
+``NAME@Q`` runs variant NAME with an extract queue (look-ahead depth) of Q batches.
 The loader is configured as the bench's ``outre-part`` system on ``igb-like`` (fanouts 10,5, batch
 512, ``memory_budget`` 1.6 GiB, partitions, 8 parts per macro batch, 64 MiB neighbour cache); the
 consumer sleeps ``--step-ms`` per batch in place of a training step.  Reported per epoch: rows the
@@ -37,6 +38,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--neighbor-cache", default="64MiB")
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--step-ms", type=float, default=0.0)
+    p.add_argument("--extract-queue", type=int, help="look-ahead depth (default: the loader's)")
     p.add_argument("--old-tree", help="a source tree of an older commit to run as variant 'old'")
     p.add_argument("--variants", default="old,no-pin,pin")
     p.add_argument("--json", help="write the results to this file")
@@ -49,12 +51,15 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
 
     import outre_async as oa
 
-    if args.child == "no-pin":
+    variant, _, queue = args.child.partition("@")  # "pin@16": extract queue 16
+    if queue:
+        args.extract_queue = int(queue)
+    if variant == "no-pin":
         from outre_async.features._feature_buffer import FeatureBuffer, Pin
 
         FeatureBuffer.pin = lambda self, ids: Pin(self, np.asarray(ids, dtype=np.int64)[:0])  # type: ignore[method-assign]
     ds = oa.open_dataset(args.dataset)
-    opts: dict[str, Any] = {"memory_budget": args.budget, "seed": 0}
+    opts: dict[str, Any] = {"memory_budget": args.budget, "seed": 0, "extract_queue": args.extract_queue}
     if args.partitions:
         opts |= {"partitions": args.partitions, "parts_per_batch": args.parts_per_batch,
                  "neighbor_cache": oa._units.parse_bytes(args.neighbor_cache)}
@@ -90,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     results = []
     for variant in args.variants.split(","):
         env = dict(os.environ)
-        if variant == "old":
+        if variant.startswith("old"):
             if not args.old_tree:
                 continue
             env["PYTHONPATH"] = str(Path(args.old_tree).resolve())

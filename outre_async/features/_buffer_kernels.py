@@ -13,9 +13,12 @@ State arrays (all owned by one event loop, so no locks):
   queued batch needs), sentinel ``S+1`` the *wanted* list (rows a queued batch will read again).
 
 A slot on a standby list keeps its row: a later batch that needs the node takes it back without I/O.
-Eviction takes the head of the cold list; only when the cold list is empty does it take the head of
-the wanted list (the pin is a preference, never a reason to wait: a batch that finds only wanted
-rows on standby evicts one rather than wait for a release that may never come).
+Eviction takes the head of the cold list (least recently released); only when the cold list is
+empty does it take the *tail* of the wanted list: the row most recently pinned or released, which
+is needed by the batch queued last, so furthest in the future (Belady's choice, approximately;
+the head holds rows of the batches queued first, needed soonest).  The pin is a preference, never a
+reason to wait: a batch that finds only wanted rows on standby evicts one rather than wait for a
+release that may never come.
 """
 
 from __future__ import annotations
@@ -73,16 +76,16 @@ def standby_empty(next_: np.ndarray) -> bool:
 
 @njit(cache=True, nogil=True, inline="always")
 def evict_lru_slot(slot_of, node_of, prev, next_) -> np.int64:
-    """Evict a standby slot for a new row: the head of the cold list, or of the wanted list when the
-    cold list is empty; take it off its list, unmap the node whose row it held, return it.  The
-    caller checks :func:`standby_empty` first.
+    """Evict a standby slot for a new row: the head of the cold list, or the tail of the wanted list
+    when the cold list is empty; take it off its list, unmap the node whose row it held, return it.
+    The caller checks :func:`standby_empty` first.
 
     The store is branch-free on purpose (an empty slot, ``old == -1``, rewrites ``slot_of[0]`` with
     its own value): with a conditional store in here, numba keeps reference counting of the arrays
     on every inlined call, which made :func:`acquire` ~40 % slower.
     """
     cold = len(prev) - 2
-    s = next_[cold] if next_[cold] != cold else next_[cold + 1]
+    s = next_[cold] if next_[cold] != cold else prev[cold + 1]
     _unlink(prev, next_, s)
     old = node_of[s]
     target = max(old, 0)

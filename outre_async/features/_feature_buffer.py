@@ -13,7 +13,8 @@ Look-ahead pinning (GIDS's window buffering): :meth:`pin` counts the rows of a b
 and queued but not yet extracted; standby slots holding such rows sit on a *wanted* list that is
 evicted only when no other standby slot is left (``_buffer_kernels``).  The pin shrinks piece by
 piece as the batch takes its rows, and :meth:`Pin.release` drops what is left (a batch dropped on
-shutdown).  Pinning never makes a batch wait: with only wanted rows on standby, a piece evicts one.
+shutdown).  Pinning never makes a batch wait: with only wanted rows on standby, a piece evicts the
+one pinned last (needed furthest ahead).
 
 Waiting: a piece waits for a release only when every slot is held by a piece being read or copied
 (each of which finishes without needing more slots), so a buffer of any size ≥ 1 row never

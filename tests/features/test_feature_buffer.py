@@ -217,7 +217,7 @@ def test_rows_a_queued_batch_needs_are_evicted_last() -> None:
 
 
 def test_a_pin_never_makes_a_batch_wait() -> None:
-    """Only wanted rows on standby: the next batch evicts them (the oldest first) instead of waiting
+    """Only wanted rows on standby: the next batch evicts them (the newest first) instead of waiting
     for a release that nothing would send."""
 
     async def body() -> None:
@@ -257,7 +257,8 @@ def test_cancelled_extract_leaves_no_slot_held() -> None:
 
 
 class _ReferenceBookkeeping:
-    """Plain-Python model of the kernels: a cold and a wanted standby list in release order."""
+    """Plain-Python model of the kernels: a cold and a wanted standby list in release order; eviction
+    takes the cold list's oldest, else the wanted list's newest."""
 
     def __init__(self, slots: int) -> None:
         self.cold: dict[int, None] = dict.fromkeys(range(slots))
@@ -276,9 +277,12 @@ class _ReferenceBookkeeping:
             else:
                 if not self.cold and not self.wanted_list:
                     break
-                src = self.cold if self.cold else self.wanted_list
-                s = next(iter(src))
-                del src[s]
+                if self.cold:  # least recently released cold row, else the newest wanted row
+                    s = next(iter(self.cold))
+                    del self.cold[s]
+                else:
+                    s = next(reversed(self.wanted_list))
+                    del self.wanted_list[s]
                 if self.node_of[s] >= 0:
                     del self.slot_of[self.node_of[s]]
                 self.node_of[s], self.slot_of[v] = v, s
