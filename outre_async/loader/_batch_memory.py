@@ -1,16 +1,19 @@
 """Batch matrices in flight: a byte pool that makes their memory follow the budget, not the worst case.
 
 An extractor *reserves* a batch's matrix (``rows x row_bytes``, its real unique rows) before it
-allocates it; the :class:`MatrixLease` travels with the batch and the consumer releases it when it
-asks for the next batch (or a shutdown path does).  The pool's capacity is the memory plan's
+allocates it; the :class:`MatrixLease` travels with the batch and is released once the consumer has
+the next batch in hand (its loop variable holds the previous matrix until then), by the consumer
+itself (``batch.release()``), or by a shutdown path.  The pool's capacity is the memory plan's
 ``batches`` part, so matrices being extracted, queued on the ready channel and held by the consumer
 never add up to more than the plan says, whatever size the batches turn out to be.  Reservations are
 served first come, first served (a large batch is not starved by smaller ones behind it).
 
-A batch whose matrix alone is larger than the whole pool: with a memory budget this is a
-:class:`ConfigError` naming the batch's bytes and the budget that would hold it; without one (the
-capacity is then only the default's estimate) the batch waits until no other matrix is reserved
-and goes alone.
+When waiting could never end: a reservation that does not fit while the only bytes reserved are the
+consumer's own batch (which goes only when the next batch arrives) or that is larger than the whole
+pool.  With a memory budget that is a :class:`ConfigError` naming the bytes and the budget that would
+hold them; without one (the capacity is then only the default's estimate) the reservation is granted
+over capacity.  So the least pool that never fails is two batches' matrices: the one being trained on
+and the next.
 
 Only the event loop thread touches this object.  Cancellation rule: a cancelled :meth:`reserve`
 takes nothing (a grant that raced with the cancellation is given back); a lease released twice
@@ -33,43 +36,48 @@ class MatrixLease:
 
     pool: BatchMemory | None
     nbytes: int
+    handed: bool = False
+
+    def hand_over(self) -> None:
+        """The consumer has the batch now: its bytes go only when the consumer lets go of it."""
+        if self.pool is not None and not self.handed:
+            self.handed = True
+            self.pool._consumer += self.nbytes
+            self.pool._wake()  # a waiter may now be one that can never fit (see the module)
 
     def release(self) -> None:
         pool, self.pool = self.pool, None
         if pool is not None:
-            pool._give_back(self.nbytes)
+            pool._give_back(self.nbytes, self.handed)
 
 
 class BatchMemory:
     """At most ``capacity`` bytes of batch matrices reserved at once (``budget``: the loader's
-    ``memory_budget``, for the error message; ``None`` lets an oversized batch go alone)."""
+    ``memory_budget``, for the error message; ``None`` grants what could never fit, see the module)."""
 
     def __init__(self, capacity: int, row_bytes: int, *, budget: int | None) -> None:
         self.capacity, self.row_bytes, self.budget = int(capacity), int(row_bytes), budget
-        self._used = self._peak = 0
-        self._waiters: deque[tuple[int, asyncio.Future[None]]] = deque()
-        self.counters = {"reserved": 0, "waits": 0, "largest_rows": 0}
+        self._used = self._peak = self._consumer = 0
+        self._waiters: deque[tuple[int, int, asyncio.Future[None]]] = deque()
+        self.counters = {"reserved": 0, "waits": 0, "largest_rows": 0, "over_capacity": 0}
 
     async def reserve(self, rows: int, seq: int) -> MatrixLease:
         """Hold ``rows`` rows' worth of bytes for batch ``seq``, waiting while the pool is full."""
         n = rows * self.row_bytes
-        if n > self.capacity and self.budget is not None:
-            raise ConfigError(
-                f"batch {seq} has {rows} unique rows, a {format_bytes(n)} matrix, but memory_budget="
-                f"{format_bytes(self.budget)} leaves {format_bytes(self.capacity)} for batch matrices; raise "
-                f"memory_budget to at least {format_bytes(self.budget + n - self.capacity)} or lower batch_size / fanouts")
         self.counters["largest_rows"] = max(self.counters["largest_rows"], rows)
         if not self._waiters and self._fits(n):
             self._take(n)
+        elif not self._waiters and self._stuck():
+            self._grant_stuck(n, seq)
         else:
             self.counters["waits"] += 1
-            entry = (n, asyncio.get_running_loop().create_future())
+            entry = (n, seq, asyncio.get_running_loop().create_future())
             self._waiters.append(entry)
             try:
-                await entry[1]
+                await entry[2]
             except asyncio.CancelledError:
-                if entry[1].done() and not entry[1].cancelled():
-                    self._give_back(n)  # granted just as we were cancelled
+                if entry[2].done() and not entry[2].cancelled():
+                    self._give_back(n, False)  # granted just as we were cancelled
                 else:
                     self._waiters.remove(entry)
                     self._wake()
@@ -77,23 +85,53 @@ class BatchMemory:
         return MatrixLease(self, n)
 
     def _fits(self, n: int) -> bool:
-        return self._used + n <= self.capacity or self._used == 0
+        return self._used + n <= self.capacity
+
+    def _stuck(self) -> bool:
+        """Nothing reserved would come back without a new batch reaching the consumer."""
+        return self._used == self._consumer
+
+    def _grant_stuck(self, n: int, seq: int) -> None:
+        """A reservation that cannot fit and cannot wait: refused under a budget, else granted."""
+        if self.budget is not None:
+            held = f" while the consumer holds a {format_bytes(self._consumer)} batch" if self._consumer else ""
+            raise ConfigError(
+                f"batch {seq} has {n // self.row_bytes} unique rows, a {format_bytes(n)} matrix{held}, but "
+                f"memory_budget={format_bytes(self.budget)} leaves {format_bytes(self.capacity)} for batch matrices; "
+                f"raise memory_budget to at least {format_bytes(self.budget + self._used + n - self.capacity)} or "
+                "lower batch_size / fanouts")
+        self.counters["over_capacity"] += 1
+        self._take(n)
 
     def _take(self, n: int) -> None:
         self._used += n
         self._peak = max(self._peak, self._used)
         self.counters["reserved"] += 1
 
-    def _give_back(self, n: int) -> None:
+    def _give_back(self, n: int, handed: bool) -> None:
         self._used -= n
+        if handed:
+            self._consumer -= n
         self._wake()
 
     def _wake(self) -> None:
-        while self._waiters and self._fits(self._waiters[0][0]):
-            n, fut = self._waiters.popleft()
+        while self._waiters:
+            n, seq, fut = self._waiters[0]
             if fut.done():  # cancelled while queued: nothing to grant
+                self._waiters.popleft()
                 continue
-            self._take(n)
+            if self._fits(n):
+                self._take(n)
+            elif self._stuck():
+                try:
+                    self._grant_stuck(n, seq)
+                except ConfigError as exc:
+                    self._waiters.popleft()
+                    fut.set_exception(exc)
+                    continue
+            else:
+                return
+            self._waiters.popleft()
             fut.set_result(None)
 
     @property

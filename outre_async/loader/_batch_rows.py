@@ -9,13 +9,13 @@ batch larger than the probe suggested costs waiting, not memory.
 
 The probe samples ``PROBE_BATCHES`` batches spread over epoch 0's plan (partition mode's micro-batches
 sample the same nodes through the full CSC, so a plain :class:`NeighborSampler` gives their sizes)
-and returns the largest with a 25 % margin, capped at R.  It costs a few milliseconds per batch and
-one O(N) relabel scratch, freed on return.
+and returns the largest, capped at R.  No margin: a batch larger than the probe's costs waiting for
+room in the pool, and only a pair of batches larger than the whole pool is an error.  It costs a few
+milliseconds per batch and one O(N) relabel scratch, freed on return.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -23,8 +23,7 @@ import numpy as np
 from ..sampling._sampler import NeighborSampler
 from ..store._dataset import Dataset
 
-PROBE_BATCHES = 8
-MARGIN = 1.25
+PROBE_BATCHES = 16
 
 
 def expected_batch_rows(dataset: Dataset, fanouts: Sequence[int], plan: Sequence[object], *, seed: int,
@@ -35,7 +34,7 @@ def expected_batch_rows(dataset: Dataset, fanouts: Sequence[int], plan: Sequence
     sampler = NeighborSampler(dataset, list(fanouts), seed=seed)
     picks = np.unique(np.linspace(0, len(plan) - 1, num=min(PROBE_BATCHES, len(plan))).astype(np.int64))
     largest = max(sampler.sample(_seeds(plan[i]), int(i)).num_nodes for i in picks.tolist())
-    return max(1, min(max_rows, math.ceil(largest * MARGIN)))
+    return max(1, min(max_rows, largest))
 
 
 def _seeds(item: object) -> np.ndarray:

@@ -18,18 +18,19 @@ most edges one batch can sample, the loader holds at most::
     history table     4 N + C x (4 dim + 8 + samplers)      (with ``history=``: C cached h^(L-1) rows)
 
 The feature buffer is a cache (a batch streams through it in pieces), so it needs only
-``min(N, 256 x extractors)`` rows; the ``batches`` pool must hold one real batch.  Given a budget,
+``min(N, 128 x extractors)`` rows; the ``batches`` pool must hold two real batches (the one the
+consumer's loop still holds and the next, ``_batch_memory``).  Given a budget,
 the parts above except the buffer and the pool are fixed, the pool gets its default or what is left
 after the buffer's minimum, whichever is less, and the buffer gets the rest (capped at ``N`` rows;
 what a full buffer leaves goes back to the pool).  A budget that leaves less than the buffer's
-minimum plus one expected batch is a :class:`ConfigError` naming that minimum; a batch that turns out
-larger than the whole pool is one naming its own bytes (``_batch_memory``).
+minimum plus two expected batches is a :class:`ConfigError` naming that minimum; batches that turn
+out too large for the pool are one naming their own bytes (``_batch_memory``).
 
 ``memory`` backend: the feature matrix in RAM (and the raw file while loading a padded layout) takes
 the staging line's place; an injected ``source=`` is its owner's and is not counted. Given a budget,
 ``S`` is the largest power of two at most 1/8 of the budget over ``2 x extractors`` (at most
 ``max_stage_bytes``, at least one read: ``max_read_bytes`` or one row span; halved while the
-minimum buffer and one expected batch would not fit). Not counted: the interpreter, torch and
+minimum buffer and two expected batches would not fit). Not counted: the interpreter, torch and
 numba themselves (the *baseline* the benchmark subtracts), thread stacks, page cache of the memory-
 mapped ``indices`` (or ``indices`` itself when the dataset holds it in RAM), partition mode's
 macro-batch adjacency (``neighbor_cache`` has its own byte count), and batches the history cache's
@@ -49,7 +50,8 @@ from ._config import LoaderConfig
 SLOT_BYTES = 40     # per buffer slot besides its row: node id 8, refs 4, valid 1, LRU links 16, slack
 LEASE_BYTES = 25    # per row of a batch besides its features: labels 8, piece ids + slots 16, actions 1
 NODE_BYTES = 12     # per node: its slot (8) and its look-ahead count (4)
-MIN_ROWS_PER_EXTRACTOR = 256  # the buffer's floor: a piece of reads in flight for every extractor
+MIN_ROWS_PER_EXTRACTOR = 128  # the buffer's floor: a piece of reads in flight for every extractor
+MIN_BATCHES = 2     # the pool's floor: the batch the consumer holds and the next one
 _SPAN_SLACK = 8192  # an aligned row span passes its row by at most two 4 KiB sectors
 
 
@@ -104,10 +106,10 @@ def plan_memory(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str
     names parts other owners size (the history table), taken out of the budget before the buffer."""
     budget = cfg.budget_bytes
     io = IOConfig(**cfg.source_options) if source == "disk" else None
-    slot, one_batch = 4 * sizes.dim + SLOT_BYTES, sizes.expected_rows * batch_row_bytes(sizes.dim)
+    slot, least_pool = 4 * sizes.dim + SLOT_BYTES, MIN_BATCHES * sizes.expected_rows * batch_row_bytes(sizes.dim)
     stage = _stage_bytes(cfg, sizes, io, budget)
-    if budget is not None:  # smaller arenas rather than less room than the buffer's floor and one batch
-        least, needed = _stage_bytes(cfg, sizes, io, 0), _least_buffer_rows(cfg, sizes) * slot + one_batch
+    if budget is not None:  # smaller arenas rather than less room than the buffer's floor and two batches
+        least, needed = _stage_bytes(cfg, sizes, io, 0), _least_buffer_rows(cfg, sizes) * slot + least_pool
         while stage > least and sum(_fixed_parts(cfg, sizes, source, stage, extra).values()) + needed > budget:
             stage //= 2
     fixed = _fixed_parts(cfg, sizes, source, stage, extra)
@@ -124,7 +126,7 @@ def plan_memory(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str
         pool = max(0, free - rows * slot)
     plan = MemoryPlan(buffer_rows=rows, stage_bytes=stage,
                       parts={"feature buffer": rows * slot, "batches": pool, **fixed})
-    if budget is not None and (plan.total > budget or pool < one_batch):
+    if budget is not None and (plan.total > budget or pool < least_pool):
         least_budget = plan_memory_floor(cfg, sizes, source=source, extra=extra)
         raise ConfigError(
             f"memory_budget={budget} ({format_bytes(budget)}) is below the {least_budget} bytes "
@@ -134,12 +136,12 @@ def plan_memory(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str
 
 
 def plan_memory_floor(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str, int] | None = None) -> int:
-    """The smallest budget that fits: the buffer's floor (or ``buffer_rows``), one expected batch's
-    matrix and the smallest staging arenas."""
+    """The smallest budget that fits: the buffer's floor (or ``buffer_rows``), two expected batches'
+    matrices and the smallest staging arenas."""
     io = IOConfig(**cfg.source_options) if source == "disk" else None
     stage = _stage_bytes(cfg, sizes, io, 0)
     rows = _least_buffer_rows(cfg, sizes) if cfg.buffer_rows is None else min(cfg.buffer_rows, sizes.num_nodes)
-    return (rows * (4 * sizes.dim + SLOT_BYTES) + sizes.expected_rows * batch_row_bytes(sizes.dim)
+    return (rows * (4 * sizes.dim + SLOT_BYTES) + MIN_BATCHES * sizes.expected_rows * batch_row_bytes(sizes.dim)
             + sum(_fixed_parts(cfg, sizes, source, stage, extra).values()))
 
 

@@ -31,10 +31,25 @@ def test_reservations_wait_in_order_and_releases_wake_them() -> None:
     run(body(), timeout=10)
 
 
-def test_a_batch_larger_than_the_pool_names_its_bytes_and_the_budget_that_holds_it() -> None:
+def test_a_batch_that_could_never_fit_names_its_bytes_and_the_budget_that_holds_it() -> None:
     async def body() -> None:
         with pytest.raises(oa.ConfigError, match=r"batch 7 has 20 unique rows, a 200 B matrix.*at least 1.1 KiB"):
             await BatchMemory(100, 10, budget=1000).reserve(20, 7)
+        pool = BatchMemory(100, 10, budget=1000)
+        held = await pool.reserve(6, 0)
+        held.hand_over()  # the consumer's batch: it goes only once the next batch is in hand
+        with pytest.raises(oa.ConfigError, match=r"batch 1 has 5 unique rows, a 50 B matrix while the consumer holds "
+                                                 r"a 60 B batch.*at least 1010 B"):
+            await pool.reserve(5, 1)
+        queued = await pool.reserve(4, 2)  # fits beside it
+        waiting = asyncio.ensure_future(pool.reserve(5, 3))  # waits for the queued batch ...
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        held.release()  # ... which reaches the consumer (the previous batch goes first): 40 + 50 fits
+        queued.hand_over()
+        (await waiting).release()
+        queued.release()
+        assert pool.used == 0
         unbudgeted = BatchMemory(100, 10, budget=None)  # no budget: it waits until it is alone, then goes
         first = await unbudgeted.reserve(5, 0)
         alone = asyncio.ensure_future(unbudgeted.reserve(20, 1))

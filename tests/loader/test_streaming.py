@@ -37,9 +37,11 @@ def _left_clean(loader: oa.OutreLoader) -> None:
 def test_a_buffer_smaller_than_the_queued_batches_serves_every_batch(dataset: oa.Dataset, rows: int,
                                                                      ordered: bool) -> None:
     async def body() -> None:
-        loader = oa.OutreLoader(dataset, fanouts=[4, 3], batch_size=32, seed=7, buffer_rows=rows, ordered=ordered,
-                                num_samplers=2, num_extractors=3, source=FaultySource(dataset, seed=rows))
-        assert loader.buffer_rows == rows < max_rows_per_batch(32, [4, 3], N)
+        # 100 seeds, ~120 rows a batch: with 1 slot every row is a piece (a read with a random delay)
+        loader = oa.OutreLoader(dataset, split=np.arange(0, 500, 5), fanouts=[3, 2], batch_size=16, seed=7,
+                                buffer_rows=rows, ordered=ordered, num_samplers=2, num_extractors=3,
+                                source=FaultySource(dataset, seed=rows))
+        assert loader.buffer_rows == rows < max_rows_per_batch(16, [3, 2], N)
         async with loader:
             loader._res.samplers[:] = [DelayedSampler(s, rows + i) for i, s in enumerate(loader._res.samplers)]
             seqs = []
@@ -48,6 +50,25 @@ def test_a_buffer_smaller_than_the_queued_batches_serves_every_batch(dataset: oa
                 seqs.append(batch.seq)
                 await asyncio.sleep(0.001 * (batch.seq % 3))
             assert sorted(seqs) == list(range(len(loader)))
+            _left_clean(loader)
+
+    run(body(), timeout=60)
+
+
+def test_batches_waiting_in_the_extract_queue_pin_their_rows(dataset: oa.Dataset) -> None:
+    async def body() -> None:
+        loader = oa.OutreLoader(dataset, fanouts=[4, 3], batch_size=16, seed=7, backend="memory")
+        async with loader:
+            async for _batch in loader:  # the consumer holds the first batch: the pipeline fills up behind it
+                for _ in range(1000):
+                    if loader.stats()["queues"]["extract"]["queued"] == loader.config.extract_capacity:
+                        break
+                    await asyncio.sleep(0.01)
+                queued = loader.stats()["queues"]["extract"]["queued"]
+                buffer = loader._res.buffer
+                assert queued > 0 and buffer.pinned_rows() == int(buffer._wanted.sum()) > 0
+                break
+            await loader.aclose()
             _left_clean(loader)
 
     run(body(), timeout=60)
