@@ -19,11 +19,12 @@ most edges one batch can sample, the loader holds at most::
 
 The feature buffer is a cache (a batch streams through it in pieces), so it needs only
 ``min(N, 128 x extractors)`` rows; the ``batches`` pool must hold two real batches (the one the
-consumer's loop still holds and the next, ``_batch_memory``).  Given a budget,
+consumer's loop still holds and the next, ``_batch_memory``) plus 10 % for batches larger than the
+probe's largest.  Given a budget,
 the parts above except the buffer and the pool are fixed, the pool gets its default or what is left
 after the buffer's minimum, whichever is less, and the buffer gets the rest (capped at ``N`` rows;
 what a full buffer leaves goes back to the pool).  A budget that leaves less than the buffer's
-minimum plus two expected batches is a :class:`ConfigError` naming that minimum; batches that turn
+minimum plus 2.2 expected batches is a :class:`ConfigError` naming that minimum; batches that turn
 out too large for the pool are one naming their own bytes (``_batch_memory``).
 
 ``memory`` backend: the feature matrix in RAM (and the raw file while loading a padded layout) takes
@@ -39,6 +40,7 @@ overtaking window holds back in completion order.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .._errors import ConfigError
@@ -51,7 +53,8 @@ SLOT_BYTES = 40     # per buffer slot besides its row: node id 8, refs 4, valid 
 LEASE_BYTES = 25    # per row of a batch besides its features: labels 8, piece ids + slots 16, actions 1
 NODE_BYTES = 12     # per node: its slot (8) and its look-ahead count (4)
 MIN_ROWS_PER_EXTRACTOR = 128  # the buffer's floor: a piece of reads in flight for every extractor
-MIN_BATCHES = 2     # the pool's floor: the batch the consumer holds and the next one
+MIN_BATCHES = 2.2   # the pool's floor: the batch the consumer holds and the next one, + 10 % for
+                    # batches larger than the probe's largest
 _SPAN_SLACK = 8192  # an aligned row span passes its row by at most two 4 KiB sectors
 
 
@@ -106,7 +109,7 @@ def plan_memory(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str
     names parts other owners size (the history table), taken out of the budget before the buffer."""
     budget = cfg.budget_bytes
     io = IOConfig(**cfg.source_options) if source == "disk" else None
-    slot, least_pool = 4 * sizes.dim + SLOT_BYTES, MIN_BATCHES * sizes.expected_rows * batch_row_bytes(sizes.dim)
+    slot, least_pool = 4 * sizes.dim + SLOT_BYTES, _least_pool(sizes)
     stage = _stage_bytes(cfg, sizes, io, budget)
     if budget is not None:  # smaller arenas rather than less room than the buffer's floor and two batches
         least, needed = _stage_bytes(cfg, sizes, io, 0), _least_buffer_rows(cfg, sizes) * slot + least_pool
@@ -141,8 +144,12 @@ def plan_memory_floor(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: di
     io = IOConfig(**cfg.source_options) if source == "disk" else None
     stage = _stage_bytes(cfg, sizes, io, 0)
     rows = _least_buffer_rows(cfg, sizes) if cfg.buffer_rows is None else min(cfg.buffer_rows, sizes.num_nodes)
-    return (rows * (4 * sizes.dim + SLOT_BYTES) + MIN_BATCHES * sizes.expected_rows * batch_row_bytes(sizes.dim)
+    return (rows * (4 * sizes.dim + SLOT_BYTES) + _least_pool(sizes)
             + sum(_fixed_parts(cfg, sizes, source, stage, extra).values()))
+
+
+def _least_pool(sizes: Sizes) -> int:
+    return math.ceil(MIN_BATCHES * sizes.expected_rows * batch_row_bytes(sizes.dim))
 
 
 def _least_buffer_rows(cfg: LoaderConfig, sizes: Sizes) -> int:
