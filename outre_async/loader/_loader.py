@@ -74,8 +74,9 @@ class OutreLoader:
         self._seeds = seed_ids(self.dataset, split)
         self._max_rows = max_rows_per_batch(self.config.batch_size, self.config.fanouts, self.dataset.num_nodes)
         self._partitioned = self._partition_batching()
-        self._history = build_owner(self.dataset, self.config, self._plan(0))
-        self._batch_rows = expected_batch_rows(self.dataset, self.config.fanouts, self._plan(0), seed=self.config.seed,
+        first_plan = self._plan(0)
+        self._history = build_owner(self.dataset, self.config, first_plan)
+        self._batch_rows = expected_batch_rows(self.dataset, self.config.fanouts, first_plan, seed=self.config.seed,
                                                max_rows=self._max_rows)
         self.memory = self._memory_plan()
         self.buffer_rows = self.memory.buffer_rows
