@@ -15,6 +15,11 @@ hold them; without one (the capacity is then only the default's estimate) the re
 over capacity.  So the least pool that never fails is two batches' matrices: the one being trained on
 and the next.
 
+Matrices are allocated by :func:`new_matrix` in their own anonymous memory map, so their bytes go back
+to the system the moment a batch dies.  With ``np.empty``, glibc raises its mmap threshold after the
+first large block is freed and serves later matrices from its heap, which it keeps: at a 96 MiB
+budget (200k x 128 rows, batch 1024) the peak RSS was 111 MiB that way and 65 MiB with mapped matrices.
+
 Only the event loop thread touches this object.  Cancellation rule: a cancelled :meth:`reserve`
 takes nothing (a grant that raced with the cancellation is given back); a lease released twice
 counts once.
@@ -23,11 +28,21 @@ counts once.
 from __future__ import annotations
 
 import asyncio
+import mmap
 from collections import deque
 from dataclasses import dataclass
 
+import numpy as np
+
 from .._errors import ConfigError
 from .._units import format_bytes
+
+
+def new_matrix(rows: int, dim: int) -> np.ndarray:
+    """A writable float32 ``[rows, dim]`` matrix in its own anonymous map (see the module)."""
+    if rows * dim == 0:
+        return np.empty((rows, dim), dtype=np.float32)
+    return np.frombuffer(mmap.mmap(-1, rows * dim * 4), dtype=np.float32).reshape(rows, dim)
 
 
 @dataclass(eq=False, slots=True)

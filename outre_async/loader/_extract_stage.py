@@ -26,11 +26,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..features import FeatureBuffer, FeatureSource
 from ._batch import ExtractedBatch, SampledBatch
-from ._batch_memory import BatchMemory
+from ._batch_memory import BatchMemory, new_matrix
 from ._channel import Channel
 
 
@@ -64,7 +62,7 @@ class ExtractStage:
         ids = sb.subgraph.n_id
         lease = await matrices.reserve(len(ids), sb.seq)
         try:
-            x = np.empty((len(ids), buffer.data.shape[1]), dtype=np.float32)
+            x = new_matrix(len(ids), buffer.data.shape[1])
             await buffer.extract(ids, x, source, piece_rows=piece_rows, pin=sb.pin)
             self.counters = self.counters.plus(time.perf_counter() - start)
             await out.send(ExtractedBatch(sb.seq, sb.subgraph, x, lease, sb.history))
