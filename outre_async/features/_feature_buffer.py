@@ -1,19 +1,28 @@
-"""The feature buffer: a fixed pool of row slots shared by every extractor (GNNDrive §4.2).
+"""The feature buffer: a cache of row slots shared by every extractor (GNNDrive §4.2, GIDS §4).
 
-A batch *acquires* one slot per row.  Rows already valid in the buffer are hits (no I/O); rows being
-read for another batch are awaited, never read twice; the rest take the least recently released
-standby slot and are read from the :class:`FeatureSource`.  When the consumer is done with a batch it
-*releases* the slots: they go to the standby list with their rows intact, so a later batch needing
-the same node takes it back without I/O until the slot is evicted.
+A batch streams through the buffer into its own matrix, one *piece* at a time (:meth:`extract`): a
+piece *acquires* one slot per row of a prefix of the batch's remaining rows; rows already valid are
+hits (no I/O), rows being read for another batch are awaited (never read twice), the rest evict a
+standby slot and are read from the :class:`FeatureSource`; the piece is then copied into the batch
+matrix and *released* at once.  Released slots keep their rows on a standby list, so a later batch
+needing the same node takes it back without I/O until the slot is evicted.  A batch therefore needs
+no more slots than one row: the buffer is a cache and a landing area for reads in flight, not the
+batch's storage, and its size is a matter of hit rate, never of whether a batch can be served.
 
-Acquisition is all-or-nothing: when the standby list cannot cover a whole batch, the partial work is
-undone and the batch waits for a release.  With ``num_slots`` ≥ (batches that may hold slots at once) ×
-(max rows per batch) it never waits for long; a buffer smaller than one batch is refused at
-construction (:class:`ConfigError`), because that batch could never be served.
+Look-ahead pinning (GIDS's window buffering): :meth:`pin` counts the rows of a batch that is sampled
+and queued but not yet extracted; standby slots holding such rows sit on a *wanted* list that is
+evicted only when no other standby slot is left (``_buffer_kernels``).  The pin shrinks piece by
+piece as the batch takes its rows, and :meth:`Pin.release` drops what is left (a batch dropped on
+shutdown).  Pinning never makes a batch wait: with only wanted rows on standby, a piece evicts the
+one pinned last (needed furthest ahead).
+
+Waiting: a piece waits for a release only when every slot is held by a piece being read or copied
+(each of which finishes without needing more slots), so a buffer of any size ≥ 1 row never
+deadlocks; :meth:`extract` caps a piece at ``piece_rows`` so concurrent batches share the slots.
 
 Only the event loop thread touches this object (no locks).  Cancellation rule: a cancelled
 :meth:`fill` still lets the reads it submitted finish inside the source, marks its unread rows
-invalid so nobody waits on them forever, and leaves releasing to the caller's ``finally``.
+invalid so nobody waits on them forever; :meth:`extract` releases its piece and leaves no slot held.
 """
 
 from __future__ import annotations
@@ -45,12 +54,12 @@ def page_aligned_zeros(rows: int, dim: int) -> np.ndarray:
 
 @dataclass(eq=False, slots=True)
 class Acquisition:
-    """One batch's hold on the buffer: ``slots[i]`` holds row ``ids[i]``."""
+    """One piece's hold on the buffer: ``slots[i]`` holds row ``ids[i]``."""
 
     ids: np.ndarray
     slots: np.ndarray
     actions: np.ndarray
-    reader: int = -1  # this batch's reader id when it reads rows (their waiters await its future)
+    reader: int = -1  # this piece's reader id when it reads rows (their waiters await its future)
     released: bool = False
     waits: list[asyncio.Future[None]] = field(default_factory=list)
 
@@ -59,14 +68,35 @@ class Acquisition:
         return self.actions == K.READ
 
 
+@dataclass(eq=False, slots=True)
+class Pin:
+    """The look-ahead hold of one queued batch: ``ids[taken:]`` are still counted as wanted."""
+
+    buffer: FeatureBuffer
+    ids: np.ndarray
+    taken: int = 0
+
+    def advance(self, n: int) -> None:
+        """The batch took its next ``n`` rows (they are held now): stop counting them."""
+        n = min(n, len(self.ids) - self.taken)
+        if n > 0:
+            self.buffer._withdraw(self.ids[self.taken : self.taken + n])
+            self.taken += n
+
+    def release(self) -> None:
+        """Stop counting every row not taken yet (idempotent)."""
+        self.advance(len(self.ids) - self.taken)
+
+
 class FeatureBuffer:
-    """``num_slots`` rows of ``dim`` float32 values plus GNNDrive's mapping table and standby LRU."""
+    """``num_slots`` rows of ``dim`` float32 values plus GNNDrive's mapping table and two standby
+    lists (cold, wanted) and the per-node look-ahead counts."""
 
     def __init__(self, num_nodes: int, num_slots: int, dim: int, *, min_slots: int = 1) -> None:
         if num_slots < max(min_slots, 1):
             raise ConfigError(
-                f"feature buffer of {num_slots=} rows is smaller than the {min_slots} rows one round of "
-                "batches needs; raise buffer_rows / memory_budget or lower batch_size, fanouts or extractors"
+                f"feature buffer of {num_slots=} rows is smaller than the {max(min_slots, 1)} rows asked for; "
+                "raise buffer_rows / memory_budget"
             )
         self.num_slots = num_slots
         self.data = page_aligned_zeros(num_slots, dim)
@@ -74,60 +104,96 @@ class FeatureBuffer:
         self._node_of = np.full(num_slots, -1, dtype=np.int64)
         self._refs = np.zeros(num_slots, dtype=np.int32)
         self._valid = np.zeros(num_slots, dtype=np.uint8)
-        self._prev = np.empty(num_slots + 1, dtype=np.int64)
-        self._next = np.empty(num_slots + 1, dtype=np.int64)
+        self._wanted = np.zeros(num_nodes, dtype=np.int32)
+        self._prev = np.empty(num_slots + 2, dtype=np.int64)
+        self._next = np.empty(num_slots + 2, dtype=np.int64)
         K.lru_init(self._prev, self._next)
-        # one future per batch that reads rows, not one per row (a future per row cost ~1 µs each):
+        # one future per piece that reads rows, not one per row (a future per row cost ~1 µs each):
         # _reader[slot] is the reader id of a slot being read, _reads[id] its future
         self._reader = np.full(num_slots, -1, dtype=np.int64)
         self._reads: dict[int, asyncio.Future[None]] = {}
         self._next_reader = 0
         self._released = asyncio.Event()
-        self.counters = {"rows": 0, "hits": 0, "reads": 0, "waits": 0, "acquire_waits": 0}
+        self._pinned = 0
+        self.counters = {"rows": 0, "hits": 0, "reads": 0, "waits": 0, "acquire_waits": 0, "pieces": 0}
 
-    async def acquire(self, ids: np.ndarray) -> Acquisition:
-        """Hold a slot for every row of ``ids``, waiting for releases if the buffer is full."""
+    # -- look-ahead pinning ----------------------------------------------------------------------
+    def pin(self, ids: np.ndarray) -> Pin:
+        """Count ``ids`` as wanted by a queued batch (unique ids: the sampler's ``n_id``)."""
         ids = np.ascontiguousarray(ids, dtype=np.int64)
-        if len(ids) > self.num_slots:
-            raise ConfigError(f"a batch of {len(ids)} rows cannot fit a feature buffer of {self.num_slots} rows")
-        while (acq := self._try_acquire(ids)) is None:
+        K.announce(ids, self._wanted, self._slot_of, self._refs, self._prev, self._next)
+        self._pinned += len(ids)
+        return Pin(self, ids)
+
+    def _withdraw(self, ids: np.ndarray) -> None:
+        K.withdraw(ids, self._wanted, self._slot_of, self._refs, self._prev, self._next)
+        self._pinned -= len(ids)
+
+    def pinned_rows(self) -> int:
+        """Rows counted by pins not yet released (0 once every queued batch is taken or dropped)."""
+        return self._pinned
+
+    # -- one batch, streamed -----------------------------------------------------------------------
+    async def extract(self, ids: np.ndarray, out: np.ndarray, source: FeatureSource, *,
+                      piece_rows: int | None = None, pin: Pin | None = None) -> None:
+        """``out[i] = features[ids[i]]``, through the buffer in pieces of at most ``piece_rows`` rows
+        (default: the whole buffer); ``pin`` (the batch's look-ahead hold) shrinks as pieces are taken."""
+        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        limit = self.num_slots if piece_rows is None else max(1, min(piece_rows, self.num_slots))
+        pos = 0
+        while pos < len(ids):
+            acq = await self.acquire(ids[pos:], limit=limit)
+            n = len(acq.ids)
+            try:
+                if pin is not None:
+                    pin.advance(n)
+                await self.fill(acq, source)
+                K.gather_rows(self.data, acq.slots, out[pos : pos + n])
+            finally:
+                self.release(acq)
+            pos += n
+
+    async def acquire(self, ids: np.ndarray, *, limit: int | None = None) -> Acquisition:
+        """Hold slots for a prefix of ``ids`` (at least one row, at most ``limit``), waiting for a
+        release only when no slot at all is on standby.  Empty ``ids``: an empty acquisition."""
+        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        limit = len(ids) if limit is None else limit
+        while (acq := self._try_acquire(ids, limit)) is None:
             self.counters["acquire_waits"] += 1
             self._released.clear()
             await self._released.wait()
         return acq
 
-    def _try_acquire(self, ids: np.ndarray) -> Acquisition | None:
-        slots = np.empty(len(ids), dtype=np.int64)
-        actions = np.empty(len(ids), dtype=np.int8)
-        taken = K.acquire(ids, self._slot_of, self._node_of, self._refs, self._valid,
-                          self._prev, self._next, slots, actions)
-        if taken < len(ids):
-            fresh = slots[:taken][actions[:taken] == K.READ]
-            K.invalidate(fresh, self._slot_of, self._node_of, self._valid)
-            K.release(slots[:taken], self._refs, self._prev, self._next)
+    def _try_acquire(self, ids: np.ndarray, limit: int) -> Acquisition | None:
+        slots = np.empty(min(len(ids), limit), dtype=np.int64)
+        actions = np.empty(len(slots), dtype=np.int8)
+        taken = int(K.acquire(ids, self._slot_of, self._node_of, self._refs, self._valid, self._wanted,
+                              self._prev, self._next, slots, actions, limit))
+        if taken == 0 and len(slots):
             return None
-        acq = Acquisition(ids=ids, slots=slots, actions=actions)
-        read = slots[actions == K.READ]
+        acq = Acquisition(ids=ids[:taken], slots=slots[:taken], actions=actions[:taken])
+        read = acq.slots[acq.read_mask]
         if len(read):
             acq.reader = self._next_reader
             self._next_reader += 1
             self._reader[read] = acq.reader
             self._reads[acq.reader] = asyncio.get_running_loop().create_future()
-        waiting = slots[actions == K.WAIT]
+        waiting = acq.slots[acq.actions == K.WAIT]
         if len(waiting):  # a WAIT row's reader has not settled yet
             acq.waits = [self._reads[r] for r in np.unique(self._reader[waiting]).tolist()]
-        self._count(actions)
+        self._count(acq.actions)
         return acq
 
     def _count(self, actions: np.ndarray) -> None:
         c = self.counters
+        c["pieces"] += 1
         c["rows"] += len(actions)
         c["hits"] += int((actions == K.HIT).sum())
         c["reads"] += int((actions == K.READ).sum())
         c["waits"] += int((actions == K.WAIT).sum())
 
     async def fill(self, acq: Acquisition, source: FeatureSource) -> None:
-        """Read this batch's missing rows into their slots through ``source`` (its batched
+        """Read this piece's missing rows into their slots through ``source`` (its batched
         ``read_rows_into`` hook), then await rows others are reading."""
         read_slots = acq.slots[acq.read_mask]
         try:
@@ -150,24 +216,24 @@ class FeatureBuffer:
             fut.set_result(None)
         else:
             fut.set_exception(exc if isinstance(exc, Exception) else asyncio.CancelledError())
-            fut.exception()  # retrieved here: a batch nobody waits for must not warn
+            fut.exception()  # retrieved here: a piece nobody waits for must not warn
 
     def gather(self, acq: Acquisition) -> np.ndarray:
-        """The batch's feature matrix ``[len(ids), dim]``, copied out of the slots."""
+        """The piece's rows ``[len(ids), dim]``, copied out of the slots."""
         out = np.empty((len(acq.slots), self.data.shape[1]), dtype=np.float32)
         K.gather_rows(self.data, acq.slots, out)
         return out
 
     def release(self, acq: Acquisition) -> None:
-        """Give the batch's slots back (idempotent); they keep their rows on the standby list."""
+        """Give the piece's slots back (idempotent); they keep their rows on a standby list."""
         if acq.released:
             return
         acq.released = True
-        K.release(acq.slots, self._refs, self._prev, self._next)
+        K.release(acq.slots, self._refs, self._node_of, self._wanted, self._prev, self._next)
         self._released.set()
 
     def free_slots(self) -> int:
-        """Slots nobody holds (the standby list's length)."""
+        """Slots nobody holds (the standby lists' length)."""
         return int((self._refs == 0).sum())
 
     def stats(self) -> dict[str, int | float]:
@@ -175,4 +241,5 @@ class FeatureBuffer:
         c["hit_rate"] = c["hits"] / c["rows"] if c["rows"] else 0.0
         c["slots"] = self.num_slots
         c["free_slots"] = self.free_slots()
+        c["pinned_rows"] = self._pinned
         return c

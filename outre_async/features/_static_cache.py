@@ -16,6 +16,7 @@ import numpy as np
 
 from .._errors import ConfigError
 from ._source import FeatureSource
+from ._static_kernels import merge_static_rows
 
 LOAD_CHUNK = 1 << 14  # rows per read while loading (the source stages them within its own budget)
 
@@ -59,10 +60,14 @@ class StaticFeatureCache:
     def merge(self, slots: np.ndarray, missed: np.ndarray) -> np.ndarray:
         """The batch matrix: cached rows where ``slots >= 0``, ``missed`` (in order) elsewhere."""
         out = np.empty((len(slots), self.dim), np.float32)
-        hit = slots >= 0
-        out[hit] = self.rows[slots[hit]]
-        out[~hit] = missed
+        out[: len(missed)] = missed
+        self.merge_into(slots, out)
         return out
+
+    def merge_into(self, slots: np.ndarray, out: np.ndarray) -> None:
+        """In place: ``out`` holds the batch's missed rows (in order) as a prefix; spread them to their
+        positions and copy the cached rows in, so a batch matrix is written once, with no temporary."""
+        merge_static_rows(out, slots, self.rows)
 
     def stats(self) -> dict[str, int | float]:
         c = self.counters

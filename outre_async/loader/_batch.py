@@ -1,9 +1,10 @@
 """Typed contracts between pipeline stages, and the batch the consumer sees.
 
-``SampledBatch`` (sampler → extractors) carries topology only, as PyG's ``SamplerOutput`` does;
-``ExtractedBatch`` (extractors → consumer) adds the gathered feature rows and the :class:`BufferLease`
-that keeps their buffer slots pinned.  A :class:`Sampler` is whatever the sample stage can run:
-:class:`~outre_async.NeighborSampler` and the partition-mode ``PartitionSampler`` both fit.
+``SampledBatch`` (sampler → extractors) carries topology only, as PyG's ``SamplerOutput`` does (and
+the batch's look-ahead :class:`Pin` on the feature buffer); ``ExtractedBatch`` (extractors → consumer)
+adds the gathered feature rows and the :class:`MatrixLease` that counts their matrix against the
+memory budget until the consumer is done with it.  A :class:`Sampler` is whatever the sample stage
+can run: :class:`~outre_async.NeighborSampler` and the partition-mode ``PartitionSampler`` both fit.
 ``OutreBatch`` is a PyG ``Data`` with one extra method, :meth:`OutreBatch.release`.
 """
 
@@ -17,10 +18,10 @@ import torch
 from torch_geometric.data import Data
 
 from ..cache._history import HistoryDecision
-from ..features import FeatureBuffer
-from ..features._feature_buffer import Acquisition
+from ..features._feature_buffer import Pin
 from ..sampling._sampler import SampledSubgraph
 from ..sampling._sampler_kernels import HistoryPrune
+from ._batch_memory import MatrixLease
 
 if TYPE_CHECKING:
     from ..partition._batches import MicroBatch
@@ -37,25 +38,11 @@ class Sampler(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class BufferLease:
-    """The feature-buffer slots one batch holds until the consumer is done with it.
-
-    Naming the buffer with the slots lets every shutdown path give a batch back with ``release()``
-    without knowing which buffer it came from; releasing twice is harmless (the buffer ignores it).
-    """
-
-    buffer: FeatureBuffer
-    acquisition: Acquisition
-
-    def release(self) -> None:
-        self.buffer.release(self.acquisition)
-
-
-@dataclass(frozen=True, slots=True)
 class SampledBatch:
     seq: int                    # position in the epoch's plan
     subgraph: SampledSubgraph   # n_id, edge_index, num_sampled_nodes/edges, batch_size
     history: HistoryDecision | None = None  # pulled / pushed rows, decided when sampled (history= only)
+    pin: Pin | None = None      # look-ahead hold on the feature buffer until an extractor takes the rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +50,7 @@ class ExtractedBatch:
     seq: int
     subgraph: SampledSubgraph
     x: np.ndarray               # [len(n_id), dim] float32, rows in n_id order
-    lease: BufferLease          # released by the consumer (or by the shutdown path)
+    lease: MatrixLease          # released by the consumer (or by the shutdown path)
     history: HistoryDecision | None = None
 
 
@@ -74,8 +61,8 @@ class OutreBatch(Data):
     batch_size``) and ``num_sampled_edges`` (L), nodes and edges hop by hop so PyG's
     ``trim_to_layer`` works; plus ``seq`` (position in the epoch's plan) and ``epoch``.
 
-    Its feature-buffer slots stay pinned until :meth:`release` (called for you when the next batch
-    is requested; calling it earlier lets the buffer reuse the slots sooner).  With ``history=``,
+    Its matrix counts against ``memory_budget`` until :meth:`release` (called for you when the next
+    batch is requested; calling it earlier lets the extractors start another batch sooner).  With ``history=``,
     :attr:`history` is the batch's record and hook (``None`` otherwise).
     """
 

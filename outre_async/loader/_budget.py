@@ -1,33 +1,47 @@
 """How ``memory_budget`` is spent: every part an :class:`OutreLoader` allocates, sized to fit.
 
 A pure function of the config and the dataset's sizes (tested with numbers, like the cache split).
-With ``N`` nodes, feature ``dim``, ``R`` = the most rows one batch can need and ``E`` = the most
-edges one batch can sample, the loader holds at most::
+With ``N`` nodes, feature ``dim``, ``R`` = the most rows one batch can need, ``r`` = the rows one
+batch is expected to need (a probe of real batches, ``_batch_rows``; at most ``R``) and ``E`` = the
+most edges one batch can sample, the loader holds at most::
 
-    slot table        8 N                                   (the buffer's node -> slot map)
+    slot table        12 N                                  (node -> slot map, look-ahead counts)
     feature buffer    rows x (4 dim + 40)                   (rows + bookkeeping: node, refs, LRU)
     staging           2 x extractors x S                    (two chunks in flight per extractor;
                                                              S = one staging arena, a power of two)
     extractor work    extractors x (32 R + 1 MiB)           (unique ids, inverse, gather blocks)
     sampler scratch   samplers x (4 N + 3 sub)              (relabel table + the kernel's growth)
     subgraphs         (extract_queue + extractors + ready_queue + 1) x sub,   sub = 8 R + 24 E (n_id, edges, e_id)
-    batches           (ready_queue + extractors + 1) x R x (4 dim + 33)      (matrix, labels, input_id, lease)
-    ordered mode      + (samplers + extract_queue + extractors + ready_queue) x (sub + batch)
+    batches           a byte pool for batch matrices in flight, real rows x (4 dim + 33) each
+                      (matrix, labels, input_id, piece ids + slots, actions; ``_batch_memory``;
+                      default (ready_queue + extractors + 1) x r rows' worth)
+    ordered mode      + (samplers + extract_queue + extractors + ready_queue) x (sub + R x (4 dim + 33))
     history table     4 N + C x (4 dim + 8 + samplers)      (with ``history=``: C cached h^(L-1) rows)
+
+The feature buffer is a cache (a batch streams through it in pieces), so it needs only
+``min(N, 128 x extractors)`` rows; the ``batches`` pool must hold two real batches (the one the
+consumer's loop still holds and the next, ``_batch_memory``) plus 10 % for batches larger than the
+probe's largest.  Given a budget,
+the parts above except the buffer and the pool are fixed, the pool gets its default or what is left
+after the buffer's minimum, whichever is less, and the buffer gets the rest (capped at ``N`` rows;
+what a full buffer leaves goes back to the pool).  A budget that leaves less than the buffer's
+minimum plus 2.2 expected batches is a :class:`ConfigError` naming that minimum; batches that turn
+out too large for the pool are one naming their own bytes (``_batch_memory``).
 
 ``memory`` backend: the feature matrix in RAM (and the raw file while loading a padded layout) takes
 the staging line's place; an injected ``source=`` is its owner's and is not counted. Given a budget,
 ``S`` is the largest power of two at most 1/8 of the budget over ``2 x extractors`` (at most
-``max_stage_bytes``, at least one read: ``max_read_bytes`` or one row span; halved while one batch
-of buffer rows would not fit), and the buffer gets what is left; a budget that leaves less than one
-batch of rows is a :class:`ConfigError` naming the minimum. Not counted: the interpreter, torch and
+``max_stage_bytes``, at least one read: ``max_read_bytes`` or one row span; halved while the
+minimum buffer and two expected batches would not fit). Not counted: the interpreter, torch and
 numba themselves (the *baseline* the benchmark subtracts), thread stacks, page cache of the memory-
-mapped ``indices`` (or ``indices`` itself when the dataset holds it in RAM), and partition mode's
-macro-batch adjacency (``neighbor_cache`` has its own byte count).
+mapped ``indices`` (or ``indices`` itself when the dataset holds it in RAM), partition mode's
+macro-batch adjacency (``neighbor_cache`` has its own byte count), and batches the history cache's
+overtaking window holds back in completion order.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .._errors import ConfigError
@@ -37,7 +51,11 @@ from ..features._staging import GATHER_BLOCK, arena_bytes
 from ._config import LoaderConfig
 
 SLOT_BYTES = 40     # per buffer slot besides its row: node id 8, refs 4, valid 1, LRU links 16, slack
-LEASE_BYTES = 33    # per row of a batch besides its features: labels 8, input_id 8 (per seed), lease ids + slots 16, actions 1
+LEASE_BYTES = 33    # per row of a batch besides its features: labels 8, input_id 8 (per seed), piece ids + slots 16, actions 1
+NODE_BYTES = 12     # per node: its slot (8) and its look-ahead count (4)
+MIN_ROWS_PER_EXTRACTOR = 128  # the buffer's floor: a piece of reads in flight for every extractor
+MIN_BATCHES = 2.2   # the pool's floor: the batch the consumer holds and the next one, + 10 % for
+                    # batches larger than the probe's largest
 _SPAN_SLACK = 8192  # an aligned row span passes its row by at most two 4 KiB sectors
 
 
@@ -51,6 +69,11 @@ class Sizes:
     stride: int         # bytes between stored rows
     max_rows: int       # R
     max_edges: int      # E
+    batch_rows: int | None = None  # r, the rows one batch is expected to need (None: R)
+
+    @property
+    def expected_rows(self) -> int:
+        return self.max_rows if self.batch_rows is None else min(self.batch_rows, self.max_rows)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -65,6 +88,11 @@ class MemoryPlan:
     def total(self) -> int:
         return sum(self.parts.values())
 
+    @property
+    def batch_bytes(self) -> int:
+        """The byte pool of batch matrices in flight (``_batch_memory``)."""
+        return self.parts["batches"]
+
     def source_options(self) -> dict[str, int]:
         """Staging sizes for the disk source the loader opens (empty when it opens none)."""
         if not self.stage_bytes:
@@ -72,40 +100,67 @@ class MemoryPlan:
         return {"max_stage_bytes": self.stage_bytes, "max_staging_bytes": self.parts["staging"]}
 
 
+def batch_row_bytes(dim: int) -> int:
+    """Bytes one row of a batch in flight costs: its float32 features and its share of the rest."""
+    return 4 * dim + LEASE_BYTES
+
+
 def plan_memory(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str, int] | None = None) -> MemoryPlan:
     """Size every part; ``source`` is ``"disk"``, ``"memory"`` or ``"injected"`` (see the module); ``extra``
     names parts other owners size (the history table), taken out of the budget before the buffer."""
     budget = cfg.budget_bytes
     io = IOConfig(**cfg.source_options) if source == "disk" else None
-    slot = 4 * sizes.dim + SLOT_BYTES
+    slot, least_pool = 4 * sizes.dim + SLOT_BYTES, _least_pool(sizes)
     stage = _stage_bytes(cfg, sizes, io, budget)
-    if budget is not None:  # smaller arenas rather than fewer rows than one batch needs
-        least, rows_needed = _stage_bytes(cfg, sizes, io, 0), (cfg.buffer_rows or sizes.max_rows) * slot
-        while stage > least and sum(_fixed_parts(cfg, sizes, source, stage, extra).values()) + rows_needed > budget:
+    if budget is not None:  # smaller arenas rather than less room than the buffer's floor and two batches
+        least, needed = _stage_bytes(cfg, sizes, io, 0), _least_buffer_rows(cfg, sizes) * slot + least_pool
+        while stage > least and sum(_fixed_parts(cfg, sizes, source, stage, extra).values()) + needed > budget:
             stage //= 2
     fixed = _fixed_parts(cfg, sizes, source, stage, extra)
-    if cfg.buffer_rows is not None:
-        rows = min(cfg.buffer_rows, sizes.num_nodes)
-    elif budget is not None:
-        rows = min(max(0, (budget - sum(fixed.values())) // slot), sizes.num_nodes)
+    pool = default_pool(cfg, sizes)
+    if budget is None:
+        rows = min(cfg.buffer_rows or (cfg.num_extractors + 1) * sizes.expected_rows, sizes.num_nodes)
     else:
-        rows = min((cfg.num_extractors + 1) * sizes.max_rows, sizes.num_nodes)
-    plan = MemoryPlan(buffer_rows=rows, stage_bytes=stage, parts={"feature buffer": rows * slot, **fixed})
-    if budget is not None and (plan.total > budget or rows < sizes.max_rows):
-        least = plan_memory_floor(cfg, sizes, source=source, extra=extra)
+        free = budget - sum(fixed.values())
+        if cfg.buffer_rows is not None:
+            rows = min(cfg.buffer_rows, sizes.num_nodes)
+        else:
+            least = _least_buffer_rows(cfg, sizes)
+            rows = min(sizes.num_nodes, max(least, (free - min(pool, free - least * slot)) // slot))
+        pool = max(0, free - rows * slot)
+    plan = MemoryPlan(buffer_rows=rows, stage_bytes=stage,
+                      parts={"feature buffer": rows * slot, "batches": pool, **fixed})
+    if budget is not None and (plan.total > budget or pool < least_pool):
+        least_budget = plan_memory_floor(cfg, sizes, source=source, extra=extra)
         raise ConfigError(
-            f"memory_budget={budget} ({format_bytes(budget)}) is below the {least} bytes "
-            f"({format_bytes(least)}) this loader needs: {_describe(plan, sizes.max_rows)}; raise "
+            f"memory_budget={budget} ({format_bytes(budget)}) is below the {least_budget} bytes "
+            f"({format_bytes(least_budget)}) this loader needs: {_describe(plan, sizes)}; raise "
             "memory_budget, or lower batch_size, fanouts, extractors, samplers or queue depths")
     return plan
 
 
 def plan_memory_floor(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str, int] | None = None) -> int:
-    """The smallest budget that fits: one batch of buffer rows and the smallest staging arenas."""
+    """The smallest budget that fits: the buffer's floor (or ``buffer_rows``), two expected batches'
+    matrices and the smallest staging arenas."""
     io = IOConfig(**cfg.source_options) if source == "disk" else None
     stage = _stage_bytes(cfg, sizes, io, 0)
-    rows = min(sizes.max_rows, sizes.num_nodes) if cfg.buffer_rows is None else cfg.buffer_rows
-    return rows * (4 * sizes.dim + SLOT_BYTES) + sum(_fixed_parts(cfg, sizes, source, stage, extra).values())
+    rows = _least_buffer_rows(cfg, sizes) if cfg.buffer_rows is None else min(cfg.buffer_rows, sizes.num_nodes)
+    return (rows * (4 * sizes.dim + SLOT_BYTES) + _least_pool(sizes)
+            + sum(_fixed_parts(cfg, sizes, source, stage, extra).values()))
+
+
+def _least_pool(sizes: Sizes) -> int:
+    return math.ceil(MIN_BATCHES * sizes.expected_rows * batch_row_bytes(sizes.dim))
+
+
+def _least_buffer_rows(cfg: LoaderConfig, sizes: Sizes) -> int:
+    return min(sizes.num_nodes, MIN_ROWS_PER_EXTRACTOR * cfg.num_extractors)
+
+
+def default_pool(cfg: LoaderConfig, sizes: Sizes) -> int:
+    """Room for every batch that can be in flight at once, at the expected size: extracting,
+    queued ready, held by the consumer."""
+    return (cfg.ready_capacity + cfg.num_extractors + 1) * sizes.expected_rows * batch_row_bytes(sizes.dim)
 
 
 def _stage_bytes(cfg: LoaderConfig, sizes: Sizes, io: IOConfig | None, budget: int | None) -> int:
@@ -127,15 +182,14 @@ def _fixed_parts(cfg: LoaderConfig, sizes: Sizes, source: str, stage: int,
                  extra: dict[str, int] | None = None) -> dict[str, int]:
     n, r, e = sizes.num_nodes, sizes.max_rows, cfg.num_extractors
     sub = 8 * r + 24 * sizes.max_edges  # n_id, edge_index, e_id
-    batch = r * (4 * sizes.dim + LEASE_BYTES)
+    batch = r * batch_row_bytes(sizes.dim)  # held out of turn: counted at the worst case
     scratch = 4 if n <= 2**31 - 1 else 8
     parts = {
-        "slot table": 8 * n,
+        "slot table": NODE_BYTES * n,
         ("features in RAM" if source == "memory" else "staging"): _source_bytes(cfg, sizes, source, stage),
         "extractor work": e * (32 * r + GATHER_BLOCK),
         "sampler scratch": cfg.num_samplers * (scratch * n + 3 * sub),
         "subgraphs": (cfg.extract_capacity + e + cfg.ready_capacity + 1) * sub,
-        "batches": (cfg.ready_capacity + e + 1) * batch,
     }
     if cfg.ordered:
         parts["reorder buffer"] = (cfg.num_samplers + cfg.extract_capacity + e + cfg.ready_capacity) * (sub + batch)
@@ -155,6 +209,8 @@ def _source_bytes(cfg: LoaderConfig, sizes: Sizes, source: str, stage: int) -> i
     return 0
 
 
-def _describe(plan: MemoryPlan, max_rows: int) -> str:
+def _describe(plan: MemoryPlan, sizes: Sizes) -> str:
     parts = ", ".join(f"{name} {format_bytes(b)}" for name, b in plan.parts.items() if b)
-    return f"{parts} (a buffer of {plan.buffer_rows} rows; one batch can need {max_rows})"
+    one = sizes.expected_rows * batch_row_bytes(sizes.dim)
+    return (f"{parts} (a buffer of {plan.buffer_rows} rows; one batch is expected to need {sizes.expected_rows} "
+            f"rows, a {format_bytes(one)} matrix)")

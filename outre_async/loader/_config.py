@@ -38,7 +38,7 @@ class LoaderConfig:
     num_extractors: int = 2
     extract_queue: int | None = None  # None: num_samplers + 2 (GNNDrive: a bit more than the samplers)
     ready_queue: int | None = None    # None: num_extractors
-    buffer_rows: int | None = None    # None: from memory_budget, else (num_extractors + 1) × max rows per batch
+    buffer_rows: int | None = None    # None: from memory_budget, else (num_extractors + 1) × probed rows per batch
     memory_budget: int | str | None = None  # bytes for the feature buffer; None: buffer_rows' default
     backend: str = "auto"
     max_in_flight: int | None = None  # None: the I/O backend's default (io_uring 256, pread 32)

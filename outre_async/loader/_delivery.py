@@ -3,7 +3,7 @@
 Batches are yielded in completion order (optionally with bounded overtaking, :class:`_Windowed`), or
 in plan order through a :class:`ReorderBuffer`; when
 the stages failed, the first error is raised itself (with its own cause), not an ExceptionGroup.
-The previous batch's lease is released when the next batch is asked for.  The :class:`Delivery`
+The previous batch's matrix lease is released when the next batch is in hand.  The :class:`Delivery`
 outlives epochs and owns the consumer-side counters.
 
 Cancellation rule: when the consumer stops early (break, exception, ``aclose``, garbage collection),
@@ -54,7 +54,8 @@ class _AsCompleted:
 class _Windowed(_AsCompleted):
     """Completion order with bounded overtaking: batch ``j`` is handed out only once every batch
     before ``j - window`` has been, so at most ``j + window`` batches precede it (the history
-    cache's staleness bound rests on this).  A batch held back gives its buffer slots back at once."""
+    cache's staleness bound rests on this).  A batch held back gives its matrix lease back at once, so
+    the batches it waits for can always be extracted."""
 
     def __init__(self, window: int) -> None:
         self.window, self.low = window, 0
@@ -88,8 +89,9 @@ class _Windowed(_AsCompleted):
 
 
 class _InPlanOrder(_AsCompleted):
-    """Plan order through a reorder buffer.  A batch held out of turn gives its buffer slots back
-    at once (its rows are already copied), so the batch everyone waits for can always get slots."""
+    """Plan order through a reorder buffer.  A batch held out of turn gives its matrix lease back
+    at once (the reorder buffer's own part of the memory plan counts it), so the batch everyone waits
+    for can always reserve its matrix."""
 
     def __init__(self) -> None:
         self.reorder: ReorderBuffer[ExtractedBatch] = ReorderBuffer()
@@ -116,7 +118,8 @@ class Delivery:
 
     async def deliver(self, parts: EpochParts, *, ordered: bool, wrap: Callable[[ExtractedBatch], B],
                       window: int | None = None) -> AsyncGenerator[B, None]:
-        """Yield the epoch's batches; release the previous batch's lease when the next is requested.
+        """Yield the epoch's batches; release the previous batch's lease once the next is in hand (the
+        consumer's loop variable holds the previous matrix until then, so the pool keeps counting it).
         ``window`` bounds overtaking in completion order (None: unbounded)."""
         ready = parts.ready
         stages = asyncio.ensure_future(run_stages(parts))
@@ -124,14 +127,15 @@ class Delivery:
         current: ExtractedBatch | None = None
         try:
             while True:
+                start = time.perf_counter()
+                nxt = await order.next(ready)
+                self.counters = self.counters.plus(time.perf_counter() - start, nxt is not None)
                 if current is not None:
                     current.lease.release()
-                    current = None
-                start = time.perf_counter()
-                current = await order.next(ready)
-                self.counters = self.counters.plus(time.perf_counter() - start, current is not None)
+                current = nxt
                 if current is None:
                     break
+                current.lease.hand_over()
                 yield wrap(current)
             try:
                 await stages  # surfaces the failure that ended the stream early

@@ -36,6 +36,7 @@ from ..features._static_cache import StaticFeatureCache
 from ..sampling._plan import SeedIndex, max_edges_per_batch, max_rows_per_batch, num_batches, plan_epoch, seed_ids
 from ..store._dataset import Dataset, open_dataset
 from ._batch import ExtractedBatch, OutreBatch, PlanItem, SampledBatch, to_batch
+from ._batch_rows import expected_batch_rows
 from ._budget import MemoryPlan, Sizes, plan_memory
 from ._channel import Channel
 from ._config import BACKENDS, LoaderConfig
@@ -114,8 +115,11 @@ class OutreLoader:
                               "needs at least one: use fewer ranks or a larger split")
         self._max_rows = max_rows_per_batch(self.config.batch_size, self.config.fanouts, self.dataset.num_nodes)
         self._partitioned = self._partition_batching()
+        first_plan = self._plan(0)
+        self._batch_rows = expected_batch_rows(self.dataset, self.config.fanouts, first_plan, seed=self.config.seed,
+                                               max_rows=self._max_rows)
         self._applied, self._static = self._apply_profile()  # profile=: the budget's split (issue 12)
-        self._history = build_owner(self.dataset, self.config, self._plan(0))
+        self._history = build_owner(self.dataset, self.config, first_plan)
         self.memory = self._memory_plan()
         self.buffer_rows = self.memory.buffer_rows
         self._epoch = 0
@@ -162,7 +166,8 @@ class OutreLoader:
         cfg, ds = self.config, self.dataset
         return Sizes(num_nodes=ds.num_nodes, dim=ds.feature_dim, row_bytes=ds.feature_dim * ds.feature_dtype.itemsize,
                      stride=ds.row_layout.stride, max_rows=self._max_rows,
-                     max_edges=max_edges_per_batch(cfg.batch_size, cfg.fanouts, ds.num_edges))
+                     max_edges=max_edges_per_batch(cfg.batch_size, cfg.fanouts, ds.num_edges),
+                     batch_rows=self._batch_rows)
 
     def _source_kind(self) -> str:
         return "injected" if self._source is not None else "memory" if self.config.backend == "memory" else "disk"
@@ -175,15 +180,7 @@ class OutreLoader:
         extra = {"history table": history} if history else {}
         if self._static is not None:
             extra["static feature cache"] = self._static.nbytes
-        plan = plan_memory(cfg, sizes, source=kind, extra=extra or None)
-        rows = plan.buffer_rows
-        if rows < self._max_rows:
-            raise ConfigError(
-                f"feature buffer of {max(rows, 0)} rows is smaller than one batch can need ({self._max_rows} rows "
-                f"= batch_size {cfg.batch_size} x fanouts {list(cfg.fanouts)}); raise buffer_rows / memory_budget "
-                "or lower batch_size or fanouts"
-            )
-        return plan
+        return plan_memory(cfg, sizes, source=kind, extra=extra or None)
 
     def _new_channels(self) -> tuple[Channel[SampledBatch], Channel[ExtractedBatch]]:
         return (Channel(self.config.extract_capacity, name="extract queue"),
@@ -204,9 +201,8 @@ class OutreLoader:
             if self._res.loop is not loop:
                 raise ConfigError("this loader is open on another event loop; use one loader per loop")
             return
-        self._box.res = await Resources.create(loop, self.config, self.dataset, buffer_rows=self.buffer_rows,
-                                                max_rows=self._max_rows, partitioned=self._partitioned,
-                                                source=self._source, staging=self.memory.source_options())
+        self._box.res = await Resources.create(loop, self.config, self.dataset, plan=self.memory,
+                                                partitioned=self._partitioned, source=self._source)
         if self._static is not None:  # the profile's hot rows, read once through the loader's source
             await self._static.load(self._box.res.source if self._box.res is not None else self._source)
 
@@ -275,7 +271,8 @@ class OutreLoader:
         return EpochParts(
             plan=plan, samplers=res.samplers, executor=res.executor, buffer=res.buffer, source=res.source,
             extract=extract, ready=ready, num_extractors=cfg.num_extractors, stream_base=stream_base,
-            sample_stage=self._sample, extract_stage=self._extract, history=history, stream_stride=world,
+            sample_stage=self._sample, extract_stage=self._extract, matrices=res.matrices, history=history,
+            stream_stride=world,
         )
 
     # -- sync API --------------------------------------------------------------------------------
@@ -342,6 +339,7 @@ class OutreLoader:
         out["buffer_rows"] = self.buffer_rows
         out["max_rows_per_batch"] = self._max_rows
         place = self._place
+        out["expected_rows_per_batch"] = self._batch_rows
         out["memory"] = {"budget": place.budget_share(self.config.budget_bytes), "planned": self.memory.total,
                          **self.memory.parts}
         out["ranks"] = {"rank": place.rank, "world_size": place.world_size, "local_world_size": place.local_world_size}

@@ -2,11 +2,12 @@
 
     plan ─▶ samplers ─▶ [extract channel] ─▶ extractors ─▶ [ready channel] ─▶ delivery ─▶ consumer
                                                    ▲                                        │
-                                                   └──────── release (buffer leases) ◀──────┘
+                                                   └──────── release (matrix leases) ◀──────┘
 
 :func:`run_stages` is one task that owns an ``asyncio.TaskGroup`` with every sampler and extractor
-of the epoch; the first failure cancels the rest, closes both channels and releases the leases of
-batches nobody will consume.  The consumer side is ``_delivery``.
+of the epoch; the first failure cancels the rest, closes both channels, releases the matrix leases
+of batches nobody will consume and drops the look-ahead pins of sampled batches nobody will
+extract.  The consumer side is ``_delivery``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 from ..features import FeatureBuffer, FeatureSource
 from ._batch import ExtractedBatch, PlanItem, SampledBatch, Sampler
+from ._batch_memory import BatchMemory
 from ._channel import Channel
 from ._extract_stage import ExtractStage
 from ._history import EpochHistory
@@ -41,6 +43,7 @@ class EpochParts:
     stream_base: int
     sample_stage: SampleStage
     extract_stage: ExtractStage
+    matrices: BatchMemory
     history: EpochHistory | None = None
     stream_stride: int = 1  # batch seq samples with stream ``stream_base + seq * stream_stride`` (one per rank)
 
@@ -49,15 +52,17 @@ async def run_stages(parts: EpochParts) -> None:
     """Run every sampler and extractor of the epoch; close both channels when done or failed."""
     extract, ready = parts.extract, parts.ready
     plan = iter(enumerate(parts.plan))
+    piece_rows = max(1, parts.buffer.num_slots // parts.num_extractors)
     try:
         async with asyncio.TaskGroup() as tg:
             samplers = [
                 tg.create_task(parts.sample_stage.worker(s, plan, extract, parts.executor, parts.stream_base,
-                                                         parts.history, parts.stream_stride))
+                                                         parts.history, parts.stream_stride, parts.buffer))
                 for s in parts.samplers
             ]
             extractors = [
-                tg.create_task(parts.extract_stage.worker(extract, ready, parts.buffer, parts.source))
+                tg.create_task(parts.extract_stage.worker(extract, ready, parts.buffer, parts.source, parts.matrices,
+                                                          piece_rows=piece_rows))
                 for _ in range(parts.num_extractors)
             ]
             tg.create_task(_close_after(samplers, extract))
@@ -69,6 +74,9 @@ async def run_stages(parts: EpochParts) -> None:
     finally:
         extract.close()
         ready.close()
+        for sb in extract.drain_nowait():  # sampled, never extracted: their rows are not wanted any more
+            if sb.pin is not None:
+                sb.pin.release()
 
 
 async def _close_after(tasks: list[asyncio.Task[None]], channel: Channel[Any]) -> None:

@@ -1,7 +1,7 @@
 """``OutreLoader(..., memory_budget=B, profile=NAME)``: profile the loader's own plan, split B, apply it.
 
 The budget is the loader's whole memory (``_budget``).  First the fixed parts are sized with the
-feature buffer at its default, ``(extractors + 1)`` batches' worth of rows (or, when that does not
+feature buffer at its default, ``(extractors + 1)`` probed batches' worth of rows (or, when that does not
 fit, the rows that fit, and no caches); what is left is the *cache budget* the knapsack splits
 between static feature rows, history slots and (partition mode) neighbour lists.  Applying a plan
 rewrites the config the loader runs with (buffer rows, ``neighbor_cache`` bytes, the history's
@@ -32,7 +32,7 @@ from ..plan._costs import MissCosts, measure_costs
 from ..plan._counts import presample
 from ..plan._files import Profile, profile_path, read_profile, write_profile
 from ..sampling._plan import plan_epoch
-from ._budget import MemoryPlan, Sizes, plan_memory
+from ._budget import MemoryPlan, Sizes, default_pool, plan_memory
 from ._config import LoaderConfig
 
 AUTO = "auto"
@@ -67,12 +67,18 @@ def auto_name(setup: dict[str, Any], split: object) -> str:
 def base_memory(cfg: LoaderConfig, sizes: Sizes, kind: str) -> tuple[MemoryPlan, int]:
     """The fixed parts with the default buffer, and the bytes of the budget left for the caches."""
     budget = int(cfg.budget_bytes or 0)
-    rows = min((cfg.num_extractors + 1) * sizes.max_rows, sizes.num_nodes)
+    # the buffer's default: (extractors + 1) batches of the probed real rows (it is a cache that
+    # batches stream through, _budget); the static cache then competes for the rest
+    rows = min((cfg.num_extractors + 1) * sizes.expected_rows, sizes.num_nodes)
     bare = dataclasses.replace(cfg, buffer_rows=rows, neighbor_cache=0, history=None, profile=None)
     try:
         mem = plan_memory(bare, sizes, source=kind)
     except ConfigError:  # the default buffer does not fit: the budget sizes it, nothing is left for caches
         return plan_memory(dataclasses.replace(bare, buffer_rows=None), sizes, source=kind), 0
+    # with the buffer's rows given, the batch pool takes whatever is left: keep it at its default and
+    # let the caches compete for the rest (the loader's plan gives the pool what they leave)
+    pool = min(mem.parts["batches"], default_pool(bare, sizes))
+    mem = dataclasses.replace(mem, parts={**mem.parts, "batches": pool})
     return mem, max(0, budget - mem.total)
 
 

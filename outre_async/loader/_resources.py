@@ -1,7 +1,7 @@
 """What an open :class:`OutreLoader` holds, bound to one event loop, and what it leaves behind.
 
 ``Resources.create`` opens the feature source (unless the caller passed one), the feature buffer,
-one sampler per sample worker and their executor.  Ownership rule: a source the loader opened is
+the byte pool of batch matrices in flight, one sampler per sample worker and their executor.  Ownership rule: a source the loader opened is
 closed with the loader; an injected source (``OutreLoader(..., source=...)``) stays its caller's,
 who opened it and may share it, so the loader never closes it.  On close the loader keeps a
 :class:`ResourceStats` snapshot (backend, buffer and I/O counters) so ``stats()`` still reports them,
@@ -21,6 +21,8 @@ from ..features import FeatureBuffer, FeatureSource, open_source
 from ..sampling._sampler import NeighborSampler
 from ..store._dataset import Dataset
 from ._batch import Sampler
+from ._batch_memory import BatchMemory
+from ._budget import MemoryPlan, batch_row_bytes
 from ._config import LoaderConfig
 
 if TYPE_CHECKING:
@@ -34,35 +36,39 @@ class ResourceStats:
     backend: str
     buffer: dict[str, int | float]
     io: dict[str, Any]
+    matrices: dict[str, int] | None = None
 
 
 class Resources:
     """The source, buffer, samplers and executor of one opening; ``epochs`` are its running deliveries."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, source: FeatureSource, owns_source: bool,
-                 buffer: FeatureBuffer, samplers: list[Sampler], executor: ThreadPoolExecutor) -> None:
+                 buffer: FeatureBuffer, matrices: BatchMemory, samplers: list[Sampler],
+                 executor: ThreadPoolExecutor) -> None:
         self.loop, self.source, self.owns_source, self.buffer = loop, source, owns_source, buffer
+        self.matrices = matrices
         self.samplers, self.executor = samplers, executor
         self.epochs: weakref.WeakSet[AsyncGenerator[Any, None]] = weakref.WeakSet()
 
     @classmethod
-    async def create(cls, loop: asyncio.AbstractEventLoop, cfg: LoaderConfig, ds: Dataset, *, buffer_rows: int,
-                     max_rows: int, partitioned: PartitionBatching | None,
-                     source: FeatureSource | None, staging: dict[str, int] | None = None) -> Resources:
+    async def create(cls, loop: asyncio.AbstractEventLoop, cfg: LoaderConfig, ds: Dataset, *, plan: MemoryPlan,
+                     partitioned: PartitionBatching | None, source: FeatureSource | None) -> Resources:
         owns_source = source is None
         if source is None:
-            source = _open_source(cfg, ds, staging or {})
-        buffer = FeatureBuffer(ds.num_nodes, buffer_rows, ds.feature_dim, min_slots=max_rows)
+            source = _open_source(cfg, ds, plan.source_options())
+        buffer = FeatureBuffer(ds.num_nodes, plan.buffer_rows, ds.feature_dim)
+        matrices = BatchMemory(plan.batch_bytes, batch_row_bytes(ds.feature_dim), budget=cfg.budget_bytes)
         samplers: list[Sampler]
         if partitioned is not None:
             samplers = [*partitioned.samplers(ds, list(cfg.fanouts), cfg.seed, cfg.num_samplers)]
         else:
             samplers = [NeighborSampler(ds, list(cfg.fanouts), seed=cfg.seed) for _ in range(cfg.num_samplers)]
         executor = ThreadPoolExecutor(cfg.num_samplers, thread_name_prefix="outre-sampler")
-        return cls(loop, source, owns_source, buffer, samplers, executor)
+        return cls(loop, source, owns_source, buffer, matrices, samplers, executor)
 
     def snapshot(self) -> ResourceStats:
-        return ResourceStats(backend=self.source.backend, buffer=self.buffer.stats(), io=self.source.stats())
+        return ResourceStats(backend=self.source.backend, buffer=self.buffer.stats(), io=self.source.stats(),
+                             matrices=self.matrices.stats())
 
     async def close(self) -> None:
         try:

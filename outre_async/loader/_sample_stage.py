@@ -5,6 +5,11 @@ Each worker owns one :class:`Sampler` (its O(N) relabel scratch is not shared), 
 once without a lock) and sends a :class:`SampledBatch` on the bounded extract channel.  The
 :class:`SampleStage` outlives epochs and owns the stage's counters (only its workers update them).
 
+A batch sent on the extract channel carries a look-ahead :class:`Pin` on the feature buffer (its
+rows are kept from eviction until an extractor takes them, GIDS's window buffering); the pin is taken
+before the send, so a batch waiting for room in the channel is already counted, and dropped if the
+send fails or is cancelled.
+
 With ``history=``, the loop makes the batch's validity snapshot before the work goes to a thread,
 and the thread returns the subgraph with its pull/push decision (``_history``).
 
@@ -22,6 +27,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import TypeVar
 
+from ..features import FeatureBuffer
 from ..sampling._sampler import SampledSubgraph
 from ._batch import PlanItem, SampledBatch, Sampler
 from ._channel import Channel
@@ -64,7 +70,7 @@ class SampleStage:
 
     async def worker(self, sampler: Sampler, plan: Iterator[tuple[int, PlanItem]], out: Channel[SampledBatch],
                      executor: Executor, stream_base: int, history: EpochHistory | None = None,
-                     stream_stride: int = 1) -> None:
+                     stream_stride: int = 1, lookahead: FeatureBuffer | None = None) -> None:
         for seq, item in plan:
             stream = stream_base + seq * stream_stride
             start = time.perf_counter()
@@ -76,4 +82,10 @@ class SampleStage:
                 (subgraph, decision), cpu = await run_in_thread(executor, thread_cpu_call, history.sample,
                                                                 sampler, item, stream, prune)
             self.counters = self.counters.plus(subgraph, time.perf_counter() - start, cpu)
-            await out.send(SampledBatch(seq, subgraph, decision))
+            pin = lookahead.pin(subgraph.n_id) if lookahead is not None else None
+            try:
+                await out.send(SampledBatch(seq, subgraph, decision, pin))
+            except BaseException:
+                if pin is not None:
+                    pin.release()
+                raise

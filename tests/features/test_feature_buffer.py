@@ -1,4 +1,5 @@
-"""The feature buffer against a plain in-memory reference: hits, shared in-flight rows, eviction, errors."""
+"""The feature buffer against a plain in-memory reference: hits, shared in-flight rows, eviction, errors,
+batches streamed through a buffer smaller than them, look-ahead pins."""
 
 from __future__ import annotations
 
@@ -16,23 +17,25 @@ from outre_async.features._feature_buffer import FeatureBuffer
 FEATURES = np.random.default_rng(0).standard_normal((200, 6)).astype(np.float32)
 
 
-async def _batch(buf: FeatureBuffer, src: ArraySource, ids: np.ndarray) -> np.ndarray:
-    acq = await buf.acquire(ids)
-    try:
-        await buf.fill(acq, src)
-        return buf.gather(acq)
-    finally:
-        buf.release(acq)
+async def _batch(buf: FeatureBuffer, src: ArraySource, ids: np.ndarray, piece_rows: int | None = None) -> np.ndarray:
+    out = np.full((len(ids), FEATURES.shape[1]), np.nan, dtype=np.float32)
+    await buf.extract(ids, out, src, piece_rows=piece_rows)
+    return out
 
 
-def test_undersized_buffer_is_refused_at_construction() -> None:
+def test_a_buffer_below_its_asked_minimum_is_refused_at_construction() -> None:
     with pytest.raises(ConfigError, match="smaller than"):
         FeatureBuffer(100, 10, 4, min_slots=11)
+    with pytest.raises(ConfigError, match="smaller than"):
+        FeatureBuffer(100, 0, 4)
 
+
+def test_a_batch_larger_than_the_buffer_streams_through_it() -> None:
     async def body() -> None:
-        buf = FeatureBuffer(200, 8, 6)
-        with pytest.raises(ConfigError, match="cannot fit"):
-            await buf.acquire(np.arange(9))
+        buf, src = FeatureBuffer(200, 8, 6), ArraySource(FEATURES)
+        ids = np.arange(150, 20, -3)  # 44 rows through 8 slots
+        np.testing.assert_array_equal(await _batch(buf, src, ids), FEATURES[ids])
+        assert buf.stats()["pieces"] == 6 and buf.free_slots() == 8
 
     run(body())
 
@@ -139,23 +142,201 @@ def test_cancelled_fill_does_not_strand_waiters() -> None:
 def test_evict_lru_slot_takes_the_least_recently_released_slot_and_unmaps_its_node() -> None:
     slots, nodes = 4, 10
     slot_of, node_of = np.full(nodes, -1, np.int64), np.full(slots, -1, np.int64)
-    prev, next_ = np.empty(slots + 1, np.int64), np.empty(slots + 1, np.int64)
+    prev, next_ = np.empty(slots + 2, np.int64), np.empty(slots + 2, np.int64)
+    wanted = np.zeros(nodes, np.int32)
     K.lru_init(prev, next_)
     refs = np.ones(slots, np.int32)
     taken = [int(K.evict_lru_slot(slot_of, node_of, prev, next_)) for _ in range(slots)]
     assert taken == [0, 1, 2, 3]  # a fresh buffer hands out slots in index order
     assert (slot_of == -1).all()  # empty slots had no node to unmap (slot_of[0] untouched)
-    assert next_[slots] == slots  # nobody released anything: the standby list is empty
+    assert K.standby_empty(next_)  # nobody released anything
     for s, node in zip(taken, [7, 0, 9, 5], strict=True):
         node_of[s], slot_of[node] = node, s
-    K.release(np.array([2, 0, 3]), refs, prev, next_)  # standby order: 2, 0, 3
+    K.release(np.array([2, 0, 3]), refs, node_of, wanted, prev, next_)  # standby order: 2, 0, 3
     assert K.evict_lru_slot(slot_of, node_of, prev, next_) == 2
     assert slot_of[9] == -1 and slot_of[7] == 0  # only the evicted slot's node lost its mapping
     assert [int(K.evict_lru_slot(slot_of, node_of, prev, next_)) for _ in range(2)] == [0, 3]
-    assert next_[slots] == slots
+    assert K.standby_empty(next_)
     assert (slot_of[[7, 5]] == -1).all() and slot_of[0] == 1  # slot 1 (node 0) is still held
     K.invalidate(np.array([3]), slot_of, node_of, np.zeros(slots, np.uint8))  # a failed read
     refs[3] = 1  # acquire would have taken a reference on the evicted slot
-    K.release(np.array([3]), refs, prev, next_)
+    K.release(np.array([3]), refs, node_of, wanted, prev, next_)
     assert K.evict_lru_slot(slot_of, node_of, prev, next_) == 3
     assert slot_of[0] == 1  # evicting an empty slot leaves node 0's mapping alone
+
+
+@pytest.mark.parametrize("slots", [1, 3, 7, 64])
+@pytest.mark.parametrize("order", ["random", "sorted", "reversed"])
+def test_streamed_batches_equal_the_source_with_duplicates_pins_and_random_delays(slots: int, order: str) -> None:
+    """Every configuration: a buffer smaller than one batch, pieces of every size, duplicate ids,
+    several batches in flight sharing rows; rows equal the source and nothing stays held or pinned."""
+
+    async def body() -> None:
+        rng = np.random.default_rng(slots)
+        buf, src = FeatureBuffer(200, slots, 6), ArraySource(FEATURES, seed=slots)
+        batches = [rng.integers(0, 60, size=int(rng.integers(1, 40))) for _ in range(24)]  # duplicates
+        if order != "random":
+            batches = [np.sort(b) if order == "sorted" else np.sort(b)[::-1] for b in batches]
+        pins = [buf.pin(np.unique(b)) for b in batches]
+        sem = asyncio.Semaphore(3)
+
+        async def one(i: int) -> None:
+            async with sem:
+                ids = batches[i]
+                out = np.full((len(ids), 6), np.nan, dtype=np.float32)
+                await buf.extract(ids, out, src, piece_rows=int(rng.integers(1, slots + 1)))
+                pins[i].release()
+                np.testing.assert_array_equal(out, FEATURES[ids])
+
+        async with asyncio.TaskGroup() as tg:
+            for i in range(len(batches)):
+                tg.create_task(one(i))
+        assert buf.free_slots() == slots and buf.pinned_rows() == 0
+        assert (buf._wanted == 0).all()
+        stats = buf.stats()
+        assert stats["rows"] == stats["hits"] + stats["reads"] + stats["waits"] == sum(map(len, batches))
+
+    run(body(), timeout=30)
+
+
+def test_rows_a_queued_batch_needs_are_evicted_last() -> None:
+    async def body() -> None:
+        buf, src = FeatureBuffer(200, 10, 6), ArraySource(FEATURES)
+        await _batch(buf, src, np.arange(10))  # standby, least recent first: 0..9
+        pin = buf.pin(np.arange(5))  # a queued batch will need rows 0..4 (the oldest)
+        await _batch(buf, src, np.arange(100, 105))  # evicts 5..9, not the LRU rows 0..4
+        before = len(src.rows_read)
+        out = np.empty((5, 6), np.float32)
+        await buf.extract(np.arange(5), out, src, pin=pin)
+        assert len(src.rows_read) == before and pin.taken == 5 and buf.pinned_rows() == 0
+        np.testing.assert_array_equal(out, FEATURES[:5])
+        await _batch(buf, src, np.arange(5, 10))  # 5..9 were evicted: read again
+        assert sorted(src.rows_read[before:]) == list(range(5, 10))
+
+    run(body())
+
+
+def test_a_pin_never_makes_a_batch_wait() -> None:
+    """Only wanted rows on standby: the next batch evicts them (the newest first) instead of waiting
+    for a release that nothing would send."""
+
+    async def body() -> None:
+        buf, src = FeatureBuffer(200, 4, 6), ArraySource(FEATURES)
+        await _batch(buf, src, np.arange(4))
+        pin = buf.pin(np.arange(4))
+        np.testing.assert_array_equal(await _batch(buf, src, np.arange(50, 56)), FEATURES[50:56])
+        assert buf.stats()["acquire_waits"] == 0
+        pin.release()
+        pin.release()  # idempotent
+        assert buf.pinned_rows() == 0 and (buf._wanted == 0).all()
+
+    run(body(), timeout=10)
+
+
+def test_cancelled_extract_leaves_no_slot_held() -> None:
+    async def body() -> None:
+        buf, src = FeatureBuffer(200, 3, 6), ArraySource(FEATURES, seed=5)
+        out = np.empty((40, 6), np.float32)
+        pin = buf.pin(np.arange(40))
+        task = asyncio.ensure_future(buf.extract(np.arange(40), out, src, piece_rows=2, pin=pin))
+        others = [asyncio.ensure_future(_batch(buf, src, np.arange(30, 50), piece_rows=1)) for _ in range(2)]
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        pin.release()
+        for o in others:  # the others finish (or see the cancelled reads they waited for), never hang
+            try:
+                np.testing.assert_array_equal(await o, FEATURES[30:50])
+            except asyncio.CancelledError:
+                pass
+        assert buf.free_slots() == 3 and buf.pinned_rows() == 0
+        np.testing.assert_array_equal(await _batch(buf, src, np.arange(40)), FEATURES[:40])
+
+    run(body(), timeout=10)
+
+
+class _ReferenceBookkeeping:
+    """Plain-Python model of the kernels: a cold and a wanted standby list in release order; eviction
+    takes the cold list's oldest, else the wanted list's newest."""
+
+    def __init__(self, slots: int) -> None:
+        self.cold: dict[int, None] = dict.fromkeys(range(slots))
+        self.wanted_list: dict[int, None] = {}
+        self.slot_of: dict[int, int] = {}
+        self.node_of = [-1] * slots
+        self.refs = [0] * slots
+        self.wanted: dict[int, int] = {}
+
+    def acquire(self, ids: list[int], limit: int) -> list[int]:
+        out: list[int] = []
+        for v in ids[:limit]:
+            s = self.slot_of.get(v, -1)
+            if s >= 0:
+                self.cold.pop(s, None), self.wanted_list.pop(s, None)
+            else:
+                if not self.cold and not self.wanted_list:
+                    break
+                if self.cold:  # least recently released cold row, else the newest wanted row
+                    s = next(iter(self.cold))
+                    del self.cold[s]
+                else:
+                    s = next(reversed(self.wanted_list))
+                    del self.wanted_list[s]
+                if self.node_of[s] >= 0:
+                    del self.slot_of[self.node_of[s]]
+                self.node_of[s], self.slot_of[v] = v, s
+            self.refs[s] += 1
+            out.append(s)
+        return out
+
+    def release(self, slots: list[int]) -> None:
+        for s in slots:
+            self.refs[s] -= 1
+            if self.refs[s] == 0:
+                node = self.node_of[s]
+                (self.wanted_list if node >= 0 and self.wanted.get(node, 0) else self.cold)[s] = None
+
+    def count(self, ids: list[int], step: int) -> None:
+        for v in ids:
+            self.wanted[v] = self.wanted.get(v, 0) + step
+            s = self.slot_of.get(v, -1)
+            if s >= 0 and self.refs[s] == 0 and self.wanted[v] == (1 if step > 0 else 0):
+                self.cold.pop(s, None), self.wanted_list.pop(s, None)
+                (self.wanted_list if step > 0 else self.cold)[s] = None
+
+
+def test_kernels_match_a_plain_python_model_of_the_two_standby_lists() -> None:
+    slots, nodes = 6, 20
+    rng = np.random.default_rng(7)
+    ref = _ReferenceBookkeeping(slots)
+    slot_of, node_of = np.full(nodes, -1, np.int64), np.full(slots, -1, np.int64)
+    refs, valid, wanted = np.zeros(slots, np.int32), np.ones(slots, np.uint8), np.zeros(nodes, np.int32)
+    prev, next_ = np.empty(slots + 2, np.int64), np.empty(slots + 2, np.int64)
+    K.lru_init(prev, next_)
+    held: list[np.ndarray] = []
+    pins: list[np.ndarray] = []
+    for _ in range(400):
+        op = rng.integers(0, 4)
+        if op == 0:
+            ids = rng.choice(nodes, size=int(rng.integers(1, 5)), replace=False)
+            limit = int(rng.integers(1, 5))
+            out, act = np.empty(min(len(ids), limit), np.int64), np.empty(min(len(ids), limit), np.int8)
+            n = int(K.acquire(ids, slot_of, node_of, refs, valid, wanted, prev, next_, out, act, limit))
+            assert out[:n].tolist() == ref.acquire(ids.tolist(), limit)
+            valid[out[:n]] = 1  # the reads succeeded (fill's job)
+            held.append(out[:n])
+        elif op == 1 and held:
+            slots_ = held.pop(int(rng.integers(0, len(held))))
+            K.release(slots_, refs, node_of, wanted, prev, next_)
+            ref.release(slots_.tolist())
+        elif op == 2:
+            ids = rng.choice(nodes, size=int(rng.integers(1, 6)), replace=False)
+            K.announce(ids, wanted, slot_of, refs, prev, next_)
+            ref.count(ids.tolist(), +1)
+            pins.append(ids)
+        elif op == 3 and pins:
+            ids = pins.pop(int(rng.integers(0, len(pins))))
+            K.withdraw(ids, wanted, slot_of, refs, prev, next_)
+            ref.count(ids.tolist(), -1)
+        assert refs.tolist() == ref.refs and node_of.tolist() == ref.node_of

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import outre_async as oa
-from outre_async.loader._budget import Sizes, plan_memory, plan_memory_floor
+from outre_async.loader._budget import SLOT_BYTES, Sizes, batch_row_bytes, plan_memory, plan_memory_floor
 from outre_async.sampling._plan import max_edges_per_batch
 
 SIZES = Sizes(num_nodes=200_000, dim=128, row_bytes=512, stride=512, max_rows=62_464, max_edges=61_440)
@@ -18,12 +18,36 @@ def _cfg(**kw: object) -> oa.LoaderConfig:
 @pytest.mark.parametrize("budget", [256 << 20, 400 << 20, 1 << 30])
 def test_every_part_fits_the_budget_and_the_buffer_takes_the_rest(budget: int) -> None:
     plan = plan_memory(_cfg(memory_budget=budget), SIZES, source="disk")
-    assert plan.total <= budget
-    if plan.buffer_rows < SIZES.num_nodes:  # not capped at one slot per node: the rest all goes to rows
-        assert budget - plan.total < 4 * 128 + 40
-    assert plan.buffer_rows >= SIZES.max_rows
+    assert budget - (4 * 128 + SLOT_BYTES) < plan.total <= budget  # the buffer and the pool take the rest
+    assert plan.buffer_rows >= 2 * 128  # the buffer's floor: a piece in flight per extractor
+    assert plan.parts["batches"] >= 2 * SIZES.max_rows * batch_row_bytes(128)  # the consumer's batch and the next
     assert plan.parts["staging"] == 2 * 2 * plan.stage_bytes <= budget // 8
-    assert plan.parts["slot table"] == 8 * 200_000
+    assert plan.parts["slot table"] == 12 * 200_000  # node -> slot, look-ahead counts
+
+
+def test_the_buffer_is_sized_by_real_batches_not_the_worst_case() -> None:
+    """With batches that really need a third of the bound, the matrices' pool shrinks and the cache grows."""
+    big = Sizes(num_nodes=2_000_000, dim=128, row_bytes=512, stride=512, max_rows=62_464, max_edges=61_440)
+    real = Sizes(num_nodes=2_000_000, dim=128, row_bytes=512, stride=512, max_rows=62_464, max_edges=61_440,
+                 batch_rows=20_000)
+    worst, probed = (plan_memory(_cfg(memory_budget=1 << 30), s, source="disk") for s in (big, real))
+    pool = (2 + 2 + 1) * 20_000 * batch_row_bytes(128)  # ready queue + extractors + the consumer's batch
+    assert pool <= probed.parts["batches"] < pool + 4 * 128 + SLOT_BYTES  # (the rows' remainder goes to the pool)
+    assert probed.buffer_rows > worst.buffer_rows + 100_000
+    assert plan_memory(_cfg(), real, source="disk").buffer_rows == 3 * 20_000  # default: extractors + 1 batches
+
+
+def test_facebook_like_rows_fit_128_mib_with_batch_64_and_fanouts_10_10() -> None:
+    """The case the worst-case sizing refused (18 KiB rows, R = 7,104 rows = 128 MiB a batch): with the
+    real batches' 2,918 rows at most the buffer gets its floor and the pool holds two matrices."""
+    fb = Sizes(num_nodes=22_470, dim=4714, row_bytes=4 * 4714, stride=4 * 4714, max_rows=7104,
+               max_edges=64 * 110, batch_rows=2918)
+    cfg = oa.LoaderConfig(fanouts=(10, 10), batch_size=64, memory_budget="128MiB")
+    plan = plan_memory(cfg, fb, source="disk")
+    assert plan.total <= 128 << 20 and plan.buffer_rows >= 256
+    assert plan.parts["batches"] >= 2 * 2918 * batch_row_bytes(4714)
+    with pytest.raises(oa.ConfigError, match=r"one batch is expected to need 2918 rows, a 52.\d MiB matrix"):
+        plan_memory(oa.LoaderConfig(fanouts=(10, 10), batch_size=64, memory_budget="64MiB"), fb, source="disk")
     assert plan.source_options() == {"max_stage_bytes": plan.stage_bytes, "max_staging_bytes": plan.parts["staging"]}
 
 

@@ -103,9 +103,7 @@ def test_async_matches_the_sync_baseline_batch_for_batch(dataset: oa.Dataset) ->
         torch.testing.assert_close(a.x, b.x)
 
 
-def test_undersized_buffer_is_an_error_at_construction(dataset: oa.Dataset) -> None:
-    with pytest.raises(oa.ConfigError, match="smaller than one batch"):
-        _loader(dataset, buffer_rows=10)
+def test_a_budget_below_the_floor_is_an_error_at_construction(dataset: oa.Dataset) -> None:
     with pytest.raises(oa.ConfigError, match=r"memory_budget=8192 \(8.0 KiB\) is below the \d+ bytes"):
         _loader(dataset, memory_budget="8KiB")
 

@@ -1,0 +1,86 @@
+"""The byte pool of batch matrices in flight: first come first served, oversized batches, cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from conftest import run
+
+import outre_async as oa
+from outre_async.loader._batch_memory import BatchMemory
+
+
+def test_reservations_wait_in_order_and_releases_wake_them() -> None:
+    async def body() -> None:
+        pool = BatchMemory(100, 10, budget=1000)
+        a = await pool.reserve(6, 0)
+        big = asyncio.ensure_future(pool.reserve(8, 1))   # 60 + 80 > 100: waits
+        small = asyncio.ensure_future(pool.reserve(1, 2))  # would fit, but waits behind the big one
+        await asyncio.sleep(0)
+        assert not big.done() and not small.done() and pool.used == 60
+        a.release()
+        a.release()  # idempotent
+        b = await big
+        await asyncio.sleep(0)
+        assert small.done() and pool.used == 90
+        b.release()
+        (await small).release()
+        assert pool.used == 0 and pool.stats()["peak"] == 90
+
+    run(body(), timeout=10)
+
+
+def test_a_batch_that_could_never_fit_names_its_bytes_and_the_budget_that_holds_it() -> None:
+    async def body() -> None:
+        with pytest.raises(oa.ConfigError, match=r"batch 7 has 20 unique rows, a 200 B matrix.*at least 1.1 KiB"):
+            await BatchMemory(100, 10, budget=1000).reserve(20, 7)
+        pool = BatchMemory(100, 10, budget=1000)
+        held = await pool.reserve(6, 0)
+        held.hand_over()  # the consumer's batch: it goes only once the next batch is in hand
+        with pytest.raises(oa.ConfigError, match=r"batch 1 has 5 unique rows, a 50 B matrix while the consumer holds "
+                                                 r"a 60 B batch.*at least 1010 B"):
+            await pool.reserve(5, 1)
+        queued = await pool.reserve(4, 2)  # fits beside it
+        waiting = asyncio.ensure_future(pool.reserve(5, 3))  # waits for the queued batch ...
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        held.release()  # ... which reaches the consumer (the previous batch goes first): 40 + 50 fits
+        queued.hand_over()
+        (await waiting).release()
+        queued.release()
+        assert pool.used == 0
+        unbudgeted = BatchMemory(100, 10, budget=None)  # no budget: it waits until it is alone, then goes
+        first = await unbudgeted.reserve(5, 0)
+        alone = asyncio.ensure_future(unbudgeted.reserve(20, 1))
+        await asyncio.sleep(0)
+        assert not alone.done()
+        first.release()
+        (await alone).release()
+        assert unbudgeted.used == 0
+
+    run(body(), timeout=10)
+
+
+def test_a_cancelled_reservation_takes_nothing() -> None:
+    async def body() -> None:
+        pool = BatchMemory(100, 10, budget=None)
+        held = await pool.reserve(10, 0)
+        waiting = asyncio.ensure_future(pool.reserve(5, 1))
+        behind = asyncio.ensure_future(pool.reserve(1, 2))
+        await asyncio.sleep(0)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        held.release()
+        (await behind).release()
+        held = await pool.reserve(10, 3)
+        raced = asyncio.ensure_future(pool.reserve(5, 4))
+        await asyncio.sleep(0)
+        held.release()  # grants the waiter its bytes ...
+        raced.cancel()  # ... which is cancelled before it resumes: it must give them back
+        with pytest.raises(asyncio.CancelledError):
+            await raced
+        assert pool.used == 0
+
+    run(body(), timeout=10)
