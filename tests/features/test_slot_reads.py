@@ -114,7 +114,7 @@ def test_slot_reads_coalesce_neighbours_through_a_sink(stores: dict) -> None:
 @NEEDS_URING
 def test_short_read_into_slots_is_resubmitted_from_the_segment_it_stopped_in(stores: dict) -> None:
     """``rest_of``: the segments left after ``done`` bytes, the partial one cut at the right byte."""
-    from outre_async.features._uring_source import _Job
+    from outre_async.features._uring_job import UringJob as _Job
 
     ds, _ = stores[128, "float32"]
     unique = np.array([0, 1, 3])
