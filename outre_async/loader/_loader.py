@@ -19,6 +19,7 @@ its overtaking window holds back in completion order add at most what ordered mo
 from __future__ import annotations
 
 import asyncio
+import numbers
 import os
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Sequence
@@ -314,6 +315,20 @@ class OutreLoader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # -- epochs ------------------------------------------------------------------------------------
+    @property
+    def epoch(self) -> int:
+        """The epoch the next iteration runs (0 first; each iteration, even one left early, takes one)."""
+        return self._epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make the next iteration run ``epoch``: its shuffle, its partition plan and its sampling
+        streams, as an uninterrupted run would have them (like ``DistributedSampler.set_epoch``).  For
+        resuming a run from a checkpoint; ranks of a data-parallel run must pass the same value."""
+        if isinstance(epoch, bool) or not isinstance(epoch, numbers.Integral) or epoch < 0:
+            raise ConfigError(f"set_epoch({epoch!r}): the epoch must be an int >= 0")
+        self._epoch = int(epoch)
 
     # -- introspection ---------------------------------------------------------------------------
     def __len__(self) -> int:

@@ -82,7 +82,7 @@ def _train(dataset: str | Path, config: TrainConfig, out: Path, *, resume: bool,
                      seed=config.seed, ordered=config.deterministic, memory_budget=config.memory_budget,
                      backend=config.backend, partitions=config.partitions, history=history,
                      profile=config.profile, **ranks) as loader:
-        loader._epoch = run.start  # carry the epoch numbering on: shuffles and sampling streams continue
+        loader.set_epoch(run.start)  # carry the epoch numbering on: shuffles and sampling streams continue
         for epoch in range(run.start + 1, config.epochs + 1):
             run.epoch(epoch, loader, progress)
         stats = loader.stats()

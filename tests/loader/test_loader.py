@@ -87,6 +87,29 @@ def test_second_iteration_is_the_next_epoch(dataset: oa.Dataset) -> None:
     run(body())
 
 
+def test_set_epoch_replays_that_epoch(dataset: oa.Dataset) -> None:
+    """A resumed run: ``set_epoch(1)`` on a fresh loader gives the batches an uninterrupted run's
+    second epoch had (seeds and sampled edges); a bad epoch is a named error."""
+    def epoch_batches(loader: oa.OutreLoader) -> list[tuple[np.ndarray, np.ndarray]]:
+        return [(b.n_id[: b.batch_size].numpy(), b.n_id[b.edge_index].numpy()) for b in loader]
+
+    with _loader(dataset, ordered=True) as straight:
+        epoch_batches(straight)
+        second = epoch_batches(straight)
+    with _loader(dataset, ordered=True) as resumed:
+        assert resumed.epoch == 0
+        resumed.set_epoch(1)
+        again = epoch_batches(resumed)
+        assert resumed.epoch == 2
+        for bad in (-1, 1.5, True):
+            with pytest.raises(oa.ConfigError, match="set_epoch"):
+                resumed.set_epoch(bad)  # type: ignore[arg-type]
+    assert len(second) == len(again)
+    for (s1, e1), (s2, e2) in zip(second, again, strict=True):
+        np.testing.assert_array_equal(s1, s2)
+        np.testing.assert_array_equal(e1, e2)
+
+
 def test_async_matches_the_sync_baseline_batch_for_batch(dataset: oa.Dataset) -> None:
     sync = oa.SyncLoader(dataset, split="train", fanouts=[4, 3], batch_size=32, seed=7)
     expected = list(sync)
