@@ -44,7 +44,7 @@ from outre_async._errors import ConfigError, PartitionExistsError
 from outre_async.store._dataset import Dataset
 from outre_async.store._install import install_directory
 from outre_async.store._litter import open_temp_dir
-from outre_async.store._overwrite import check_overwrite, refuse_not_ours
+from outre_async.store._overwrite import check_overwrite, meta_folder_names
 
 from ._buckets import Buckets, row_items
 from ._fennel import Assignment
@@ -203,21 +203,7 @@ class PartitionWriter:
 
 def partition_names(path: Path) -> set[str]:
     """The ``owned`` rule of a partition folder: ``meta.json`` of our format and the files it names."""
-    try:
-        meta = json.loads((path / META_NAME).read_text())
-    except FileNotFoundError as exc:
-        raise refuse_not_ours(path, "partition folder", f"no {META_NAME}") from exc
-    except (OSError, ValueError) as exc:
-        raise refuse_not_ours(path, "partition folder", f"{META_NAME} unreadable: {exc}") from exc
-    files = meta.get("files") if isinstance(meta, dict) else None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME or not isinstance(files, dict):
-        raise refuse_not_ours(path, "partition folder", f"{META_NAME} is not an outre partition meta")
-    names = {META_NAME}
-    for entry in files.values():
-        if not isinstance(entry, dict) or not isinstance(entry.get("file"), str):
-            raise refuse_not_ours(path, "partition folder", f"{META_NAME} has a malformed 'files' entry")
-        names.add(entry["file"])
-    return names
+    return meta_folder_names(path, "partition folder", META_NAME, FORMAT_NAME)
 
 
 def _offsets(counts: np.ndarray) -> np.ndarray:

@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from outre_async._errors import ConfigError, DatasetCorruptError, DatasetReadError, PartitionCorruptError
+from outre_async._errors import ConfigError, DatasetReadError, PartitionCorruptError
 from outre_async._units import format_bytes
 from outre_async.store._dataset import Dataset, open_dataset
 from outre_async.store._overwrite import check_overwrite, dataset_names
@@ -55,7 +55,7 @@ from ._outfile import OutFile
 from ._output import PartitionWriter, peak_rss_bytes
 from ._output_kernels import group_by_part
 from ._reader import PartitionSet, open_partitions
-from ._stream import CscStream
+from ._stream import CscStream, pread_exact
 
 MEMORY_BYTES = 64 << 20
 _META_KEPT_OUT = {"format", "format_version", "name", "dataset", "num_parts", "quality", "peak_rss_bytes",
@@ -172,7 +172,7 @@ def _write_features(ds: Dataset, parts: PartitionSet, writer: DatasetWriter, mem
             for a in range(0, n, rows_per_chunk):
                 b = min(a + rows_per_chunk, n)
                 view = chunk[: (b - a) * stride]
-                _pread_full(fd, view, a * stride, src)
+                pread_exact(fd, view, a * stride, src)
                 if hasattr(os, "posix_fadvise"):  # read once: keep the page cache (and a cgroup) clear
                     os.posix_fadvise(fd, a * stride, (b - a) * stride, os.POSIX_FADV_DONTNEED)
                 buckets.add(parts.assignment[a:b], unit[: b - a + 1], view)
@@ -183,20 +183,6 @@ def _write_features(ds: Dataset, parts: PartitionSet, writer: DatasetWriter, mem
     f = ds.manifest.features
     assert f is not None  # feature_dim > 0
     writer.adopt_features("features.bin", dim=f.dim, dtype=f.dtype, layout=ds.row_layout)
-
-
-def _pread_full(fd: int, view: np.ndarray, offset: int, path: Path) -> None:
-    mv, done = memoryview(view), 0
-    while done < len(mv):
-        try:
-            got = os.preadv(fd, [mv[done:]], offset + done)
-        except OSError as exc:
-            raise DatasetReadError(f"read failed ({exc.strerror}); check the disk", path=path,
-                                   offset=offset + done, errno=exc.errno) from exc
-        if got <= 0:
-            raise DatasetCorruptError(f"{path} ends at byte {offset + done}, expected {offset + len(mv)}; "
-                                      "the dataset is truncated, re-create it")
-        done += got
 
 
 def _write_partitions(tmp: Path, parts: PartitionSet, new_to_old: np.ndarray, memory_bytes: int,

@@ -77,7 +77,7 @@ class CscStream:
                 b = min(max(b, a + 1), n, a + self.chunk_edges)
                 lo, hi = int(indptr[a]), int(indptr[b])
                 buf = self._buf[: hi - lo]
-                _pread_into(fd, buf, lo * itemsize, path)
+                pread_exact(fd, buf, lo * itemsize, path)
                 yield np.arange(a, b, dtype=np.int64), indptr[a : b + 1] - lo, buf
                 a = b
         finally:
@@ -108,7 +108,9 @@ def _raise_bad_id(ds: Dataset, nodes: np.ndarray, ptr: np.ndarray, buf: np.ndarr
                               "the dataset is corrupt, re-create it")
 
 
-def _pread_into(fd: int, buf: np.ndarray, offset: int, path: Path) -> None:
+def pread_exact(fd: int, buf: np.ndarray, offset: int, path: Path) -> None:
+    """Fill ``buf`` (C-contiguous) from the dataset file ``path`` at ``offset``; a short file or an
+    ``OSError`` is a named dataset error (path, byte offset, errno)."""
     view = memoryview(buf).cast("B")
     done = 0
     while done < len(view):
@@ -118,6 +120,6 @@ def _pread_into(fd: int, buf: np.ndarray, offset: int, path: Path) -> None:
             raise DatasetReadError(f"read failed ({exc.strerror}); check the disk", path=path,
                                    offset=offset + done, errno=exc.errno) from exc
         if got <= 0:
-            raise DatasetCorruptError(f"indices file ends at byte {offset + done}, expected {offset + len(view)}; "
+            raise DatasetCorruptError(f"{path} ends at byte {offset + done}, expected {offset + len(view)}; "
                                       "the dataset is truncated, re-create it")
         done += got

@@ -161,7 +161,6 @@ def reap(ring: int, cqe_ptrs: np.ndarray, tags: np.ndarray, results: np.ndarray)
     return n
 
 
-
 @njit(cache=True, nogil=True)
 def settle(tags: np.ndarray, results: np.ndarray, n: int, token: int, needs: np.ndarray,
            done: np.ndarray, bad: np.ndarray) -> tuple[int, int, int, int]:

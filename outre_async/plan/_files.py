@@ -27,9 +27,9 @@ import numpy as np
 from .._errors import ConfigError, ProfileCorruptError, ProfileMismatchError, ProfileNotFoundError
 from ..partition._output import dataset_identity
 from ..store._dataset import Dataset
-from ..store._install import install_directory
+from ..store._install import fsync_path, install_directory
 from ..store._litter import open_temp_dir
-from ..store._overwrite import check_overwrite, refuse_not_ours
+from ..store._overwrite import check_overwrite, meta_folder_names
 from ..store._paths import confined
 
 FORMAT_NAME = "outre-async-profile"
@@ -84,7 +84,7 @@ def write_profile(ds: Dataset, name: str, meta: dict[str, Any], arrays: dict[str
             f.flush()
             os.fsync(f.fileno())
         for stem in files:
-            _fsync(tmp.path / f"{stem}.bin")
+            fsync_path(tmp.path / f"{stem}.bin")
         check_overwrite(path, owned=_profile_names, what="profile folder", inputs=(ds.path / "manifest.json",))
         install_directory(tmp.path, path, overwrite=True, exists=ConfigError(f"{path} appeared while writing"))
         tmp.release()
@@ -169,26 +169,4 @@ def _read_array(path: Path, meta: dict[str, Any], stem: str, num_nodes: int) -> 
 
 
 def _profile_names(path: Path) -> set[str]:
-    try:
-        meta = json.loads((path / META_NAME).read_text())
-    except FileNotFoundError as exc:
-        raise refuse_not_ours(path, "profile folder", f"no {META_NAME}") from exc
-    except (OSError, ValueError) as exc:
-        raise refuse_not_ours(path, "profile folder", f"{META_NAME} unreadable: {exc}") from exc
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME or not isinstance(meta.get("files"), dict):
-        raise refuse_not_ours(path, "profile folder", f"{META_NAME} is not an outre profile meta")
-    names = {META_NAME}
-    for entry in meta["files"].values():
-        if not isinstance(entry, dict) or not isinstance(entry.get("file"), str):
-            raise refuse_not_ours(path, "profile folder", f"{META_NAME} has a malformed 'files' entry")
-        names.add(entry["file"])
-    return names
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
+    return meta_folder_names(path, "profile folder", META_NAME, FORMAT_NAME)

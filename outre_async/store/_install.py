@@ -36,12 +36,12 @@ def install_directory(tmp: Path, path: Path, *, overwrite: bool, exists: Excepti
     else raising ``exists`` if the name is taken.  ``tmp`` is fsynced first so that its entries are
     durable before the rename publishes them, and the parent after so that the rename itself
     survives a crash."""
-    _fsync_dir(tmp)
+    fsync_path(tmp)
     if overwrite and os.path.lexists(path):
         _replace(tmp, path)
     else:
         _publish(tmp, path, exists)
-    _fsync_dir(path.parent)
+    fsync_path(path.parent)
 
 
 def _publish(tmp: Path, path: Path, exists: Exception) -> None:
@@ -74,7 +74,8 @@ def replace_by_two_renames(tmp: Path, path: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_path(path: Path) -> None:
+    """fsync a file or a folder by path (a folder: its entries, so a rename into it is durable)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)

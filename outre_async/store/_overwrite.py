@@ -14,6 +14,7 @@ before the install, and nothing is changed.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -54,6 +55,26 @@ def refuse_not_ours(out: Path, what: str, why: str) -> OverwriteRefusedError:
     """The error ``owned`` raises for a folder that is not a valid one of ``what``."""
     return _refuse(out, what, f"is not empty and is not an outre {what} ({why}); --overwrite replaces only "
                               f"an outre {what} or an empty folder")
+
+
+def meta_folder_names(path: Path, what: str, meta_name: str, format_name: str) -> set[str]:
+    """The ``owned`` rule of a folder described by a JSON meta (partitions, profiles): the meta, of
+    ``format_name``, and every file its ``files`` entries name; anything else is :func:`refuse_not_ours`."""
+    try:
+        meta = json.loads((path / meta_name).read_text())
+    except FileNotFoundError as exc:
+        raise refuse_not_ours(path, what, f"no {meta_name}") from exc
+    except (OSError, ValueError) as exc:
+        raise refuse_not_ours(path, what, f"{meta_name} unreadable: {exc}") from exc
+    files = meta.get("files") if isinstance(meta, dict) else None
+    if not isinstance(meta, dict) or meta.get("format") != format_name or not isinstance(files, dict):
+        raise refuse_not_ours(path, what, f"{meta_name} is not an outre {what.split()[0]} meta")
+    names = {meta_name}
+    for entry in files.values():
+        if not isinstance(entry, dict) or not isinstance(entry.get("file"), str):
+            raise refuse_not_ours(path, what, f"{meta_name} has a malformed 'files' entry")
+        names.add(entry["file"])
+    return names
 
 
 def dataset_names(out: Path) -> set[str]:

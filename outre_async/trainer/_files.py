@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from .._errors import ConfigError, DatasetCorruptError
+from ..store._install import fsync_path
 
 
 def _temp(path: Path) -> Path:
@@ -36,7 +37,7 @@ def write_atomic(path: Path, data: bytes) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_dir(path.parent)
+    fsync_path(path.parent)
 
 
 async def awrite_atomic(path: Path, data: bytes) -> None:
@@ -53,15 +54,7 @@ async def awrite_atomic(path: Path, data: bytes) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    await aiofiles.os.wrap(_fsync_dir)(path.parent)  # type: ignore[attr-defined]
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    await aiofiles.os.wrap(fsync_path)(path.parent)  # type: ignore[attr-defined]
 
 
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
