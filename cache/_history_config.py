@@ -81,14 +81,18 @@ class HistoryConfig:
 
 
 def history_bytes(num_nodes: int, slots: int, dim: int, num_samplers: int) -> int:
-    """RAM of the cache: ``4 N`` (node -> slot) ``+ C (4 dim + 8)`` (rows, stamps) ``+ C num_samplers``
-    (one validity snapshot per sampling batch in flight)."""
-    return 4 * num_nodes + slots * (4 * dim + 8 + num_samplers)
+    """RAM of the cache: ``4 N`` (node -> slot) ``+ C (4 dim + 8)`` (rows, stamps) ``+ 4 C`` (the
+    epoch's promises) ``+ C num_samplers`` (one validity snapshot per sampling batch in flight)."""
+    return 4 * num_nodes + slots * history_slot_bytes(dim, num_samplers)
+
+
+def history_slot_bytes(dim: int, num_samplers: int) -> int:
+    return 4 * dim + 8 + 4 + num_samplers
 
 
 def slots_for_budget(budget: int, num_nodes: int, dim: int, num_samplers: int) -> int:
     """How many slots ``budget`` bytes hold; a :class:`ConfigError` below one slot."""
-    per_slot = 4 * dim + 8 + num_samplers
+    per_slot = history_slot_bytes(dim, num_samplers)
     slots = (budget - 4 * num_nodes) // per_slot
     if slots < 1:
         raise ConfigError(f"history budget={budget} bytes is smaller than one slot: 4 x {num_nodes} nodes + "

@@ -16,7 +16,7 @@ most edges one batch can sample, the loader holds at most::
                       (matrix, labels, input_id, piece ids + slots, actions; ``_batch_memory``;
                       default (ready_queue + extractors + 1) x r rows' worth)
     ordered mode      + (samplers + extract_queue + extractors + ready_queue) x (sub + R x (4 dim + 33))
-    history table     4 N + C x (4 dim + 8 + samplers)      (with ``history=``: C cached h^(L-1) rows)
+    history table     4 N + C x (4 dim + 12 + samplers)     (with ``history=``: C cached h^(L-1) rows)
 
 The feature buffer is a cache (a batch streams through it in pieces), so it needs only
 ``min(N, 128 x extractors)`` rows; the ``batches`` pool must hold two real batches (the one the

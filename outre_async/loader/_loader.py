@@ -11,7 +11,7 @@ it: the feature buffer, its node → slot table, the staging arenas, extractor a
 sampled subgraphs and gathered batches in flight (the formula, part by part, is in ``_budget``;
 ``stats()["memory"]`` reports the parts).  Given a budget, the loader sizes the staging arenas and
 the buffer to fit it, or refuses it with a :class:`ConfigError` naming the minimum.  With ``history=``
-the table adds ``4 N + C (4 dim + 8 + num_samplers)`` bytes (C slots of h^(L-1) rows; the cache's
+the table adds ``4 N + C (4 dim + 12 + num_samplers)`` bytes (C slots of h^(L-1) rows; the cache's
 ``history_bytes``), counted as one more part of the plan before the feature buffer is sized; batches
 its overtaking window holds back in completion order add at most what ordered mode's reorder buffer can.
 """

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import ConfigError
+from ..cache._history_config import history_slot_bytes
 from ..plan._budget_plan import choose, knapsack_input, predict
 from ..plan._costs import MissCosts, measure_costs
 from ..plan._counts import presample
@@ -92,7 +93,7 @@ def run_profile(ds: Any, cfg: LoaderConfig, seeds: np.ndarray, partitioned: Any,
     mem, cache_budget = base_memory(cfg, sizes, kind)
     h = cfg.history if cfg.history is not None and cfg.history.enabled else None
     window = 0 if cfg.ordered or h is None else (cfg.num_samplers + cfg.num_extractors if h.window is None else h.window)
-    slot = 4 * h.dim + 8 + cfg.num_samplers if h else 1
+    slot = history_slot_bytes(h.dim, cfg.num_samplers) if h else 1
     plan = partitioned.plan(0) if partitioned is not None else plan_epoch(
         seeds, cfg.batch_size, shuffle=cfg.shuffle, seed=cfg.seed, epoch=0, drop_last=cfg.drop_last)
     with tqdm(total=min(len(plan), max_batches), unit="batch", desc="profile", disable=not progress) as bar:

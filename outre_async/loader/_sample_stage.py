@@ -81,6 +81,7 @@ class SampleStage:
                 prune = history.snapshot(seq)
                 (subgraph, decision), cpu = await run_in_thread(executor, thread_cpu_call, history.sample,
                                                                 sampler, item, stream, prune)
+                history.promise(seq, decision)
             self.counters = self.counters.plus(subgraph, time.perf_counter() - start, cpu)
             pin = lookahead.pin(subgraph.n_id) if lookahead is not None else None
             try:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import ConfigError
+from ..cache._history_config import history_slot_bytes
 from ._costs import MissCosts
 from ._counts import Counts
 from ._knapsack import Attribution, Choice, KnapsackInput, solve
@@ -55,7 +56,7 @@ def knapsack_input(counts: Counts, costs: MissCosts, *, num_nodes: int, dim: int
         hist_nodes=counts.cand[:c], hist_fresh=counts.cand_fresh[:c],
         hist_own=counts.cand_rows[:c] * costs.recompute_us, attribution=attr,
         row_us=costs.row_us, list_us=costs.list_us, row_bytes=4 * dim + 8,
-        slot_bytes=4 * (hist_dim or 1) + 8 + num_samplers, tables=tables)
+        slot_bytes=history_slot_bytes(hist_dim or 1, num_samplers), tables=tables)
 
 
 def choose(inp: KnapsackInput, budget: int, split: str | float) -> tuple[Choice, float | None]:

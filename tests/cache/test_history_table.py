@@ -56,7 +56,7 @@ def test_candidates_rank_by_frontier_count_then_id_within_the_budget() -> None:
     counts = np.array([0, 5, 2, 5, 1, 0], np.int64)
     cfg = HistoryConfig(staleness=5, dim=2)
     assert choose_candidates(cfg, counts, 1).tolist() == [1, 2, 3, 4]  # count 0 never cached
-    per_slot = 4 * 2 + 8 + 1
+    per_slot = 4 * 2 + 8 + 4 + 1  # row, stamp, promise, one snapshot
     tight = HistoryConfig(staleness=5, dim=2, budget=4 * 6 + 3 * per_slot)
     assert choose_candidates(tight, counts, 1).tolist() == [1, 2, 3]
     assert history_bytes(6, 3, 2, 1) == tight.budget

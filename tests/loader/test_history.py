@@ -169,6 +169,60 @@ def test_realised_staleness_never_exceeds_the_bound(dataset: oa.Dataset, seed: i
     assert all(1 <= age <= staleness for age in ages), ages
 
 
+# -- promised rows: the samplers' lead costs no pulls ----------------------------------------------
+def _epoch_view(staleness: int, *, window: int, admission: str = "all", jitter: float = 0.0):  # type: ignore[no-untyped-def]
+    from outre_async.cache._history import HistoryDecision, HistoryTable
+
+    from outre_async.loader._history import EpochHistory, HistoryOwner
+
+    cfg = oa.HistoryConfig(staleness=staleness, dim=2, warmup=0, jitter=jitter, admission=admission)
+    owner = HistoryOwner(HistoryTable(np.arange(6), 6, 2), cfg, num_layers=2, window=window, num_samplers=1)
+    view = EpochHistory(owner, 0, window, np.full(6, -1, np.int32))
+    empty = np.zeros(0, np.int64)
+    pushes = HistoryDecision(empty, empty, np.array([0, 1]), np.array([2, 4]), empty)
+    return view, pushes
+
+
+def test_a_promised_row_is_prunable_only_by_a_batch_sure_to_come_after_the_push() -> None:
+    view, pushes = _epoch_view(10, window=0)
+    assert not view.snapshot(1).valid.any()  # nothing pushed, nothing promised
+    view.promise(3, pushes)
+    assert not view.snapshot(3).valid.any()  # the promising batch itself
+    assert view.snapshot(4).valid.tolist() == [0, 0, 1, 0, 1, 0]  # plan order: the next batch on
+    assert view.snapshot(13).valid.any() and not view.snapshot(14).valid.any()  # age 10, then 11 > staleness
+    view, pushes = _epoch_view(10, window=2)  # completion order: batch 3 may come after 4 and 5
+    view.promise(3, pushes)
+    assert [view.snapshot(s).valid.any() for s in (5, 6, 9, 10)] == [False, True, True, False]  # gap + 2w <= 10
+    view, pushes = _epoch_view(10, window=0, jitter=0.5)  # lifetimes in [6, 10]: promise for the shortest
+    view.promise(0, pushes)
+    assert view.snapshot(6).valid.any() and not view.snapshot(7).valid.any()
+    view, pushes = _epoch_view(10, window=0, admission="grad")  # a push may be refused: no promises
+    view.promise(0, pushes)
+    assert not view.snapshot(1).valid.any()
+
+
+@pytest.mark.parametrize("ordered", [False, True])
+def test_batches_sampled_before_a_push_pull_its_promised_rows(dataset: oa.Dataset, ordered: bool) -> None:
+    """A slow training step lets the samplers run a full pipeline (~10 batches) ahead, so the first
+    epoch's early batches are all sampled before any push lands: whatever they pull comes from a
+    promise, and still equals the exact recompute."""
+    async def body() -> list[int]:
+        model = _model().eval()
+        exact = _exact_hidden(dataset, model)
+        loader = _loader(dataset, 1000, fanouts=[-1, -1], ordered=ordered, extract_queue=4, ready_queue=4)
+        pulls = []
+        async with loader:
+            async for batch in loader:
+                await asyncio.sleep(0.02)  # the pipeline fills up meanwhile
+                with torch.no_grad():
+                    model(batch.x, batch.edge_index, history=batch.history)
+                pulls.append(_check_pulls(batch, exact))
+        return pulls
+
+    pulls = run(body(), timeout=60)
+    assert pulls[0] == 0 and sum(pulls[1:6]) > 0, pulls
+
+
 # -- warm-up ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("ordered", [False, True])
 @pytest.mark.parametrize("warmup", [5, 20])
@@ -322,7 +376,7 @@ def test_budget_below_one_slot_and_one_layer_are_config_errors(dataset: oa.Datas
         _loader(dataset, 10, hist={"budget": 4 * N + 10})
     with pytest.raises(oa.ConfigError, match="at least 2 layers"):
         _loader(dataset, 10, fanouts=[4])
-    small = _loader(dataset, 10, hist={"budget": 4 * N + 10 * (4 * HID + 8 + 2)})
+    small = _loader(dataset, 10, hist={"budget": 4 * N + 10 * (4 * HID + 12 + 2)})
     assert small._history.table.num_slots == 10
 
 
