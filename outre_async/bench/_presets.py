@@ -66,8 +66,9 @@ BENCH_PRESETS: dict[str, BenchPreset] = {
                         "outre-part": {"parts": 256, "parts_per_batch": 8, "neighbor_cache": 64 << 20,
                                        "memory_budget": "1.6GiB"},
                         "outre-hist": {"parts": 256, "parts_per_batch": 8, "neighbor_cache": 64 << 20,
-                                       "memory_budget": "1.6GiB", "staleness": 100},
-                        "outre-auto": {"parts": 256, "parts_per_batch": 8, "memory_budget": "1.6GiB", "staleness": 100}},
+                                       "memory_budget": "1.6GiB", "staleness": 100, "warmup": 0},
+                        "outre-auto": {"parts": 256, "parts_per_batch": 8, "memory_budget": "1.6GiB", "staleness": 100,
+                                       "warmup": 0}},
         note="I/O-bound: 4 KiB rows, small model; cap = 65% of the feature bytes (1.5 GiB thrashed pyg-mmap-random: "
              "170 GB read for 3 batches, vs 0.22 GB at 2.5 GiB)",
     ),
@@ -79,8 +80,9 @@ BENCH_PRESETS: dict[str, BenchPreset] = {
                         "outre-part": {"parts": 1024, "parts_per_batch": 8, "neighbor_cache": 128 << 20,
                                        "memory_budget": "1GiB"},
                         "outre-hist": {"parts": 1024, "parts_per_batch": 8, "neighbor_cache": 128 << 20,
-                                       "memory_budget": "1GiB", "staleness": 100},
-                        "outre-auto": {"parts": 1024, "parts_per_batch": 8, "memory_budget": "1GiB", "staleness": 100}},
+                                       "memory_budget": "1GiB", "staleness": 100, "warmup": 0},
+                        "outre-auto": {"parts": 1024, "parts_per_batch": 8, "memory_budget": "1GiB", "staleness": 100,
+                                       "warmup": 0}},
         note="compute and I/O mixed: 512 B rows, wider model; cap = 71% of features + topology",
     ),
 }
