@@ -9,6 +9,7 @@ the two timers is a numpy mark per batch, a few microseconds.
 from __future__ import annotations
 
 import mmap
+import resource
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
@@ -31,6 +32,8 @@ class EpochCounters:
     rows_unique: int = 0
     loss: float = 0.0
     train_accuracy: float = 0.0
+    user_cpu_seconds: float = 0.0  # the process's CPU over the epoch, every thread (getrusage)
+    sys_cpu_seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -67,7 +70,7 @@ def timed_epoch(model: nn.Module, optimizer: torch.optim.Optimizer, batches: Ite
     loss_sum = correct = labelled = 0.0
     model.train()
     it = iter(batches)
-    start = time.perf_counter()
+    start, cpu0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
     try:
         while not max_batches or c.batches < max_batches:
             t0 = time.perf_counter()
@@ -86,6 +89,8 @@ def timed_epoch(model: nn.Module, optimizer: torch.optim.Optimizer, batches: Ite
             c.seeds += int(batch.batch_size)
             loss_sum, correct, labelled = loss_sum + loss, correct + ok, labelled + count
         c.epoch_seconds = time.perf_counter() - start
+        cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+        c.user_cpu_seconds, c.sys_cpu_seconds = cpu1.ru_utime - cpu0.ru_utime, cpu1.ru_stime - cpu0.ru_stime
     finally:
         close = getattr(it, "close", None)
         if close is not None:

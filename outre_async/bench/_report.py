@@ -49,7 +49,7 @@ def _mib(value: Any) -> str:
 
 def table(result: dict[str, Any]) -> str:
     summary = result["summary"]
-    head = ("| system | outcome | epoch s (median; min–max) | sample s | extract s | train s | stall s | rows req. "
+    head = ("| system | outcome | epoch s (median; min–max) | sample s | extract s | train s | stall s | CPU s user/sys | rows req. "
             "| rows unique | from cache | from disk | read MiB /proc | read MiB diskstats | peak RSS MiB | cgroup peak MiB "
             "| redundancy | loss | val acc | speedup | efficiency |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
@@ -60,6 +60,7 @@ def table(result: dict[str, Any]) -> str:
         e = s["epoch_seconds"]
         cells = [name, s["outcome"], f"{e['median']:.2f}; {e['min']:.2f}–{e['max']:.2f}",
                  _f(s["sample_seconds"]), _f(s["extract_seconds"]), _f(s["train_seconds"]), _f(s["stall_seconds"]),
+                 f'{_f(s.get("user_cpu_seconds"), ".1f")} / {_f(s.get("sys_cpu_seconds"), ".1f")}',
                  _f(s["rows_requested"], ",.0f"), _f(s["rows_unique"], ",.0f"), _f(s["rows_from_cache"], ",.0f"),
                  _f(s["rows_from_disk"], ",.0f"), _mib(s["read_bytes_proc"]), _mib(s["read_bytes_diskstats"]),
                  _mib(s["peak_rss_bytes"]), _mib(s["cgroup_peak_bytes"]), _f(s["redundancy"]), _f(s["loss"], ".3f"),

@@ -20,7 +20,7 @@ BASELINES = ("pyg-mmap", "pyg-mmap-random", "sync")
 _MEDIAN_KEYS = ("sample_seconds", "extract_seconds", "train_seconds", "stall_seconds", "batches", "rows_requested",
                 "rows_unique", "rows_from_cache", "rows_from_disk", "read_bytes_proc", "read_bytes_diskstats",
                 "peak_rss_bytes", "cgroup_peak_bytes", "redundancy", "loss", "train_accuracy", "val_accuracy",
-                "setup_seconds", "planned_batches")
+                "setup_seconds", "planned_batches", "user_cpu_seconds", "sys_cpu_seconds")
 
 
 def summarize(runs: list[dict[str, Any]], probe: dict[str, Any], systems: list[str]) -> dict[str, Any]:

@@ -242,7 +242,11 @@ class Outre(System):
                 "rows_from_disk": int(buf.get("reads", 0)),
                 "extra": {"backend": s.get("backend"), "buffer_rows": s.get("buffer_rows"),
                           "loader_stall_seconds": s.get("stall_seconds"), "io": s.get("io", {}),
-                          "buffer": buf}}
+                          "buffer": buf,
+                          # thread CPU of each stage (issue 15): what the loader takes from training
+                          "cpu_seconds": {"sample": s.get("sample_cpu_seconds"),
+                                          "extract": s.get("extract_cpu_seconds"),
+                                          "io": s.get("io", {}).get("io_cpu_seconds")}}}
 
     def close(self) -> None:
         self.loader.close()

@@ -70,6 +70,9 @@ def test_our_systems_run_and_consume_the_same_batches(suite: dict[str, Any]) -> 
     # same plan and sampler streams: the same rows reach the model whatever the loader
     assert metrics["sync"]["rows_requested"] == metrics["outre"]["rows_requested"] == metrics["compute-only"]["rows_requested"]
     assert metrics["outre"]["rows_from_disk"] >= 1  # the buffer started empty
+    assert metrics["outre"]["user_cpu_seconds"] > 0 and metrics["outre"]["sys_cpu_seconds"] >= 0
+    stage_cpu = metrics["outre"]["extra"]["cpu_seconds"]
+    assert stage_cpu["sample"] > 0 and stage_cpu["extract"] > 0  # the loader's own CPU, per stage
     assert result["summary"]["limit"]["limit_seconds"] > 0
 
 
