@@ -14,7 +14,7 @@ computes exactly: not pruned and, for L >= 3, not fed by a pruned node within L-
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -142,27 +142,31 @@ def _tainted(sub: SampledSubgraph, pulled: np.ndarray, num_layers: int) -> np.nd
     return bad
 
 
-def frontier_counts(sample: Callable[[np.ndarray, int], SampledSubgraph], plan: Iterable[np.ndarray],
-                    num_nodes: int, limit: int) -> np.ndarray:
-    """How often each node is in hop 1 over the first ``limit`` batches of ``plan`` (``sample`` is
-    a one-hop sampler): the default candidate ranking until profiling (design §8) lands."""
+def frontier_counts(sample: Callable[[np.ndarray, int], SampledSubgraph], plan: Sequence[np.ndarray],
+                    num_nodes: int, limit: int | None) -> tuple[np.ndarray, int]:
+    """How often each node is in hop 1 over ``limit`` batches of ``plan`` spread evenly over it
+    (all of them when ``limit`` is None; ``sample`` is a one-hop sampler), and how many batches were
+    counted: the default candidate ranking when no profile is given (design §8)."""
     counts = np.zeros(num_nodes, np.int64)
-    for i, seeds in enumerate(plan):
-        if i >= limit:
-            break
-        sub = sample(seeds, i)
+    picks = range(len(plan)) if limit is None or limit >= len(plan) else \
+        np.unique(np.linspace(0, len(plan) - 1, limit).round().astype(np.int64)).tolist()
+    for i in picks:
+        sub = sample(plan[i], i)
         b = sub.batch_size
         np.add.at(counts, sub.n_id[b: b + sub.num_sampled_nodes[1]], 1)
-    return counts
+    return counts, len(picks)
 
 
-def choose_candidates(cfg: HistoryConfig, counts: np.ndarray, num_samplers: int) -> np.ndarray:
-    """``cfg.candidates``, else the most frequent frontier nodes (ties: lower id) the budget holds."""
+def choose_candidates(cfg: HistoryConfig, counts: np.ndarray, num_samplers: int, counted_batches: int = 0) -> np.ndarray:
+    """``cfg.candidates``, else the most frequent frontier nodes (ties: lower id) the budget holds;
+    with no budget, those met at least twice (once when the ``counted_batches`` are no more than
+    the staleness: see :mod:`._history_config`)."""
     num_nodes = len(counts)
     cap = num_nodes if cfg.budget is None else slots_for_budget(int(cfg.budget), num_nodes, cfg.dim, num_samplers)
     if cfg.candidates is not None:
         ids = np.asarray(cfg.candidates, dtype=np.int64)
         return ids[:cap]
+    least = 2 if cfg.budget is None and counted_batches > cfg.staleness else 1
     order = np.lexsort((np.arange(num_nodes), -counts))
-    ranked = order[counts[order] > 0]
+    ranked = order[counts[order] >= least]
     return np.sort(ranked[:cap])

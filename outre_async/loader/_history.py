@@ -67,12 +67,12 @@ def build_owner(ds: Any, cfg: Any, plan: Iterable[Any]) -> HistoryOwner | None:
     h: HistoryConfig | None = cfg.history
     if h is None or not h.enabled:
         return None
-    counts = np.zeros(ds.num_nodes, np.int64)
+    counts, counted = np.zeros(ds.num_nodes, np.int64), 0
     if h.candidates is None:
         one_hop = NeighborSampler(ds, list(cfg.fanouts[:1]), seed=cfg.seed)
-        counts = frontier_counts(one_hop.sample, (getattr(item, "seeds", item) for item in plan), ds.num_nodes,
-                                 h.profile_batches)
-    candidates = choose_candidates(h, counts, cfg.num_samplers)
+        counts, counted = frontier_counts(one_hop.sample, [getattr(item, "seeds", item) for item in plan],
+                                          ds.num_nodes, h.profile_batches)
+    candidates = choose_candidates(h, counts, cfg.num_samplers, counted)
     table = HistoryTable(candidates, ds.num_nodes, h.dim, pin=torch.device(cfg.device).type == "cuda")
     window = cfg.num_samplers + cfg.num_extractors if h.window is None else h.window
     return HistoryOwner(table, h, num_layers=len(cfg.fanouts), window=window, num_samplers=cfg.num_samplers,

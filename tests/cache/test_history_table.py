@@ -70,8 +70,20 @@ def test_frontier_counts_count_hop1_appearances() -> None:
     indptr = np.array([0, 2, 3, 3, 3])
     indices = np.array([1, 2, 3])
     sampler = oa.NeighborSampler((indptr, indices), [-1], seed=0)
-    counts = frontier_counts(sampler.sample, [np.array([0]), np.array([0, 1]), np.array([1])], 4, limit=2)
-    assert counts.tolist() == [0, 1, 2, 1]  # a seed is not in its own frontier; the third batch is past the limit
+    plan = [np.array([0]), np.array([0, 1]), np.array([1])]
+    counts, counted = frontier_counts(sampler.sample, plan, 4, limit=None)
+    assert counts.tolist() == [0, 1, 2, 2] and counted == 3  # a seed is not in its own frontier
+    counts, counted = frontier_counts(sampler.sample, plan, 4, limit=2)
+    assert counts.tolist() == [0, 1, 1, 1] and counted == 2  # spread over the plan: the first and the last
+
+
+def test_without_a_budget_nodes_met_once_are_left_out_when_the_count_spans_more_than_the_staleness() -> None:
+    counts = np.array([0, 5, 2, 5, 1, 0], np.int64)
+    cfg = HistoryConfig(staleness=5, dim=2)
+    assert choose_candidates(cfg, counts, 1, counted_batches=6).tolist() == [1, 2, 3]
+    assert choose_candidates(cfg, counts, 1, counted_batches=5).tolist() == [1, 2, 3, 4]  # may recur in time
+    budget = HistoryConfig(staleness=5, dim=2, budget=4 * 6 + 4 * (4 * 2 + 8 + 4 + 1))
+    assert choose_candidates(budget, counts, 1, counted_batches=6).tolist() == [1, 2, 3, 4]  # room: ranked last
 
 
 def test_table_rejects_foreign_candidates_and_keeps_newer_rows() -> None:
