@@ -39,10 +39,28 @@ from .._units import format_bytes
 
 
 def new_matrix(rows: int, dim: int) -> np.ndarray:
-    """A writable float32 ``[rows, dim]`` matrix in its own anonymous map (see the module)."""
+    """A writable float32 ``[rows, dim]`` matrix in its own anonymous map (see the module), backed by
+    transparent huge pages where the kernel offers them (``MADV_HUGEPAGE``).
+
+    Why huge pages: every batch gets a fresh map, so each 4 KiB page of it faults once, is zeroed and
+    freed again: igb-like's ~60 MiB matrices took 15,360 faults and ~27 ms of system CPU each, ~6 s an
+    epoch on two cores shared with training; with 2 MiB pages, 30 faults and ~3 ms (measured here,
+    THP in ``madvise`` mode).  The map is not grown to a 2 MiB multiple: its head and tail keep small
+    pages, so it never holds more than the bytes the pool reserved."""
     if rows * dim == 0:
         return np.empty((rows, dim), dtype=np.float32)
-    return np.frombuffer(mmap.mmap(-1, rows * dim * 4), dtype=np.float32).reshape(rows, dim)
+    nbytes = rows * dim * 4
+    block = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)  # shared maps get no THP
+    if nbytes >= _HUGE_PAGE and _MADV_HUGEPAGE is not None:
+        try:
+            block.madvise(_MADV_HUGEPAGE)
+        except OSError:  # THP compiled out or disabled: small pages, as before
+            pass
+    return np.frombuffer(block, dtype=np.float32).reshape(rows, dim)
+
+
+_HUGE_PAGE = 2 << 20
+_MADV_HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", None)
 
 
 @dataclass(eq=False, slots=True)
