@@ -15,8 +15,9 @@ hold them; without one (the capacity is then only the default's estimate) the re
 over capacity.  So the least pool that never fails is two batches' matrices: the one being trained on
 and the next.
 
-Matrices are allocated by :func:`new_matrix` in their own anonymous memory map, so their bytes go back
-to the system the moment a batch dies.  With ``np.empty``, glibc raises its mmap threshold after the
+Matrices are allocated by :meth:`BatchMemory.matrix` in their own anonymous memory map, so their bytes
+go back to the system when a batch dies, or serve the next batch (:meth:`BatchMemory.matrix`).  With
+``np.empty``, glibc raises its mmap threshold after the
 first large block is freed and serves later matrices from its heap, which it keeps: at a 96 MiB
 budget (200k x 128 rows, batch 1024) the peak RSS was 111 MiB that way and 65 MiB with mapped matrices.
 
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import mmap
+import weakref
 from collections import deque
 from dataclasses import dataclass
 
@@ -39,28 +41,36 @@ from .._units import format_bytes
 
 
 def new_matrix(rows: int, dim: int) -> np.ndarray:
-    """A writable float32 ``[rows, dim]`` matrix in its own anonymous map (see the module), backed by
-    transparent huge pages where the kernel offers them (``MADV_HUGEPAGE``).
-
-    Why huge pages: every batch gets a fresh map, so each 4 KiB page of it faults once, is zeroed and
-    freed again: igb-like's ~60 MiB matrices took 15,360 faults and ~27 ms of system CPU each, ~6 s an
-    epoch on two cores shared with training; with 2 MiB pages, 30 faults and ~3 ms (measured here,
-    THP in ``madvise`` mode).  The map is not grown to a 2 MiB multiple: its head and tail keep small
-    pages, so it never holds more than the bytes the pool reserved."""
+    """A writable float32 ``[rows, dim]`` matrix in its own anonymous map (see the module)."""
     if rows * dim == 0:
         return np.empty((rows, dim), dtype=np.float32)
-    nbytes = rows * dim * 4
-    block = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)  # shared maps get no THP
+    return _as_matrix(_new_map(rows * dim * 4), rows, dim)
+
+
+def _new_map(nbytes: int) -> mmap.mmap:
+    """A private anonymous map, backed by transparent huge pages where the kernel offers them.
+
+    Why huge pages: each 4 KiB page of a fresh map faults once; igb-like's ~60 MiB matrices took
+    15,360 faults and ~27 ms of system CPU each, with 2 MiB pages 30 faults and ~3 ms (THP in
+    ``madvise`` mode).  Python's ``mmap(-1, n)`` is a *shared* map, which gets no THP: hence the
+    flags.  The map is not grown to a 2 MiB multiple (its head and tail keep small pages), so it never
+    holds more than the bytes asked for."""
+    block = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     if nbytes >= _HUGE_PAGE and _MADV_HUGEPAGE is not None:
         try:
             block.madvise(_MADV_HUGEPAGE)
-        except OSError:  # THP compiled out or disabled: small pages, as before
+        except OSError:  # THP compiled out or disabled: small pages
             pass
-    return np.frombuffer(block, dtype=np.float32).reshape(rows, dim)
+    return block
+
+
+def _as_matrix(block: mmap.mmap, rows: int, dim: int) -> np.ndarray:
+    return np.frombuffer(block, dtype=np.float32, count=rows * dim).reshape(rows, dim)
 
 
 _HUGE_PAGE = 2 << 20
 _MADV_HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", None)
+_REUSE_SLACK = 1.25  # a spare map serves a matrix of at least 1 / 1.25 of its size
 
 
 @dataclass(eq=False, slots=True)
@@ -92,7 +102,75 @@ class BatchMemory:
         self.capacity, self.row_bytes, self.budget = int(capacity), int(row_bytes), budget
         self._used = self._peak = self._consumer = 0
         self._waiters: deque[tuple[int, int, asyncio.Future[None]]] = deque()
-        self.counters = {"reserved": 0, "waits": 0, "largest_rows": 0, "over_capacity": 0}
+        self._spare: list[mmap.mmap] = []  # maps of dead matrices, kept for the next ones (see matrix())
+        self._spare_bytes = 0
+        self._returned: deque[mmap.mmap] = deque()  # appended by finalizers on any thread (atomic append)
+        self.counters = {"reserved": 0, "waits": 0, "largest_rows": 0, "over_capacity": 0, "maps_new": 0,
+                         "maps_reused": 0}
+
+    def matrix(self, lease: MatrixLease, rows: int, dim: int) -> np.ndarray:
+        """The batch's ``[rows, dim]`` float32 matrix for ``lease``: the map of a dead matrix when
+        one fits, else a new map (:func:`_new_map`).  Its content is stale; the extractor writes
+        every row.
+
+        Why recycle: a fresh map is zeroed by the kernel page by page, which was a third of the
+        loader process's CPU samples on igb-like (``clear_page``); a dead matrix's map, already
+        resident, costs nothing.  Accounting: spare maps count with the reserved bytes against the
+        capacity (``used + spare <= capacity``, trimmed at every call), a recycled map's extra bytes
+        (at most ``_REUSE_SLACK``) are added to the lease, so the plan's ``batches`` part still holds.
+        A matrix's map comes back when the array dies (a ``weakref.finalize``, any thread), and is
+        taken into the spares at the next call, on the loop thread."""
+        n = rows * dim * 4
+        if n == 0:
+            return np.empty((rows, dim), dtype=np.float32)
+        self._drain()
+        block = self._best_spare(lease, n)
+        if block is None:
+            self._trim(self.capacity - self._used)
+            block = _new_map(n)
+            self.counters["maps_new"] += 1
+        else:
+            self.counters["maps_reused"] += 1
+        x = _as_matrix(block, rows, dim)
+        weakref.finalize(x, self._returned.append, block)
+        return x
+
+    def _drain(self) -> None:
+        while self._returned:
+            block = self._returned.popleft()
+            if self._used + self._spare_bytes + len(block) <= self.capacity:
+                self._spare.append(block)
+                self._spare_bytes += len(block)
+            else:
+                block.close()
+
+    def _best_spare(self, lease: MatrixLease, n: int) -> mmap.mmap | None:
+        """The smallest spare map of ``n`` to ``n * _REUSE_SLACK`` bytes whose extra bytes still fit."""
+        room = self.capacity - self._used
+        fits = [b for b in self._spare if n <= len(b) <= n * _REUSE_SLACK and len(b) - n <= room]
+        if not fits or lease.pool is not self:
+            return None
+        block = min(fits, key=len)
+        self._spare.remove(block)
+        self._spare_bytes -= len(block)
+        extra = len(block) - n
+        lease.nbytes += extra
+        self._used += extra
+        self._peak = max(self._peak, self._used)
+        return block
+
+    def _trim(self, room: int) -> None:
+        """Unmap the largest spares until they take at most ``room`` bytes."""
+        self._spare.sort(key=len)
+        while self._spare and self._spare_bytes > max(room, 0):
+            block = self._spare.pop()
+            self._spare_bytes -= len(block)
+            block.close()
+
+    def close(self) -> None:
+        """Unmap the spare maps (the loader closes; live matrices keep their own maps)."""
+        self._drain()
+        self._trim(0)
 
     async def reserve(self, rows: int, seq: int) -> MatrixLease:
         """Hold ``rows`` rows' worth of bytes for batch ``seq``, waiting while the pool is full."""
@@ -138,6 +216,7 @@ class BatchMemory:
 
     def _take(self, n: int) -> None:
         self._used += n
+        self._trim(self.capacity - self._used)
         self._peak = max(self._peak, self._used)
         self.counters["reserved"] += 1
 
@@ -172,4 +251,5 @@ class BatchMemory:
         return self._used
 
     def stats(self) -> dict[str, int]:
-        return {"capacity": self.capacity, "used": self._used, "peak": self._peak, **self.counters}
+        return {"capacity": self.capacity, "used": self._used, "peak": self._peak, "spare": self._spare_bytes,
+                **self.counters}

@@ -37,7 +37,7 @@ import numpy as np
 from ..features import FeatureBuffer, FeatureSource
 from ..features._static_cache import StaticFeatureCache
 from ._batch import ExtractedBatch, SampledBatch
-from ._batch_memory import BatchMemory, new_matrix
+from ._batch_memory import BatchMemory
 from ._channel import Channel
 from ._cpu_meter import CpuMeter, metered
 
@@ -77,18 +77,18 @@ class ExtractStage:
         lease = await matrices.reserve(len(ids), sb.seq)
         try:
             # one metered coroutine per batch: two clock reads per suspension, not per step
-            x = await metered(self._extract(sb, buffer, source, piece_rows), cpu)
+            x = await metered(self._extract(sb, matrices.matrix(lease, len(ids), buffer.data.shape[1]), buffer,
+                                            source, piece_rows), cpu)
             self.counters = self.counters.plus(time.perf_counter() - start, cpu.seconds, len(x))
             await out.send(ExtractedBatch(sb.seq, sb.subgraph, x, lease, sb.history))
         except BaseException:
             lease.release()
             raise
 
-    async def _extract(self, sb: SampledBatch, buffer: FeatureBuffer, source: FeatureSource,
+    async def _extract(self, sb: SampledBatch, x: np.ndarray, buffer: FeatureBuffer, source: FeatureSource,
                        piece_rows: int) -> np.ndarray:
-        """The batch matrix: static-cache hits merged in place, the rest streamed through the buffer."""
+        """Fill the batch matrix ``x``: static-cache hits merged in place, the rest streamed through the buffer."""
         ids, static = sb.subgraph.n_id, self.static
-        x = new_matrix(len(ids), buffer.data.shape[1])
         if static is None:
             await buffer.extract(ids, x, source, piece_rows=piece_rows, pin=sb.pin)
             return x

@@ -75,6 +75,7 @@ class Resources:
             if self.owns_source:
                 await self.source.aclose()
         finally:
+            self.matrices.close()
             self.executor.shutdown(wait=True)
 
 

@@ -84,3 +84,43 @@ def test_a_cancelled_reservation_takes_nothing() -> None:
         assert pool.used == 0
 
     run(body(), timeout=10)
+
+
+def test_a_dead_matrix_map_serves_the_next_batch_within_the_capacity() -> None:
+    import gc
+
+    import numpy as np
+
+    async def body() -> None:
+        row = 4 * 1024  # one page per row
+        pool = BatchMemory(6 * 1024 * row, row, budget=1 << 30)
+        lease = await pool.reserve(1000, 0)
+        x = pool.matrix(lease, 1000, 1024)
+        x[:] = 7.0
+        lease.release()
+        del x
+        gc.collect()
+        lease = await pool.reserve(900, 1)  # fits the dead map (1000 <= 1.25 x 900): its extra rows are counted
+        y = pool.matrix(lease, 900, 1024)
+        assert y.shape == (900, 1024) and pool.stats()["maps_reused"] == 1
+        assert lease.nbytes == pool.used == 1000 * row
+        y[:] = 1.0  # writable, and a fresh view of the old map
+        assert np.all(y == 1.0)
+        lease.release()
+        del y
+        gc.collect()
+        lease = await pool.reserve(500, 2)  # too small for the dead map: a new one, the dead one stays spare
+        z = pool.matrix(lease, 500, 1024)
+        assert pool.stats()["maps_new"] == 2 and lease.nbytes == 500 * row
+        assert pool.used + pool.stats()["spare"] <= pool.capacity
+        big = await pool.reserve(5500, 3)  # the spare map no longer fits beside it: unmapped
+        assert pool.stats()["spare"] == 0
+        big.release()
+        lease.release()
+        del z
+        gc.collect()
+        pool.matrix(await pool.reserve(1, 4), 1, 1024)  # takes the returned map into the spares first
+        pool.close()
+        assert pool.stats()["spare"] == 0
+
+    run(body(), timeout=10)
