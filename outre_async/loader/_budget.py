@@ -14,10 +14,14 @@ most edges one batch can sample, the loader holds at most::
     subgraphs         (extract_queue + extractors + ready_queue + 1) x sub,   sub = 8 R + 24 E (n_id, edges, e_id)
     batches           a byte pool for batch matrices in flight, real rows x (4 dim + 33) each
                       (matrix, labels, input_id, piece ids + slots, actions; ``_batch_memory``;
-                      default (ready_queue + extractors + 1) x r rows' worth)
-    ordered mode      + (samplers + extract_queue + extractors + ready_queue) x (sub + R x (4 dim + 33))
+                      default (ready_queue + extractors + 1) x b, b = r x (4 dim + 33))
+    reorder buffer    ordered mode: 1.1 x samplers x b for batches sent out of turn (``_out_of_turn``)
     history table     4 N + C x (4 dim + 8 + samplers)      (with ``history=``: C cached h^(L-1) rows)
 
+In ordered mode a batch's lease also counts its subgraph (``b`` adds ``8 r + 24 E``), as the
+reorder buffer may hold a batch past its queue slot; a batch sampled before an earlier one is sent
+only within the ``reorder buffer`` part (else when its turn comes), every other batch's matrix comes
+from the pool, so what the reorder buffer holds is inside those two parts whatever the delays.
 The feature buffer is a cache (a batch streams through it in pieces), so it needs only
 ``min(N, 128 x extractors)`` rows; the ``batches`` pool must hold two real batches (the one the
 consumer's loop still holds and the next, ``_batch_memory``) plus 10 % for batches larger than the
@@ -56,6 +60,7 @@ NODE_BYTES = 12     # per node: its slot (8) and its look-ahead count (4)
 MIN_ROWS_PER_EXTRACTOR = 128  # the buffer's floor: a piece of reads in flight for every extractor
 MIN_BATCHES = 2.2   # the pool's floor: the batch the consumer holds and the next one, + 10 % for
                     # batches larger than the probe's largest
+OUT_OF_TURN_MARGIN = 1.1  # ordered mode: a batch out of turn per sampler, + 10 % (as above)
 _SPAN_SLACK = 8192  # an aligned row span passes its row by at most two 4 KiB sectors
 
 
@@ -93,6 +98,11 @@ class MemoryPlan:
         """The byte pool of batch matrices in flight (``_batch_memory``)."""
         return self.parts["batches"]
 
+    @property
+    def out_of_turn_bytes(self) -> int:
+        """Ordered mode: the budget of batches sent out of turn (``_out_of_turn``); 0 otherwise."""
+        return self.parts.get("reorder buffer", 0)
+
     def source_options(self) -> dict[str, int]:
         """Staging sizes for the disk source the loader opens (empty when it opens none)."""
         if not self.stage_bytes:
@@ -110,7 +120,7 @@ def plan_memory(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str
     names parts other owners size (the history table), taken out of the budget before the buffer."""
     budget = cfg.budget_bytes
     io = IOConfig(**cfg.source_options) if source == "disk" else None
-    slot, least_pool = 4 * sizes.dim + SLOT_BYTES, _least_pool(sizes)
+    slot, least_pool = 4 * sizes.dim + SLOT_BYTES, _least_pool(cfg, sizes)
     stage = _stage_bytes(cfg, sizes, io, budget)
     if budget is not None:  # smaller arenas rather than less room than the buffer's floor and two batches
         least, needed = _stage_bytes(cfg, sizes, io, 0), _least_buffer_rows(cfg, sizes) * slot + least_pool
@@ -145,12 +155,18 @@ def plan_memory_floor(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: di
     io = IOConfig(**cfg.source_options) if source == "disk" else None
     stage = _stage_bytes(cfg, sizes, io, 0)
     rows = _least_buffer_rows(cfg, sizes) if cfg.buffer_rows is None else min(cfg.buffer_rows, sizes.num_nodes)
-    return (rows * (4 * sizes.dim + SLOT_BYTES) + _least_pool(sizes)
+    return (rows * (4 * sizes.dim + SLOT_BYTES) + _least_pool(cfg, sizes)
             + sum(_fixed_parts(cfg, sizes, source, stage, extra).values()))
 
 
-def _least_pool(sizes: Sizes) -> int:
-    return math.ceil(MIN_BATCHES * sizes.expected_rows * batch_row_bytes(sizes.dim))
+def _least_pool(cfg: LoaderConfig, sizes: Sizes) -> int:
+    return math.ceil(MIN_BATCHES * expected_batch_bytes(cfg, sizes))
+
+
+def expected_batch_bytes(cfg: LoaderConfig, sizes: Sizes) -> int:
+    """``b``: what one batch of the expected rows costs in flight (ordered mode: with its subgraph)."""
+    sub = 8 * sizes.expected_rows + 24 * sizes.max_edges if cfg.ordered else 0
+    return sizes.expected_rows * batch_row_bytes(sizes.dim) + sub
 
 
 def _least_buffer_rows(cfg: LoaderConfig, sizes: Sizes) -> int:
@@ -160,7 +176,7 @@ def _least_buffer_rows(cfg: LoaderConfig, sizes: Sizes) -> int:
 def default_pool(cfg: LoaderConfig, sizes: Sizes) -> int:
     """Room for every batch that can be in flight at once, at the expected size: extracting,
     queued ready, held by the consumer."""
-    return (cfg.ready_capacity + cfg.num_extractors + 1) * sizes.expected_rows * batch_row_bytes(sizes.dim)
+    return (cfg.ready_capacity + cfg.num_extractors + 1) * expected_batch_bytes(cfg, sizes)
 
 
 def _stage_bytes(cfg: LoaderConfig, sizes: Sizes, io: IOConfig | None, budget: int | None) -> int:
@@ -182,7 +198,6 @@ def _fixed_parts(cfg: LoaderConfig, sizes: Sizes, source: str, stage: int,
                  extra: dict[str, int] | None = None) -> dict[str, int]:
     n, r, e = sizes.num_nodes, sizes.max_rows, cfg.num_extractors
     sub = 8 * r + 24 * sizes.max_edges  # n_id, edge_index, e_id
-    batch = r * batch_row_bytes(sizes.dim)  # held out of turn: counted at the worst case
     scratch = 4 if n <= 2**31 - 1 else 8
     parts = {
         "slot table": NODE_BYTES * n,
@@ -191,8 +206,8 @@ def _fixed_parts(cfg: LoaderConfig, sizes: Sizes, source: str, stage: int,
         "sampler scratch": cfg.num_samplers * (scratch * n + 3 * sub),
         "subgraphs": (cfg.extract_capacity + e + cfg.ready_capacity + 1) * sub,
     }
-    if cfg.ordered:
-        parts["reorder buffer"] = (cfg.num_samplers + cfg.extract_capacity + e + cfg.ready_capacity) * (sub + batch)
+    if cfg.ordered:  # batches sent out of turn (``_out_of_turn``); the others' matrices are the pool's
+        parts["reorder buffer"] = math.ceil(OUT_OF_TURN_MARGIN * cfg.num_samplers * expected_batch_bytes(cfg, sizes))
     if cfg.partitions is not None:
         parts["neighbor cache"] = int(cfg.neighbor_cache)
     return parts | (extra or {})
