@@ -7,7 +7,8 @@ Each variant runs one loader in a fresh child process, on the same dataset, side
 invocation: ``pin`` (this tree), ``no-pin`` (this tree with :meth:`FeatureBuffer.pin` made to pin
 nothing: the same streaming buffer and budget plan, LRU eviction only) and, with ``--old-tree DIR``
 (a ``git archive`` of an older commit), ``old`` (that tree's loader, imported through ``PYTHONPATH``);
-``NAME@Q`` runs variant NAME with an extract queue (look-ahead depth) of Q batches.
+``NAME@Q`` runs variant NAME with an extract queue (look-ahead depth) of Q batches (without ``@Q``:
+the loader's default depth, reported as ``extract_queue``).
 The loader is configured as the bench's ``outre-part`` system on ``igb-like`` (fanouts 10,5, batch
 512, ``memory_budget`` 1.6 GiB, partitions, 8 parts per macro batch, 64 MiB neighbour cache); the
 consumer sleeps ``--step-ms`` per batch in place of a training step.  Reported per epoch: rows the
@@ -81,6 +82,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
             epochs.append({"rows_read": reads, "unique_rows": unique, "reads_per_unique_row": reads / max(unique, 1),
                            "bytes_read": reads * ds.feature_dim * 4, "seconds": wall,
                            "buffer_rows": s["buffer_rows"], "hit_rate": s["buffer"]["hit_rate"],
+                           "extract_queue": loader.config.extract_capacity,
                            "memory": s["memory"], "batch_matrices": s.get("batch_matrices")})
     finally:
         loader.close()
@@ -110,7 +112,8 @@ def main(argv: list[str] | None = None) -> None:
         for i, e in enumerate(res["epochs"]):
             print(f"{variant:7s} epoch {i}: {e['rows_read']:>9,} rows read ({e['bytes_read'] / 1e9:.2f} GB), "
                   f"{e['unique_rows']:>9,} unique, {e['reads_per_unique_row']:.2f} reads/unique row, "
-                  f"buffer {e['buffer_rows']:,} rows, hit rate {e['hit_rate']:.3f}, {e['seconds']:.1f} s", flush=True)
+                  f"buffer {e['buffer_rows']:,} rows, hit rate {e['hit_rate']:.3f}, extract queue "
+                  f"{e.get('extract_queue', '?')}, {e['seconds']:.1f} s", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "results": results}, indent=1))
 

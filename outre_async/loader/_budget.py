@@ -12,6 +12,8 @@ most edges one batch can sample, the loader holds at most::
     extractor work    extractors x (32 R + 1 MiB)           (unique ids, inverse, gather blocks)
     sampler scratch   samplers x (4 N + 3 sub)              (relabel table + the kernel's growth)
     subgraphs         (extract_queue + extractors + ready_queue + 1) x sub,   sub = 8 R + 24 E (n_id, edges, e_id)
+                      (extract_queue by default: samplers + 2, deepened up to 32 within 2 % of the
+                      budget and what it leaves above the floor, ``extract_depth``)
     batches           a byte pool for batch matrices in flight, real rows x (4 dim + 33) each
                       (matrix, labels, input_id, piece ids + slots, actions; ``_batch_memory``;
                       default (ready_queue + extractors + 1) x b, b = r x (4 dim + 33))
@@ -46,13 +48,13 @@ overtaking window holds back in completion order.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .._errors import ConfigError
 from .._units import format_bytes
 from ..features._disk_source import IOConfig
 from ..features._staging import GATHER_BLOCK, arena_bytes
-from ._config import LoaderConfig
+from ._config import EXTRACT_QUEUE, LoaderConfig
 
 SLOT_BYTES = 40     # per buffer slot besides its row: node id 8, refs 4, valid 1, LRU links 16, slack
 LEASE_BYTES = 33    # per row of a batch besides its features: labels 8, input_id 8 (per seed), piece ids + slots 16, actions 1
@@ -61,6 +63,7 @@ MIN_ROWS_PER_EXTRACTOR = 128  # the buffer's floor: a piece of reads in flight f
 MIN_BATCHES = 2.2   # the pool's floor: the batch the consumer holds and the next one, + 10 % for
                     # batches larger than the probe's largest
 OUT_OF_TURN_MARGIN = 1.1  # ordered mode: a batch out of turn per sampler, + 10 % (as above)
+LOOKAHEAD_SHARE = 0.02  # the default extract queue deepens within this share of the budget
 _SPAN_SLACK = 8192  # an aligned row span passes its row by at most two 4 KiB sectors
 
 
@@ -88,6 +91,7 @@ class MemoryPlan:
     buffer_rows: int
     stage_bytes: int            # S (0 when the source is not a disk source the loader opens)
     parts: dict[str, int]
+    extract_queue: int = 0      # the extract queue's depth the parts count (``extract_depth``)
 
     @property
     def total(self) -> int:
@@ -118,6 +122,7 @@ def batch_row_bytes(dim: int) -> int:
 def plan_memory(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str, int] | None = None) -> MemoryPlan:
     """Size every part; ``source`` is ``"disk"``, ``"memory"`` or ``"injected"`` (see the module); ``extra``
     names parts other owners size (the history table), taken out of the budget before the buffer."""
+    cfg = replace(cfg, extract_queue=extract_depth(cfg, sizes, source=source, extra=extra))
     budget = cfg.budget_bytes
     io = IOConfig(**cfg.source_options) if source == "disk" else None
     slot, least_pool = 4 * sizes.dim + SLOT_BYTES, _least_pool(cfg, sizes)
@@ -138,7 +143,7 @@ def plan_memory(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str
             least = _least_buffer_rows(cfg, sizes)
             rows = min(sizes.num_nodes, max(least, (free - min(pool, free - least * slot)) // slot))
         pool = max(0, free - rows * slot)
-    plan = MemoryPlan(buffer_rows=rows, stage_bytes=stage,
+    plan = MemoryPlan(buffer_rows=rows, stage_bytes=stage, extract_queue=cfg.extract_capacity,
                       parts={"feature buffer": rows * slot, "batches": pool, **fixed})
     if budget is not None and (plan.total > budget or pool < least_pool):
         least_budget = plan_memory_floor(cfg, sizes, source=source, extra=extra)
@@ -151,12 +156,28 @@ def plan_memory(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str
 
 def plan_memory_floor(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str, int] | None = None) -> int:
     """The smallest budget that fits: the buffer's floor (or ``buffer_rows``), two expected batches'
-    matrices and the smallest staging arenas."""
+    matrices, the smallest staging arenas and the extract queue's floor."""
+    cfg = replace(cfg, extract_queue=cfg.extract_capacity)
     io = IOConfig(**cfg.source_options) if source == "disk" else None
     stage = _stage_bytes(cfg, sizes, io, 0)
     rows = _least_buffer_rows(cfg, sizes) if cfg.buffer_rows is None else min(cfg.buffer_rows, sizes.num_nodes)
     return (rows * (4 * sizes.dim + SLOT_BYTES) + _least_pool(cfg, sizes)
             + sum(_fixed_parts(cfg, sizes, source, stage, extra).values()))
+
+
+def extract_depth(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str, int] | None = None) -> int:
+    """The extract queue's depth: ``extract_queue`` if given, else its floor ``num_samplers + 2``
+    deepened up to ``EXTRACT_QUEUE`` by as many worst-case subgraphs as fit in ``LOOKAHEAD_SHARE`` of
+    the budget and in what the budget leaves above the floor (no budget: ``EXTRACT_QUEUE``); why
+    deeper: ``LoaderConfig.extract_capacity``."""
+    least = cfg.extract_capacity
+    if cfg.extract_queue is not None or least >= EXTRACT_QUEUE:
+        return least
+    budget = cfg.budget_bytes
+    if budget is None:
+        return EXTRACT_QUEUE
+    room = min(int(LOOKAHEAD_SHARE * budget), budget - plan_memory_floor(cfg, sizes, source=source, extra=extra))
+    return least + max(0, min(EXTRACT_QUEUE - least, room // (8 * sizes.max_rows + 24 * sizes.max_edges)))
 
 
 def _least_pool(cfg: LoaderConfig, sizes: Sizes) -> int:

@@ -125,6 +125,8 @@ class OutreLoader:
         self._applied, self._static = self._apply_profile()  # profile=: the budget's split (issue 12)
         self._history = build_owner(self.dataset, self.config, first_plan)
         self.memory = self._memory_plan()
+        if self.config.extract_queue is None:  # the depth the plan counts (``_budget.extract_depth``)
+            self.config = replace(self.config, extract_queue=self.memory.extract_queue)
         self.buffer_rows = self.memory.buffer_rows
         self._epoch = 0
         self._sample, self._extract, self._delivery = SampleStage(), ExtractStage(), Delivery()
