@@ -4,11 +4,12 @@
         --partitions bench-fennel-256 --json rereads.json [--old-tree /tmp/old] [--epochs 1]
 
 Each variant runs one loader in a fresh child process, on the same dataset, side by side in one
-invocation: ``pin`` (this tree), ``no-pin`` (this tree with :meth:`FeatureBuffer.pin` made to pin
-nothing: the same streaming buffer and budget plan, LRU eviction only) and, with ``--old-tree DIR``
-(a ``git archive`` of an older commit), ``old`` (that tree's loader, imported through ``PYTHONPATH``);
-``NAME@Q`` runs variant NAME with an extract queue (look-ahead depth) of Q batches (without ``@Q``:
-the loader's default depth, reported as ``extract_queue``).
+invocation: ``pin`` (this tree), ``ordered`` (``pin`` with ``ordered=True``: plan order through the
+reorder buffer and the samplers' out-of-turn gate, whose counters it reports), ``no-pin`` (this tree
+with :meth:`FeatureBuffer.pin` made to pin nothing: the same streaming buffer and budget plan, LRU
+eviction only) and, with ``--old-tree DIR`` (a ``git archive`` of an older commit), ``old`` (that tree's
+loader, imported through ``PYTHONPATH``); ``NAME@Q`` runs variant NAME with an extract queue (look-ahead
+depth) of Q batches (without ``@Q``: the loader's default depth, reported as ``extract_queue``).
 The loader is configured as the bench's ``outre-part`` system on ``igb-like`` (fanouts 10,5, batch
 512, ``memory_budget`` 1.6 GiB, partitions, 8 parts per macro batch, 64 MiB neighbour cache); the
 consumer sleeps ``--step-ms`` per batch in place of a training step.  Reported per epoch: rows the
@@ -60,7 +61,8 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
 
         FeatureBuffer.pin = lambda self, ids: Pin(self, np.asarray(ids, dtype=np.int64)[:0])  # type: ignore[method-assign]
     ds = oa.open_dataset(args.dataset)
-    opts: dict[str, Any] = {"memory_budget": args.budget, "seed": 0, "extract_queue": args.extract_queue}
+    opts: dict[str, Any] = {"memory_budget": args.budget, "seed": 0, "extract_queue": args.extract_queue,
+                            "ordered": variant == "ordered"}
     if args.partitions:
         opts |= {"partitions": args.partitions, "parts_per_batch": args.parts_per_batch,
                  "neighbor_cache": oa._units.parse_bytes(args.neighbor_cache)}
@@ -83,7 +85,8 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
                            "bytes_read": reads * ds.feature_dim * 4, "seconds": wall,
                            "buffer_rows": s["buffer_rows"], "hit_rate": s["buffer"]["hit_rate"],
                            "extract_queue": loader.config.extract_capacity,
-                           "memory": s["memory"], "batch_matrices": s.get("batch_matrices")})
+                           "memory": s["memory"], "batch_matrices": s.get("batch_matrices"),
+                           "out_of_turn": s.get("out_of_turn")})
     finally:
         loader.close()
     return {"variant": args.child, "epochs": epochs}
