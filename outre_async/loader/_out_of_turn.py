@@ -8,7 +8,7 @@ inside the memory plan is this gate between the samplers and the extract channel
   channel; it passes at once, and its extractor reserves its matrix from the pool of batch matrices
   (``_batch_memory``) as in completion order.  In-turn batches therefore reach the pool in plan order.
 * a batch sampled before an earlier one is *out of turn*: it passes only when its real bytes (matrix
-  rows x row bytes + its subgraph, :func:`batch_bytes`) fit this gate's budget, the memory plan's
+  rows x row bytes + its subgraph, :func:`subgraph_bytes`) fit this gate's budget, the memory plan's
   ``reorder buffer`` part; its :class:`MatrixLease` then travels with it in place of a pool
   reservation and is released by the consumer like any lease.  Otherwise its sampler waits until the
   batch fits or comes in turn (waiting batches are served lowest sequence number first).
