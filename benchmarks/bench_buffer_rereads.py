@@ -4,10 +4,12 @@
         --partitions bench-fennel-256 --json rereads.json [--old-tree /tmp/old] [--epochs 1]
 
 Each variant runs one loader in a fresh child process, on the same dataset, side by side in one
-invocation: ``pin`` (this tree), ``no-pin`` (this tree with :meth:`FeatureBuffer.pin` made to pin
-nothing: the same streaming buffer and budget plan, LRU eviction only) and, with ``--old-tree DIR``
-(a ``git archive`` of an older commit), ``old`` (that tree's loader, imported through ``PYTHONPATH``);
-``NAME@Q`` runs variant NAME with an extract queue (look-ahead depth) of Q batches.
+invocation: ``pin`` (this tree), ``ordered`` (``pin`` with ``ordered=True``: plan order through the
+reorder buffer and the samplers' out-of-turn gate, whose counters it reports), ``no-pin`` (this tree
+with :meth:`FeatureBuffer.pin` made to pin nothing: the same streaming buffer and budget plan, LRU
+eviction only) and, with ``--old-tree DIR`` (a ``git archive`` of an older commit), ``old`` (that tree's
+loader, imported through ``PYTHONPATH``); ``NAME@Q`` runs variant NAME with an extract queue (look-ahead
+depth) of Q batches (without ``@Q``: the loader's default depth, reported as ``extract_queue``).
 The loader is configured as the bench's ``outre-part`` system on ``igb-like`` (fanouts 10,5, batch
 512, ``memory_budget`` 1.6 GiB, partitions, 8 parts per macro batch, 64 MiB neighbour cache); the
 consumer sleeps ``--step-ms`` per batch in place of a training step.  Reported per epoch: rows the
@@ -59,7 +61,8 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
 
         FeatureBuffer.pin = lambda self, ids: Pin(self, np.asarray(ids, dtype=np.int64)[:0])  # type: ignore[method-assign]
     ds = oa.open_dataset(args.dataset)
-    opts: dict[str, Any] = {"memory_budget": args.budget, "seed": 0, "extract_queue": args.extract_queue}
+    opts: dict[str, Any] = {"memory_budget": args.budget, "seed": 0, "extract_queue": args.extract_queue,
+                            "ordered": variant == "ordered"}
     if args.partitions:
         opts |= {"partitions": args.partitions, "parts_per_batch": args.parts_per_batch,
                  "neighbor_cache": oa._units.parse_bytes(args.neighbor_cache)}
@@ -81,7 +84,9 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
             epochs.append({"rows_read": reads, "unique_rows": unique, "reads_per_unique_row": reads / max(unique, 1),
                            "bytes_read": reads * ds.feature_dim * 4, "seconds": wall,
                            "buffer_rows": s["buffer_rows"], "hit_rate": s["buffer"]["hit_rate"],
-                           "memory": s["memory"], "batch_matrices": s.get("batch_matrices")})
+                           "extract_queue": loader.config.extract_capacity,
+                           "memory": s["memory"], "batch_matrices": s.get("batch_matrices"),
+                           "out_of_turn": s.get("out_of_turn")})
     finally:
         loader.close()
     return {"variant": args.child, "epochs": epochs}
@@ -110,7 +115,8 @@ def main(argv: list[str] | None = None) -> None:
         for i, e in enumerate(res["epochs"]):
             print(f"{variant:7s} epoch {i}: {e['rows_read']:>9,} rows read ({e['bytes_read'] / 1e9:.2f} GB), "
                   f"{e['unique_rows']:>9,} unique, {e['reads_per_unique_row']:.2f} reads/unique row, "
-                  f"buffer {e['buffer_rows']:,} rows, hit rate {e['hit_rate']:.3f}, {e['seconds']:.1f} s", flush=True)
+                  f"buffer {e['buffer_rows']:,} rows, hit rate {e['hit_rate']:.3f}, extract queue "
+                  f"{e.get('extract_queue', '?')}, {e['seconds']:.1f} s", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "results": results}, indent=1))
 

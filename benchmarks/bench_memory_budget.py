@@ -55,6 +55,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--budgets", default="128MiB,256MiB,512MiB,1GiB")
     p.add_argument("--backends", default="io_uring,pread")
     p.add_argument("--repeats", type=int, default=1, help="runs per setting; medians reported")
+    p.add_argument("--ordered", action="store_true", help="plan order (ordered=True: the reorder buffer's part)")
     p.add_argument("--json", help="write the results to this file")
     p.add_argument("--child", help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -75,7 +76,8 @@ def _status(key: str) -> int:
 async def _epochs(ds: oa.Dataset, spec: dict[str, Any], epochs: int) -> dict[str, Any]:
     seeds = np.random.default_rng(0).choice(ds.num_nodes, min(spec["seeds"], ds.num_nodes), replace=False)
     loader = oa.OutreLoader(ds, split=seeds, fanouts=spec["fanouts"],
-                            batch_size=spec["batch"], memory_budget=spec["budget"], backend=spec["backend"])
+                            batch_size=spec["batch"], memory_budget=spec["budget"], backend=spec["backend"],
+                            ordered=bool(spec.get("ordered")))
     batches = 0
     async with loader:
         for _ in range(epochs):
@@ -162,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
             for batch in map(int, args.batches.split(",")):
                 for budget in (parse_bytes(b) for b in args.budgets.split(",")):
                     spec = {"dataset": str(ds.path), "backend": backend, "batch": batch, "budget": budget,
-                            "fanouts": [int(f) for f in args.fanouts.split(",")], "seeds": args.seeds}
+                            "fanouts": [int(f) for f in args.fanouts.split(",")], "seeds": args.seeds,
+                            "ordered": args.ordered}
                     runs = [run_one(spec) for _ in range(args.repeats)]
                     results.append(summarize(backend, batch, budget, runs))
                     print(json.dumps(results[-1]), flush=True)

@@ -43,6 +43,7 @@ class SampledBatch:
     subgraph: SampledSubgraph   # n_id, edge_index, num_sampled_nodes/edges, batch_size
     history: HistoryDecision | None = None  # pulled / pushed rows, decided when sampled (history= only)
     pin: Pin | None = None      # look-ahead hold on the feature buffer until an extractor takes the rows
+    lease: MatrixLease | None = None  # ordered mode, sent out of turn: its bytes, reserved by the sampler
 
 
 @dataclass(frozen=True, slots=True)

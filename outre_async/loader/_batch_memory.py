@@ -172,9 +172,10 @@ class BatchMemory:
         self._drain()
         self._trim(0)
 
-    async def reserve(self, rows: int, seq: int) -> MatrixLease:
-        """Hold ``rows`` rows' worth of bytes for batch ``seq``, waiting while the pool is full."""
-        n = rows * self.row_bytes
+    async def reserve(self, rows: int, seq: int, extra: int = 0) -> MatrixLease:
+        """Hold ``rows`` rows' worth of bytes (plus ``extra``: ordered mode counts the batch's subgraph
+        too, ``_out_of_turn``) for batch ``seq``, waiting while the pool is full."""
+        n = rows * self.row_bytes + extra
         self.counters["largest_rows"] = max(self.counters["largest_rows"], rows)
         if not self._waiters and self._fits(n):
             self._take(n)

@@ -12,12 +12,18 @@ most edges one batch can sample, the loader holds at most::
     extractor work    extractors x (32 R + 1 MiB)           (unique ids, inverse, gather blocks)
     sampler scratch   samplers x (4 N + 3 sub)              (relabel table + the kernel's growth)
     subgraphs         (extract_queue + extractors + ready_queue + 1) x sub,   sub = 8 R + 24 E (n_id, edges, e_id)
+                      (extract_queue by default: samplers + 2, deepened up to 32 within 2 % of the
+                      budget and what it leaves above the floor, ``extract_depth``)
     batches           a byte pool for batch matrices in flight, real rows x (4 dim + 33) each
                       (matrix, labels, input_id, piece ids + slots, actions; ``_batch_memory``;
-                      default (ready_queue + extractors + 1) x r rows' worth)
-    ordered mode      + (samplers + extract_queue + extractors + ready_queue) x (sub + R x (4 dim + 33))
+                      default (ready_queue + extractors + 1) x b, b = r x (4 dim + 33))
+    reorder buffer    ordered mode: 1.1 x samplers x b for batches sent out of turn (``_out_of_turn``)
     history table     4 N + C x (4 dim + 12 + samplers)     (with ``history=``: C cached h^(L-1) rows)
 
+In ordered mode a batch's lease also counts its subgraph (``b`` adds ``8 r + 24 E``), as the
+reorder buffer may hold a batch past its queue slot; a batch sampled before an earlier one is sent
+only within the ``reorder buffer`` part (else when its turn comes), every other batch's matrix comes
+from the pool, so what the reorder buffer holds is inside those two parts whatever the delays.
 The feature buffer is a cache (a batch streams through it in pieces), so it needs only
 ``min(N, 128 x extractors)`` rows; the ``batches`` pool must hold two real batches (the one the
 consumer's loop still holds and the next, ``_batch_memory``) plus 10 % for batches larger than the
@@ -42,13 +48,13 @@ overtaking window holds back in completion order.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .._errors import ConfigError
 from .._units import format_bytes
 from ..features._disk_source import IOConfig
 from ..features._staging import GATHER_BLOCK, arena_bytes
-from ._config import LoaderConfig
+from ._config import EXTRACT_QUEUE, LoaderConfig
 
 SLOT_BYTES = 40     # per buffer slot besides its row: node id 8, refs 4, valid 1, LRU links 16, slack
 LEASE_BYTES = 33    # per row of a batch besides its features: labels 8, input_id 8 (per seed), piece ids + slots 16, actions 1
@@ -56,6 +62,8 @@ NODE_BYTES = 12     # per node: its slot (8) and its look-ahead count (4)
 MIN_ROWS_PER_EXTRACTOR = 128  # the buffer's floor: a piece of reads in flight for every extractor
 MIN_BATCHES = 2.2   # the pool's floor: the batch the consumer holds and the next one, + 10 % for
                     # batches larger than the probe's largest
+OUT_OF_TURN_MARGIN = 1.1  # ordered mode: a batch out of turn per sampler, + 10 % (as above)
+LOOKAHEAD_SHARE = 0.02  # the default extract queue deepens within this share of the budget
 _SPAN_SLACK = 8192  # an aligned row span passes its row by at most two 4 KiB sectors
 
 
@@ -83,6 +91,7 @@ class MemoryPlan:
     buffer_rows: int
     stage_bytes: int            # S (0 when the source is not a disk source the loader opens)
     parts: dict[str, int]
+    extract_queue: int = 0      # the extract queue's depth the parts count (``extract_depth``)
 
     @property
     def total(self) -> int:
@@ -92,6 +101,11 @@ class MemoryPlan:
     def batch_bytes(self) -> int:
         """The byte pool of batch matrices in flight (``_batch_memory``)."""
         return self.parts["batches"]
+
+    @property
+    def out_of_turn_bytes(self) -> int:
+        """Ordered mode: the budget of batches sent out of turn (``_out_of_turn``); 0 otherwise."""
+        return self.parts.get("reorder buffer", 0)
 
     def source_options(self) -> dict[str, int]:
         """Staging sizes for the disk source the loader opens (empty when it opens none)."""
@@ -108,9 +122,10 @@ def batch_row_bytes(dim: int) -> int:
 def plan_memory(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str, int] | None = None) -> MemoryPlan:
     """Size every part; ``source`` is ``"disk"``, ``"memory"`` or ``"injected"`` (see the module); ``extra``
     names parts other owners size (the history table), taken out of the budget before the buffer."""
+    cfg = replace(cfg, extract_queue=extract_depth(cfg, sizes, source=source, extra=extra))
     budget = cfg.budget_bytes
     io = IOConfig(**cfg.source_options) if source == "disk" else None
-    slot, least_pool = 4 * sizes.dim + SLOT_BYTES, _least_pool(sizes)
+    slot, least_pool = 4 * sizes.dim + SLOT_BYTES, _least_pool(cfg, sizes)
     stage = _stage_bytes(cfg, sizes, io, budget)
     if budget is not None:  # smaller arenas rather than less room than the buffer's floor and two batches
         least, needed = _stage_bytes(cfg, sizes, io, 0), _least_buffer_rows(cfg, sizes) * slot + least_pool
@@ -128,7 +143,7 @@ def plan_memory(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str
             least = _least_buffer_rows(cfg, sizes)
             rows = min(sizes.num_nodes, max(least, (free - min(pool, free - least * slot)) // slot))
         pool = max(0, free - rows * slot)
-    plan = MemoryPlan(buffer_rows=rows, stage_bytes=stage,
+    plan = MemoryPlan(buffer_rows=rows, stage_bytes=stage, extract_queue=cfg.extract_capacity,
                       parts={"feature buffer": rows * slot, "batches": pool, **fixed})
     if budget is not None and (plan.total > budget or pool < least_pool):
         least_budget = plan_memory_floor(cfg, sizes, source=source, extra=extra)
@@ -141,16 +156,38 @@ def plan_memory(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str
 
 def plan_memory_floor(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str, int] | None = None) -> int:
     """The smallest budget that fits: the buffer's floor (or ``buffer_rows``), two expected batches'
-    matrices and the smallest staging arenas."""
+    matrices, the smallest staging arenas and the extract queue's floor."""
+    cfg = replace(cfg, extract_queue=cfg.extract_capacity)
     io = IOConfig(**cfg.source_options) if source == "disk" else None
     stage = _stage_bytes(cfg, sizes, io, 0)
     rows = _least_buffer_rows(cfg, sizes) if cfg.buffer_rows is None else min(cfg.buffer_rows, sizes.num_nodes)
-    return (rows * (4 * sizes.dim + SLOT_BYTES) + _least_pool(sizes)
+    return (rows * (4 * sizes.dim + SLOT_BYTES) + _least_pool(cfg, sizes)
             + sum(_fixed_parts(cfg, sizes, source, stage, extra).values()))
 
 
-def _least_pool(sizes: Sizes) -> int:
-    return math.ceil(MIN_BATCHES * sizes.expected_rows * batch_row_bytes(sizes.dim))
+def extract_depth(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str, int] | None = None) -> int:
+    """The extract queue's depth: ``extract_queue`` if given, else its floor ``num_samplers + 2``
+    deepened up to ``EXTRACT_QUEUE`` by as many worst-case subgraphs as fit in ``LOOKAHEAD_SHARE`` of
+    the budget and in what the budget leaves above the floor (no budget: ``EXTRACT_QUEUE``); why
+    deeper: ``LoaderConfig.extract_capacity``."""
+    least = cfg.extract_capacity
+    if cfg.extract_queue is not None or least >= EXTRACT_QUEUE:
+        return least
+    budget = cfg.budget_bytes
+    if budget is None:
+        return EXTRACT_QUEUE
+    room = min(int(LOOKAHEAD_SHARE * budget), budget - plan_memory_floor(cfg, sizes, source=source, extra=extra))
+    return least + max(0, min(EXTRACT_QUEUE - least, room // (8 * sizes.max_rows + 24 * sizes.max_edges)))
+
+
+def _least_pool(cfg: LoaderConfig, sizes: Sizes) -> int:
+    return math.ceil(MIN_BATCHES * expected_batch_bytes(cfg, sizes))
+
+
+def expected_batch_bytes(cfg: LoaderConfig, sizes: Sizes) -> int:
+    """``b``: what one batch of the expected rows costs in flight (ordered mode: with its subgraph)."""
+    sub = 8 * sizes.expected_rows + 24 * sizes.max_edges if cfg.ordered else 0
+    return sizes.expected_rows * batch_row_bytes(sizes.dim) + sub
 
 
 def _least_buffer_rows(cfg: LoaderConfig, sizes: Sizes) -> int:
@@ -160,7 +197,7 @@ def _least_buffer_rows(cfg: LoaderConfig, sizes: Sizes) -> int:
 def default_pool(cfg: LoaderConfig, sizes: Sizes) -> int:
     """Room for every batch that can be in flight at once, at the expected size: extracting,
     queued ready, held by the consumer."""
-    return (cfg.ready_capacity + cfg.num_extractors + 1) * sizes.expected_rows * batch_row_bytes(sizes.dim)
+    return (cfg.ready_capacity + cfg.num_extractors + 1) * expected_batch_bytes(cfg, sizes)
 
 
 def _stage_bytes(cfg: LoaderConfig, sizes: Sizes, io: IOConfig | None, budget: int | None) -> int:
@@ -182,7 +219,6 @@ def _fixed_parts(cfg: LoaderConfig, sizes: Sizes, source: str, stage: int,
                  extra: dict[str, int] | None = None) -> dict[str, int]:
     n, r, e = sizes.num_nodes, sizes.max_rows, cfg.num_extractors
     sub = 8 * r + 24 * sizes.max_edges  # n_id, edge_index, e_id
-    batch = r * batch_row_bytes(sizes.dim)  # held out of turn: counted at the worst case
     scratch = 4 if n <= 2**31 - 1 else 8
     parts = {
         "slot table": NODE_BYTES * n,
@@ -191,8 +227,8 @@ def _fixed_parts(cfg: LoaderConfig, sizes: Sizes, source: str, stage: int,
         "sampler scratch": cfg.num_samplers * (scratch * n + 3 * sub),
         "subgraphs": (cfg.extract_capacity + e + cfg.ready_capacity + 1) * sub,
     }
-    if cfg.ordered:
-        parts["reorder buffer"] = (cfg.num_samplers + cfg.extract_capacity + e + cfg.ready_capacity) * (sub + batch)
+    if cfg.ordered:  # batches sent out of turn (``_out_of_turn``); the others' matrices are the pool's
+        parts["reorder buffer"] = math.ceil(OUT_OF_TURN_MARGIN * cfg.num_samplers * expected_batch_bytes(cfg, sizes))
     if cfg.partitions is not None:
         parts["neighbor cache"] = int(cfg.neighbor_cache)
     return parts | (extra or {})

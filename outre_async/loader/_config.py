@@ -20,6 +20,7 @@ from ..sampling._plan import check_rank
 from ..sampling._sampler import check_fanouts
 
 _AT_LEAST_ONE = ("batch_size", "num_samplers", "num_extractors")
+EXTRACT_QUEUE = 32  # the extract queue's default depth (see LoaderConfig.extract_capacity)
 _NONE_OR_AT_LEAST_ONE = ("extract_queue", "ready_queue", "buffer_rows", "memory_budget", "max_in_flight",
                          "parts_per_batch", "interleave")
 
@@ -36,7 +37,7 @@ class LoaderConfig:
     ordered: bool = False
     num_samplers: int = 2
     num_extractors: int = 2
-    extract_queue: int | None = None  # None: num_samplers + 2 (GNNDrive: a bit more than the samplers)
+    extract_queue: int | None = None  # None: num_samplers + 2, deepened by the memory plan (extract_capacity)
     ready_queue: int | None = None    # None: num_extractors
     buffer_rows: int | None = None    # None: from memory_budget, else (num_extractors + 1) × probed rows per batch
     memory_budget: int | str | None = None  # bytes for the feature buffer; None: buffer_rows' default
@@ -77,6 +78,20 @@ class LoaderConfig:
 
     @property
     def extract_capacity(self) -> int:
+        """Depth of the channel between samplers and extractors: ``extract_queue``, else its floor,
+        ``num_samplers + 2``, which the memory plan deepens (``_budget.extract_depth``; the loader
+        then holds the deeper value in its config).
+
+        GNNDrive keeps "a bit more than the samplers" there, enough to keep the extractors fed.  Here
+        the queue is also how far look-ahead pins see: rows of queued batches are evicted last, so a
+        deeper queue re-reads fewer rows.  One igb-like epoch (partitions bench-fennel-256, 1.6 GiB,
+        ``benchmarks/bench_buffer_rereads.py``) read 1.60 M rows at depth 4, 1.54 M at 8, 1.43 M at
+        16, 1.28 M at 32 (-20 %) and 1.12 M at 64.  Each slot costs one worst-case subgraph in the
+        plan (``8 R + 24 E``: 1 MB there, so 32 costs 26 MiB more than 4, 2.5 % of the buffer's rows;
+        3.6 MB with fanouts 10,10 and batch 1024), so the default deepens the queue to
+        ``EXTRACT_QUEUE`` (32) only within 2 % of ``memory_budget`` and what the budget leaves
+        above the loader's floor (a budget at the floor keeps ``num_samplers + 2``).
+        """
         return self.num_samplers + 2 if self.extract_queue is None else self.extract_queue
 
     @property

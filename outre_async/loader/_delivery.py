@@ -1,7 +1,8 @@
 """Delivery: the consumer side of an epoch, an async generator over the ready channel.
 
 Batches are yielded in completion order (optionally with bounded overtaking, :class:`_Windowed`), or
-in plan order through a :class:`ReorderBuffer`; when
+in plan order through a :class:`ReorderBuffer` (its batches keep their leases: the samplers' gate,
+``_out_of_turn``, keeps what it can hold inside the memory plan and says why that cannot deadlock); when
 the stages failed, the first error is raised itself (with its own cause), not an ExceptionGroup.
 The previous batch's matrix lease is released when the next batch is in hand.  The :class:`Delivery`
 outlives epochs and owns the consumer-side counters.
@@ -89,9 +90,10 @@ class _Windowed(_AsCompleted):
 
 
 class _InPlanOrder(_AsCompleted):
-    """Plan order through a reorder buffer.  A batch held out of turn gives its matrix lease back
-    at once (the reorder buffer's own part of the memory plan counts it), so the batch everyone waits
-    for can always reserve its matrix."""
+    """Plan order through a reorder buffer.  A batch held until the earlier ones arrive keeps its
+    lease: either it was sent out of turn and its bytes are the out-of-turn budget's, or it was sent
+    in turn after the batch everyone waits for, which therefore reserved its matrix first
+    (``_out_of_turn``).  While the consumer waits, every ready batch is taken off the ready channel."""
 
     def __init__(self) -> None:
         self.reorder: ReorderBuffer[ExtractedBatch] = ReorderBuffer()
@@ -102,10 +104,7 @@ class _InPlanOrder(_AsCompleted):
             eb = await super().next(ready)
             if eb is None:
                 return None
-            in_turn = self.reorder.push(eb.seq, eb)
-            if eb not in in_turn:
-                eb.lease.release()
-            self.queue.extend(in_turn)
+            self.queue.extend(self.reorder.push(eb.seq, eb))
         return self.queue.popleft()
 
     def leftovers(self) -> list[ExtractedBatch]:

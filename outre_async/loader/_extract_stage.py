@@ -3,7 +3,8 @@
 For every :class:`SampledBatch` on the extract channel an extractor takes three steps:
 
 1. *reserve* the batch matrix's bytes in the :class:`BatchMemory` pool (its real unique rows; waits
-   while matrices in flight fill the budget's share);
+   while matrices in flight fill the budget's share; in ordered mode the subgraph's bytes too, and a
+   batch sent out of turn brings its lease from the sampler, ``_out_of_turn``);
 2. *extract*: the rows stream through the :class:`FeatureBuffer` piece by piece (hits need no I/O,
    rows another extractor is reading are awaited, the rest are read through the
    :class:`FeatureSource`) and each piece is copied into the matrix; the batch's look-ahead pin
@@ -40,6 +41,7 @@ from ._batch import ExtractedBatch, SampledBatch
 from ._batch_memory import BatchMemory
 from ._channel import Channel
 from ._cpu_meter import CpuMeter, metered
+from ._out_of_turn import subgraph_bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,19 +64,23 @@ class ExtractStage:
         self.static: StaticFeatureCache | None = None  # looked up before the buffer (loaded by the loader)
 
     async def worker(self, inp: Channel[SampledBatch], out: Channel[ExtractedBatch], buffer: FeatureBuffer,
-                     source: FeatureSource, matrices: BatchMemory, *, piece_rows: int) -> None:
+                     source: FeatureSource, matrices: BatchMemory, *, piece_rows: int, ordered: bool = False) -> None:
+        """Extract every batch on ``inp``; ``ordered``: leases count subgraphs too (the reorder buffer
+        may hold a batch past its queue slot)."""
         async for sb in inp:
             try:
-                await self._one(sb, out, buffer, source, matrices, piece_rows)
+                await self._one(sb, out, buffer, source, matrices, piece_rows, ordered)
             finally:
                 if sb.pin is not None:
                     sb.pin.release()
 
     async def _one(self, sb: SampledBatch, out: Channel[ExtractedBatch], buffer: FeatureBuffer,
-                   source: FeatureSource, matrices: BatchMemory, piece_rows: int) -> None:
+                   source: FeatureSource, matrices: BatchMemory, piece_rows: int, ordered: bool) -> None:
         start, cpu = time.perf_counter(), CpuMeter()
         ids = sb.subgraph.n_id
-        lease = await matrices.reserve(len(ids), sb.seq)
+        lease = sb.lease
+        if lease is None:
+            lease = await matrices.reserve(len(ids), sb.seq, subgraph_bytes(sb.subgraph) if ordered else 0)
         try:
             # one metered coroutine per batch: two clock reads per suspension, not per step
             x = await metered(self._extract(sb, matrices.matrix(lease, len(ids), buffer.data.shape[1]), buffer,

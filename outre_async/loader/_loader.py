@@ -13,7 +13,9 @@ sampled subgraphs and gathered batches in flight (the formula, part by part, is 
 the buffer to fit it, or refuses it with a :class:`ConfigError` naming the minimum.  With ``history=``
 the table adds ``4 N + C (4 dim + 12 + num_samplers)`` bytes (C slots of h^(L-1) rows; the cache's
 ``history_bytes``), counted as one more part of the plan before the feature buffer is sized; batches
-its overtaking window holds back in completion order add at most what ordered mode's reorder buffer can.
+its overtaking window holds back in completion order are not counted (``_budget``).  With
+``ordered=True`` the batches the reorder buffer holds keep their leases on the pool of batch
+matrices or on the samplers' out-of-turn budget (``_out_of_turn``), both parts of the plan.
 """
 
 from __future__ import annotations
@@ -38,13 +40,14 @@ from ..sampling._plan import SeedIndex, max_edges_per_batch, max_rows_per_batch,
 from ..store._dataset import Dataset, open_dataset
 from ._batch import ExtractedBatch, OutreBatch, PlanItem, SampledBatch, to_batch
 from ._batch_rows import expected_batch_rows
-from ._budget import MemoryPlan, Sizes, plan_memory
+from ._budget import MemoryPlan, Sizes, batch_row_bytes, plan_memory
 from ._channel import Channel
 from ._config import BACKENDS, LoaderConfig
 from ._delivery import Delivery
 from ._extract_stage import ExtractStage
 from ._history import EpochHistory, build_owner
 from ._loop_thread import LoopThread
+from ._out_of_turn import OutOfTurnMemory
 from ._pipeline import EpochParts
 from ._profile_stats import profile_stats
 from ._profiling import AppliedPlan, load_plan
@@ -122,11 +125,14 @@ class OutreLoader:
         self._applied, self._static = self._apply_profile()  # profile=: the budget's split (issue 12)
         self._history = build_owner(self.dataset, self.config, first_plan)
         self.memory = self._memory_plan()
+        if self.config.extract_queue is None:  # the depth the plan counts (``_budget.extract_depth``)
+            self.config = replace(self.config, extract_queue=self.memory.extract_queue)
         self.buffer_rows = self.memory.buffer_rows
         self._epoch = 0
         self._sample, self._extract, self._delivery = SampleStage(), ExtractStage(), Delivery()
         self._extract.static = self._static
         self._channels = self._new_channels()  # the latest epoch's (what stats()["queues"] reports)
+        self._gate: OutOfTurnMemory | None = None  # ordered mode: the latest epoch's out-of-turn budget
         self._box = ResourceBox()
         self._bridge: LoopThread | None = None
         self._finalizer: weakref.finalize | None = None
@@ -269,11 +275,13 @@ class OutreLoader:
         else:
             stream_base = epoch * max(len(plan), 1) * world + self._place.rank
         self._channels = extract, ready = self._new_channels()
+        if cfg.ordered:
+            self._gate = OutOfTurnMemory(self.memory.out_of_turn_bytes, batch_row_bytes(self.dataset.feature_dim))
         return EpochParts(
             plan=plan, samplers=res.samplers, executor=res.executor, buffer=res.buffer, source=res.source,
             extract=extract, ready=ready, num_extractors=cfg.num_extractors, stream_base=stream_base,
             sample_stage=self._sample, extract_stage=self._extract, matrices=res.matrices, history=history,
-            stream_stride=world,
+            gate=self._gate if cfg.ordered else None, stream_stride=world,
         )
 
     # -- sync API --------------------------------------------------------------------------------
@@ -362,6 +370,8 @@ class OutreLoader:
         out["queues"] = queue_stats({"extract": extract.statistics(), "ready": ready.statistics()})
         res = self._res
         out.update(resource_stats(res.snapshot() if res is not None else self._box.closed))
+        if self._gate is not None:
+            out["out_of_turn"] = self._gate.stats()
         if self._partitioned is not None:
             out["neighbor_lists"] = self._partitioned.stats()
         if self._history is not None:

@@ -6,8 +6,8 @@
 
 :func:`run_stages` is one task that owns an ``asyncio.TaskGroup`` with every sampler and extractor
 of the epoch; the first failure cancels the rest, closes both channels, releases the matrix leases
-of batches nobody will consume and drops the look-ahead pins of sampled batches nobody will
-extract.  The consumer side is ``_delivery``.
+of batches nobody will consume and drops the look-ahead pins (and out-of-turn leases) of sampled
+batches nobody will extract.  The consumer side is ``_delivery``.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from ._batch_memory import BatchMemory
 from ._channel import Channel
 from ._extract_stage import ExtractStage
 from ._history import EpochHistory
+from ._out_of_turn import OutOfTurnMemory
 from ._sample_stage import SampleStage
 
 
@@ -45,6 +46,7 @@ class EpochParts:
     extract_stage: ExtractStage
     matrices: BatchMemory
     history: EpochHistory | None = None
+    gate: OutOfTurnMemory | None = None  # ordered mode: the epoch's out-of-turn budget (``_out_of_turn``)
     stream_stride: int = 1  # batch seq samples with stream ``stream_base + seq * stream_stride`` (one per rank)
 
 
@@ -57,12 +59,13 @@ async def run_stages(parts: EpochParts) -> None:
         async with asyncio.TaskGroup() as tg:
             samplers = [
                 tg.create_task(parts.sample_stage.worker(s, plan, extract, parts.executor, parts.stream_base,
-                                                         parts.history, parts.stream_stride, parts.buffer))
+                                                         parts.history, parts.stream_stride, parts.buffer,
+                                                         parts.gate))
                 for s in parts.samplers
             ]
             extractors = [
                 tg.create_task(parts.extract_stage.worker(extract, ready, parts.buffer, parts.source, parts.matrices,
-                                                          piece_rows=piece_rows))
+                                                          piece_rows=piece_rows, ordered=parts.gate is not None))
                 for _ in range(parts.num_extractors)
             ]
             tg.create_task(_close_after(samplers, extract))
@@ -77,6 +80,8 @@ async def run_stages(parts: EpochParts) -> None:
         for sb in extract.drain_nowait():  # sampled, never extracted: their rows are not wanted any more
             if sb.pin is not None:
                 sb.pin.release()
+            if sb.lease is not None:
+                sb.lease.release()
 
 
 async def _close_after(tasks: list[asyncio.Task[None]], channel: Channel[Any]) -> None:

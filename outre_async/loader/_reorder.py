@@ -2,8 +2,9 @@
 
 Batches finish out of order; each carries its sequence number in the epoch's plan.  ``push`` takes
 one finished batch and returns the (possibly empty) run of batches that can now be delivered in
-order.  Memory is bounded by the pipeline, not here: at most the number of batches in flight
-(queues plus workers) can be held while an earlier one is still running.
+order.  Memory is bounded by the pipeline, not here: every batch held keeps its matrix lease, on the
+pool of batch matrices or on the out-of-turn budget of the samplers' gate (``_out_of_turn``), so what
+is held never exceeds those two parts of the memory plan, whatever the delays.
 """
 
 from __future__ import annotations

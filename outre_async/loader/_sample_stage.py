@@ -8,7 +8,9 @@ once without a lock) and sends a :class:`SampledBatch` on the bounded extract ch
 A batch sent on the extract channel carries a look-ahead :class:`Pin` on the feature buffer (its
 rows are kept from eviction until an extractor takes them, GIDS's window buffering); the pin is taken
 before the send, so a batch waiting for room in the channel is already counted, and dropped if the
-send fails or is cancelled.
+send fails or is cancelled.  In ordered mode a batch passes the :class:`OutOfTurnMemory` gate first
+(``_out_of_turn``): at once when every earlier batch is on the channel, else when its bytes fit the
+out-of-turn budget (its lease then travels with it, and is released if the send fails).
 
 With ``history=``, the loop makes the batch's validity snapshot before the work goes to a thread,
 and the thread returns the subgraph with its pull/push decision (``_history``).
@@ -33,6 +35,7 @@ from ._batch import PlanItem, SampledBatch, Sampler
 from ._channel import Channel
 from ._cpu_meter import thread_cpu_call
 from ._history import EpochHistory
+from ._out_of_turn import OutOfTurnMemory, subgraph_bytes
 
 R = TypeVar("R")
 
@@ -70,7 +73,8 @@ class SampleStage:
 
     async def worker(self, sampler: Sampler, plan: Iterator[tuple[int, PlanItem]], out: Channel[SampledBatch],
                      executor: Executor, stream_base: int, history: EpochHistory | None = None,
-                     stream_stride: int = 1, lookahead: FeatureBuffer | None = None) -> None:
+                     stream_stride: int = 1, lookahead: FeatureBuffer | None = None,
+                     gate: OutOfTurnMemory | None = None) -> None:
         for seq, item in plan:
             stream = stream_base + seq * stream_stride
             start = time.perf_counter()
@@ -83,10 +87,15 @@ class SampleStage:
                                                                 sampler, item, stream, prune)
                 history.promise(seq, decision)
             self.counters = self.counters.plus(subgraph, time.perf_counter() - start, cpu)
+            lease = None if gate is None else await gate.admit(seq, subgraph.num_nodes, subgraph_bytes(subgraph))
             pin = lookahead.pin(subgraph.n_id) if lookahead is not None else None
             try:
-                await out.send(SampledBatch(seq, subgraph, decision, pin))
+                await out.send(SampledBatch(seq, subgraph, decision, pin, lease))
             except BaseException:
                 if pin is not None:
                     pin.release()
+                if lease is not None:
+                    lease.release()
                 raise
+            if gate is not None:
+                gate.sent(seq)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+
 import pytest
 
 import outre_async as oa
@@ -84,3 +87,58 @@ def test_max_edges_per_batch() -> None:
     assert max_edges_per_batch(4, (3, 2), 10**9) == 4 * 3 + 4 * 3 * 2
     assert max_edges_per_batch(4, (3, -1), 100) == 100
     assert max_edges_per_batch(4, (30, 30), 1000) == 1000
+
+
+IGB_LIKE = Sizes(num_nodes=1_000_000, dim=1024, row_bytes=4096, stride=4096, max_rows=31_232, max_edges=30_720,
+                 batch_rows=17_101)  # fanouts (10, 5), batch 512; 17,101 rows: the probe on bench-fennel-256
+
+
+def test_ordered_mode_counts_out_of_turn_batches_at_their_real_rows() -> None:
+    """The bench's ordered outre-part on igb-like at 1.6 GiB: the reorder buffer is a byte budget of
+    1.1 x samplers probed batches (with their subgraphs), not (samplers + queues + extractors) worst
+    cases (1.2 GiB, which left the feature buffer its 256-row floor)."""
+    cfg = oa.LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget="1.6GiB", ordered=True,
+                          partitions="bench-fennel-256", neighbor_cache=64 << 20)
+    plan = plan_memory(cfg, IGB_LIKE, source="disk")
+    batch = 17_101 * batch_row_bytes(1024) + 8 * 17_101 + 24 * 30_720
+    assert plan.parts["reorder buffer"] == plan.out_of_turn_bytes == math.ceil(1.1 * 2 * batch)
+    assert plan.parts["batches"] >= (2 + 2 + 1) * batch  # ready queue + extractors + the consumer's, subgraphs too
+    assert plan.total <= cfg.budget_bytes and plan.buffer_rows > 200_000
+    worse = replace(IGB_LIKE, max_rows=1_000_000)  # a larger worst case, the same real batches: the same part
+    assert plan_memory(cfg, worse, source="disk").parts["reorder buffer"] == plan.parts["reorder buffer"]
+    unordered = plan_memory(oa.LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget="1.6GiB"), IGB_LIKE,
+                            source="disk")
+    assert "reorder buffer" not in unordered.parts and unordered.buffer_rows > plan.buffer_rows
+
+
+def test_an_ordered_budget_below_the_floor_names_the_minimum() -> None:
+    cfg = oa.LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget=1, ordered=True)
+    floor = plan_memory_floor(cfg, IGB_LIKE, source="disk")
+    unordered = plan_memory_floor(oa.LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget=1), IGB_LIKE,
+                                  source="disk")
+    assert floor > unordered  # the reorder buffer's part and the subgraphs in the pool's two batches
+    plan_memory(oa.LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget=floor, ordered=True), IGB_LIKE,
+                source="disk")  # exactly the floor fits
+    with pytest.raises(oa.ConfigError, match=f"memory_budget={floor - 1} .* below the {floor} bytes.*reorder buffer"):
+        plan_memory(oa.LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget=floor - 1, ordered=True),
+                    IGB_LIKE, source="disk")
+
+
+def test_the_default_extract_queue_deepens_within_two_percent_of_the_budget_and_its_room() -> None:
+    """Look-ahead depth (``extract_depth``): 32 on igb-like at 1.6 GiB (32 subgraphs of 1 MB fit in
+    2 %), the floor samplers + 2 at the floor budget, in between when the budget is tight, as given
+    when given, and the ``subgraphs`` part counts the depth the plan returns."""
+    cfg = oa.LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget="1.6GiB")
+    sub = 8 * IGB_LIKE.max_rows + 24 * IGB_LIKE.max_edges
+    plan = plan_memory(cfg, IGB_LIKE, source="disk")
+    assert plan.extract_queue == 32 and plan.parts["subgraphs"] == (32 + 2 + 2 + 1) * sub
+    floor = plan_memory_floor(cfg, IGB_LIKE, source="disk")
+    at_floor = oa.LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget=floor)
+    assert plan_memory(at_floor, IGB_LIKE, source="disk").extract_queue == 4
+    tight = oa.LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget=floor + 3 * sub + 1)  # room: 3 slots
+    assert plan_memory(tight, IGB_LIKE, source="disk").extract_queue == 4 + 3
+    mid = oa.LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget=400 << 20)  # 2 %: 8 slots
+    assert plan_memory(mid, IGB_LIKE, source="disk").extract_queue == 4 + int(0.02 * (400 << 20)) // sub == 12
+    given = oa.LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget="1.6GiB", extract_queue=3)
+    assert plan_memory(given, IGB_LIKE, source="disk").extract_queue == 3
+    assert plan_memory(oa.LoaderConfig(fanouts=(10, 5), batch_size=512), IGB_LIKE, source="disk").extract_queue == 32

@@ -57,7 +57,7 @@ def test_a_buffer_smaller_than_the_queued_batches_serves_every_batch(dataset: oa
 
 def test_batches_waiting_in_the_extract_queue_pin_their_rows(dataset: oa.Dataset) -> None:
     async def body() -> None:
-        loader = oa.OutreLoader(dataset, fanouts=[4, 3], batch_size=16, seed=7, backend="memory")
+        loader = oa.OutreLoader(dataset, fanouts=[4, 3], batch_size=16, seed=7, backend="memory", extract_queue=4)
         async with loader:
             async for _batch in loader:  # the consumer holds the first batch: the pipeline fills up behind it
                 for _ in range(1000):
