@@ -91,8 +91,70 @@ def main() -> None:
            "cap_bytes": preset.cap_bytes, "costs": costs.to_json() if costs else None, "rows": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=2, default=float))
+    out["summary"] = _summary(rows)
+    args.out.write_text(json.dumps(out, indent=2, default=float))
     print(_table(rows))
+    print(json.dumps(out["summary"]))
+    _plot(rows, args.out.with_suffix(".png"))
     print("wrote", args.out)
+
+
+def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The goal's figures: auto and OUTRE's grid against the best measured fixed alpha, and how well the
+    prediction orders the splits (Spearman's rank correlation, predicted vs measured)."""
+    done = [r for r in rows if r["measured_seconds"] is not None]
+    fixed = [r for r in done if isinstance(r["split"], float)]
+    if not fixed:
+        return {}
+    best = min(fixed, key=lambda r: r["measured_seconds"])
+    named = {r["split"]: r["measured_seconds"] for r in done if isinstance(r["split"], str)}
+    out: dict[str, Any] = {"best_alpha": best["split"], "best_seconds": best["measured_seconds"]}
+    for name, sec in named.items():
+        out[f"{name}_over_best"] = sec / best["measured_seconds"]
+    if len(done) >= 3:
+        out["spearman_predicted_vs_measured"] = _spearman([r["predicted_seconds"] for r in done],
+                                                          [r["measured_seconds"] for r in done])
+        out["measured_over_predicted_median"] = statistics.median(r["measured_seconds"] / r["predicted_seconds"]
+                                                                  for r in done if r["predicted_seconds"] > 0)
+    return out
+
+
+def _spearman(a: list[float], b: list[float]) -> float:
+    def ranks(v: list[float]) -> list[float]:
+        order = sorted(range(len(v)), key=lambda i: v[i])
+        r = [0.0] * len(v)
+        for rank, i in enumerate(order):
+            r[i] = float(rank)
+        return r
+
+    ra, rb = ranks(a), ranks(b)
+    n = len(a)
+    return 1 - 6 * sum((x - y) ** 2 for x, y in zip(ra, rb, strict=True)) / (n * (n * n - 1))
+
+
+def _plot(rows: list[dict[str, Any]], path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("plot skipped (pip install matplotlib)")
+        return
+    fixed = sorted((r for r in rows if isinstance(r["split"], float) and r["measured_seconds"]), key=lambda r: r["split"])
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot([r["split"] for r in fixed], [r["measured_seconds"] for r in fixed], "o-", label="measured")
+    ax.plot([r["split"] for r in fixed], [r["predicted_seconds"] for r in fixed], "s--", label="predicted")
+    for r in rows:
+        if isinstance(r["split"], str) and r["measured_seconds"]:
+            alpha = r["alpha"] if r["alpha"] is not None else (r["bytes"]["history"] / max(r["cache_budget"], 1))
+            ax.plot([alpha], [r["measured_seconds"]], "*", markersize=12, label=f"{r['split']} (measured)")
+    ax.set_xlabel("alpha: share of the cache budget for embeddings")
+    ax.set_ylabel("epoch seconds")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print("plot", path)
 
 
 def _partition(system: OutreAuto, path: str, spec: RunSpec) -> dict[str, Any]:
@@ -113,6 +175,7 @@ def _row(split: str | float, meta: dict[str, Any], seconds: float, runs: list[di
             "predicted_seconds": meta["predicted"]["epoch_seconds"] * share,
             "predicted_no_cache_seconds": meta["predicted"]["epoch_seconds_no_cache"] * share,
             "measured_seconds": epoch, "batches": first.get("batches"), "outcomes": [r.get("outcome") for r in runs],
+            "train_seconds": first.get("train_seconds"), "rows_from_disk": first.get("rows_from_disk"),
             "read_bytes": first.get("read_bytes_proc"), "val_accuracy": first.get("val_accuracy"),
             "cgroup_peak_bytes": [r.get("cgroup_peak_bytes") for r in runs],
             "runs": [{k: r.get(k) for k in ("outcome", "message", "wall_seconds", "cap")} for r in runs]}
