@@ -106,6 +106,7 @@ def run_profile(ds: Any, cfg: LoaderConfig, seeds: np.ndarray, partitioned: Any,
     costs = costs or measure_costs(ds, backend="memory" if kind == "memory" else cfg.backend,
                           batch_rows=max(1, counts.accesses // max(counts.batches, 1)),
                           num_extractors=cfg.num_extractors, hidden=h.dim if h else ds.feature_dim, seed=cfg.seed,
+                          fanouts=list(cfg.fanouts),
                           source_options={**mem.source_options(), **_io_options(cfg)} if kind == "disk" else None)
     measured = time.perf_counter()
     list_bytes = None

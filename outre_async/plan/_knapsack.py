@@ -92,6 +92,7 @@ class Choice:
     neighbors: np.ndarray
     bytes: dict[str, int]
     saved_us: float
+    compute_saved_us: float = 0.0  # the part of ``saved_us`` that is compute (histories' own rows)
 
     def split(self) -> dict[str, int]:
         """Bytes per kind: the realised split of the cache budget."""
@@ -107,7 +108,7 @@ def saved_us(inp: KnapsackInput, s: np.ndarray, h: np.ndarray, lst: np.ndarray) 
     f = inp.hist_fresh[a.cand[on]]
     total += inp.row_us * float((f * a.rows[on] * ~s[a.node[on]]).sum())
     total += inp.list_us * float((f * a.lists[on] * ~lst[a.node[on]]).sum())
-    return total + float((inp.hist_fresh[h] * inp.hist_own[h]).sum())
+    return total + compute_saved_us(inp, h)
 
 
 def solve(inp: KnapsackInput, budget: int, *, rounds: int = 3) -> Choice:
@@ -192,4 +193,10 @@ def _choice(inp: KnapsackInput, s: np.ndarray, h: np.ndarray, lst: np.ndarray, k
         "neighbors": int(inp.list_bytes[lst].sum()) + (inp.tables.get("neighbors", 0) if lst.any() else 0),
     }
     return Choice(features=np.flatnonzero(s), history=inp.hist_nodes[np.flatnonzero(h)],
-                  neighbors=np.flatnonzero(lst), bytes=nbytes, saved_us=float(value))
+                  neighbors=np.flatnonzero(lst), bytes=nbytes, saved_us=float(value),
+                  compute_saved_us=compute_saved_us(inp, h))
+
+
+def compute_saved_us(inp: KnapsackInput, h: np.ndarray) -> float:
+    """µs of compute per epoch the history slots ``h`` (bool [C]) spare."""
+    return float((inp.hist_fresh[h] * inp.hist_own[h]).sum())

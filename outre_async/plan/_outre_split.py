@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._errors import ConfigError
-from ._knapsack import Choice, KnapsackInput, saved_us
+from ._knapsack import Choice, KnapsackInput, compute_saved_us, saved_us
 
 ALPHAS = np.round(np.arange(1, 100) / 100, 2)
 
@@ -49,7 +49,8 @@ def alpha_choice(inp: KnapsackInput, budget: int, alpha: float, *, beta: float) 
     nbytes = {"features": nf * inp.row_bytes + (inp.tables.get("features", 0) if nf else 0),
               "history": nh * inp.slot_bytes + (inp.tables.get("history", 0) if nh else 0), "neighbors": 0}
     return Choice(features=np.flatnonzero(s), history=inp.hist_nodes[np.flatnonzero(h)],
-                  neighbors=np.flatnonzero(lst), bytes=nbytes, saved_us=saved_us(inp, s, h, lst))
+                  neighbors=np.flatnonzero(lst), bytes=nbytes, saved_us=saved_us(inp, s, h, lst),
+                  compute_saved_us=compute_saved_us(inp, h))
 
 
 def _ranked(inp: KnapsackInput, beta: float) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
