@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -31,7 +32,8 @@ def test_one_epoch_writes_checkpoint_and_metrics(tiny: Path, tmp_path: Path, cap
     assert 0.0 <= result["test_accuracy"] <= 1.0 and result["best"]["epoch"] == 1
     state = load_checkpoint(out / "last.pt")  # weights_only=True
     assert state["epoch"] == 1 and set(state["model"]) == set(oa.GraphSAGE(32, 16, 8).state_dict())
-    assert sorted(p.name for p in out.iterdir()) == ["best.pt", "last.pt", "metrics.json"]
+    plot = ["time_to_accuracy.png"] if importlib.util.find_spec("matplotlib") is not None else []
+    assert sorted(p.name for p in out.iterdir()) == ["best.pt", "last.pt", "metrics.json", *plot]
     # the same --out again without --resume is refused, nothing changed
     assert main(["train", str(tiny), "--epochs", "1", "--out", str(out), *ARGS]) == 2
     assert "--resume" in capsys.readouterr().err
@@ -89,7 +91,8 @@ def test_nproc_trains_data_parallel_through_torchrun(tiny: Path, tmp_path: Path)
     assert metrics["best"]["epoch"] in (1, 2) and 0.0 <= metrics["test_accuracy"] <= 1.0
     state = load_checkpoint(out / "last.pt")
     assert state["epoch"] == 2 and not any(k.startswith("module.") for k in state["model"])  # plain weights
-    assert sorted(p.name for p in out.iterdir()) == ["best.pt", "last.pt", "metrics.json"]
+    plot = ["time_to_accuracy.png"] if importlib.util.find_spec("matplotlib") is not None else []
+    assert sorted(p.name for p in out.iterdir()) == ["best.pt", "last.pt", "metrics.json", *plot]
 
 
 def test_nproc_is_taken_out_of_the_relaunched_command() -> None:
