@@ -113,13 +113,15 @@ def evict_lru_slot(nodes, rec) -> np.int64:
 
 
 @njit(cache=True, nogil=True)
-def acquire(ids, nodes, rec, slots_out, action_out, limit) -> np.int64:
+def acquire(ids, nodes, rec, slots_out, action_out, limit, unpin=False) -> np.int64:
     """Take a reference on a slot for each id of a prefix of ``ids`` (at most ``limit`` rows).
 
     Valid rows are hits, rows being read by another batch (or earlier in this prefix) must be
     awaited, the rest get a slot from :func:`evict_lru_slot` and must be read.  Returns the length of
     the prefix taken: ``min(len(ids), limit)`` unless the standby lists ran dry first; the caller
-    keeps what was taken (a batch streams through the buffer piece by piece).
+    keeps what was taken (a batch streams through the buffer piece by piece).  ``unpin``: also
+    :func:`withdraw` each row taken (the batch's pin counted exactly these ids), in the same pass:
+    a held slot is on no standby list, so only the count changes.
     """
     n = min(len(ids), limit)
     for i in range(n):
@@ -133,6 +135,8 @@ def acquire(ids, nodes, rec, slots_out, action_out, limit) -> np.int64:
                 rec[s, STATE] = state + REF
                 slots_out[i] = s
                 action_out[i] = HIT if state & 1 else WAIT
+                if unpin:
+                    nodes[v, WANTED] -= 1
                 continue
             # a mapping without a row (a read that failed): drop it, read afresh
             nodes[v, SLOT] = -1
@@ -145,6 +149,8 @@ def acquire(ids, nodes, rec, slots_out, action_out, limit) -> np.int64:
         rec[s, NODE] = v
         rec[s, STATE] = REF
         nodes[v, SLOT] = s
+        if unpin:
+            nodes[v, WANTED] -= 1
         slots_out[i] = s
         action_out[i] = READ
     return n

@@ -76,12 +76,20 @@ class Pin:
     ids: np.ndarray
     taken: int = 0
 
-    def advance(self, n: int) -> None:
-        """The batch took its next ``n`` rows (they are held now): stop counting them."""
+    def advance(self, n: int, *, withdrawn: bool = False) -> None:
+        """The batch took its next ``n`` rows (they are held now): stop counting them
+        (``withdrawn``: :func:`_buffer_kernels.acquire` already did, taking exactly these ids)."""
         n = min(n, len(self.ids) - self.taken)
         if n > 0:
-            self.buffer._withdraw(self.ids[self.taken : self.taken + n])
+            if withdrawn:
+                self.buffer._pinned -= n
+            else:
+                self.buffer._withdraw(self.ids[self.taken : self.taken + n])
             self.taken += n
+
+    def counts(self, ids: np.ndarray, pos: int) -> bool:
+        """Whether this pin's next rows are ``ids[pos:]`` (the batch's own ids, none taken out of turn)."""
+        return self.ids is ids and self.taken == pos
 
     def release(self) -> None:
         """Stop counting every row not taken yet (idempotent)."""
@@ -141,32 +149,35 @@ class FeatureBuffer:
         limit = self.num_slots if piece_rows is None else max(1, min(piece_rows, self.num_slots))
         pos = 0
         while pos < len(ids):
-            acq = await self.acquire(ids[pos:], limit=limit)
+            unpin = pin is not None and pin.counts(ids, pos)
+            acq = await self.acquire(ids[pos:], limit=limit, unpin=unpin)
             n = len(acq.ids)
             try:
                 if pin is not None:
-                    pin.advance(n)
+                    pin.advance(n, withdrawn=unpin)
                 await self.fill(acq, source)
                 self.release(acq, copy_to=out[pos : pos + n])
             finally:
                 self.release(acq)
             pos += n
 
-    async def acquire(self, ids: np.ndarray, *, limit: int | None = None) -> Acquisition:
+    async def acquire(self, ids: np.ndarray, *, limit: int | None = None, unpin: bool = False) -> Acquisition:
         """Hold slots for a prefix of ``ids`` (at least one row, at most ``limit``), waiting for a
-        release only when no slot at all is on standby.  Empty ``ids``: an empty acquisition."""
+        release only when no slot at all is on standby.  Empty ``ids``: an empty acquisition.
+        ``unpin``: the rows taken leave the look-ahead counts too (the caller advances its pin with
+        ``withdrawn=True``)."""
         ids = np.ascontiguousarray(ids, dtype=np.int64)
         limit = len(ids) if limit is None else limit
-        while (acq := self._try_acquire(ids, limit)) is None:
+        while (acq := self._try_acquire(ids, limit, unpin)) is None:
             self.counters["acquire_waits"] += 1
             self._released.clear()
             await self._released.wait()
         return acq
 
-    def _try_acquire(self, ids: np.ndarray, limit: int) -> Acquisition | None:
+    def _try_acquire(self, ids: np.ndarray, limit: int, unpin: bool = False) -> Acquisition | None:
         slots = np.empty(min(len(ids), limit), dtype=np.int64)
         actions = np.empty(len(slots), dtype=np.int8)
-        taken = int(K.acquire(ids, self._nodes, self._rec, slots, actions, limit))
+        taken = int(K.acquire(ids, self._nodes, self._rec, slots, actions, limit, unpin))
         if taken == 0 and len(slots):
             return None
         acq = Acquisition(ids=ids[:taken], slots=slots[:taken], actions=actions[:taken])

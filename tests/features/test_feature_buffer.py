@@ -198,6 +198,35 @@ def test_streamed_batches_equal_the_source_with_duplicates_pins_and_random_delay
     run(body(), timeout=30)
 
 
+@pytest.mark.parametrize("slots", [1, 5, 40])
+def test_a_batch_taking_its_own_pinned_ids_unpins_them_as_it_goes(slots: int) -> None:
+    """The loader's case: the pin counts the batch's own id array, so acquire withdraws the rows it
+    takes in the same pass; the counts stay equal to the pinned rows at every step."""
+
+    async def body() -> None:
+        rng = np.random.default_rng(slots + 1)
+        buf, src = FeatureBuffer(200, slots, 6), ArraySource(FEATURES, seed=slots)
+        batches = [rng.choice(80, size=int(rng.integers(1, 50)), replace=False).astype(np.int64) for _ in range(16)]
+        pins = [buf.pin(b) for b in batches]
+        assert all(p.ids is b for p, b in zip(pins, batches, strict=True))
+        sem = asyncio.Semaphore(3)
+
+        async def one(i: int) -> None:
+            async with sem:
+                out = np.full((len(batches[i]), 6), np.nan, dtype=np.float32)
+                await buf.extract(batches[i], out, src, piece_rows=int(rng.integers(1, slots + 1)), pin=pins[i])
+                assert pins[i].taken == len(batches[i])
+                assert buf.pinned_rows() == int(buf._wanted.sum()) and (buf._wanted >= 0).all()
+                np.testing.assert_array_equal(out, FEATURES[batches[i]])
+
+        async with asyncio.TaskGroup() as tg:
+            for i in range(len(batches)):
+                tg.create_task(one(i))
+        assert buf.free_slots() == slots and buf.pinned_rows() == 0 and (buf._wanted == 0).all()
+
+    run(body(), timeout=30)
+
+
 def test_rows_a_queued_batch_needs_are_evicted_last() -> None:
     async def body() -> None:
         buf, src = FeatureBuffer(200, 10, 6), ArraySource(FEATURES)
