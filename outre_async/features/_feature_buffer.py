@@ -76,12 +76,20 @@ class Pin:
     ids: np.ndarray
     taken: int = 0
 
-    def advance(self, n: int) -> None:
-        """The batch took its next ``n`` rows (they are held now): stop counting them."""
+    def advance(self, n: int, *, withdrawn: bool = False) -> None:
+        """The batch took its next ``n`` rows (they are held now): stop counting them
+        (``withdrawn``: :func:`_buffer_kernels.acquire` already did, taking exactly these ids)."""
         n = min(n, len(self.ids) - self.taken)
         if n > 0:
-            self.buffer._withdraw(self.ids[self.taken : self.taken + n])
+            if withdrawn:
+                self.buffer._pinned -= n
+            else:
+                self.buffer._withdraw(self.ids[self.taken : self.taken + n])
             self.taken += n
+
+    def counts(self, ids: np.ndarray, pos: int) -> bool:
+        """Whether this pin's next rows are ``ids[pos:]`` (the batch's own ids, none taken out of turn)."""
+        return self.ids is ids and self.taken == pos
 
     def release(self) -> None:
         """Stop counting every row not taken yet (idempotent)."""
@@ -100,14 +108,7 @@ class FeatureBuffer:
             )
         self.num_slots = num_slots
         self.data = page_aligned_zeros(num_slots, dim)
-        self._slot_of = np.full(num_nodes, -1, dtype=np.int64)
-        self._node_of = np.full(num_slots, -1, dtype=np.int64)
-        self._refs = np.zeros(num_slots, dtype=np.int32)
-        self._valid = np.zeros(num_slots, dtype=np.uint8)
-        self._wanted = np.zeros(num_nodes, dtype=np.int32)
-        self._prev = np.empty(num_slots + 2, dtype=np.int64)
-        self._next = np.empty(num_slots + 2, dtype=np.int64)
-        K.lru_init(self._prev, self._next)
+        self._nodes, self._rec = K.new_state(num_nodes, num_slots)  # see _buffer_kernels
         # one future per piece that reads rows, not one per row (a future per row cost ~1 µs each):
         # _reader[slot] is the reader id of a slot being read, _reads[id] its future
         self._reader = np.full(num_slots, -1, dtype=np.int64)
@@ -115,18 +116,24 @@ class FeatureBuffer:
         self._next_reader = 0
         self._released = asyncio.Event()
         self._pinned = 0
-        self.counters = {"rows": 0, "hits": 0, "reads": 0, "waits": 0, "acquire_waits": 0, "pieces": 0}
+        self.counters = {"acquire_waits": 0, "pieces": 0}  # rows per action: _actions (see stats)
+        self._actions = np.zeros(3, dtype=np.int64)  # rows per action (HIT, READ, WAIT) so far
+
+    @property
+    def _wanted(self) -> np.ndarray:
+        """Look-ahead count per node (a view of the node records)."""
+        return self._nodes[:, K.WANTED]
 
     # -- look-ahead pinning ----------------------------------------------------------------------
     def pin(self, ids: np.ndarray) -> Pin:
         """Count ``ids`` as wanted by a queued batch (unique ids: the sampler's ``n_id``)."""
         ids = np.ascontiguousarray(ids, dtype=np.int64)
-        K.announce(ids, self._wanted, self._slot_of, self._refs, self._prev, self._next)
+        K.announce(ids, self._nodes, self._rec)
         self._pinned += len(ids)
         return Pin(self, ids)
 
     def _withdraw(self, ids: np.ndarray) -> None:
-        K.withdraw(ids, self._wanted, self._slot_of, self._refs, self._prev, self._next)
+        K.withdraw(ids, self._nodes, self._rec)
         self._pinned -= len(ids)
 
     def pinned_rows(self) -> int:
@@ -142,33 +149,35 @@ class FeatureBuffer:
         limit = self.num_slots if piece_rows is None else max(1, min(piece_rows, self.num_slots))
         pos = 0
         while pos < len(ids):
-            acq = await self.acquire(ids[pos:], limit=limit)
+            unpin = pin is not None and pin.counts(ids, pos)
+            acq = await self.acquire(ids[pos:], limit=limit, unpin=unpin)
             n = len(acq.ids)
             try:
                 if pin is not None:
-                    pin.advance(n)
+                    pin.advance(n, withdrawn=unpin)
                 await self.fill(acq, source)
-                K.gather_rows(self.data, acq.slots, out[pos : pos + n])
+                self.release(acq, copy_to=out[pos : pos + n])
             finally:
                 self.release(acq)
             pos += n
 
-    async def acquire(self, ids: np.ndarray, *, limit: int | None = None) -> Acquisition:
+    async def acquire(self, ids: np.ndarray, *, limit: int | None = None, unpin: bool = False) -> Acquisition:
         """Hold slots for a prefix of ``ids`` (at least one row, at most ``limit``), waiting for a
-        release only when no slot at all is on standby.  Empty ``ids``: an empty acquisition."""
+        release only when no slot at all is on standby.  Empty ``ids``: an empty acquisition.
+        ``unpin``: the rows taken leave the look-ahead counts too (the caller advances its pin with
+        ``withdrawn=True``)."""
         ids = np.ascontiguousarray(ids, dtype=np.int64)
         limit = len(ids) if limit is None else limit
-        while (acq := self._try_acquire(ids, limit)) is None:
+        while (acq := self._try_acquire(ids, limit, unpin)) is None:
             self.counters["acquire_waits"] += 1
             self._released.clear()
             await self._released.wait()
         return acq
 
-    def _try_acquire(self, ids: np.ndarray, limit: int) -> Acquisition | None:
+    def _try_acquire(self, ids: np.ndarray, limit: int, unpin: bool = False) -> Acquisition | None:
         slots = np.empty(min(len(ids), limit), dtype=np.int64)
         actions = np.empty(len(slots), dtype=np.int8)
-        taken = int(K.acquire(ids, self._slot_of, self._node_of, self._refs, self._valid, self._wanted,
-                              self._prev, self._next, slots, actions, limit))
+        taken = int(K.acquire(ids, self._nodes, self._rec, slots, actions, limit, unpin))
         if taken == 0 and len(slots):
             return None
         acq = Acquisition(ids=ids[:taken], slots=slots[:taken], actions=actions[:taken])
@@ -185,12 +194,8 @@ class FeatureBuffer:
         return acq
 
     def _count(self, actions: np.ndarray) -> None:
-        c = self.counters
-        c["pieces"] += 1
-        c["rows"] += len(actions)
-        c["hits"] += int((actions == K.HIT).sum())
-        c["reads"] += int((actions == K.READ).sum())
-        c["waits"] += int((actions == K.WAIT).sum())
+        self.counters["pieces"] += 1
+        K.count_actions(actions, self._actions)
 
     async def fill(self, acq: Acquisition, source: FeatureSource) -> None:
         """Read this piece's missing rows into their slots through ``source`` (its batched
@@ -199,9 +204,9 @@ class FeatureBuffer:
         try:
             if len(read_slots):
                 await source.read_rows_into(acq.ids[acq.read_mask], self.data, read_slots)
-                self._valid[read_slots] = 1
+                K.mark_valid(read_slots, self._rec)
         except BaseException as exc:
-            K.invalidate(read_slots, self._slot_of, self._node_of, self._valid)
+            K.invalidate(read_slots, self._nodes, self._rec)
             self._settle(acq, exc)
             raise
         self._settle(acq, None)
@@ -224,20 +229,26 @@ class FeatureBuffer:
         K.gather_rows(self.data, acq.slots, out)
         return out
 
-    def release(self, acq: Acquisition) -> None:
-        """Give the piece's slots back (idempotent); they keep their rows on a standby list."""
+    def release(self, acq: Acquisition, *, copy_to: np.ndarray | None = None) -> None:
+        """Give the piece's slots back (idempotent); they keep their rows on a standby list.
+        ``copy_to``: first copy the piece's rows there (one kernel pass: copy, then release)."""
         if acq.released:
             return
         acq.released = True
-        K.release(acq.slots, self._refs, self._node_of, self._wanted, self._prev, self._next)
+        if copy_to is None:
+            K.release(acq.slots, self._nodes, self._rec)
+        else:
+            K.gather_release(self.data, acq.slots, copy_to, self._nodes, self._rec)
         self._released.set()
 
     def free_slots(self) -> int:
         """Slots nobody holds (the standby lists' length)."""
-        return int((self._refs == 0).sum())
+        return int((self._rec[: self.num_slots, K.STATE] < K.REF).sum())
 
     def stats(self) -> dict[str, int | float]:
         c: dict[str, int | float] = dict(self.counters)
+        hits, reads, waits = self._actions.tolist()
+        c.update(rows=hits + reads + waits, hits=hits, reads=reads, waits=waits)
         c["hit_rate"] = c["hits"] / c["rows"] if c["rows"] else 0.0
         c["slots"] = self.num_slots
         c["free_slots"] = self.free_slots()

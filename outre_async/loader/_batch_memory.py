@@ -41,7 +41,8 @@ from .._units import format_bytes
 
 
 def new_matrix(rows: int, dim: int) -> np.ndarray:
-    """A writable float32 ``[rows, dim]`` matrix in its own anonymous map (see the module)."""
+    """A writable float32 ``[rows, dim]`` matrix in its own anonymous map (see the module and
+    :func:`_new_map`)."""
     if rows * dim == 0:
         return np.empty((rows, dim), dtype=np.float32)
     return _as_matrix(_new_map(rows * dim * 4), rows, dim)
@@ -52,9 +53,10 @@ def _new_map(nbytes: int) -> mmap.mmap:
 
     Why huge pages: each 4 KiB page of a fresh map faults once; igb-like's ~60 MiB matrices took
     15,360 faults and ~27 ms of system CPU each, with 2 MiB pages 30 faults and ~3 ms (THP in
-    ``madvise`` mode).  Python's ``mmap(-1, n)`` is a *shared* map, which gets no THP: hence the
-    flags.  The map is not grown to a 2 MiB multiple (its head and tail keep small pages), so it never
-    holds more than the bytes asked for."""
+    ``madvise`` mode; a 26 MiB matrix: 20 -> 2 ms, ``benchmarks/bench_loader_cpu.py``).  Python's
+    ``mmap(-1, n)`` is a *shared* map, which gets no THP: hence the flags.  The map is not grown to a
+    2 MiB multiple (its head and tail keep small pages), so it never holds more than the bytes asked
+    for."""
     block = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     if nbytes >= _HUGE_PAGE and _MADV_HUGEPAGE is not None:
         try:

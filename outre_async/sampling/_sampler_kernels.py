@@ -111,9 +111,14 @@ def sample_multihop(indptr, indices, seeds, fanouts, state, g2l, tiers=None, pru
         _reset(g2l, n_id, where)
         return _failed(status, where, nodes_per_hop, edges_per_hop)
     nodes_per_hop[0] = len(seeds)
-    rows = np.empty(16, np.int64)
-    cols = np.empty(16, np.int64)
-    eids = np.empty(16, np.int64)
+    # room for every edge the fanouts allow, at once: each hop's _grow is then a no-op instead of
+    # copying what earlier hops wrote (3 arrays); pages nobody writes are never touched.  A hop
+    # that takes every neighbour (k < 0) has no bound and grows as it goes.
+    bound = _edge_bound(len(seeds), fanouts)
+    rows = np.empty(max(bound, 16), np.int64)
+    cols = np.empty(max(bound, 16), np.int64)
+    eids = np.empty(max(bound, 16), np.int64)
+    n_id = _grow(n_id, len(seeds) + bound)
     picks = np.empty(max(1, _max_fanout(fanouts)), np.int64)
     n_total, e_total, lo = len(seeds), 0, 0
     for h in range(num_hops):
@@ -320,6 +325,21 @@ def _stack(rows, cols, e):
     out[0, :] = rows[:e]
     out[1, :] = cols[:e]
     return out
+
+
+@njit(cache=True, nogil=True)
+def _edge_bound(num_seeds, fanouts):
+    """The most edges the hops can emit when every fanout is positive (each hop's targets are at most
+    the previous hop's edges), capped at 2**24; 0 when a fanout is -1 or past the cap (grow instead)."""
+    total, frontier = 0, num_seeds
+    for k in fanouts:
+        if k < 0:
+            return 0
+        frontier *= k
+        total += frontier
+        if total > 1 << 24:
+            return 0
+    return total
 
 
 @njit(cache=True, nogil=True)

@@ -141,27 +141,26 @@ def test_cancelled_fill_does_not_strand_waiters() -> None:
 
 def test_evict_lru_slot_takes_the_least_recently_released_slot_and_unmaps_its_node() -> None:
     slots, nodes = 4, 10
-    slot_of, node_of = np.full(nodes, -1, np.int64), np.full(slots, -1, np.int64)
-    prev, next_ = np.empty(slots + 2, np.int64), np.empty(slots + 2, np.int64)
-    wanted = np.zeros(nodes, np.int32)
-    K.lru_init(prev, next_)
-    refs = np.ones(slots, np.int32)
-    taken = [int(K.evict_lru_slot(slot_of, node_of, prev, next_)) for _ in range(slots)]
+    node_rec, rec = K.new_state(nodes, slots)
+    slot_of = node_rec[:, K.SLOT]
+    taken = [int(K.evict_lru_slot(node_rec, rec)) for _ in range(slots)]
     assert taken == [0, 1, 2, 3]  # a fresh buffer hands out slots in index order
-    assert (slot_of == -1).all()  # empty slots had no node to unmap (slot_of[0] untouched)
-    assert K.standby_empty(next_)  # nobody released anything
+    assert (slot_of == -1).all()  # empty slots had no node to unmap (nodes[0] untouched)
+    assert K.standby_empty(rec)  # nobody released anything
     for s, node in zip(taken, [7, 0, 9, 5], strict=True):
-        node_of[s], slot_of[node] = node, s
-    K.release(np.array([2, 0, 3]), refs, node_of, wanted, prev, next_)  # standby order: 2, 0, 3
-    assert K.evict_lru_slot(slot_of, node_of, prev, next_) == 2
+        rec[s, K.NODE], slot_of[node] = node, s
+        rec[s, K.STATE] = K.REF | 1  # held once, valid
+    K.release(np.array([2, 0, 3]), node_rec, rec)  # standby order: 2, 0, 3
+    assert K.evict_lru_slot(node_rec, rec) == 2
     assert slot_of[9] == -1 and slot_of[7] == 0  # only the evicted slot's node lost its mapping
-    assert [int(K.evict_lru_slot(slot_of, node_of, prev, next_)) for _ in range(2)] == [0, 3]
-    assert K.standby_empty(next_)
+    assert [int(K.evict_lru_slot(node_rec, rec)) for _ in range(2)] == [0, 3]
+    assert K.standby_empty(rec)
     assert (slot_of[[7, 5]] == -1).all() and slot_of[0] == 1  # slot 1 (node 0) is still held
-    K.invalidate(np.array([3]), slot_of, node_of, np.zeros(slots, np.uint8))  # a failed read
-    refs[3] = 1  # acquire would have taken a reference on the evicted slot
-    K.release(np.array([3]), refs, node_of, wanted, prev, next_)
-    assert K.evict_lru_slot(slot_of, node_of, prev, next_) == 3
+    rec[3, K.STATE] = K.REF  # acquire would have taken a reference on the evicted slot
+    K.invalidate(np.array([3]), node_rec, rec)  # a failed read
+    assert rec[3, K.NODE] == -1 and rec[3, K.STATE] == K.REF  # still held, not valid
+    K.release(np.array([3]), node_rec, rec)
+    assert K.evict_lru_slot(node_rec, rec) == 3
     assert slot_of[0] == 1  # evicting an empty slot leaves node 0's mapping alone
 
 
@@ -195,6 +194,35 @@ def test_streamed_batches_equal_the_source_with_duplicates_pins_and_random_delay
         assert (buf._wanted == 0).all()
         stats = buf.stats()
         assert stats["rows"] == stats["hits"] + stats["reads"] + stats["waits"] == sum(map(len, batches))
+
+    run(body(), timeout=30)
+
+
+@pytest.mark.parametrize("slots", [1, 5, 40])
+def test_a_batch_taking_its_own_pinned_ids_unpins_them_as_it_goes(slots: int) -> None:
+    """The loader's case: the pin counts the batch's own id array, so acquire withdraws the rows it
+    takes in the same pass; the counts stay equal to the pinned rows at every step."""
+
+    async def body() -> None:
+        rng = np.random.default_rng(slots + 1)
+        buf, src = FeatureBuffer(200, slots, 6), ArraySource(FEATURES, seed=slots)
+        batches = [rng.choice(80, size=int(rng.integers(1, 50)), replace=False).astype(np.int64) for _ in range(16)]
+        pins = [buf.pin(b) for b in batches]
+        assert all(p.ids is b for p, b in zip(pins, batches, strict=True))
+        sem = asyncio.Semaphore(3)
+
+        async def one(i: int) -> None:
+            async with sem:
+                out = np.full((len(batches[i]), 6), np.nan, dtype=np.float32)
+                await buf.extract(batches[i], out, src, piece_rows=int(rng.integers(1, slots + 1)), pin=pins[i])
+                assert pins[i].taken == len(batches[i])
+                assert buf.pinned_rows() == int(buf._wanted.sum()) and (buf._wanted >= 0).all()
+                np.testing.assert_array_equal(out, FEATURES[batches[i]])
+
+        async with asyncio.TaskGroup() as tg:
+            for i in range(len(batches)):
+                tg.create_task(one(i))
+        assert buf.free_slots() == slots and buf.pinned_rows() == 0 and (buf._wanted == 0).all()
 
     run(body(), timeout=30)
 
@@ -310,10 +338,7 @@ def test_kernels_match_a_plain_python_model_of_the_two_standby_lists() -> None:
     slots, nodes = 6, 20
     rng = np.random.default_rng(7)
     ref = _ReferenceBookkeeping(slots)
-    slot_of, node_of = np.full(nodes, -1, np.int64), np.full(slots, -1, np.int64)
-    refs, valid, wanted = np.zeros(slots, np.int32), np.ones(slots, np.uint8), np.zeros(nodes, np.int32)
-    prev, next_ = np.empty(slots + 2, np.int64), np.empty(slots + 2, np.int64)
-    K.lru_init(prev, next_)
+    node_rec, rec = K.new_state(nodes, slots)
     held: list[np.ndarray] = []
     pins: list[np.ndarray] = []
     for _ in range(400):
@@ -322,21 +347,21 @@ def test_kernels_match_a_plain_python_model_of_the_two_standby_lists() -> None:
             ids = rng.choice(nodes, size=int(rng.integers(1, 5)), replace=False)
             limit = int(rng.integers(1, 5))
             out, act = np.empty(min(len(ids), limit), np.int64), np.empty(min(len(ids), limit), np.int8)
-            n = int(K.acquire(ids, slot_of, node_of, refs, valid, wanted, prev, next_, out, act, limit))
+            n = int(K.acquire(ids, node_rec, rec, out, act, limit))
             assert out[:n].tolist() == ref.acquire(ids.tolist(), limit)
-            valid[out[:n]] = 1  # the reads succeeded (fill's job)
+            K.mark_valid(out[:n], rec)  # the reads succeeded (fill's job)
             held.append(out[:n])
         elif op == 1 and held:
             slots_ = held.pop(int(rng.integers(0, len(held))))
-            K.release(slots_, refs, node_of, wanted, prev, next_)
+            K.release(slots_, node_rec, rec)
             ref.release(slots_.tolist())
         elif op == 2:
             ids = rng.choice(nodes, size=int(rng.integers(1, 6)), replace=False)
-            K.announce(ids, wanted, slot_of, refs, prev, next_)
+            K.announce(ids, node_rec, rec)
             ref.count(ids.tolist(), +1)
             pins.append(ids)
         elif op == 3 and pins:
             ids = pins.pop(int(rng.integers(0, len(pins))))
-            K.withdraw(ids, wanted, slot_of, refs, prev, next_)
+            K.withdraw(ids, node_rec, rec)
             ref.count(ids.tolist(), -1)
-        assert refs.tolist() == ref.refs and node_of.tolist() == ref.node_of
+        assert (rec[:slots, K.STATE] // K.REF).tolist() == ref.refs and rec[:slots, K.NODE].tolist() == ref.node_of

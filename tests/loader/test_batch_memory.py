@@ -124,3 +124,24 @@ def test_a_dead_matrix_map_serves_the_next_batch_within_the_capacity() -> None:
         assert pool.stats()["spare"] == 0
 
     run(body(), timeout=10)
+
+
+def test_a_new_matrix_is_zeroed_and_goes_back_with_its_last_view() -> None:
+    import gc
+    import mmap
+    import weakref
+
+    from outre_async.loader._batch_memory import new_matrix
+
+    x = new_matrix(3000, 256)
+    assert x.shape == (3000, 256) and x.dtype.name == "float32" and x.flags.writeable and not x.any()
+    mm = x.base
+    while not isinstance(mm, mmap.mmap):
+        mm = mm.obj if isinstance(mm, memoryview) else mm.base
+    x[:] = 1.0
+    assert new_matrix(3000, 256).sum() == 0  # a fresh matrix, never a recycled one
+    ref = weakref.ref(mm)
+    del x, mm
+    gc.collect()
+    assert ref() is None  # the map is unmapped when the batch dies (its bytes go back)
+    assert new_matrix(0, 4).shape == (0, 4)

@@ -25,7 +25,24 @@ def test_every_part_fits_the_budget_and_the_buffer_takes_the_rest(budget: int) -
     assert plan.buffer_rows >= 2 * 128  # the buffer's floor: a piece in flight per extractor
     assert plan.parts["batches"] >= 2 * SIZES.max_rows * batch_row_bytes(128)  # the consumer's batch and the next
     assert plan.parts["staging"] == 2 * 2 * plan.stage_bytes <= budget // 8
-    assert plan.parts["slot table"] == 12 * 200_000  # node -> slot, look-ahead counts
+    assert plan.parts["slot table"] == 8 * 200_000  # node -> slot, look-ahead counts
+
+
+def test_the_buffer_gets_its_piece_floor_before_the_pool_grows_past_its_own() -> None:
+    """Small budgets: pieces of 4096 rows per extractor where the pool keeps two batches and 10 %;
+    at the least budget the buffer keeps its 128-row floor (the floor is not raised)."""
+    real = Sizes(num_nodes=300_000, dim=256, row_bytes=1024, stride=1024, max_rows=60_000, max_edges=60_000,
+                 batch_rows=26_000)
+    cfg = oa.LoaderConfig(fanouts=(10, 10), batch_size=512, memory_budget="128MiB")
+    plan = plan_memory(cfg, real, source="disk")
+    assert plan.buffer_rows == 2 * 4096 and plan.total <= 128 << 20
+    assert plan.parts["batches"] >= 2.2 * 26_000 * batch_row_bytes(256)
+    floor = plan_memory_floor(cfg, real, source="disk")
+    tight = plan_memory(oa.LoaderConfig(fanouts=(10, 10), batch_size=512, memory_budget=floor), real, source="disk")
+    assert tight.buffer_rows == 2 * 128
+    between = plan_memory(oa.LoaderConfig(fanouts=(10, 10), batch_size=512, memory_budget=floor + (1 << 20)),
+                          real, source="disk")
+    assert 2 * 128 < between.buffer_rows < 2 * 4096 and between.total <= floor + (1 << 20)
 
 
 def test_the_buffer_is_sized_by_real_batches_not_the_worst_case() -> None:
