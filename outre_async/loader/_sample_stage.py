@@ -29,6 +29,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import TypeVar
 
+from ..cache._history import HistoryDecision
 from ..features import FeatureBuffer
 from ..sampling._sampler import SampledSubgraph
 from ._batch import PlanItem, SampledBatch, Sampler
@@ -78,14 +79,15 @@ class SampleStage:
         for seq, item in plan:
             stream = stream_base + seq * stream_stride
             start = time.perf_counter()
-            decision = None
+            decision: HistoryDecision | None = None
             if history is None:
                 subgraph, cpu = await run_in_thread(executor, thread_cpu_call, sampler.sample, item, stream)
             else:  # the validity copy is made here, on the loop; the thread reads only it
                 prune = history.snapshot(seq)
-                (subgraph, decision), cpu = await run_in_thread(executor, thread_cpu_call, history.sample,
-                                                                sampler, item, stream, prune)
-                history.promise(seq, decision)
+                (subgraph, made), cpu = await run_in_thread(executor, thread_cpu_call, history.sample,
+                                                            sampler, item, stream, prune)
+                history.promise(seq, made)
+                decision = made
             self.counters = self.counters.plus(subgraph, time.perf_counter() - start, cpu)
             lease = None if gate is None else await gate.admit(seq, subgraph.num_nodes, subgraph_bytes(subgraph))
             pin = lookahead.pin(subgraph.n_id) if lookahead is not None else None
