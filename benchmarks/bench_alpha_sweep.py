@@ -24,10 +24,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from outre_async.bench._cache_systems import OutreAuto
 from outre_async.bench._presets import get_preset
 from outre_async.bench._run_in_child import run_in_child
 from outre_async.bench._runner import ensure_dataset
-from outre_async.bench._systems import OutreAuto, RunSpec
+from outre_async.bench._systems import RunSpec
 from outre_async.loader import profile
 from outre_async.plan import MissCosts
 from outre_async.store._dataset import open_dataset

@@ -7,6 +7,7 @@ Layout (one concern per module):
 
     _presets         the suites' datasets, model, fanouts, batch size and default memory caps
     _systems         the System plug-in base, the registry and the built-in systems
+    _cache_systems   the built-in systems with the historical embedding cache (outre-hist, outre-auto)
     child            one run in its own process: model, timed epoch, I/O counters, evaluation
     _epoch           the instrumented training loop every system goes through
     _physical_limit  compute-only / sampling-only, the limit's terms measured in a child
@@ -22,6 +23,7 @@ Layout (one concern per module):
 
 from __future__ import annotations
 
+from . import _cache_systems  # noqa: F401  (registers outre-hist and outre-auto)
 from ._presets import BENCH_PRESETS, BenchPreset
 from ._runner import DEFAULT_SYSTEMS, SuiteConfig, run_suite
 from ._schema import SchemaError, validate_result
