@@ -61,6 +61,17 @@ def write_store(path: Path, indptr: np.ndarray, indices: np.ndarray, *, features
     return oa.open_dataset(path)
 
 
+def labelled_store(path: Path, *, num_nodes: int = 600, dim: int = 20, val: bool = False) -> oa.Dataset:
+    """The loader tests' graph (seed 0): in-degree below 12, ``dim`` float32 features, 5 classes,
+    train = the first 500 nodes (val = the rest with ``val``)."""
+    rng = np.random.default_rng(0)
+    indptr, indices = random_graph(rng, num_nodes, 12)
+    features = rng.standard_normal((num_nodes, dim)).astype(np.float32)
+    labels = rng.integers(0, 5, size=num_nodes)
+    splits = {"train": np.arange(0, 500)} | ({"val": np.arange(500, num_nodes)} if val else {})
+    return write_store(path, indptr, indices, features=features, labels=labels, num_classes=5, splits=splits)
+
+
 def generated(path: Path, preset: str = "tiny", **options: Any) -> oa.Dataset:
     """A graph from the synthetic generator (``seed``, size overrides as keywords), opened."""
     return oa.open_dataset(oa.generate(path, preset, **options))

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import random_graph, run, write_store
+from conftest import labelled_store, run
 from fakes import DelayedSampler, FaultySource
 
 import outre_async as oa
@@ -22,12 +22,7 @@ N, DIM = 600, 20
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> oa.Dataset:
-    rng = np.random.default_rng(0)
-    indptr, indices = random_graph(rng, N, 12)
-    features = rng.standard_normal((N, DIM)).astype(np.float32)
-    labels = rng.integers(0, 5, size=N)
-    return write_store(tmp_path_factory.mktemp("loader") / "ds", indptr, indices, features=features, labels=labels,
-                       num_classes=5, splits={"train": np.arange(0, 500), "val": np.arange(500, 600)})
+    return labelled_store(tmp_path_factory.mktemp("loader") / "ds", val=True)
 
 
 def _loader(ds: oa.Dataset, **kw) -> oa.OutreLoader:

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from conftest import random_graph, run, write_store
+from conftest import labelled_store, run
 from fakes import DelayedSampler, FaultySource
 
 import outre_async as oa
@@ -21,11 +21,7 @@ N, DIM = 600, 20
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> oa.Dataset:
-    rng = np.random.default_rng(0)
-    indptr, indices = random_graph(rng, N, 12)
-    features = rng.standard_normal((N, DIM)).astype(np.float32)
-    return write_store(tmp_path_factory.mktemp("ordered") / "ds", indptr, indices, features=features,
-                       labels=rng.integers(0, 5, size=N), num_classes=5, splits={"train": np.arange(500)})
+    return labelled_store(tmp_path_factory.mktemp("ordered") / "ds")
 
 
 def _ordered(ds: oa.Dataset, seed: int, out_of_turn: int | None, **kw: object) -> oa.OutreLoader:
