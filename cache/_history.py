@@ -37,6 +37,8 @@ class HistoryDecision:
     push_local: np.ndarray   # int64 [q]
     push_slots: np.ndarray   # int64 [q]
     pull_degree: np.ndarray  # int64 [p]: the in-degree a pulled node would have had if expanded (GCN's norm)
+    wait_gap: int = 0        # > 0: a pull rests on a row promised by the batch this many places back, inside
+                             # the overtaking window, so delivery must follow that batch's (0: no such pull)
 
 
 class HistoryTable:
@@ -126,7 +128,10 @@ def decide(sub: SampledSubgraph, prune: HistoryPrune, num_layers: int, indptr: n
         degree = indptr[v + 1] - indptr[v]
         if fanout >= 0:
             degree = np.minimum(degree, fanout)
-    return HistoryDecision(pull, slot[pull], push, slot[push], degree)
+    codes = prune.valid[slot[pull]]
+    close = codes[codes > 1]  # promised within the window: the code is 1 + the promising batch's gap
+    wait_gap = int(close.min()) - 1 if len(close) else 0
+    return HistoryDecision(pull, slot[pull], push, slot[push], degree, wait_gap)
 
 
 def _tainted(sub: SampledSubgraph, pulled: np.ndarray, num_layers: int) -> np.ndarray:

@@ -55,23 +55,30 @@ class _AsCompleted:
 class _Windowed(_AsCompleted):
     """Completion order with bounded overtaking: batch ``j`` is handed out only once every batch
     before ``j - window`` has been, so at most ``j + window`` batches precede it (the history
-    cache's staleness bound rests on this).  A batch held back gives its matrix lease back at once, so
-    the batches it waits for can always be extracted."""
+    cache's staleness bound rests on this), and, when its history decision has ``wait_gap = g > 0``
+    (it pulls a row that batch ``j - g`` promised, ``_history.EpochHistory.promise``), only once every
+    batch up to ``j - g`` has been.  No deadlock: the lowest batch not handed out yet waits for no
+    one (both rules name only earlier batches).  A batch held back gives its matrix lease back at
+    once, so the batches it waits for can always be extracted."""
 
     def __init__(self, window: int) -> None:
         self.window, self.low = window, 0
         self.done: set[int] = set()
         self.held: dict[int, ExtractedBatch] = {}
 
+    def _eligible(self, eb: ExtractedBatch) -> bool:
+        gap = eb.history.wait_gap if eb.history is not None else 0
+        return eb.seq - self.window <= self.low and (gap <= 0 or eb.seq - gap < self.low)
+
     async def next(self, ready: Channel[ExtractedBatch]) -> ExtractedBatch | None:
         while True:
-            eligible = [s for s in self.held if s - self.window <= self.low]
+            eligible = [s for s, eb in self.held.items() if self._eligible(eb)]
             if eligible:
                 return self._handed(self.held.pop(min(eligible)))
             eb = await super().next(ready)
             if eb is None:
                 return None
-            if eb.seq - self.window <= self.low:
+            if self._eligible(eb):
                 return self._handed(eb)
             self.held[eb.seq] = eb
             eb.lease.release()

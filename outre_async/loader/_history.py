@@ -52,6 +52,8 @@ from ..cache._history_config import HistoryConfig
 from ..sampling._sampler import NeighborSampler, SampledSubgraph
 from ..sampling._sampler_kernels import HistoryPrune
 
+MAX_WAIT_GAP = 254  # a gap inside the window is carried as 1 + gap in the uint8 validity copy
+
 
 @dataclass(frozen=True, slots=True)
 class Push:
@@ -175,8 +177,10 @@ class EpochHistory:
         if cfg.admission == "all":
             gap = seq - self.promised.astype(np.int64)
             w = self.window
-            kept = (self.promised >= 0) & (gap > w) & (gap + 2 * w <= min_lifetime(cfg.staleness, cfg.jitter))
-            prune.valid[kept] = 1
+            kept = (self.promised >= 0) & (gap >= 1) & (gap + 2 * w <= min_lifetime(cfg.staleness, cfg.jitter))
+            near = kept & (gap <= min(w, MAX_WAIT_GAP)) & (prune.valid == 0)  # the delivery waits for the promiser
+            prune.valid[kept & (gap > w)] = 1
+            prune.valid[near] = (1 + gap[near]).astype(np.uint8)
         return prune
 
     def promise(self, seq: int, decision: HistoryDecision) -> None:
@@ -191,8 +195,16 @@ class EpochHistory:
         every batch more than ``window`` places back precedes it), and every push lands before the
         next delivery (the module docstring).  Its age is then at most ``seq' - seq + 2 window``
         (``seq`` is delivered at ``base + seq - window`` at the earliest, ``seq'`` at ``base + seq'
-        + window`` at the latest), which must be within the shortest lifetime the row can draw.  With
-        ``admission="grad"`` a push may be refused (or come after backward), so nothing is promised."""
+        + window`` at the latest), which must be within the shortest lifetime the row can draw.
+
+        Inside the window (completion order, ``1 <= seq' - seq <= window``) the row may be pruned too,
+        and the delivery then makes sure of the order instead: the validity copy carries ``1 + gap``
+        (:meth:`snapshot`), the batch's decision the smallest such gap (``wait_gap``), and
+        ``_delivery._Windowed`` hands batch ``seq'`` out only after every batch up to ``seq' - gap``.
+        The age bound is the same.  Why: on igb-like (one epoch, 2 samplers + 2 extractors) 17.8k hop-1
+        appearances, 3 % of the frontier, met a row promised 1-4 batches earlier and were expanded
+        for it (pulls 178.9k in completion order, 198.9k in plan order).  With ``admission="grad"`` a
+        push may be refused (or come after backward), so nothing is promised."""
         if self.owner.cfg.admission == "all" and len(decision.push_slots):
             slots = decision.push_slots
             self.promised[slots] = np.maximum(self.promised[slots], seq)

@@ -87,7 +87,10 @@ class NeighborTiers(NamedTuple):
 
 class HistoryPrune(NamedTuple):
     """Which hop-1 nodes are not expanded: ``slot_of`` int32 [N] (the history slot or -1) and
-    ``valid`` uint8 [C] (nonzero: the slot's history will be fresh enough when the batch is trained)."""
+    ``valid`` uint8 [C] (nonzero: the slot's history will be fresh enough when the batch is trained;
+    the kernels read only that.  The loader's code: 1, fresh as it stands or promised from outside the
+    overtaking window; ``1 + g``, promised by the batch ``g`` places back, inside the window, so the
+    batch is delivered after that one: ``HistoryDecision.wait_gap``)."""
 
     slot_of: np.ndarray
     valid: np.ndarray

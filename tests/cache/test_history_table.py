@@ -46,6 +46,16 @@ def test_pulled_rows_carry_the_in_degree_their_expansion_would_have_sampled() ->
     assert decide(sub, prune, 2, indptr, fanout=-1).pull_degree.tolist() == [7, 1]
 
 
+def test_a_pull_promised_inside_the_window_makes_the_batch_wait_for_the_nearest_promiser() -> None:
+    sub = _chain_subgraph()
+    slot_of = np.arange(6, dtype=np.int32)
+    assert decide(sub, HistoryPrune(slot_of, np.array([0, 1, 1, 0, 0, 0], np.uint8)), 2).wait_gap == 0
+    assert decide(sub, HistoryPrune(slot_of, np.array([0, 4, 1, 0, 0, 0], np.uint8)), 2).wait_gap == 3
+    assert decide(sub, HistoryPrune(slot_of, np.array([0, 4, 2, 0, 0, 0], np.uint8)), 2).wait_gap == 1
+    # a code on a node that is not pulled (node 3: hop 2) asks for no wait
+    assert decide(sub, HistoryPrune(slot_of, np.array([0, 1, 0, 2, 0, 0], np.uint8)), 2).wait_gap == 0
+
+
 def test_seeds_are_never_pulled() -> None:
     sub = _chain_subgraph()
     d = decide(sub, HistoryPrune(np.arange(6, dtype=np.int32), np.ones(6, np.uint8)), num_layers=2)
@@ -124,13 +134,19 @@ def test_a_row_is_valid_for_exactly_its_lifetime() -> None:
 
 # -- bounded overtaking -----------------------------------------------------------------------------
 class _Item:
-    def __init__(self, seq: int) -> None:
+    def __init__(self, seq: int, wait_gap: int = 0) -> None:
         self.seq = seq
         self.lease = self
         self.released = 0
+        self.history = _Wait(wait_gap) if wait_gap else None
 
     def release(self) -> None:
         self.released += 1
+
+
+class _Wait:
+    def __init__(self, wait_gap: int) -> None:
+        self.wait_gap = wait_gap
 
 
 @settings(max_examples=60, deadline=None)
@@ -151,3 +167,27 @@ def test_windowed_delivery_never_lets_a_batch_overtake_more_than_window(order: l
     for position, seq in enumerate(out):
         assert position <= seq + window  # at most seq + window batches before it
         assert set(range(seq - window)) <= set(out[:position])
+
+
+@settings(max_examples=60, deadline=None)
+@given(order=st.permutations(list(range(12))), window=st.integers(1, 4), data=st.data())
+def test_windowed_delivery_hands_a_batch_out_after_the_batch_it_waits_for(order: list[int], window: int,
+                                                                          data: st.DataObject) -> None:
+    gaps = [data.draw(st.integers(0, min(seq, window))) for seq in range(12)]
+
+    async def body() -> list[int]:
+        ch: Channel = Channel(len(order))
+        for seq in order:
+            await ch.send(_Item(seq, gaps[seq]))
+        ch.close()
+        w, out = _Windowed(window), []
+        while (item := await w.next(ch)) is not None:
+            out.append(item.seq)
+        return out
+
+    out = run(body(), timeout=10)
+    assert sorted(out) == list(range(12))  # every batch, no deadlock
+    for position, seq in enumerate(out):
+        assert set(range(seq - window)) <= set(out[:position])
+        if gaps[seq]:
+            assert set(range(seq - gaps[seq] + 1)) <= set(out[:position]), (seq, gaps[seq], out)
