@@ -10,7 +10,7 @@ Layout (one concern per module):
     _cache_systems   the built-in systems with the historical embedding cache (outre-hist, outre-auto)
     child            one run in its own process: model, timed epoch, I/O counters, evaluation
     _epoch           the instrumented training loop every system goes through
-    _physical_limit  compute-only / sampling-only, the limit's terms measured in a child
+    _physical_limit  compute-only / sampling-only, the limit's terms measured in a child; compute-only-part
     _run_in_child    page-cache eviction, the cgroup, the child process and its outcome
     _cgroup          memory caps (cgroup v1 and v2)
     _measure         /proc/<pid>/io, /proc/diskstats, peak RSS, machine facts

@@ -32,7 +32,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="generated datasets, reused between runs (default ~/.cache/outre-async/bench)")
     p.add_argument("--timeout", type=checks.finite(positive=True), help="seconds per run before it is killed and recorded as a timeout")
     p.add_argument("--no-compute-only", dest="compute_only", action="store_false",
-                   help="skip the compute-only/sampling-only limit runs")
+                   help="skip the compute-only/sampling-only limit runs (and compute-only-part, compute-only on "
+                        "the partition systems' own batches, run when one is among --systems)")
     p.add_argument("--probe-seconds", type=checks.finite(positive=True), help="length of the disk probe (default 4; --quick 3)")
     p.add_argument("--seed", type=checks.seed, default=0)
 
@@ -95,11 +96,13 @@ def _interrupt(signum: int, frame: Any) -> None:
 
 
 def _summary_text(result: dict[str, Any]) -> str:
-    from ._report import table
+    from ._report import same_batches_table, table
 
     files = result["files"]
     png = files["png"].get("path") or f"skipped ({files['png']['skipped']})"
     cap = result["cap"]["applied"]
+    same = same_batches_table(result)
     return (f"\n{result['suite']} ({result['mode']}, cap {cap})\n\n{table(result)}\n\n"
-            f"wrote {files['json']}\n      {files['md']}\nplot  {png}\n"
+            + (f"training step vs compute-only on the same batches:\n{same}\n\n" if same else "")
+            + f"wrote {files['json']}\n      {files['md']}\nplot  {png}\n"
             + (f"(requested cap {format_bytes(result['cap']['requested_bytes'])})" if result["cap"]["requested_bytes"] else ""))

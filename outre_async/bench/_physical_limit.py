@@ -9,6 +9,11 @@ The same batches as ``sync``/``outre`` (same plan, same sampler streams), in two
 
 The third term, *io-bound* (unique rows of the epoch ÷ the disk's random-read rate), is computed by
 the harness from ``rows_unique`` reported here and the probe it ran at the start.
+
+``compute-only-part`` is the same measurement over the batches ``outre-part`` trains: its partition
+plan and subgraphs for epoch 0 (the loader's own :class:`PartitionBatching`, from the same loader
+keywords), so a partition system's training step compares with compute-only on the *same* batches.
+It is not a term of the limit (the limit keeps the random batches of ``compute-only``).
 """
 
 from __future__ import annotations
@@ -21,11 +26,10 @@ import torch
 from torch import nn
 
 from ._epoch import train_step
-from ._systems import RunSpec, run_seeds
+from ._systems import OutrePart, RunSpec, run_seeds
 
 
 def compute_only(model: nn.Module, optimizer: torch.optim.Optimizer, ds: Any, spec: RunSpec) -> dict[str, Any]:
-    from ..loader._sync_loader import to_data
     from ..sampling._plan import plan_epoch
     from ..sampling._sampler import NeighborSampler
 
@@ -36,12 +40,46 @@ def compute_only(model: nn.Module, optimizer: torch.optim.Optimizer, ds: Any, sp
     start = time.perf_counter()
     subs = [sampler.sample(seeds, stream_base + seq) for seq, seeds in enumerate(plan)]
     sampling = time.perf_counter() - start
+    return train_in_ram(model, optimizer, ds, subs, sampling, spec.ram_budget)
+
+
+def compute_only_part(model: nn.Module, optimizer: torch.optim.Optimizer, ds: Any,
+                      spec: RunSpec) -> dict[str, Any]:
+    """``compute-only`` over ``outre-part``'s batches (``spec.options``: that system's options)."""
+    subs, sampling = partition_subgraphs(ds, spec)
+    metrics = train_in_ram(model, optimizer, ds, subs, sampling, spec.ram_budget)
+    metrics["extra"]["partitions"] = OutrePart().loader_kwargs(spec)["partitions"]
+    return metrics
+
+
+def partition_subgraphs(ds: Any, spec: RunSpec) -> tuple[list[Any], float]:
+    """Epoch 0's batches of ``OutreLoader(ds, **OutrePart().loader_kwargs(spec))``, in plan order (the
+    first ``spec.max_batches`` when > 0, as ``outre-part`` trains in ordered mode then), and the
+    seconds spent sampling them (one thread; macro batches' adjacency read from disk included)."""
+    from ..loader._config import LoaderConfig
+    from ..loader._partition_mode import PartitionBatching
+    from ..sampling._plan import seed_ids
+
+    kwargs = OutrePart().loader_kwargs(spec)
+    seeds = seed_ids(ds, kwargs.pop("split"))
+    cfg = LoaderConfig(**kwargs)
+    batching = PartitionBatching.of_config(ds, cfg, seeds)
+    start = time.perf_counter()
+    subs = list(batching.sample_epoch(ds, cfg.fanouts, cfg.seed, epoch=0, max_batches=spec.max_batches))
+    return subs, time.perf_counter() - start
+
+
+def train_in_ram(model: nn.Module, optimizer: torch.optim.Optimizer, ds: Any, subs: list[Any], sampling: float,
+                 ram_budget: int) -> dict[str, Any]:
+    """Train on ``subs`` in order, features loaded (untimed) in windows of at most ``ram_budget`` bytes;
+    the run's metrics, with ``train_seconds`` the training steps alone (``sampling``: seconds to sample)."""
+    from ..loader._sync_loader import to_data
 
     row_bytes = max(ds.feature_dim * 4, 1)
-    budget_rows = max(spec.ram_budget // row_bytes, 1)
+    budget_rows = max(ram_budget // row_bytes, 1)
     seen = np.zeros(ds.num_nodes, dtype=np.bool_)
     train = load = 0.0
-    loss_sum = correct = labelled = rows = 0.0
+    loss_sum = correct = labelled = rows = seeds = 0.0
     model.train()
     for window in _windows(subs, budget_rows):
         t0 = time.perf_counter()
@@ -57,13 +95,14 @@ def compute_only(model: nn.Module, optimizer: torch.optim.Optimizer, ds: Any, sp
             loss_sum, correct, labelled = loss_sum + loss, correct + ok, labelled + count
             seen[sub.n_id] = True
             rows += len(sub.n_id)
+            seeds += sub.batch_size
         del in_ram
     return {
         "epoch_seconds": train, "train_seconds": train, "sample_seconds": sampling, "extract_seconds": 0.0,
-        "stall_seconds": 0.0, "batches": len(subs), "seeds": int(sum(len(p) for p in plan)),
+        "stall_seconds": 0.0, "batches": len(subs), "seeds": int(seeds),
         "rows_requested": int(rows), "rows_unique": int(seen.sum()), "rows_from_cache": None, "rows_from_disk": None,
         "loss": loss_sum / max(labelled, 1), "train_accuracy": correct / max(labelled, 1),
-        "extra": {"feature_load_seconds_untimed": load, "windows_ram_budget_bytes": spec.ram_budget,
+        "extra": {"feature_load_seconds_untimed": load, "windows_ram_budget_bytes": ram_budget,
                   "sampling_only_seconds": sampling},
     }
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .._units import format_bytes
-from .child import COMPUTE_ONLY
+from .child import COMPUTE_ONLY_PART, LIMIT_RUNS
 
 PLOT_HINT = "matplotlib is not installed; for the plots: pip install 'outre-async[bench]'"
 
@@ -70,6 +70,25 @@ def table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def same_batches_table(result: dict[str, Any]) -> str:
+    """Each partition system's training step against compute-only on its own batches ("" when none ran)."""
+    same = result["summary"].get("same_batches") or {}
+    if not same:
+        return ""
+    head = (f"| system | train s | {COMPUTE_ONLY_PART} train s | train step vs compute-only, same batches "
+            f"| batches (system / {COMPUTE_ONLY_PART}) | rows trained (system / {COMPUTE_ONLY_PART}) |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for name, s in same.items():
+        ratio = s["train_vs_compute_only"]
+        cells = [name, _f(s["train_seconds"]), _f(s["compute_only_train_seconds"]),
+                 "—" if ratio is None else f"{ratio:.3f}× ({(ratio - 1) * 100:+.1f} %)",
+                 f'{_f(s["batches"], ",.0f")} / {_f(s["compute_only_batches"], ",.0f")}',
+                 f'{_f(s["rows_requested"], ",.0f")} / {_f(s["compute_only_rows_requested"], ",.0f")}'
+                 + ("" if s["same_batches"] else " (differ)")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def markdown(result: dict[str, Any]) -> str:
     d, p, m, probe = result["dataset"], result["preset"], result["machine"], result["disk_probe"]
     limit = result["summary"]["limit"]
@@ -80,7 +99,7 @@ def markdown(result: dict[str, Any]) -> str:
         f"- dataset: {d['num_nodes']:,} nodes, {d['num_edges']:,} edges, {d['feature_dim']}-dim {d['feature_dtype']} "
         f"({format_bytes(d['feature_bytes'])} of features), train seeds {d['splits'].get('train', 0):,}",
         f"- model: {p['model']} hidden {p['hidden']}, fanouts {p['fanouts']}, batch {p['batch_size']}, Adam lr {p['lr']}",
-        f"- memory cap: {result['cap']['applied']} (compute-only runs uncapped); page cache evicted before every run",
+        f"- memory cap: {result['cap']['applied']} (compute-only and compute-only-part run uncapped); page cache evicted before every run",
         f"- machine: {m['cpus']} × {m['cpu_model']}, {format_bytes(m['mem_total_bytes'] or 0)} RAM, kernel {m['kernel']}, "
         f"disk {m['disk_device']}; load average {m['loadavg_start']} → {m['loadavg_end']} (shared machine)",
         f"- disk probe ({probe['tool']}): {probe['iops']:,.0f} random {probe['block_bytes']} B reads/s "
@@ -98,6 +117,14 @@ def markdown(result: dict[str, Any]) -> str:
             "the page cache and cannot tell (its bytes from /proc are the measure); diskstats counts every process "
             "on the device, /proc only the run's own.  Speedup is the median of "
             "per-repeat ratios; efficiency = limit / median epoch time.", ""]
+    same = same_batches_table(result)
+    if same:
+        out += ["## Training step vs compute-only on the same batches", "",
+                f"`{COMPUTE_ONLY_PART}` trains the batches of `outre-part` (its partition plan and sampled subgraphs "
+                "for epoch 0) with their features already in RAM, uncapped, like `compute-only` (whose random "
+                "batches stay the limit's compute term).  The ratio is the median of per-repeat ratios of "
+                "`train_seconds`; equal batches and rows show the two trained the same batches (`outre-hist` "
+                "prunes its sampling, so its rows differ).", "", same, ""]
     if result["files"].get("png", {}).get("skipped"):
         out.append(f"Plots skipped: {result['files']['png']['skipped']}")
     return "\n".join(out) + "\n"
@@ -117,7 +144,7 @@ def write_plot(result: dict[str, Any], path: Path) -> dict[str, Any]:
     med = [systems[n]["epoch_seconds"]["median"] for n in names]
     err = [[m - systems[n]["epoch_seconds"]["min"] for n, m in zip(names, med, strict=True)],
            [systems[n]["epoch_seconds"]["max"] - m for n, m in zip(names, med, strict=True)]]
-    colors = ["0.6" if n == COMPUTE_ONLY else f"C{i}" for i, n in enumerate(names)]
+    colors = ["0.6" if n in LIMIT_RUNS else f"C{i}" for i, n in enumerate(names)]
     axes[0].bar(names, med, yerr=err, capsize=4, color=colors)
     limit = result["summary"]["limit"]
     if limit:

@@ -3,7 +3,8 @@
 Repeats are interleaved (repeat 1: every system, then repeat 2: every system, ...) so that the
 systems see the same background load on a shared machine; ratios are taken per repeat and their
 median reported.  ``compute-only`` runs in every repeat too, and with the disk probe it gives the
-physical limit of the same run (see ``_physical_limit``).
+physical limit of the same run (see ``_physical_limit``); with a partition system among the systems
+(``System.partitioned``), so does ``compute-only-part``, compute-only on that system's batches.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from .._errors import ConfigError
 from ._presets import BenchPreset, get_preset
 from ._run_in_child import run_in_child
 from ._summary import summarize
-from ._systems import RunSpec, resolve_system
-from .child import COMPUTE_ONLY
+from ._systems import RunSpec, System, resolve_system
+from .child import COMPUTE_ONLY, COMPUTE_ONLY_PART, LIMIT_RUNS
 
 DEFAULT_SYSTEMS = ("pyg-mmap", "pyg-mmap-random", "sync", "outre", "outre-part", "outre-hist")
 # --quick leaves out pyg-mmap with the kernel's default read-around: with this machine's read_ahead_kb=8192 a
@@ -119,7 +120,8 @@ def run_suite(config: SuiteConfig, say: Callable[[str], None] = print) -> dict[s
         "disk_probe": probe,
         "runs": runs,
     }
-    result["summary"] = summarize(runs, probe, list(config.systems))
+    partitioned = [name for name in config.systems if resolve_system(name).partitioned]
+    result["summary"] = summarize(runs, probe, list(config.systems), partitioned=partitioned)
     validate_result(result)
     stamp = started.strftime("%Y%m%d-%H%M%S")
     result["files"] = write_outputs(result, config.out_dir, f"{suite}-{stamp}")
@@ -129,11 +131,9 @@ def run_suite(config: SuiteConfig, say: Callable[[str], None] = print) -> dict[s
 def _run_all(config: SuiteConfig, spec: RunSpec, cap_bytes: int | None, preset: BenchPreset, path: Path,
              say: Callable[[str], None]) -> list[dict[str, Any]]:
     timeout = config.timeout_s or preset.timeout_s
-    names = list(config.systems) + ([COMPUTE_ONLY] if config.compute_only else [])
     plugins = {name: resolve_system(name) for name in config.systems}  # unknown names fail here, early
     skip = {name: p.skip_reason() for name, p in plugins.items()}
     specs = {name: replace(spec, options=preset.system_options.get(name, {})) for name in config.systems}
-    specs[COMPUTE_ONLY] = replace(spec, ram_budget=_ram_budget())
     for name, plugin in plugins.items():
         if not skip[name]:
             try:
@@ -143,6 +143,10 @@ def _run_all(config: SuiteConfig, spec: RunSpec, cap_bytes: int | None, preset: 
                 prepared = {}
             if prepared:
                 say(f"prepared {name}: {prepared}")
+    limits = limit_runs(plugins, skip, specs, replace(spec, ram_budget=_ram_budget())) if config.compute_only else {}
+    for name, (limit_spec, why) in limits.items():
+        specs[name], skip[name] = limit_spec, why
+    names = list(config.systems) + list(limits)
     runs: list[dict[str, Any]] = []
     for repeat in range(config.repeats):
         for name in names:
@@ -151,8 +155,8 @@ def _run_all(config: SuiteConfig, spec: RunSpec, cap_bytes: int | None, preset: 
                           "cap_bytes": None, "wall_seconds": 0.0}
             else:
                 say(f"[{repeat + 1}/{config.repeats}] {name} ...")
-                # compute-only measures the limit: it holds feature windows in RAM, so it runs uncapped
-                record = run_in_child(name, specs[name], cap_bytes=None if name == COMPUTE_ONLY else cap_bytes,
+                # compute-only(-part) holds feature windows in RAM, so it runs uncapped
+                record = run_in_child(name, specs[name], cap_bytes=None if name in LIMIT_RUNS else cap_bytes,
                                       timeout_s=timeout, dataset_dir=path)
             record["repeat"] = repeat
             say(f"    {_one_line(record)}")
@@ -160,9 +164,23 @@ def _run_all(config: SuiteConfig, spec: RunSpec, cap_bytes: int | None, preset: 
     return runs
 
 
+def limit_runs(plugins: dict[str, System], skip: dict[str, str | None], specs: dict[str, RunSpec],
+               base: RunSpec) -> dict[str, tuple[RunSpec, str | None]]:
+    """The harness's own runs after the systems, each with why it is skipped (None: it runs):
+    ``compute-only``, and ``compute-only-part`` when a partition system is among ``plugins``, on the
+    options (partitions, plan) of the first one that prepared them."""
+    out: dict[str, tuple[RunSpec, str | None]] = {COMPUTE_ONLY: (base, None)}
+    partitioned = [name for name, plugin in plugins.items() if plugin.partitioned]
+    if partitioned:
+        ready = [name for name in partitioned if not skip.get(name)]
+        out[COMPUTE_ONLY_PART] = ((replace(base, options=specs[ready[0]].options), None) if ready else
+                                  (base, f"no partition system ran ({partitioned[0]}: {skip[partitioned[0]]})"))
+    return out
+
+
 def _applied_cap(runs: list[dict[str, Any]]) -> str:
-    """How the systems' children were capped (compute-only always runs uncapped)."""
-    capped = [r["cap"] for r in runs if r["system"] != COMPUTE_ONLY and r["outcome"] != "skipped"]
+    """How the systems' children were capped (compute-only and compute-only-part always run uncapped)."""
+    capped = [r["cap"] for r in runs if r["system"] not in LIMIT_RUNS and r["outcome"] != "skipped"]
     return capped[0] if capped else "no system ran"
 
 

@@ -29,6 +29,10 @@ _TOP = {
 }
 _PROBE = {"tool": str, "iops": NUM, "bytes_per_s": NUM, "block_bytes": int}
 _SUMMARY_SYSTEM = {"runs": int, "ok_runs": int, "outcome": str, "speedup_vs_baseline": OPT_NUM, "efficiency": OPT_NUM}
+# a partition system against compute-only-part (None where either did not finish)
+_SAME_BATCHES = {key: OPT_NUM for key in ("train_vs_compute_only", "train_seconds", "batches", "rows_requested",
+                                          "compute_only_train_seconds", "compute_only_batches",
+                                          "compute_only_rows_requested")}
 
 
 class SchemaError(OutreError):
@@ -52,6 +56,8 @@ def validate_result(result: dict[str, Any]) -> None:
     summary = result.get("summary", {})
     for name, s in summary.get("systems", {}).items():
         _keys(s, _SUMMARY_SYSTEM, f"summary.systems[{name}].", problems)
+    for name, s in summary.get("same_batches", {}).items():
+        _keys(s, _SAME_BATCHES, f"summary.same_batches[{name}].", problems)
     if problems:
         raise SchemaError("bench result does not match the schema: " + "; ".join(problems[:20]))
 

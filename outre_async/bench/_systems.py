@@ -62,6 +62,8 @@ class System:
 
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""
+    # trains FENNEL partition batches: the suite then also runs ``compute-only-part`` on those batches
+    partitioned: ClassVar[bool] = False
 
     def skip_reason(self) -> str | None:
         """Why this system cannot run in this environment (None: it can)."""
@@ -263,6 +265,7 @@ class OutrePart(Outre):
 
     name = "outre-part"
     summary = "OutreLoader with FENNEL partition-based batches and the global neighbour cache"
+    partitioned = True
 
     def prepare(self, dataset_dir: str, spec: RunSpec) -> dict[str, Any]:
         from ..partition import list_partitions, partition
@@ -282,15 +285,18 @@ class OutrePart(Outre):
     def open(self, ds: Any, spec: RunSpec) -> Iterator[Any]:
         from ..loader import OutreLoader
 
-        self.loader = OutreLoader(ds, split="train", fanouts=list(spec.fanouts), batch_size=spec.batch_size,
-                                  seed=spec.seed, partitions=_partition_name(spec),
-                                  memory_budget=spec.options.get("memory_budget"),
-                                  parts_per_batch=int(spec.options.get("parts_per_batch", 4)),
-                                  neighbor_cache=int(spec.options.get("neighbor_cache", 64 << 20)),
-                                  # --max-batches N: the plan's first N macro/micro batches, not the first
-                                  # N to complete (the partition plan is built from the whole split)
-                                  ordered=spec.max_batches > 0, **self.loader_options)
+        self.loader = OutreLoader(ds, **self.loader_kwargs(spec))
         return iter(self.loader)
+
+    def loader_kwargs(self, spec: RunSpec) -> dict[str, Any]:
+        """The keywords of this system's loader; ``compute-only-part`` plans and samples from them too."""
+        return {"split": "train", "fanouts": list(spec.fanouts), "batch_size": spec.batch_size, "seed": spec.seed,
+                "partitions": _partition_name(spec), "memory_budget": spec.options.get("memory_budget"),
+                "parts_per_batch": int(spec.options.get("parts_per_batch", 4)),
+                "neighbor_cache": int(spec.options.get("neighbor_cache", 64 << 20)),
+                # --max-batches N: the plan's first N macro/micro batches, not the first
+                # N to complete (the partition plan is built from the whole split)
+                "ordered": spec.max_batches > 0, **self.loader_options}
 
     def stats(self) -> dict[str, Any]:
         out = super().stats()

@@ -143,12 +143,8 @@ class OutreLoader:
             return None
         from ._partition_mode import PartitionBatching
 
-        return PartitionBatching(self.dataset, cfg.partitions, self._seeds, parts_per_batch=cfg.parts_per_batch,
-                                 interleave=cfg.interleave,
-                                 batch_size=cfg.batch_size, shuffle=cfg.shuffle, seed=cfg.seed,
-                                 drop_last=cfg.drop_last,
-                                 neighbor_cache_bytes=int(cfg.neighbor_cache) if cfg.profile is None else 0,
-                                 rank=self._place.rank, world_size=self._place.world_size)
+        return PartitionBatching.of_config(self.dataset, cfg, self._seeds, rank=self._place.rank,
+                                           world_size=self._place.world_size)
 
     def _apply_profile(self) -> tuple[AppliedPlan | None, StaticFeatureCache | None]:
         """With ``profile=``: the plan (read, or measured now for ``"auto"``) rewrites the config."""

@@ -5,15 +5,21 @@ seeds by partition, resolves the default ``parts_per_batch`` and ``interleave``,
 neighbour cache within its byte budget, plans each epoch's
 micro-batches (:func:`plan_partition_epoch`) and makes the tiered samplers.  Its RNG streams are
 spaced by an upper bound of the batches per epoch, so two epochs never share a stream.
+
+:meth:`PartitionBatching.of_config` is how the loader builds it from its config, and
+:meth:`PartitionBatching.sample_epoch` samples an epoch's planned batches in the calling thread,
+outside the async pipeline, exactly as the pipeline's samplers do (same plan, same streams, same
+tiers): the bench's ``compute-only-part`` trains on them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._errors import ConfigError
 from ..cache import NeighborCache
 from ..partition._batches import (
     MicroBatch,
@@ -26,7 +32,11 @@ from ..partition._batches import (
 )
 from ..partition._reader import open_partitions
 from ..partition._sampler import MacroStore, PartitionSampler
+from ..sampling._sampler import SampledSubgraph
 from ..store._dataset import Dataset
+
+if TYPE_CHECKING:
+    from ._config import LoaderConfig
 
 
 class PartitionBatching:
@@ -50,6 +60,18 @@ class PartitionBatching:
         self._stores: list[MacroStore] = []
         self._samplers: list[PartitionSampler] = []  # every sampler made (their counters outlive a close)
 
+    @classmethod
+    def of_config(cls, ds: Dataset, cfg: LoaderConfig, seeds: np.ndarray, *, rank: int = 0,
+                  world_size: int = 1) -> PartitionBatching:
+        """What ``OutreLoader(config=cfg)`` uses for ``cfg.partitions`` (a profile's plan supplies the
+        neighbour cache later, :meth:`use_neighbor_cache`, so none is built here then)."""
+        if cfg.partitions is None:
+            raise ConfigError("PartitionBatching needs cfg.partitions, the name of the dataset's partitions")
+        return cls(ds, cfg.partitions, seeds, parts_per_batch=cfg.parts_per_batch, interleave=cfg.interleave,
+                   batch_size=cfg.batch_size, shuffle=cfg.shuffle, seed=cfg.seed, drop_last=cfg.drop_last,
+                   neighbor_cache_bytes=int(cfg.neighbor_cache) if cfg.profile is None else 0,
+                   rank=rank, world_size=world_size)
+
     def use_neighbor_cache(self, nodes: np.ndarray, budget_bytes: int) -> None:
         """Hold the lists of ``nodes`` (a profile's plan) instead of the cross-partition ranking."""
         rank = np.zeros(len(self.parts.assignment), np.int64)
@@ -66,6 +88,21 @@ class PartitionBatching:
     def stream_base(self, epoch: int) -> int:
         """Batch ``seq`` samples with stream ``stream_base + seq * world_size``: distinct over ranks and epochs."""
         return epoch * self.spacing * self.world_size + self.rank
+
+    def stream(self, epoch: int, seq: int) -> int:
+        """The RNG stream of planned batch ``seq`` of ``epoch`` (the sample stage's ``stream_base + seq * stride``)."""
+        return self.stream_base(epoch) + seq * self.world_size
+
+    def sample_epoch(self, ds: Dataset, fanouts: Sequence[int], seed: int, epoch: int,
+                     max_batches: int = 0) -> Iterator[SampledSubgraph]:
+        """Epoch ``epoch``'s planned batches (the first ``max_batches`` when > 0), sampled one after
+        another in this thread, in plan order: the same subgraphs the loader's samplers produce for
+        them (same plan, streams and tiers), without its pipeline.  History pruning is not applied."""
+        plan = self.plan(epoch)
+        plan = plan[:max_batches] if max_batches else plan
+        (sampler,) = self.samplers(ds, fanouts, seed, 1)
+        for seq, item in enumerate(plan):
+            yield sampler.sample(item, self.stream(epoch, seq))
 
     def samplers(self, ds: Dataset, fanouts: Sequence[int], seed: int, count: int) -> list[PartitionSampler]:
         # one per opening of the loader; the interleaved macro batches' blocks stay while any is in use

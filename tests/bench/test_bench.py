@@ -97,6 +97,23 @@ def test_outre_part_runs_partition_based_batches(suite: dict[str, Any]) -> None:
     assert suite["result"]["summary"]["systems"]["outre-part"]["ok_runs"] == 1
 
 
+def test_compute_only_part_trains_outre_parts_batches(suite: dict[str, Any]) -> None:
+    """Beside the partition systems the suite runs compute-only on outre-part's own batches (uncapped),
+    and reports outre-part's training step against it; outre-hist prunes its sampling (fewer rows)."""
+    result = suite["result"]
+    (part,), (same,) = _runs(result, "outre-part"), _runs(result, "compute-only-part")
+    assert same["outcome"] == "ok", same
+    assert same["cap"].startswith("uncapped") and same["metrics"]["extra"]["partitions"] == "bench-fennel-16"
+    a, b = part["metrics"], same["metrics"]
+    assert (a["batches"], a["seeds"], a["rows_requested"], a["rows_unique"]) == (
+        b["batches"], b["seeds"], b["rows_requested"], b["rows_unique"])
+    ratio = result["summary"]["same_batches"]["outre-part"]
+    assert ratio["same_batches"] is True
+    assert ratio["train_vs_compute_only"] == pytest.approx(a["train_seconds"] / b["train_seconds"])
+    assert set(result["summary"]["same_batches"]) == {"outre-part", "outre-hist"}
+    assert "| outre-part | " in Path(result["files"]["md"]).read_text().split("same batches")[-1]
+
+
 def test_outre_part_ordered_trains_on_the_same_batches_renumbered(suite: dict[str, Any]) -> None:
     """The partition-ordered copy gives ``outre-part``'s batches renumbered: the same rows, the same
     loss (same initial weights, same sub-graphs, same features).  Run here, beside the suite (its own
