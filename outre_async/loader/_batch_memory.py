@@ -70,6 +70,15 @@ def _as_matrix(block: mmap.mmap, rows: int, dim: int) -> np.ndarray:
     return np.frombuffer(block, dtype=np.float32, count=rows * dim).reshape(rows, dim)
 
 
+def _unmap(block: mmap.mmap) -> None:
+    """Unmap a dead matrix's map; one some view still exports (a numpy view of a slice that outlived
+    its matrix) is left to the garbage collector, which unmaps it when the last view dies."""
+    try:
+        block.close()
+    except BufferError:
+        pass
+
+
 _HUGE_PAGE = 2 << 20
 _MADV_HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", None)
 _REUSE_SLACK = 1.25  # a spare map serves a matrix of at least 1 / 1.25 of its size
@@ -134,7 +143,11 @@ class BatchMemory:
         else:
             self.counters["maps_reused"] += 1
         x = _as_matrix(block, rows, dim)
-        weakref.finalize(x, self._returned.append, block)
+        # on the flat array under x: every numpy view of x (a slice of it too) keeps that one alive,
+        # so the map is never recycled under a view that outlived x.  Not at interpreter exit:
+        # finalizers run then even for live arrays (a batch the script still holds), and the
+        # loader's own close, run there too, would unmap a map still in use.
+        weakref.finalize(x.base, self._returned.append, block).atexit = False
         return x
 
     def _drain(self) -> None:
@@ -144,7 +157,7 @@ class BatchMemory:
                 self._spare.append(block)
                 self._spare_bytes += len(block)
             else:
-                block.close()
+                _unmap(block)
 
     def _best_spare(self, lease: MatrixLease, n: int) -> mmap.mmap | None:
         """The smallest spare map of ``n`` to ``n * _REUSE_SLACK`` bytes whose extra bytes still fit."""
@@ -167,7 +180,7 @@ class BatchMemory:
         while self._spare and self._spare_bytes > max(room, 0):
             block = self._spare.pop()
             self._spare_bytes -= len(block)
-            block.close()
+            _unmap(block)
 
     def close(self) -> None:
         """Unmap the spare maps (the loader closes; live matrices keep their own maps)."""

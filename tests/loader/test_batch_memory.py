@@ -145,3 +145,54 @@ def test_a_new_matrix_is_zeroed_and_goes_back_with_its_last_view() -> None:
     gc.collect()
     assert ref() is None  # the map is unmapped when the batch dies (its bytes go back)
     assert new_matrix(0, 4).shape == (0, 4)
+
+
+def test_a_view_that_outlives_its_matrix_keeps_the_map_from_the_next_batch() -> None:
+    """A numpy slice of a batch matrix is not a view of the matrix object but of the flat array
+    under it: the map must stay out of the spares until that slice dies too, or the next batch
+    would be written under it."""
+    import gc
+
+    import numpy as np
+
+    async def body() -> None:
+        row = 4 * 64
+        pool = BatchMemory(64 * row, row, budget=1 << 30)
+        lease = await pool.reserve(10, 0)
+        x = pool.matrix(lease, 10, 64)
+        x[:] = 3.0
+        head = x[:4]
+        lease.release()
+        del x
+        gc.collect()
+        y = pool.matrix(await pool.reserve(10, 1), 10, 64)
+        assert pool.stats()["maps_reused"] == 0
+        y[:] = 5.0
+        assert np.all(head == 3.0)
+        pool.close()  # the map under ``head`` is not a spare: nothing to unmap under it
+
+    run(body(), timeout=10)
+
+
+def test_a_batch_held_at_interpreter_exit_is_not_unmapped_under_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``for batch in loader: ...`` then exit while ``batch`` is still bound: the matrix finalizers
+    must not hand live maps back (atexit), or closing the loader at exit raises BufferError."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(__import__('pathlib').Path(__file__).parents[1])!r})
+        from conftest import labelled_store
+        from pathlib import Path
+        import outre_async as oa
+        ds = labelled_store(Path({str(tmp_path)!r}) / "g")
+        loader = oa.OutreLoader(ds, fanouts=[3, 3], batch_size=64, memory_budget="16MiB", backend="pread")
+        for batch in loader:
+            pass
+        print("ok", batch.x.shape[0] > 0)
+    """)
+    done = subprocess.run([sys.executable, "-P", "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok True", done.stderr[-2000:]
+    assert "Error" not in done.stderr, done.stderr[-2000:]
