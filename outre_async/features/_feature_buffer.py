@@ -68,6 +68,19 @@ class Acquisition:
         return self.actions == K.READ
 
 
+def int64_ids(ids: np.ndarray) -> np.ndarray:
+    """``ids`` as a C-contiguous int64 array: the same object when it already is one.
+
+    Why not ``np.ascontiguousarray(ids, dtype=np.int64)``: it returns a new view whenever the dtype
+    *object* differs from numpy's singleton, and arrays returned by a cached numba kernel (the
+    sampler's ``n_id``) carry an equal but distinct int64 dtype.  :meth:`Pin.counts` recognises a
+    batch's own ids by identity, so with the new views its fast path (the acquire kernel withdraws
+    the look-ahead counts it takes) was never taken and every piece paid a second pass."""
+    if isinstance(ids, np.ndarray) and ids.dtype == np.int64 and ids.flags.c_contiguous:
+        return ids
+    return np.ascontiguousarray(ids, dtype=np.int64)
+
+
 @dataclass(eq=False, slots=True)
 class Pin:
     """The look-ahead hold of one queued batch: ``ids[taken:]`` are still counted as wanted."""
@@ -127,7 +140,7 @@ class FeatureBuffer:
     # -- look-ahead pinning ----------------------------------------------------------------------
     def pin(self, ids: np.ndarray) -> Pin:
         """Count ``ids`` as wanted by a queued batch (unique ids: the sampler's ``n_id``)."""
-        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        ids = int64_ids(ids)
         K.announce(ids, self._nodes, self._rec)
         self._pinned += len(ids)
         return Pin(self, ids)
@@ -145,7 +158,7 @@ class FeatureBuffer:
                       piece_rows: int | None = None, pin: Pin | None = None) -> None:
         """``out[i] = features[ids[i]]``, through the buffer in pieces of at most ``piece_rows`` rows
         (default: the whole buffer); ``pin`` (the batch's look-ahead hold) shrinks as pieces are taken."""
-        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        ids = int64_ids(ids)
         limit = self.num_slots if piece_rows is None else max(1, min(piece_rows, self.num_slots))
         pos = 0
         while pos < len(ids):
@@ -166,7 +179,7 @@ class FeatureBuffer:
         release only when no slot at all is on standby.  Empty ``ids``: an empty acquisition.
         ``unpin``: the rows taken leave the look-ahead counts too (the caller advances its pin with
         ``withdrawn=True``)."""
-        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        ids = int64_ids(ids)
         limit = len(ids) if limit is None else limit
         while (acq := self._try_acquire(ids, limit, unpin)) is None:
             self.counters["acquire_waits"] += 1

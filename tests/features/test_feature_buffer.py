@@ -198,17 +198,31 @@ def test_streamed_batches_equal_the_source_with_duplicates_pins_and_random_delay
     run(body(), timeout=30)
 
 
+# an int64 dtype equal to numpy's but not its singleton object, as a cached numba kernel returns
+# (the sampler's n_id): np.ascontiguousarray(..., dtype=np.int64) makes a new view of such arrays
+_DISTINCT_INT64 = np.dtype("<i8").newbyteorder("=")
+
+
+@pytest.mark.parametrize("dtype", [np.dtype(np.int64), _DISTINCT_INT64], ids=["numpy", "numba-like"])
 @pytest.mark.parametrize("slots", [1, 5, 40])
-def test_a_batch_taking_its_own_pinned_ids_unpins_them_as_it_goes(slots: int) -> None:
+def test_a_batch_taking_its_own_pinned_ids_unpins_them_as_it_goes(slots: int, dtype: np.dtype) -> None:
     """The loader's case: the pin counts the batch's own id array, so acquire withdraws the rows it
-    takes in the same pass; the counts stay equal to the pinned rows at every step."""
+    takes in the same pass (no second withdraw pass, whatever int64 dtype object the ids carry); the
+    counts stay equal to the pinned rows at every step."""
 
     async def body() -> None:
         rng = np.random.default_rng(slots + 1)
         buf, src = FeatureBuffer(200, slots, 6), ArraySource(FEATURES, seed=slots)
-        batches = [rng.choice(80, size=int(rng.integers(1, 50)), replace=False).astype(np.int64) for _ in range(16)]
+        batches = [rng.choice(80, size=int(rng.integers(1, 50)), replace=False).astype(np.int64).view(dtype)
+                   for _ in range(16)]
+        assert dtype is np.dtype(np.int64) or batches[0].dtype is not np.dtype(np.int64)
         pins = [buf.pin(b) for b in batches]
         assert all(p.ids is b for p, b in zip(pins, batches, strict=True))
+
+        def slow_path(ids: np.ndarray) -> None:
+            raise AssertionError("the batch's own pinned ids were withdrawn in a second pass")
+
+        buf._withdraw = slow_path  # type: ignore[method-assign]
         sem = asyncio.Semaphore(3)
 
         async def one(i: int) -> None:
