@@ -18,6 +18,19 @@ valid, prev, next) the same step touched seven, and at a 440 MiB budget (234k sl
 these kernels were the largest user CPU of the loader: announce + acquire + withdraw + release took
 170 ns per batch row with one array per field and 100-120 with records (replaying a 59-batch epoch).
 
+Prefetch (:mod:`outre_async._cache_hints`): batch ids are random over ``nodes`` and slots random
+over ``rec`` and the 1 KiB rows of ``data``, so each row starts with cache misses, and in
+:func:`acquire` and :func:`release` each miss feeds the next address and the standby list links
+chain the rows, so the core cannot overlap them by itself.  The loops therefore prefetch ``AHEAD``
+rows ahead: :func:`acquire` the node record of ``ids[i + 2 * AHEAD]`` and the slot record of
+``ids[i + AHEAD]`` (two stages: the slot is read from the node record prefetched earlier); the
+release and gather loops the slot record and the whole data row of ``slots[i + AHEAD]``.  Replaying
+60 batches (benchmarks/bench_buffer_kernels.py, 300k nodes, 64k slots; medians of 3 alternating
+runs): acquire 37 -> 19, gather_release 102 -> 83 (release 40 -> 34, gather_rows 81 -> 69), all
+kernels 150 -> 112 ns per batch row; distances 4-8 were flat, 12-16 slower for the data rows.  :func:`announce` and
+:func:`withdraw` are left without: their rows are independent (the core already overlaps them) and
+the extra look-ahead load made announce slower (9.3 -> 10.7 ns at 300k nodes, 10.5 -> 14 at 3M).
+
 A slot on a standby list keeps its row: a later batch that needs the node takes it back without I/O.
 Eviction takes the head of the cold list (least recently released); only when the cold list is
 empty does it take the *tail* of the wanted list: the row most recently pinned or released, which
@@ -32,10 +45,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .._cache_hints import prefetch, prefetch_row
+
 HIT, READ, WAIT = 0, 1, 2  # what acquire decided for each row
 SLOT, WANTED = 0, 1  # columns of nodes
 PREV, NEXT, NODE, STATE = 0, 1, 2, 3  # columns of rec
 REF = 2  # one reference in STATE (bit 0 is valid)
+AHEAD = 8  # prefetch distance in rows (see _cache_hints; measured with benchmarks/bench_buffer_kernels.py)
 
 
 def new_state(num_nodes: int, num_slots: int) -> tuple[np.ndarray, np.ndarray]:
@@ -112,6 +128,15 @@ def evict_lru_slot(nodes, rec) -> np.int64:
     return s
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _prefetch_records(ids, nodes, rec, i, n) -> None:
+    """Two-stage prefetch for a loop at row ``i`` of ``ids[:n]``: the node record of the row
+    ``2 * AHEAD`` ahead, and the slot record of the row ``AHEAD`` ahead (its node record was
+    prefetched ``AHEAD`` rows ago, so reading its slot is a hit by now)."""
+    prefetch(nodes, ids[min(i + 2 * AHEAD, n - 1)])
+    prefetch(rec, nodes[ids[min(i + AHEAD, n - 1)], SLOT])
+
+
 @njit(cache=True, nogil=True)
 def acquire(ids, nodes, rec, slots_out, action_out, limit, unpin=False) -> np.int64:
     """Take a reference on a slot for each id of a prefix of ``ids`` (at most ``limit`` rows).
@@ -125,6 +150,7 @@ def acquire(ids, nodes, rec, slots_out, action_out, limit, unpin=False) -> np.in
     """
     n = min(len(ids), limit)
     for i in range(n):
+        _prefetch_records(ids, nodes, rec, i, n)
         v = ids[i]
         s = nodes[v, SLOT]
         if s >= 0:
@@ -182,7 +208,9 @@ def _release_one(nodes, rec, s) -> None:
 def release(slots, nodes, rec) -> None:
     """Drop one reference per slot; slots nobody holds go to the tail (most recent) of their standby
     list: the wanted list when a queued batch needs the row, else the cold list."""
-    for i in range(len(slots)):
+    n = len(slots)
+    for i in range(n):
+        prefetch(rec, slots[min(i + AHEAD, n - 1)])
         _release_one(nodes, rec, slots[i])
 
 
@@ -190,7 +218,10 @@ def release(slots, nodes, rec) -> None:
 def gather_release(data, slots, out, nodes, rec) -> None:
     """:func:`gather_rows` then :func:`release`, in one pass over the piece's slots."""
     dim = data.shape[1]
-    for i in range(len(slots)):
+    n = len(slots)
+    for i in range(n):
+        prefetch_row(data, slots[min(i + AHEAD, n - 1)])
+        prefetch(rec, slots[min(i + AHEAD, n - 1)])
         s = slots[i]
         for j in range(dim):
             out[i, j] = data[s, j]
@@ -245,7 +276,9 @@ def gather_rows(data, slots, out) -> None:
     per row for the slice form, which measured 4x the user CPU of this loop (0.40 vs 0.09 µs per
     1 KiB row), the largest per-row cost left in the loader once reads went to numba."""
     dim = data.shape[1]
-    for i in range(len(slots)):
+    n = len(slots)
+    for i in range(n):
+        prefetch_row(data, slots[min(i + AHEAD, n - 1)])
         s = slots[i]
         for j in range(dim):
             out[i, j] = data[s, j]
