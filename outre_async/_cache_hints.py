@@ -1,5 +1,6 @@
 """Software prefetch for numba kernels: ``prefetch(array, index)`` hints the CPU to start loading the
-cache line of ``array[index]`` (a row start for a 2-D array) while the kernel keeps working.
+cache line of ``array[index]`` (a row start for a 2-D array) while the kernel keeps working, and
+``prefetch_row(array, index)`` every line of a 2-D array's row.
 
 Why: the loader's bookkeeping kernels (the feature buffer's per-node and per-slot records, the
 sampler's ``indptr``) walk batch ids that are random over arrays of N nodes or S slots, far larger
@@ -25,7 +26,7 @@ same reason, a change to :func:`prefetch` itself needs those caches cleared.
 from __future__ import annotations
 
 from llvmlite import ir
-from numba import njit, types
+from numba import config, njit, types
 from numba.core import cgutils
 from numba.core.extending import intrinsic
 from numba.np.arrayobj import make_array
@@ -35,10 +36,12 @@ _LINE = 64  # bytes per cache line (x86-64, and the usual line of arm64)
 
 
 @intrinsic
-def _prefetch_at(typingctx, array, index, column):
-    """``llvm.prefetch`` of ``&array[index]`` (1-D) or ``&array[index, column]`` (2-D, C order), both
-    indices clipped to the array's shape; nothing when the array is empty."""
-    if not isinstance(array, types.Array) or array.ndim not in (1, 2) or array.layout != "C":
+def _llvm_prefetch(typingctx, array, index, column):
+    """``llvm.prefetch`` of ``&array[index]`` (1-D) or ``&array[index, column]`` (2-D, any layout: the
+    address follows the strides), both indices clipped to the array's shape; nothing when empty.
+    The pointer is declared ``i8*`` (numba's IR layer prints typed pointers); LLVM 15+ reads it as an
+    opaque ``ptr`` and upgrades the unsuffixed name to ``llvm.prefetch.p0``."""
+    if not isinstance(array, types.Array) or array.ndim not in (1, 2):
         return None
     if not isinstance(index, types.Integer) or not isinstance(column, types.Integer):
         return None
@@ -69,16 +72,24 @@ def _prefetch_at(typingctx, array, index, column):
     return types.void(array, index, column), codegen
 
 
+def _no_prefetch(array, index, column):  # noqa: ARG001
+    """Under ``NUMBA_DISABLE_JIT=1`` the kernels run as Python, which cannot prefetch (and cannot
+    call an intrinsic): the hint is dropped."""
+
+
+_prefetch_at = _no_prefetch if config.DISABLE_JIT else _llvm_prefetch  # type: ignore[attr-defined]
+
+
 @njit(cache=True, nogil=True, inline="always")
 def prefetch(array, index):
-    """Read-prefetch the cache line of ``array[index]`` (of ``array[index, 0]`` for a 2-D C-contiguous
-    array); ``index`` is clipped to the array's first axis, so any integer is safe."""
+    """Read-prefetch the cache line of ``array[index]`` (of ``array[index, 0]`` for a 2-D array);
+    ``index`` is clipped to the array's first axis, so any integer is safe."""
     _prefetch_at(array, index, 0)
 
 
 @njit(cache=True, nogil=True, inline="always")
 def prefetch_row(array, index):
-    """Read-prefetch every cache line of the row ``array[index]`` of a 2-D C-contiguous array (a row
+    """Read-prefetch every cache line of the row ``array[index]`` of a 2-D array with contiguous rows (a row
     copied whole, e.g. a 1 KiB feature row: 16 lines, which the hardware prefetcher would otherwise
     discover only after the first misses); ``index`` is clipped like :func:`prefetch`."""
     step = max(1, _LINE // array.itemsize)

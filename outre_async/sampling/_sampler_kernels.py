@@ -56,11 +56,13 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from .._cache_hints import prefetch
 from .._rng import bounded
 
 OK, SEED_OUT_OF_RANGE, SEED_REPEATED, NEIGHBOR_OUT_OF_RANGE = 0, 1, 2, 3
 FLOYD_FACTOR = 20  # Floyd when k * (k + FLOYD_FACTOR) <= FLOYD_FACTOR * d, else selection
 CACHE, MACRO, DISK = 0, 1, 2  # the tiers, as indices of NeighborTiers.served
+AHEAD = 8  # prefetch distance in targets (see _sample_hop)
 
 
 class NeighborTiers(NamedTuple):
@@ -180,6 +182,11 @@ def _sample_hop(indptr, indices, tiers, n_id, lo, hi, k, state, g2l, rows, cols,
     if prune is not None:
         h_slot, h_valid = prune
     for t in range(lo, hi):
+        # the targets are random nodes: prefetch indptr of the one 2 * AHEAD ahead and, its offset
+        # being cached by now, the start of the CSC list of the one AHEAD ahead (n_id[hi:] is unset)
+        prefetch(indptr, n_id[min(t + 2 * AHEAD, hi - 1)])
+        if tiers is None:
+            prefetch(indices, indptr[n_id[min(t + AHEAD, hi - 1)]])
         v = n_id[t]
         if prune is not None and frontier:
             s = h_slot[v]
