@@ -123,13 +123,25 @@ class TempDir:
     def __init__(self, parent: Path, stem: str, kind: Kind) -> None:
         self.path = parent / temp_name(stem, kind)
         _OWN.add(self.path)  # before it exists: no moment where it exists unrecorded
+        fd = -1
         try:
             self.path.mkdir()
             fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
-        except BaseException:
+            self._finalizer = weakref.finalize(self, os.close, fd)
+        except FileExistsError:  # the name is taken (never ours: the token is new): leave it alone
             _OWN.discard(self.path)
             raise
-        self._finalizer = weakref.finalize(self, os.close, fd)
+        except BaseException:
+            # A signal turned into an exception (Ctrl-C, the CLI's SIGTERM) can land after mkdir
+            # succeeded in the kernel, even inside pathlib's mkdir: the folder may exist, empty and
+            # ours, though the call raised.  Remove it, and the fd if one was opened.
+            if hasattr(self, "_finalizer"):
+                self._finalizer()
+            elif fd >= 0:
+                os.close(fd)
+            shutil.rmtree(self.path, ignore_errors=True)
+            _OWN.discard(self.path)
+            raise
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:  # NFS without locks: the pid in the name still protects it

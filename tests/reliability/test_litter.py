@@ -15,6 +15,8 @@ import signal
 import subprocess
 import sys
 import time
+import types
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -131,6 +133,57 @@ def test_sigterm_mid_write_removes_the_temp_folder_and_exits_143(tmp_path: Path)
     # takes effect just after it, so the output is then complete (and opens), never partial.
     assert not temp.exists() and (not out.exists() or oa.open_dataset(out).num_nodes > 0)
     assert not [p for p in tmp_path.iterdir() if parse_temp_name(p.name) is not None]
+
+
+@pytest.mark.parametrize("where", ["inside mkdir", "after mkdir", "after open"])
+def test_an_interrupt_landing_just_after_mkdir_leaves_no_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                where: str) -> None:
+    """The SIGTERM test's race made deterministic: the signal's exception can surface after mkdir
+    succeeded in the kernel (inside pathlib's mkdir, or just after it): the folder exists though
+    the call raised, and nobody else will ever remove it."""
+    from outre_async.store import _tempdir
+
+    real_mkdir, real_open = Path.mkdir, os.open
+    fired = []  # one interrupt, as one signal gives (the cleanup's own calls then run normally)
+
+    def mkdir(self: Path, *args: object, **kwargs: object) -> None:
+        real_mkdir(self, *args, **kwargs)  # type: ignore[arg-type]
+        if where == "inside mkdir" and not fired:
+            fired.append(self)
+            raise KeyboardInterrupt
+
+    def open_(path: object, flags: int, *args: object, **kwargs: object) -> int:
+        if where == "after mkdir" and not fired and isinstance(path, Path):
+            fired.append(path)
+            raise KeyboardInterrupt
+        return real_open(path, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    def finalize(*args: object) -> object:  # the first Python call after the fd is open
+        if where == "after open" and not fired:
+            fired.append(args)
+            raise KeyboardInterrupt
+        return weakref.finalize(*args)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    monkeypatch.setattr(os, "open", open_)
+    monkeypatch.setattr(_tempdir, "weakref", types.SimpleNamespace(finalize=finalize))
+    fds = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(KeyboardInterrupt):
+        _tempdir.TempDir(tmp_path, "g", "tmp")
+    monkeypatch.undo()
+    assert fired and list(tmp_path.iterdir()) == [] and not _tempdir._OWN
+    assert len(os.listdir("/proc/self/fd")) == fds
+
+
+def test_a_taken_temp_name_is_left_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from outre_async.store import _tempdir
+
+    monkeypatch.setattr(_tempdir, "temp_name", lambda stem, kind: "taken")
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "theirs").write_text("x")
+    with pytest.raises(FileExistsError):
+        _tempdir.TempDir(tmp_path, "g", "tmp")
+    assert (tmp_path / "taken" / "theirs").read_text() == "x" and not _tempdir._OWN
 
 
 def _wait_for_temp(parent: Path, child: subprocess.Popen[str]) -> Path | None:
