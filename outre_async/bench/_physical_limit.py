@@ -18,6 +18,7 @@ It is not a term of the limit (the limit keeps the random batches of ``compute-o
 
 from __future__ import annotations
 
+import resource
 import time
 from typing import Any
 
@@ -78,7 +79,7 @@ def train_in_ram(model: nn.Module, optimizer: torch.optim.Optimizer, ds: Any, su
     row_bytes = max(ds.feature_dim * 4, 1)
     budget_rows = max(ram_budget // row_bytes, 1)
     seen = np.zeros(ds.num_nodes, dtype=np.bool_)
-    train = load = 0.0
+    train = load = user = sys_ = 0.0
     loss_sum = correct = labelled = rows = seeds = 0.0
     model.train()
     for window in _windows(subs, budget_rows):
@@ -89,9 +90,11 @@ def train_in_ram(model: nn.Module, optimizer: torch.optim.Optimizer, ds: Any, su
         for sub in window:
             x = torch.from_numpy(in_ram[np.searchsorted(unique, sub.n_id)])
             batch = to_data(sub, x, torch.from_numpy(ds.labels[sub.n_id]))
-            t1 = time.perf_counter()
+            t1, cpu0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
             loss, ok, count = train_step(model, optimizer, batch)
             train += time.perf_counter() - t1
+            cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+            user, sys_ = user + cpu1.ru_utime - cpu0.ru_utime, sys_ + cpu1.ru_stime - cpu0.ru_stime
             loss_sum, correct, labelled = loss_sum + loss, correct + ok, labelled + count
             seen[sub.n_id] = True
             rows += len(sub.n_id)
@@ -102,6 +105,9 @@ def train_in_ram(model: nn.Module, optimizer: torch.optim.Optimizer, ds: Any, su
         "stall_seconds": 0.0, "batches": len(subs), "seeds": int(seeds),
         "rows_requested": int(rows), "rows_unique": int(seen.sum()), "rows_from_cache": None, "rows_from_disk": None,
         "loss": loss_sum / max(labelled, 1), "train_accuracy": correct / max(labelled, 1),
+        # the training steps' CPU alone (every thread; no loader runs here): what a loaded run's
+        # user / sys CPU is set against
+        "user_cpu_seconds": user, "sys_cpu_seconds": sys_,
         "extra": {"feature_load_seconds_untimed": load, "windows_ram_budget_bytes": ram_budget,
                   "sampling_only_seconds": sampling},
     }

@@ -101,6 +101,8 @@ def test_compute_only_part_trains_every_batch_in_ram_windows(ds: oa.Dataset) -> 
     assert m["rows_requested"] == sum(len(s.n_id) for s in subs)
     assert m["rows_unique"] == len(np.unique(np.concatenate([s.n_id for s in subs])))
     assert m["train_seconds"] > 0 and m["loss"] > 0 and m["extra"]["partitions"] == "bench-fennel-16"
+    # the steps' own CPU, set against a loaded run's (no wall-clock figure is asserted)
+    assert m["user_cpu_seconds"] > 0 and m["sys_cpu_seconds"] >= 0
 
 
 def test_compute_only_part_is_scheduled_only_beside_a_partition_system() -> None:
