@@ -113,15 +113,47 @@ def test_a_dead_matrix_map_serves_the_next_batch_within_the_capacity() -> None:
         z = pool.matrix(lease, 500, 1024)
         assert pool.stats()["maps_new"] == 2 and lease.nbytes == 500 * row
         assert pool.used + pool.stats()["spare"] <= pool.capacity
-        big = await pool.reserve(5500, 3)  # the spare map no longer fits beside it: unmapped
-        assert pool.stats()["spare"] == 0
+        big = await pool.reserve(5500, 3)  # a reservation allocates nothing: the spare stays ...
+        assert pool.stats()["spare"] == 1000 * row
+        w = pool.matrix(big, 5500, 1024)  # ... until a map is made: it no longer fits beside that one
+        assert pool.stats()["spare"] == 0 and pool.stats()["maps_new"] == 3
+        assert pool.used + pool.stats()["spare"] <= pool.capacity
         big.release()
         lease.release()
-        del z
+        del z, w
         gc.collect()
-        pool.matrix(await pool.reserve(1, 4), 1, 1024)  # takes the returned map into the spares first
+        pool.matrix(await pool.reserve(1, 4), 1, 1024)  # takes the returned maps into the spares first
+        assert pool.used + pool.stats()["spare"] <= pool.capacity
         pool.close()
         assert pool.stats()["spare"] == 0
+
+    run(body(), timeout=10)
+
+
+def test_a_full_pool_recycles_the_dead_batchs_map_for_its_successor() -> None:
+    """Steady state: the pool is full, the consumer lets go of a batch, its bytes are reserved at
+    once for the next batch, and then the dead matrix's map comes back.  It must serve that next
+    batch, not be unmapped for "not fitting" beside the reservation made with its own bytes (which
+    made every matrix a new, kernel-zeroed map on igb-like)."""
+    import gc
+
+    async def body() -> None:
+        row = 4 * 1024
+        pool = BatchMemory(3000 * row, row, budget=1 << 30)
+        leases = [await pool.reserve(1000, i) for i in range(3)]  # full: 3 x 1000 rows
+        mats = [pool.matrix(lease, 1000, 1024) for lease in leases]
+        for seq in range(3, 12):
+            leases[0].release()  # the consumer has the next batch: the oldest goes ...
+            nxt = await pool.reserve(950 + seq, seq)  # ... and its bytes are reserved at once
+            del mats[0]
+            gc.collect()  # ... then its matrix dies
+            mats.append(pool.matrix(nxt, 950 + seq, 1024))
+            leases = [*leases[1:], nxt]
+            assert pool.used + pool.stats()["spare"] <= pool.capacity
+        assert pool.stats()["maps_reused"] == 9 and pool.stats()["maps_new"] == 3
+        for lease in leases:
+            lease.release()
+        pool.close()
 
     run(body(), timeout=10)
 
