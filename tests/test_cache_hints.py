@@ -80,11 +80,11 @@ def test_prefetch_of_empty_strided_and_int32_indexed_arrays_is_harmless() -> Non
 @jit_only
 def test_the_hint_is_emitted() -> None:
     data, slots = _cases(7, 3)
-    sig = _gather_prefetched.signatures[0] if _gather_prefetched.signatures else None
-    if sig is None:
-        _gather_prefetched(data, slots, np.empty((len(slots), 3), np.float32), 1, np.zeros(1, np.int64))
-        sig = _gather_prefetched.signatures[0]
-    assert "llvm.prefetch" in _gather_prefetched.inspect_llvm(sig)
+    # a fresh, uncached compile: numba cannot inspect a kernel loaded from its disk cache, which is
+    # what _gather_prefetched is on every run after the first
+    fresh = njit(cache=False, nogil=True)(_gather_prefetched.py_func)
+    fresh(data, slots, np.empty((len(slots), 3), np.float32), 1, np.zeros(1, np.int64))
+    assert "llvm.prefetch" in fresh.inspect_llvm(fresh.signatures[0])
 
 
 _KERNEL = textwrap.dedent("""
