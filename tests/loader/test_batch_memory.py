@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 from conftest import run
@@ -206,7 +207,7 @@ def test_a_view_that_outlives_its_matrix_keeps_the_map_from_the_next_batch() -> 
     run(body(), timeout=10)
 
 
-def test_a_batch_held_at_interpreter_exit_is_not_unmapped_under_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_batch_held_at_interpreter_exit_is_not_unmapped_under_it(tmp_path: Path) -> None:
     """``for batch in loader: ...`` then exit while ``batch`` is still bound: the matrix finalizers
     must not hand live maps back (atexit), or closing the loader at exit raises BufferError."""
     import subprocess
@@ -215,7 +216,7 @@ def test_a_batch_held_at_interpreter_exit_is_not_unmapped_under_it(tmp_path) -> 
 
     script = textwrap.dedent(f"""
         import sys
-        sys.path.insert(0, {str(__import__('pathlib').Path(__file__).parents[1])!r})
+        sys.path.insert(0, {str(Path(__file__).parents[1])!r})
         from conftest import labelled_store
         from pathlib import Path
         import outre_async as oa
