@@ -30,20 +30,32 @@ import outre_async as oa
 from outre_async.features import _buffer_kernels as K
 
 
+def _at_least(low: int):  # type: ignore[no-untyped-def]
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+        return value
+    return parse
+
+
+_positive = _at_least(1)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--nodes", type=int, default=300_000)
-    p.add_argument("--degree", type=int, default=15, help="in-degree of every node of the random CSC")
+    p.add_argument("--nodes", type=_positive, default=300_000)
+    p.add_argument("--degree", type=_positive, default=15, help="in-degree of every node of the random CSC")
     p.add_argument("--fanouts", default="10,10")
-    p.add_argument("--batch-size", type=int, default=512)
-    p.add_argument("--batches", type=int, default=60)
-    p.add_argument("--slots", type=int, default=65_536, help="buffer rows (64 MiB at --dim 256)")
-    p.add_argument("--dim", type=int, default=256)
-    p.add_argument("--window", type=int, default=4, help="batches announced ahead of extraction")
-    p.add_argument("--piece-rows", type=int, default=4096)
+    p.add_argument("--batch-size", type=_positive, default=512)
+    p.add_argument("--batches", type=_positive, default=60)
+    p.add_argument("--slots", type=_positive, default=65_536, help="buffer rows (64 MiB at --dim 256)")
+    p.add_argument("--dim", type=_positive, default=256)
+    p.add_argument("--window", type=_at_least(0), default=4, help="batches announced ahead of extraction")
+    p.add_argument("--piece-rows", type=_positive, default=4096)
     p.add_argument("--unfused", action="store_true", help="gather_rows then release (FeatureBuffer.gather's "
                    "path) instead of gather_release")
-    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--repeats", type=_positive, default=5)
     p.add_argument("--json", help="write the results to this file")
     return p.parse_args(argv)
 
