@@ -53,6 +53,7 @@ class HistoryTable:
         rows = torch.zeros(len(self.nodes), dim, dtype=torch.float32)
         self.rows = rows.pin_memory() if pin else rows
         self.stamp = np.full(len(self.nodes), -1, np.int64)
+        self.retired = np.zeros(len(self.nodes), np.bool_)  # refused by admission "grad": no new pulls
 
     @property
     def num_slots(self) -> int:
@@ -66,7 +67,7 @@ class HistoryTable:
         lifetime (at most ``staleness`` steps, see :func:`lifetimes`).  A copy: later pushes do not
         change what a running sampler reads."""
         life = lifetimes(np.arange(self.num_slots), self.stamp, staleness, jitter)
-        fresh = (self.stamp >= 0) & (horizon - self.stamp <= life)
+        fresh = (self.stamp >= 0) & (horizon - self.stamp <= life) & ~self.retired
         return HistoryPrune(self.slot_of, fresh.astype(np.uint8))
 
     def nothing_valid(self) -> HistoryPrune:
@@ -78,6 +79,13 @@ class HistoryTable:
         if len(slots):
             self.rows[torch.from_numpy(slots)] = rows.to(self.rows.dtype)
             self.stamp[slots] = step
+            self.retired[slots] = False
+
+    def retire(self, slots: np.ndarray) -> None:
+        """Stop new pulls of ``slots`` until their next write (loop thread only): admission ``"grad"``
+        refused a fresh row, so the older one must not be served either.  The rows and stamps stay, so
+        a batch whose sampler already decided to pull them still reads them, within its bound."""
+        self.retired[slots] = True
 
     def read(self, slots: np.ndarray) -> tuple[torch.Tensor, np.ndarray]:
         """Copies of the rows and stamps of ``slots`` (loop thread only)."""

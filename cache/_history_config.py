@@ -92,12 +92,13 @@ class HistoryConfig:
 
 def history_bytes(num_nodes: int, slots: int, dim: int, num_samplers: int) -> int:
     """RAM of the cache: ``4 N`` (node -> slot) ``+ C (4 dim + 8)`` (rows, stamps) ``+ 4 C`` (the
-    epoch's promises) ``+ C num_samplers`` (one validity snapshot per sampling batch in flight)."""
+    epoch's promises) ``+ C`` (retired flags, admission "grad") ``+ C num_samplers`` (one validity
+    snapshot per sampling batch in flight)."""
     return 4 * num_nodes + slots * history_slot_bytes(dim, num_samplers)
 
 
 def history_slot_bytes(dim: int, num_samplers: int) -> int:
-    return 4 * dim + 8 + 4 + num_samplers
+    return 4 * dim + 8 + 4 + 1 + num_samplers
 
 
 def slots_for_budget(budget: int, num_nodes: int, dim: int, num_samplers: int) -> int:

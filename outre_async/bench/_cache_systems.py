@@ -40,7 +40,7 @@ class OutreHist(OutrePart):
 def history_config(spec: RunSpec) -> Any:
     """The history of ``outre-hist`` / ``outre-auto`` from the preset's options: ``staleness``
     (default 100), ``history_budget`` (bytes; default every candidate), ``warmup`` (default: the
-    library's, ``staleness`` steps) and ``jitter``.
+    library's, ``staleness`` steps), ``jitter`` and ``admission`` (default: the library's).
 
     Why the presets set ``warmup=0``: the bench times one epoch, and the default warm-up (no pulls for
     the first ``staleness`` steps) would cover 100 of igb-like's 223 steps: the figure would be mostly
@@ -48,7 +48,7 @@ def history_config(spec: RunSpec) -> Any:
     from ..cache import HistoryConfig
 
     opts = spec.options
-    extra = {k: opts[k] for k in ("warmup", "jitter") if k in opts}
+    extra = {k: opts[k] for k in ("warmup", "jitter", "admission") if k in opts}
     return HistoryConfig(staleness=int(opts.get("staleness", 100)), dim=spec.hidden,
                          budget=opts.get("history_budget"), **extra)
 

@@ -36,6 +36,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "the partition systems' own batches, run when one is among --systems)")
     p.add_argument("--probe-seconds", type=checks.finite(positive=True), help="length of the disk probe (default 4; --quick 3)")
     p.add_argument("--seed", type=checks.seed, default=0)
+    p.add_argument("--set", dest="set_options", action="append", type=_system_option, default=[],
+                   metavar="SYSTEM.KEY=VALUE",
+                   help="change one option of one system for this run, e.g. outre-hist.admission=grad or "
+                        "outre-hist.staleness=10 (repeatable; the preset's options are the defaults)")
 
 
 def run_command(args: argparse.Namespace, say: Callable[[str], None]) -> dict[str, Any]:
@@ -56,7 +60,7 @@ def run_command(args: argparse.Namespace, say: Callable[[str], None]) -> dict[st
         "preset": args.preset, "repeats": args.repeats, "max_batches": args.max_batches, "cap": cap,
         "seed": args.seed, "out_dir": args.out, "data_dir": args.data_dir.expanduser(), "timeout_s": args.timeout,
         "compute_only": args.compute_only, "probe_seconds": args.probe_seconds, "command": _command_line(args),
-        "systems": systems,
+        "systems": systems, "set_options": _merge_set_options(args.set_options),
     }
     options = {k: v for k, v in options.items() if v is not None or k == "cap"}
     config = SuiteConfig.quick_of(**options) if args.quick else SuiteConfig(**options)
@@ -80,6 +84,32 @@ def _cap(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{exc}, or 'none'") from None
 
 
+def _system_option(text: str) -> tuple[str, str, Any]:
+    """``--set SYSTEM.KEY=VALUE``: the value as an int, a float, a bool (true/false) or else the text."""
+    target, sep, raw = text.partition("=")
+    system, dot, key = target.rpartition(".")
+    if not sep or not dot or not system or not key or not raw:
+        raise argparse.ArgumentTypeError(f"{text!r} is not SYSTEM.KEY=VALUE (e.g. outre-hist.admission=grad)")
+    value: Any = raw
+    if raw.lower() in ("true", "false"):
+        value = raw.lower() == "true"
+    else:
+        for kind in (int, float):
+            try:
+                value = kind(raw)
+                break
+            except ValueError:
+                continue
+    return system, key, value
+
+
+def _merge_set_options(items: list[tuple[str, str, Any]]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for system, key, value in items:
+        out.setdefault(system, {})[key] = value
+    return out
+
+
 def _command_line(args: argparse.Namespace) -> str:
     """The invocation, rebuilt from the parsed options (what to type to run the same suite)."""
     words = ["outre", "bench"] + (["--quick"] if args.quick else []) + ["--preset", args.preset]
@@ -88,6 +118,8 @@ def _command_line(args: argparse.Namespace) -> str:
         if value is not None:
             words += ["--" + flag.replace("_", "-"), str(value)]
     words += ["--out", str(args.out), "--seed", str(args.seed)] + ([] if args.compute_only else ["--no-compute-only"])
+    for system, key, value in args.set_options:
+        words += ["--set", f"{system}.{key}={str(value).lower() if isinstance(value, bool) else value}"]
     return shlex.join(words)
 
 

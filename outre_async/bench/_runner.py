@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from .._errors import ConfigError
-from ._presets import BenchPreset, get_preset
+from ._presets import SYSTEM_OPTION_KEYS, BenchPreset, get_preset
 from ._run_in_child import run_in_child
 from ._summary import summarize
 from ._systems import RunSpec, System, resolve_system
@@ -47,9 +47,18 @@ class SuiteConfig:
     compute_only: bool = True
     quick: bool = False
     command: str = ""
+    set_options: dict[str, dict[str, Any]] = field(default_factory=dict)  # --set: system -> {key: value}
 
     def __post_init__(self) -> None:
         get_preset(self.preset)
+        for system, values in self.set_options.items():
+            if system not in self.systems:
+                raise ConfigError(f"--set names system {system!r}, which is not among the systems run "
+                                  f"({', '.join(self.systems)}); add it to --systems or drop the --set")
+            unknown = sorted(set(values) - set(SYSTEM_OPTION_KEYS))
+            if unknown:
+                raise ConfigError(f"--set {system}.{unknown[0]}: unknown option; choose one of: "
+                                  f"{', '.join(SYSTEM_OPTION_KEYS)}")
         if self.repeats < 1:
             raise ConfigError(f"repeats={self.repeats} must be >= 1")
         if self.max_batches < 0:
@@ -111,7 +120,8 @@ def run_suite(config: SuiteConfig, say: Callable[[str], None] = print) -> dict[s
         "finished": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         "mode": f"max-batches {config.max_batches}" if config.max_batches else "full epochs",
         "preset": {"name": preset.name, "dataset": preset.dataset, "note": preset.note, "fanouts": list(preset.fanouts),
-                   "batch_size": preset.batch_size, "hidden": preset.hidden, "lr": preset.lr, "model": "GraphSAGE"},
+                   "batch_size": preset.batch_size, "hidden": preset.hidden, "lr": preset.lr, "model": "GraphSAGE",
+                   "set_options": config.set_options},
         "dataset": _dataset_facts(ds),
         "cap": {"requested_bytes": cap_bytes, "applied": _applied_cap(runs)},
         "repeats": config.repeats,
@@ -133,7 +143,8 @@ def _run_all(config: SuiteConfig, spec: RunSpec, cap_bytes: int | None, preset: 
     timeout = config.timeout_s or preset.timeout_s
     plugins = {name: resolve_system(name) for name in config.systems}  # unknown names fail here, early
     skip = {name: p.skip_reason() for name, p in plugins.items()}
-    specs = {name: replace(spec, options=preset.system_options.get(name, {})) for name in config.systems}
+    specs = {name: replace(spec, options={**preset.system_options.get(name, {}), **config.set_options.get(name, {})})
+             for name in config.systems}
     for name, plugin in plugins.items():
         if not skip[name]:
             try:

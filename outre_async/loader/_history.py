@@ -144,12 +144,14 @@ class HistoryOwner:
         keep = self.table.stamp[push.slots] <= push.step
         if push.grad_norm is not None:  # FreshGNN: rows whose gradient is at most the batch's median
             norms = push.grad_norm.numpy()
-            keep &= norms <= np.median(norms)
+            refused = norms > np.median(norms)
+            self.table.retire(push.slots[refused & keep])
+            keep &= ~refused
         self.counts.update(offered=len(push.slots), pushed=int(keep.sum()))
         self.table.write(push.slots[keep], push.rows[torch.from_numpy(keep)], push.step)
 
     def stats(self) -> dict[str, Any]:
-        return {"staleness": self.cfg.staleness, "slots": self.table.num_slots, "dim": self.table.dim,
+        return {"staleness": self.cfg.staleness, "admission": self.cfg.admission, "slots": self.table.num_slots, "dim": self.table.dim,
                 "bytes": self.table.nbytes(self.num_samplers), "clock": self.clock, **self.counts,
                 "realised_staleness": dict(sorted(self.ages.items()))}
 

@@ -3,7 +3,7 @@
 Byte prices (the loader's own accounting, so that the plan and the memory plan agree):
 
 * a static feature row ``4 dim + 8`` (float32 row + its node id), table ``4 N`` (node -> row, int32);
-* a history slot ``4 h + 8 + samplers`` (``cache.history_bytes``), table ``4 N``;
+* a history slot ``4 h + 13 + samplers`` (``cache.history_bytes``), table ``4 N``;
 * a neighbour list ``deg x itemsize + 16`` (``NeighborCache``), table ``4 N + 8``; partition mode only.
 
 Predicted epoch time.  The knapsack's objective is the serial sum ``rows read x row_us + lists read

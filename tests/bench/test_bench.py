@@ -41,7 +41,8 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         # no empty entry: it would stand for the working directory, whose outre_async/ shadows an install
         mp.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(TESTS), os.environ.get("PYTHONPATH")) if p))
         argv = ["bench", "--preset", "tiny", "--systems", SYSTEMS, "--repeats", "1", "--max-batches", "2",
-                "--out", str(root / "results"), "--data-dir", str(root / "data"), "--probe-seconds", "0.5", "--json"]
+                "--out", str(root / "results"), "--data-dir", str(root / "data"), "--probe-seconds", "0.5", "--json",
+                "--set", "outre-hist.admission=grad", "--set", "outre-hist.staleness=7"]
         import contextlib
         import io
 
@@ -139,6 +140,10 @@ def test_outre_hist_runs_with_the_history_cache(suite: dict[str, Any]) -> None:
     (run,) = _runs(suite["result"], "outre-hist")
     assert run["outcome"] == "ok", run
     assert run["metrics"]["batches"] == 2 and run["metrics"]["loss"] > 0
+    history = run["metrics"]["extra"]["history"]  # the suite's --set options reached the run
+    assert (history["admission"], history["staleness"]) == ("grad", 7)
+    assert suite["result"]["preset"]["set_options"] == {"outre-hist": {"admission": "grad", "staleness": 7}}
+    assert "--set outre-hist.admission=grad --set outre-hist.staleness=7" in suite["result"]["command"]
 
 
 def test_a_failing_plugin_is_recorded_not_fatal(suite: dict[str, Any]) -> None:

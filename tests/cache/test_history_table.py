@@ -66,7 +66,7 @@ def test_candidates_rank_by_frontier_count_then_id_within_the_budget() -> None:
     counts = np.array([0, 5, 2, 5, 1, 0], np.int64)
     cfg = HistoryConfig(staleness=5, dim=2)
     assert choose_candidates(cfg, counts, 1).tolist() == [1, 2, 3, 4]  # count 0 never cached
-    per_slot = 4 * 2 + 8 + 4 + 1  # row, stamp, promise, one snapshot
+    per_slot = 4 * 2 + 8 + 4 + 1 + 1  # row, stamp, promise, retired flag, one snapshot
     tight = HistoryConfig(staleness=5, dim=2, budget=4 * 6 + 3 * per_slot)
     assert choose_candidates(tight, counts, 1).tolist() == [1, 2, 3]
     assert history_bytes(6, 3, 2, 1) == tight.budget
@@ -92,7 +92,7 @@ def test_without_a_budget_nodes_met_once_are_left_out_when_the_count_spans_more_
     cfg = HistoryConfig(staleness=5, dim=2)
     assert choose_candidates(cfg, counts, 1, counted_batches=6).tolist() == [1, 2, 3]
     assert choose_candidates(cfg, counts, 1, counted_batches=5).tolist() == [1, 2, 3, 4]  # may recur in time
-    budget = HistoryConfig(staleness=5, dim=2, budget=4 * 6 + 4 * (4 * 2 + 8 + 4 + 1))
+    budget = HistoryConfig(staleness=5, dim=2, budget=4 * 6 + 4 * (4 * 2 + 8 + 4 + 1 + 1))
     assert choose_candidates(budget, counts, 1, counted_batches=6).tolist() == [1, 2, 3, 4]  # room: ranked last
 
 
@@ -107,6 +107,19 @@ def test_table_rejects_foreign_candidates_and_keeps_newer_rows() -> None:
     assert view.valid.tolist() == [0, 1]
     table.write(np.array([1]), torch.zeros(1, 3), step=5)
     assert table.valid(horizon=6, staleness=2).valid.tolist() == [0, 1] and view.valid.tolist() == [0, 1]
+
+
+def test_a_retired_row_is_not_offered_again_until_its_next_write_but_stays_readable() -> None:
+    table = HistoryTable(np.array([1, 3]), 5, 3)
+    table.write(np.array([0, 1]), torch.ones(2, 3), step=4)
+    before = table.valid(horizon=5, staleness=3)
+    table.retire(np.array([1]))
+    assert table.valid(horizon=5, staleness=3).valid.tolist() == [1, 0]
+    assert before.valid.tolist() == [1, 1]  # a sampler's copy made earlier keeps its decision ...
+    rows, stamps = table.read(np.array([1]))  # ... and the batch it made still reads the row, stamped as pushed
+    assert stamps.tolist() == [4] and rows.tolist() == [[1.0, 1.0, 1.0]]
+    table.write(np.array([1]), torch.zeros(1, 3), step=6)
+    assert table.valid(horizon=7, staleness=3).valid.tolist() == [1, 1]
 
 
 # -- lifetimes: rows pushed together do not expire together -----------------------------------------

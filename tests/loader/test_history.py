@@ -207,6 +207,23 @@ def test_a_promised_row_is_prunable_only_by_a_batch_sure_to_come_after_the_push(
     assert not view.snapshot(1).valid.any()
 
 
+def test_grad_admission_writes_rows_at_most_the_median_and_retires_the_others() -> None:
+    """FreshGNN's rule: a row whose gradient is above the batch's median is not written, and its older
+    row (pushed by an earlier batch) is no longer offered: the node is changing fast, so neither row
+    should stand in for it.  A push older than the row in the table changes nothing."""
+    from outre_async.loader._history import Push
+
+    view, _ = _epoch_view(10, window=0, admission="grad")
+    owner, table = view.owner, view.owner.table
+    table.write(np.arange(4), torch.full((4, 2), 7.0), step=0)
+    owner.apply(Push(2, np.arange(4), torch.ones(4, 2), torch.tensor([0.1, 0.2, 0.9, 0.8])))
+    assert table.stamp[:4].tolist() == [2, 2, 0, 0] and table.rows[2].tolist() == [7.0, 7.0]
+    assert view.snapshot(3).valid.tolist() == [1, 1, 0, 0, 0, 0]
+    owner.apply(Push(1, np.array([0, 5]), torch.ones(2, 2), torch.tensor([5.0, 0.0])))  # slot 0: stale push
+    assert view.snapshot(3).valid.tolist() == [1, 1, 0, 0, 0, 1]
+    assert owner.counts["pushed"] == 3 and owner.counts["offered"] == 6
+
+
 @pytest.mark.parametrize("ordered", [False, True])
 def test_batches_sampled_before_a_push_pull_its_promised_rows(dataset: oa.Dataset, ordered: bool) -> None:
     """A slow training step lets the samplers run a full pipeline (~10 batches) ahead, so the first
@@ -382,7 +399,7 @@ def test_budget_below_one_slot_and_one_layer_are_config_errors(dataset: oa.Datas
         _loader(dataset, 10, hist={"budget": 4 * N + 10})
     with pytest.raises(oa.ConfigError, match="at least 2 layers"):
         _loader(dataset, 10, fanouts=[4])
-    small = _loader(dataset, 10, hist={"budget": 4 * N + 10 * (4 * HID + 12 + 2)})
+    small = _loader(dataset, 10, hist={"budget": 4 * N + 10 * (4 * HID + 13 + 2)})
     assert small._history.table.num_slots == 10
 
 
