@@ -130,7 +130,8 @@ def _run(ds: oa.Dataset, args: argparse.Namespace, *, model: str, staleness: int
             "train_seconds": seconds, "curve": curve, "steps_per_epoch": steps / args.epochs,
             "sampled_edges_per_epoch": stats["sampled_edges"] / args.epochs,
             "rows_per_epoch": stats["sampled_nodes"] / args.epochs,
-            "pulled": hist.get("pulled", 0), "max_realised_staleness": max(hist.get("realised_staleness", {}), default=0)}
+            "pulled": hist.get("pulled", 0), "max_realised_staleness": max(hist.get("realised_staleness", {}), default=0),
+            "admission_run": hist.get("admission")}  # what "auto" resolved to
 
 
 class _FullGraph:
@@ -213,7 +214,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--models", default="sage,gcn")
     p.add_argument("--staleness", default="1,10,100")
     p.add_argument("--orders", default="ordered,completion")
-    p.add_argument("--admission", default="all", help="comma-separated: all, grad")
+    p.add_argument("--admission", default="all", help="comma-separated: all, grad, auto (the library default)")
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + seeds - 1")
     p.add_argument("--epochs", type=int, default=100)

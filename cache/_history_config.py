@@ -13,7 +13,14 @@ nodes of the first 64 of 223 batches, gave pulls for 20 % of the hop-1 frontier;
 twice over the epoch (fewer slots: 115k against 133k) give 29 %.
 
 ``admission="grad"`` is FreshGNN's rule: of a batch's pushed rows only those whose gradient norm is
-at most the batch's median are written.
+at most the batch's median are written, and the older row of a refused one is no longer offered.
+``"all"`` writes every pushed row and lets later batches prune rows an earlier batch will push (the
+samplers' lead costs no pulls); ``"grad"`` cannot promise a row it may refuse.  The default,
+``"auto"``, is ``"grad"`` when ``staleness`` is at least one epoch's steps, else ``"all"``
+(:func:`resolve_admission`): measured with 30 epochs of Facebook Page-Page (27 steps per epoch, 5
+seeds), staleness 100 cost GraphSAGE 1.2 pt of final test accuracy with ``"all"`` (3 seeds) and
+0.26 pt with ``"grad"``; on igb-like (223 steps per epoch, staleness 100, one epoch) ``"all"`` pulled
+195k rows and cut the epoch 26 %, ``"grad"`` 48k rows and 7 %.
 
 ``warmup``: the first ``warmup`` optimizer steps pull nothing (their pushes are written).  Early in
 training the model changes fastest, and a row pushed then would be reused for up to ``staleness``
@@ -39,7 +46,7 @@ from numpy.typing import ArrayLike
 from outre_async._errors import ConfigError
 from outre_async._units import parse_bytes
 
-ADMISSIONS = ("all", "grad")
+ADMISSIONS = ("auto", "all", "grad")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True, eq=False)
@@ -50,7 +57,7 @@ class HistoryConfig:
     dim: int                         # width of h^(L-1), the last layer's input
     budget: int | str | None = None  # bytes for the table (history_bytes); None: every profiled candidate
     candidates: ArrayLike | None = None  # node ids to cache; None: the hop-1 frontier's most frequent
-    admission: str = "all"           # "all" or "grad" (FreshGNN: gradient norm <= the batch's median)
+    admission: str = "auto"          # "all", "grad" (FreshGNN: gradient norm <= the batch's median) or "auto"
     window: int | None = None        # completion order: how far a batch may overtake; None: samplers + extractors
     profile_batches: int | None = None  # batches pre-sampled (hop 1 only) to rank candidates; None: one epoch
     warmup: int | None = None        # optimizer steps with no pulls (pushes still written); None: staleness
@@ -88,6 +95,15 @@ class HistoryConfig:
     @property
     def enabled(self) -> bool:
         return self.staleness > 1
+
+
+def resolve_admission(cfg: HistoryConfig, steps_per_epoch: int) -> str:
+    """The admission rule a loader runs: ``cfg.admission``, with ``"auto"`` made ``"grad"`` when a row
+    may be reused for an epoch or more (``staleness >= steps_per_epoch``; see the module docstring)
+    and ``"all"`` otherwise."""
+    if cfg.admission != "auto":
+        return cfg.admission
+    return "grad" if cfg.staleness >= max(steps_per_epoch, 1) else "all"
 
 
 def history_bytes(num_nodes: int, slots: int, dim: int, num_samplers: int) -> int:

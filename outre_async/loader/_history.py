@@ -32,7 +32,7 @@ import asyncio
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -48,7 +48,7 @@ from ..cache._history import (
     frontier_counts,
     min_lifetime,
 )
-from ..cache._history_config import HistoryConfig
+from ..cache._history_config import HistoryConfig, resolve_admission
 from ..sampling._sampler import NeighborSampler, SampledSubgraph
 from ..sampling._sampler_kernels import HistoryPrune
 
@@ -69,6 +69,8 @@ def build_owner(ds: Any, cfg: Any, plan: Iterable[Any]) -> HistoryOwner | None:
     h: HistoryConfig | None = cfg.history
     if h is None or not h.enabled:
         return None
+    plan = list(plan)
+    h = replace(h, admission=resolve_admission(h, len(plan)))  # "auto": by steps per epoch
     counts, counted = np.zeros(ds.num_nodes, np.int64), 0
     if h.candidates is None:
         one_hop = NeighborSampler(ds, list(cfg.fanouts[:1]), seed=cfg.seed)

@@ -96,6 +96,15 @@ def test_without_a_budget_nodes_met_once_are_left_out_when_the_count_spans_more_
     assert choose_candidates(budget, counts, 1, counted_batches=6).tolist() == [1, 2, 3, 4]  # room: ranked last
 
 
+def test_auto_admission_resolves_by_steps_per_epoch() -> None:
+    from outre_async.cache._history_config import resolve_admission
+
+    auto = HistoryConfig(staleness=27, dim=2)
+    assert [resolve_admission(auto, steps) for steps in (26, 27, 28, 0)] == ["grad", "grad", "all", "grad"]
+    assert resolve_admission(HistoryConfig(staleness=27, dim=2, admission="all"), 5) == "all"
+    assert resolve_admission(HistoryConfig(staleness=27, dim=2, admission="grad"), 500) == "grad"
+
+
 def test_table_rejects_foreign_candidates_and_keeps_newer_rows() -> None:
     with pytest.raises(oa.ConfigError, match="node ids in"):
         HistoryTable(np.array([0, 9]), 5, 3)

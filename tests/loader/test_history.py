@@ -32,7 +32,9 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> oa.Dataset:
 
 
 def _loader(ds: oa.Dataset, staleness: int | None, **kw) -> oa.OutreLoader:
-    hist = {"warmup": 0, **kw.pop("hist", {})}  # the oracle and bound tests want pulls from the first steps
+    # the oracle and bound tests want pulls from the first steps, and promises ("auto" would pick "grad"
+    # here: a staleness of 1000 spans the epoch)
+    hist = {"warmup": 0, "admission": "all", **kw.pop("hist", {})}
     history = None if staleness is None else oa.HistoryConfig(staleness=staleness, dim=HID, **hist)
     opts = {"fanouts": [4, 3], "batch_size": 24, "seed": 3, "history": history,
             **({} if "source" in kw else {"backend": "memory"}), **kw}
@@ -351,6 +353,17 @@ def test_exception_and_cancellation_mid_epoch_then_the_oracle_holds(dataset: oa.
 
 
 # -- admission, GCN -----------------------------------------------------------------------------------
+@pytest.mark.parametrize(("staleness", "admission", "runs"), [(100, "auto", "grad"), (3, "auto", "all"),
+                                                              (100, "all", "all"), (3, "grad", "grad")])
+def test_auto_admission_is_grad_when_a_row_may_be_reused_for_an_epoch(dataset: oa.Dataset, staleness: int,
+                                                                        admission: str, runs: str) -> None:
+    with _loader(dataset, staleness, hist={"admission": admission}) as loader:
+        steps = len(loader._plan(0))
+        assert 3 < steps <= 100  # the dataset's epoch lies between the two staleness values
+        assert loader.stats()["history"]["admission"] == runs
+        assert oa.HistoryConfig(staleness=staleness, dim=HID).admission == "auto"  # the default
+
+
 def test_grad_admission_writes_at_most_half_of_each_push(dataset: oa.Dataset) -> None:
     model = _model(cls=oa.GCN)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
