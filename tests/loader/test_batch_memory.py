@@ -110,14 +110,27 @@ def test_a_dead_matrix_map_serves_the_next_batch_within_the_capacity() -> None:
         lease.release()
         del y
         gc.collect()
-        lease = await pool.reserve(500, 2)  # too small for the dead map: a new one, the dead one stays spare
-        z = pool.matrix(lease, 500, 1024)
-        assert pool.stats()["maps_new"] == 2 and lease.nbytes == 500 * row
-        assert pool.used + pool.stats()["spare"] <= pool.capacity
-        big = await pool.reserve(5500, 3)  # a reservation allocates nothing: the spare stays ...
-        assert pool.stats()["spare"] == 1000 * row
-        w = pool.matrix(big, 5500, 1024)  # ... until a map is made: it no longer fits beside that one
-        assert pool.stats()["spare"] == 0 and pool.stats()["maps_new"] == 3
+        lease = await pool.reserve(500, 2)  # too small to lend the dead map its extra rows ...
+        z = pool.matrix(lease, 500, 1024)  # ... so the map is shrunk to the batch, not replaced
+        assert pool.stats()["maps_new"] == 1 and pool.stats()["maps_resized"] == 1
+        assert lease.nbytes == pool.used == 500 * row and pool.stats()["spare"] == 0
+        lease.release()
+        del z
+        gc.collect()
+        small = await pool.reserve(100, 3)
+        v = pool.matrix(small, 100, 1024)  # shrunk again
+        v[:] = 2.0
+        small.release()
+        del v
+        gc.collect()
+        lease = await pool.reserve(500, 4)
+        z = pool.matrix(lease, 500, 1024)  # grown: only its tail is new memory
+        assert pool.stats()["maps_new"] == 1 and pool.stats()["maps_resized"] == 3
+        z[:] = 4.0
+        assert np.all(z == 4.0) and lease.nbytes == pool.used == 500 * row
+        big = await pool.reserve(5000, 5)  # nothing spare: a new map
+        w = pool.matrix(big, 5000, 1024)
+        assert pool.stats()["spare"] == 0 and pool.stats()["maps_new"] == 2
         assert pool.used + pool.stats()["spare"] <= pool.capacity
         big.release()
         lease.release()
