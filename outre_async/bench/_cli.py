@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 import signal
 from collections.abc import Callable
@@ -100,6 +101,8 @@ def _system_option(text: str) -> tuple[str, str, Any]:
                 break
             except ValueError:
                 continue
+    if isinstance(value, float) and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r}: the value must be a finite number or a word, not {raw!r}")
     return system, key, value
 
 

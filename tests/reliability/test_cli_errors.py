@@ -79,6 +79,7 @@ CASES: list[list[str]] = [
     BENCH + ["--probe-seconds", "-1"], BENCH + ["--probe-seconds", "nan"], BENCH + ["--systems", "nope"],
     BENCH + ["--systems", ","], BENCH + ["--systems", "nomodule:Nope"], BENCH + ["--seed", "-1"],
     BENCH + ["--set", "admission=grad"], BENCH + ["--set", "outre-hist.admission"],
+    BENCH + ["--systems", "outre-hist", "--set", "outre-hist.staleness=nan"],
     BENCH + ["--systems", "outre", "--set", "outre-hist.admission=grad"],
     BENCH + ["--systems", "outre-hist", "--set", "outre-hist.colour=red"],
     ["bench", "--preset", "tiny", "--out", "{file}/r", "--data-dir", "{tmp}/data"],
