@@ -8,9 +8,9 @@ zeroes the feature buffer's pages as the first O_DIRECT reads pin them, and the 
 maps its first matrices.  A training run of tens of epochs pays them once.  This runs ``--epochs``
 epochs of one ``OutreLoader`` with an empty training step (``outre-part``'s loader when
 ``--partitions`` is given, with the igb-like preset's settings by default) after evicting the
-features file from the page cache, and reports per epoch: wall time, user and system CPU of the
-process (``getrusage``, all threads), each stage's thread CPU (sample, extract, io), reads
-submitted, and the batch-matrix pool's new and resized maps.  Nothing here is asserted in CI;
+dataset's files from the page cache (as ``outre bench`` does), and reports per epoch: wall time,
+user and system CPU of the process (``getrusage``, all threads), each stage's thread CPU (sample,
+extract, io), reads submitted, and the batch-matrix pool's new and resized maps.  Nothing here is asserted in CI;
 the machine may be shared, so compare epochs of one run.
 """
 
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import time
 from typing import Any
@@ -50,22 +49,22 @@ def main() -> None:
     import outre_async as oa
     from outre_async._errors import OutreError
     from outre_async._units import parse_bytes
+    from outre_async.bench._measure import evict_from_page_cache
 
     try:
         ds = oa.open_dataset(args.dataset)
-        parse_bytes(args.neighbor_cache)
+        neighbor_cache = parse_bytes(args.neighbor_cache)
     except OutreError as exc:
         p.error(str(exc))
-    opts: dict[str, Any] = dict(split="train", fanouts=[int(f) for f in args.fanouts.split(",")],
-                                batch_size=args.batch_size, memory_budget=args.budget, seed=0)
-    if args.partitions:
-        opts.update(partitions=args.partitions, parts_per_batch=args.parts_per_batch,
-                    neighbor_cache=parse_bytes(args.neighbor_cache))
-    fd = os.open(ds.features_path, os.O_RDONLY)
     try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
+        fanouts = [int(f) for f in args.fanouts.split(",")]
+    except ValueError:
+        p.error(f"--fanouts {args.fanouts!r}: write comma-separated integers, e.g. 10,5")
+    opts: dict[str, Any] = dict(split="train", fanouts=fanouts, batch_size=args.batch_size,
+                                memory_budget=args.budget, seed=0)
+    if args.partitions:
+        opts.update(partitions=args.partitions, parts_per_batch=args.parts_per_batch, neighbor_cache=neighbor_cache)
+    evict_from_page_cache(ds.path)  # as outre bench does before every run: a cold start
     epochs: list[dict[str, Any]] = []
     with oa.OutreLoader(ds, **opts) as loader:
         before = _stage_cpu(loader.stats())
