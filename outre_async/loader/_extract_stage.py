@@ -35,12 +35,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..aio._channel import Channel
+from ..aio._cpu_meter import CpuMeter, metered
 from ..features import FeatureBuffer, FeatureSource
 from ..features._static_cache import StaticFeatureCache
 from ._batch import ExtractedBatch, SampledBatch
 from ._batch_memory import BatchMemory
-from ._channel import Channel
-from ._cpu_meter import CpuMeter, metered
 from ._out_of_turn import subgraph_bytes
 
 

@@ -33,6 +33,8 @@ from numpy.typing import ArrayLike
 
 from .._errors import ConfigError, PipelineClosed
 from .._units import format_bytes
+from ..aio._channel import Channel
+from ..aio._loop_thread import LoopThread
 from ..cache._history_config import HistoryConfig
 from ..features import FeatureSource
 from ..features._static_cache import StaticFeatureCache
@@ -41,12 +43,10 @@ from ..store._dataset import Dataset, open_dataset
 from ._batch import ExtractedBatch, OutreBatch, PlanItem, SampledBatch, to_batch
 from ._batch_rows import expected_batch_rows
 from ._budget import MemoryPlan, Sizes, batch_row_bytes, plan_memory
-from ._channel import Channel
 from ._config import BACKENDS, LoaderConfig
 from ._delivery import Delivery
 from ._extract_stage import ExtractStage
 from ._history import EpochHistory, build_owner
-from ._loop_thread import LoopThread
 from ._out_of_turn import OutOfTurnMemory
 from ._pipeline import EpochParts
 from ._profile_stats import profile_stats
