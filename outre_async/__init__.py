@@ -82,7 +82,7 @@ _LAZY = {
     "MLP": ".nn",
     "OutreLoader": ".loader",
     "LoaderConfig": ".loader",
-    "profile": ".loader",
+    "profile": ".profiling",
     "OutreBatch": ".loader",
     "FeatureSource": ".features",
     "open_source": ".features",

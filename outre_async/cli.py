@@ -411,17 +411,17 @@ def _cmd_stats(args: argparse.Namespace) -> dict[str, Any]:
     return run_stats(args, say=lambda text: _say(args, text), parse_fanouts=parse_fanouts)
 
 
-# -- profile (implementation in outre_async._profile_cli) ------------------------------------------
+# -- profile (implementation in outre_async.profiling._cli) ---------------------------------------
 
 
 def _args_profile(p: argparse.ArgumentParser) -> None:
-    from ._profile_cli import add_arguments
+    from .profiling._cli import add_arguments
 
     add_arguments(p, parse_fanouts)
 
 
 def _cmd_profile(args: argparse.Namespace) -> dict[str, Any]:
-    from ._profile_cli import run
+    from .profiling._cli import run
 
     return run(args, progress=_progress(args), say=lambda text: _say(args, text))
 
