@@ -7,7 +7,13 @@ use, so that tools like the partitioner never pay for torch.
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from ._errors import (
@@ -44,17 +50,38 @@ from .store import Dataset, DatasetWriter, RowLayout, choose_row_layout, open_da
 __version__ = "0.1.0"
 
 
+class _CheckoutSubpackages(importlib.abc.MetaPathFinder):
+    """Finds ``outre_async.partition`` and ``outre_async.cache`` (those two names only) in the
+    checkout's ``partition/`` and ``cache/``; their submodules are then found inside those folders."""
+
+    def __init__(self, folders: dict[str, Path]) -> None:
+        self.folders = folders
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None = None,
+                  target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+        folder = self.folders.get(fullname)
+        if folder is None:
+            return None
+        return importlib.util.spec_from_file_location(fullname, folder / "__init__.py",
+                                                      submodule_search_locations=[str(folder)])
+
+
 def _map_checkout_subpackages() -> None:
     """Imported straight from a source checkout (``python -c`` at the repository root puts the
     working directory first on ``sys.path``, ahead of an installed copy), find ``partition/`` and
     ``cache/`` beside this folder, where the checkout keeps them; an install maps them inside
     (setuptools ``package-dir``), so an installed copy never takes this branch.  An editable install
-    imports this same folder and resolves the same files either way."""
+    imports this same folder and resolves the same files either way.  One module spec per name, not
+    the checkout root on ``__path__`` (which would make ``outre_async.tests``, ``.benchmarks`` and
+    ``.docs`` importable too)."""
     here = Path(__file__).resolve().parent
     checkout = here.parent
-    if not (here / "partition").is_dir() and (checkout / "partition" / "__init__.py").is_file() \
-            and (checkout / "pyproject.toml").is_file():
-        __path__.append(str(checkout))  # outre_async.partition -> <checkout>/partition, .cache likewise
+    if (here / "partition").is_dir() or not (checkout / "pyproject.toml").is_file():
+        return
+    folders = {f"{__name__}.{name}": checkout / name for name in ("partition", "cache")
+               if (checkout / name / "__init__.py").is_file()}
+    if folders and not any(isinstance(f, _CheckoutSubpackages) for f in sys.meta_path):
+        sys.meta_path.insert(0, _CheckoutSubpackages(folders))
 
 
 _map_checkout_subpackages()

@@ -158,7 +158,7 @@ class PartitionSet:
 
 
 def _pread(fd: int, out: np.ndarray, offset: int, path: Path) -> None:
-    view = memoryview(out).cast("B")
+    view = out.data.cast("B")  # ndarray.data: the array's memoryview
     done = 0
     while done < len(view):
         try:
@@ -331,7 +331,7 @@ def _load(e: _Entry, dir_fd: int) -> np.ndarray:
         _pread(fd, out, 0, e.file)
     finally:
         os.close(fd)
-    if e.crc32 is not None and zlib.crc32(memoryview(out).cast("B")) != e.crc32:
+    if e.crc32 is not None and zlib.crc32(out.data.cast("B")) != e.crc32:
         raise PartitionCorruptError(f"{e.file} fails its checksum; re-partition")
     return out
 
