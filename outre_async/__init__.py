@@ -2,6 +2,18 @@
 
 Importing the package is cheap (numpy only); names that need torch or numba are imported on first
 use, so that tools like the partitioner never pay for torch.
+
+Map of the package, one room (sub-package) per job; imports run down this list, never up (but for
+``loader.profile``, resolved lazily from ``profiling`` where it was first published):
+    cli, bench, trainer         the ``outre`` verbs; ``outre bench``; ``outre train`` (epochs, eval, checkpoints)
+    distributed, profiling      torchrun and DDP; ``oa.profile`` and ``outre profile``
+    loader                      OutreLoader: its LoaderSetup, sample and extract stages, delivery, memory plan
+    plan                        profile counts, miss costs, the knapsack that splits one memory budget
+    layerwise, pyg, nn          ``oa.inference``; PyG's FeatureStore, GraphStore and sampler; the models
+    features, partition, cache  feature sources and buffer; FENNEL (``partition/``); neighbour and history caches
+    sampling, ingest            the neighbour sampler and epoch plans; importers and the generator
+    aio, store                  channels, reorder buffer, loop thread, CPU meter; the on-disk dataset
+    _errors, _units, _rng       the error tree, byte sizes and memory, the one splitmix64
 """
 
 from __future__ import annotations
