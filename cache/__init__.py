@@ -1,6 +1,10 @@
-"""Feature, neighbour and historical-embedding caches and the budget split (installed as ``outre_async.cache``).
+"""The neighbour-list and historical-embedding caches (installed as ``outre_async.cache``; design §7-8).
 
-Built by the cache issues; see design §7-8.  The global neighbour cache is the partitioner issue's.
+``_neighbor_cache``: the global neighbour cache partition mode samples through (hot nodes' lists
+held in memory); ``_history_config``: :class:`HistoryConfig` and the history's byte formula;
+``_history``: the slot table of h^(L-1) rows, candidate ranking and the per-batch pull/push decision.
+The feature caches (the buffer, the profile's static rows) are ``features/``; the split of one memory
+budget between all of them is ``plan/``; the loader owns the history's loop-thread side (``loader/_history``).
 """
 
 from ._history import HistoryDecision, HistoryTable

@@ -97,6 +97,13 @@ class HistoryConfig:
         return self.staleness > 1
 
 
+def history_for(staleness: int, dim: int) -> HistoryConfig | None:
+    """The history a run's ``staleness`` asks for (``outre train``, ``quickstart``, ``outre profile``):
+    none at 1 (every row recomputed, nothing to cache), else ``dim``-wide rows at most ``staleness``
+    steps old with every other knob at its default."""
+    return HistoryConfig(staleness=staleness, dim=dim) if staleness > 1 else None
+
+
 def resolve_admission(cfg: HistoryConfig, steps_per_epoch: int) -> str:
     """The admission rule a loader runs: ``cfg.admission``, with ``"auto"`` made ``"grad"`` when a row
     may be reused for an epoch or more (``staleness >= steps_per_epoch``; see the module docstring)

@@ -2,12 +2,30 @@
 
 Importing the package is cheap (numpy only); names that need torch or numba are imported on first
 use, so that tools like the partitioner never pay for torch.
+
+Map of the package, one room (sub-package) per job; imports run down this list, never up (but for
+``loader.profile``, resolved lazily from ``profiling`` where it was first published):
+    cli, bench, trainer         the ``outre`` verbs; ``outre bench``; ``outre train`` (epochs, eval, checkpoints)
+    distributed, profiling      torchrun and DDP; ``oa.profile`` and ``outre profile``
+    loader                      OutreLoader: its LoaderSetup, sample and extract stages, delivery, memory plan
+    plan                        profile counts, miss costs, the knapsack that splits one memory budget
+    layerwise, pyg, nn          ``oa.inference``; PyG's FeatureStore, GraphStore and sampler; the models
+    features, partition, cache  feature sources and buffer; FENNEL (``partition/``); neighbour and history caches
+    sampling, ingest            the neighbour sampler and epoch plans; importers and the generator
+    aio, store                  channels, reorder buffer, loop thread, CPU meter; the on-disk dataset
+    _errors, _units, _rng       the error tree, byte sizes and memory, the one splitmix64
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from ._errors import (
@@ -44,17 +62,38 @@ from .store import Dataset, DatasetWriter, RowLayout, choose_row_layout, open_da
 __version__ = "0.1.0"
 
 
+class _CheckoutSubpackages(importlib.abc.MetaPathFinder):
+    """Finds ``outre_async.partition`` and ``outre_async.cache`` (those two names only) in the
+    checkout's ``partition/`` and ``cache/``; their submodules are then found inside those folders."""
+
+    def __init__(self, folders: dict[str, Path]) -> None:
+        self.folders = folders
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None = None,
+                  target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+        folder = self.folders.get(fullname)
+        if folder is None:
+            return None
+        return importlib.util.spec_from_file_location(fullname, folder / "__init__.py",
+                                                      submodule_search_locations=[str(folder)])
+
+
 def _map_checkout_subpackages() -> None:
     """Imported straight from a source checkout (``python -c`` at the repository root puts the
     working directory first on ``sys.path``, ahead of an installed copy), find ``partition/`` and
     ``cache/`` beside this folder, where the checkout keeps them; an install maps them inside
     (setuptools ``package-dir``), so an installed copy never takes this branch.  An editable install
-    imports this same folder and resolves the same files either way."""
+    imports this same folder and resolves the same files either way.  One module spec per name, not
+    the checkout root on ``__path__`` (which would make ``outre_async.tests``, ``.benchmarks`` and
+    ``.docs`` importable too)."""
     here = Path(__file__).resolve().parent
     checkout = here.parent
-    if not (here / "partition").is_dir() and (checkout / "partition" / "__init__.py").is_file() \
-            and (checkout / "pyproject.toml").is_file():
-        __path__.append(str(checkout))  # outre_async.partition -> <checkout>/partition, .cache likewise
+    if (here / "partition").is_dir() or not (checkout / "pyproject.toml").is_file():
+        return
+    folders = {f"{__name__}.{name}": checkout / name for name in ("partition", "cache")
+               if (checkout / name / "__init__.py").is_file()}
+    if folders and not any(isinstance(f, _CheckoutSubpackages) for f in sys.meta_path):
+        sys.meta_path.insert(0, _CheckoutSubpackages(folders))
 
 
 _map_checkout_subpackages()
@@ -82,7 +121,7 @@ _LAZY = {
     "MLP": ".nn",
     "OutreLoader": ".loader",
     "LoaderConfig": ".loader",
-    "profile": ".loader",
+    "profile": ".profiling",
     "OutreBatch": ".loader",
     "FeatureSource": ".features",
     "open_source": ".features",

@@ -20,7 +20,7 @@ import torch
 
 from ._errors import ConfigError
 from ._train import EpochResult, evaluate, train_epoch
-from .cache import HistoryConfig
+from .cache._history_config import history_for
 from .nn import MLP, GraphSAGE
 from .sampling._sampler import check_fanouts
 
@@ -82,7 +82,7 @@ def _train(config: QuickstartConfig, ds, say: Callable[[str], None]) -> dict[str
     from .loader._loader import OutreLoader
 
     torch.manual_seed(config.seed)
-    history = HistoryConfig(staleness=config.staleness, dim=config.hidden) if config.staleness > 1 else None
+    history = history_for(config.staleness, config.hidden)
     with contextlib.ExitStack() as stack:
         def loader(split: str, **extra: Any) -> OutreLoader:
             return stack.enter_context(OutreLoader(

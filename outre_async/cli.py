@@ -26,6 +26,7 @@ from typing import Any
 from . import _cli_checks as checks
 from ._errors import ConfigError, OutreError
 from ._units import format_bytes
+from .store._manifest import ALLOWED_DTYPES
 
 Handler = Callable[[argparse.Namespace], dict[str, Any]]
 
@@ -157,8 +158,7 @@ def _cmd_generate(args: argparse.Namespace) -> dict[str, Any]:
     }.items() if v is not None}
     _check_generate_sizes(args, overrides)
     start = time.perf_counter()
-    path = generate(args.out, args.preset, seed=args.seed, overwrite=args.overwrite,
-                    progress=_progress(args), **overrides)
+    path = generate(args.out, args.preset, seed=args.seed, overwrite=args.overwrite, progress=_progress(args), **overrides)
     return _report_written(args, path, time.perf_counter() - start)
 
 
@@ -191,18 +191,19 @@ def _report_written(args: argparse.Namespace, path: Path, seconds: float) -> dic
 
 
 def _args_convert(p: argparse.ArgumentParser) -> None:
+    from .ingest._convert import FORMATS  # choices from the registries (imported when the parser is built)
+
     p.add_argument("src", type=Path, help="input: OGB raw folder, .npz, .pt (PyG Data), edge list")
     p.add_argument("out", type=Path, help="output dataset directory")
-    p.add_argument("--format", choices=["ogb", "npz", "pyg", "edgelist", "binary"],
-                   help="input format (default: detected from SRC)")
+    p.add_argument("--format", choices=FORMATS, help="input format (default: detected from SRC)")
     p.add_argument("--undirected", action="store_true", help="add the reverse of every edge")
     p.add_argument("--drop-self-loops", action="store_true")
     p.add_argument("--dedupe", action="store_true", help="drop duplicate edges")
     p.add_argument("--num-nodes", type=checks.count(), help="node count for edge lists (default: max id + 1)")
-    p.add_argument("--binary-dtype", choices=["int32", "int64"], help="id type of a binary edge list")
+    p.add_argument("--binary-dtype", choices=ALLOWED_DTYPES["indices"], help="id type of a binary edge list")
     p.add_argument("--memory-budget", type=checks.byte_size(allocated=True), default="1GiB",
                    help="RAM for the external edge sort (e.g. 512MiB)")
-    p.add_argument("--feature-dtype", choices=["float32", "float16"], default="float32")
+    p.add_argument("--feature-dtype", choices=ALLOWED_DTYPES["features"], default="float32")
     p.add_argument("--drop-edge-features", action="store_true",
                    help="convert without edge_attr / edge_weight / link targets (else refused: not stored yet)")
     p.add_argument("--overwrite", action="store_true")
@@ -302,6 +303,8 @@ def _cmd_clean(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _args_quickstart(p: argparse.ArgumentParser) -> None:
+    from .features._backends import BACKENDS
+
     p.add_argument("--dir", type=Path, help="keep the generated dataset here (default: a temp dir, removed)")
     p.add_argument("--preset", default="quickstart")
     p.add_argument("--epochs", type=checks.count(), default=3)
@@ -312,8 +315,7 @@ def _args_quickstart(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=checks.seed, default=0)
     p.add_argument("--staleness", type=checks.count(), default=1,
                    help="historical embedding cache: steps a cached h^(L-1) may be old (1: off)")
-    p.add_argument("--backend", choices=["auto", "io_uring", "pread", "memory"], default="auto",
-                   help="feature I/O backend of the loader")
+    p.add_argument("--backend", choices=BACKENDS, default="auto", help="feature I/O backend of the loader")
 
 
 def _cmd_quickstart(args: argparse.Namespace) -> dict[str, Any]:
@@ -328,8 +330,7 @@ def _cmd_quickstart(args: argparse.Namespace) -> dict[str, Any]:
         fanouts=parse_fanouts(args.fanouts), hidden=args.hidden, lr=args.lr, seed=args.seed,
         backend=args.backend, staleness=args.staleness,
     )
-    return run_quickstart(config, directory=args.dir, progress=_progress(args),
-                          say=lambda text: _say(args, text))
+    return run_quickstart(config, directory=args.dir, progress=_progress(args), say=lambda text: _say(args, text))
 
 
 def parse_fanouts(text: str) -> tuple[int, ...]:
@@ -411,17 +412,17 @@ def _cmd_stats(args: argparse.Namespace) -> dict[str, Any]:
     return run_stats(args, say=lambda text: _say(args, text), parse_fanouts=parse_fanouts)
 
 
-# -- profile (implementation in outre_async._profile_cli) ------------------------------------------
+# -- profile (implementation in outre_async.profiling._cli) ---------------------------------------
 
 
 def _args_profile(p: argparse.ArgumentParser) -> None:
-    from ._profile_cli import add_arguments
+    from .profiling._cli import add_arguments
 
     add_arguments(p, parse_fanouts)
 
 
 def _cmd_profile(args: argparse.Namespace) -> dict[str, Any]:
-    from ._profile_cli import run
+    from .profiling._cli import run
 
     return run(args, progress=_progress(args), say=lambda text: _say(args, text))
 

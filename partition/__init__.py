@@ -6,10 +6,11 @@ summarises a dataset's partition folders; ``reorder`` writes a copy of the datas
 each partition's nodes are contiguous.  Importing this package never imports torch.
 """
 
+from outre_async.store._identity import dataset_identity
+
 from ._api import default_name, partition
 from ._batches import MicroBatch, group_seeds, plan_partition_epoch
 from ._fennel import PartitionConfig
-from ._output import dataset_identity
 from ._reader import AdjacencyBlock, PartitionSet, list_partitions, open_partitions
 from ._redundancy import redundancy_ratio
 from ._reorder import reorder

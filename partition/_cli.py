@@ -22,15 +22,17 @@ Say = Callable[[str], None]
 
 
 def add_partition_arguments(p: argparse.ArgumentParser) -> None:
+    from ._fennel import MODES, OBJECTIVES
+
     p.add_argument("dataset", type=Path)
     p.add_argument("--parts", type=checks.count(),
                    help="number of partitions K (default: ~N/128 rounded to a power of two, within [16, 4096])")
     p.add_argument("--levels", type=int, choices=[1, 2], default=1, help="2: k1 parts, each split again")
     p.add_argument("--first-level", type=checks.count(), help="k1 of a two-level run (must divide K; default ~sqrt(K))")
-    p.add_argument("--mode", choices=["exact", "bloom"], default="exact")
+    p.add_argument("--mode", choices=MODES, default="exact")
     p.add_argument("--passes", type=checks.count(), default=1, help="streaming passes (2+: restreaming, exact mode)")
     p.add_argument("--name", help="folder under partitions/ (default: fennel-K[...])")
-    p.add_argument("--objective", choices=["fennel", "ldg"], default="fennel")
+    p.add_argument("--objective", choices=OBJECTIVES, default="fennel")
     p.add_argument("--gamma", type=checks.finite(positive=True), default=1.5)
     p.add_argument("--nu", type=checks.finite(positive=True), default=1.1, help="load limit: |P_i| <= nu n / K")
     p.add_argument("--alpha", type=checks.finite(nonnegative=True), help="FENNEL alpha (default sqrt(K) m / n^1.5)")

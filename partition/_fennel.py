@@ -284,6 +284,7 @@ def bloom_fp_bound(nbits: int, nhash: int, items: int) -> float:
 def _bloom_level(stream: CscStream, cfg: PartitionConfig, params: LevelParams, node_group: np.ndarray,
                  is_train: np.ndarray, scratch_dir: Path | None) -> tuple[np.ndarray, int]:
     n = stream.ds.num_nodes
+    assign: np.ndarray
     if scratch_dir is not None:  # file-backed: the pages can be written back under memory pressure
         assign = np.lib.format.open_memmap(scratch_dir / f"bloom-assign-{params.groups}.npy", mode="w+",
                                            dtype=np.int32, shape=(n,))

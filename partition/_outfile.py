@@ -44,7 +44,7 @@ class OutFile:
     def pwrite(self, array: np.ndarray, item: int) -> None:
         """Write ``array`` (converted to the file's dtype) starting at item offset ``item``."""
         data = np.ascontiguousarray(array, dtype=self.dtype)
-        view = memoryview(data).cast("B")
+        view = data.data.cast("B")  # the array's own memoryview (ndarray.data): typed, unlike memoryview(ndarray)
         if self._crc is not None:
             self._crc = zlib.crc32(view, self._crc) if item == self._items else None
         offset, done = int(item) * self.dtype.itemsize, 0

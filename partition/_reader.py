@@ -42,10 +42,11 @@ from outre_async._errors import (
     PartitionReadError,
 )
 from outre_async.store._dataset import Dataset
+from outre_async.store._identity import check_identity
 from outre_async.store._paths import confined
 
 from ._checks import ALLOWED_DTYPES, check_arrays, check_block
-from ._output import FORMAT_NAME, FORMAT_VERSION, META_NAME, PARTITIONS_DIR, check_name, dataset_identity
+from ._output import FORMAT_NAME, FORMAT_VERSION, META_NAME, PARTITIONS_DIR, check_name
 
 _LOADED = ("assignment", "part_ptr", "part_nodes", "train_ptr", "train_nodes", "adj_ptr", "cross")
 _META_MAX_BYTES = 16 << 20  # a meta.json is a few KiB; a larger one is refused before it is read
@@ -158,7 +159,7 @@ class PartitionSet:
 
 
 def _pread(fd: int, out: np.ndarray, offset: int, path: Path) -> None:
-    view = memoryview(out).cast("B")
+    view = out.data.cast("B")  # ndarray.data: the array's memoryview
     done = 0
     while done < len(view):
         try:
@@ -277,12 +278,8 @@ def _read_meta(path: Path, dir_fd: int | None = None) -> dict[str, Any]:
 
 
 def _check_identity(ds: Dataset, path: Path, meta: dict[str, Any]) -> None:
-    want = dataset_identity(ds)
-    have = meta["dataset"]
-    diff = [key for key in want if have.get(key) != want[key]]
-    if diff:
-        raise PartitionMismatchError(f"{path} was computed for another dataset or another version of {ds.path} "
-                                     f"(differs in {', '.join(diff)}); re-partition this dataset")
+    check_identity(ds, path, meta["dataset"], error=PartitionMismatchError, made="computed for",
+                   redo="re-partition this dataset")
 
 
 def _counts(ds: Dataset, path: Path, meta: dict[str, Any]) -> dict[str, int]:
@@ -331,7 +328,7 @@ def _load(e: _Entry, dir_fd: int) -> np.ndarray:
         _pread(fd, out, 0, e.file)
     finally:
         os.close(fd)
-    if e.crc32 is not None and zlib.crc32(memoryview(out).cast("B")) != e.crc32:
+    if e.crc32 is not None and zlib.crc32(out.data.cast("B")) != e.crc32:
         raise PartitionCorruptError(f"{e.file} fails its checksum; re-partition")
     return out
 

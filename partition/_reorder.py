@@ -129,7 +129,7 @@ def _numbering(parts: PartitionSet) -> np.ndarray:
 
 
 def _dataset_meta(ds: Dataset, parts: PartitionSet) -> dict[str, Any]:
-    from ._output import dataset_identity
+    from outre_async.store._identity import dataset_identity
 
     return {**ds.manifest.meta, "reordered": {
         "from": str(ds.path), "partitions": parts.name, "num_parts": parts.num_parts,

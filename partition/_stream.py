@@ -111,7 +111,7 @@ def _raise_bad_id(ds: Dataset, nodes: np.ndarray, ptr: np.ndarray, buf: np.ndarr
 def pread_exact(fd: int, buf: np.ndarray, offset: int, path: Path) -> None:
     """Fill ``buf`` (C-contiguous) from the dataset file ``path`` at ``offset``; a short file or an
     ``OSError`` is a named dataset error (path, byte offset, errno)."""
-    view = memoryview(buf).cast("B")
+    view = buf.data.cast("B")  # ndarray.data: the array's memoryview
     done = 0
     while done < len(view):
         try:

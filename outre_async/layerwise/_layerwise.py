@@ -38,7 +38,7 @@ from tqdm import tqdm
 
 from .._errors import ConfigError
 from ..features._backends import Backend, open_source
-from ..loader._row_reader import RowReader
+from ..features._row_reader import RowReader
 from ..store._dataset import Dataset
 from ..store._tempdir import TempDir
 from ._chunks import Chunk, build_chunk, chunk_bounds

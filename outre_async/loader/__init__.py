@@ -2,10 +2,21 @@
 reorder buffer, the sync bridge's loop thread, partition-mode batching) and the :class:`SyncLoader`
 baseline."""
 
+from typing import Any
+
 from ._batch import OutreBatch
 from ._config import LoaderConfig
 from ._loader import OutreLoader
-from ._profile_api import profile
 from ._sync_loader import SyncLoader
 
 __all__ = ["LoaderConfig", "OutreBatch", "OutreLoader", "SyncLoader", "profile"]
+
+
+def __getattr__(name: str) -> Any:
+    """``outre_async.loader.profile``, kept where it was published: it lives in the ``profiling``
+    room above the loader (which builds on the loader's setup), so it is resolved on first use."""
+    if name == "profile":
+        from ..profiling import profile
+
+        return profile
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,10 +21,10 @@ from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from ..aio._channel import Channel
+from ..aio._reorder import ReorderBuffer
 from ._batch import ExtractedBatch
-from ._channel import Channel
 from ._pipeline import EpochParts, run_stages
-from ._reorder import ReorderBuffer
 
 B = TypeVar("B")
 

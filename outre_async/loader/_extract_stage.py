@@ -17,7 +17,7 @@ larger than the buffer still goes through.  The :class:`ExtractStage` outlives e
 stage's counters (only its workers update them).
 
 The stage's counters: wall seconds, and the loop-thread CPU seconds of the worker's own steps (buffer
-bookkeeping, planning and submitting reads, copying rows), measured by :func:`._cpu_meter.metered`
+bookkeeping, planning and submitting reads, copying rows), measured by :func:`outre_async.aio._cpu_meter.metered`
 so time other tasks ran meanwhile is not counted.  With a :class:`StaticFeatureCache` (the profile's
 hot rows, ``static``), a batch's ids are looked up there first: only the misses stream through the
 buffer (into the matrix's prefix), then the cached rows are merged in place.
@@ -35,12 +35,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..aio._channel import Channel
+from ..aio._cpu_meter import CpuMeter, metered
 from ..features import FeatureBuffer, FeatureSource
 from ..features._static_cache import StaticFeatureCache
 from ._batch import ExtractedBatch, SampledBatch
 from ._batch_memory import BatchMemory
-from ._channel import Channel
-from ._cpu_meter import CpuMeter, metered
 from ._out_of_turn import subgraph_bytes
 
 

@@ -174,7 +174,7 @@ class EpochHistory:
         delivered at step ``base + seq - window`` at the earliest (every batch more than ``window``
         places before it precedes it), so a batch that might be trained before step ``warmup`` prunes
         nothing."""
-        if self.base + max(seq - self.window, 0) < self.owner.cfg.warmup:
+        if self.base + max(seq - self.window, 0) < (self.owner.cfg.warmup or 0):  # never None once built
             return self.owner.table.nothing_valid()
         cfg = self.owner.cfg
         prune = self.owner.table.valid(self.base + seq + self.window, cfg.staleness, cfg.jitter)

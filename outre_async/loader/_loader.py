@@ -26,43 +26,36 @@ import os
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from numpy.typing import ArrayLike
 
 from .._errors import ConfigError, PipelineClosed
 from .._units import format_bytes
+from ..aio._channel import Channel
+from ..aio._loop_thread import LoopThread
 from ..cache._history_config import HistoryConfig
 from ..features import FeatureSource
 from ..features._static_cache import StaticFeatureCache
-from ..sampling._plan import SeedIndex, max_edges_per_batch, max_rows_per_batch, num_batches, plan_epoch, seed_ids
+from ..sampling._plan import num_batches
 from ..store._dataset import Dataset, open_dataset
-from ._batch import ExtractedBatch, OutreBatch, PlanItem, SampledBatch, to_batch
-from ._batch_rows import expected_batch_rows
-from ._budget import MemoryPlan, Sizes, batch_row_bytes, plan_memory
-from ._channel import Channel
+from ._batch import ExtractedBatch, OutreBatch, SampledBatch, to_batch
+from ._budget import MemoryPlan, batch_row_bytes
 from ._config import BACKENDS, LoaderConfig
 from ._delivery import Delivery
 from ._extract_stage import ExtractStage
 from ._history import EpochHistory, build_owner
-from ._loop_thread import LoopThread
 from ._out_of_turn import OutOfTurnMemory
 from ._pipeline import EpochParts
-from ._profile_stats import profile_stats
-from ._profiling import AppliedPlan, load_plan
-from ._pyg_names import check_transform, given_options, resolve_aliases
-from ._ranks import resolve_place
+from ._profiling import load_plan, profile_stats
+from ._pyg_names import check_transform
 from ._resources import ResourceBox, Resources
 from ._sample_stage import SampleStage
+from ._setup import loader_config, loader_setup
 from ._stats import queue_stats, resource_stats, stage_stats
 
-if TYPE_CHECKING:
-    from ._partition_mode import PartitionBatching
-
 __all__ = ["BACKENDS", "LoaderConfig", "OutreLoader"]
-
-_SOURCE_KNOBS = ("backend", "max_in_flight", "source_options")
 
 
 class OutreLoader:
@@ -101,32 +94,20 @@ class OutreLoader:
                  # PyG NeighborLoader's names (see _pyg_names)
                  num_neighbors: Sequence[int] | None = None, num_workers: int | None = None,
                  pin_memory: bool = False, transform: Callable[[Any], Any] | None = None) -> None:
-        given = given_options(locals())
-        split, given = resolve_aliases(given, split=split, input_nodes=input_nodes, num_neighbors=num_neighbors,
-                                       num_workers=num_workers, pin_memory=pin_memory)
-        self.dataset = dataset if isinstance(dataset, Dataset) else open_dataset(dataset)
-        self.config = _config(config, given)
+        split, cfg = loader_config(config, locals())
         self.transform = check_transform(transform)
-        if self.dataset.feature_dim == 0:
-            raise ConfigError(f"dataset {self.dataset.path} has no features; the loader needs them")
-        self._source = _check_source(source, self.config, self.dataset)
-        self._split = split
-        self._seeds = seed_ids(self.dataset, split)
-        self._seed_index = SeedIndex(self._seeds)
-        self._place = resolve_place(self.config)
-        if 0 < len(self._seeds) < self._place.world_size:
-            raise ConfigError(f"split has {len(self._seeds)} seeds for {self._place.world_size} ranks; every rank "
-                              "needs at least one: use fewer ranks or a larger split")
-        self._max_rows = max_rows_per_batch(self.config.batch_size, self.config.fanouts, self.dataset.num_nodes)
-        self._partitioned = self._partition_batching()
-        first_plan = self._plan(0)
-        self._batch_rows = expected_batch_rows(self.dataset, self.config.fanouts, first_plan, seed=self.config.seed,
-                                               max_rows=self._max_rows)
-        self._applied, self._static = self._apply_profile()  # profile=: the budget's split (issue 12)
-        self._history = build_owner(self.dataset, self.config, first_plan)
-        self.memory = self._memory_plan()
-        if self.config.extract_queue is None:  # the depth the plan counts (``_budget.extract_depth``)
-            self.config = replace(self.config, extract_queue=self.memory.extract_queue)
+        ds = dataset if isinstance(dataset, Dataset) else open_dataset(dataset)
+        self.dataset = ds
+        self._setup = setup = loader_setup(ds, cfg, split, source)
+        # profile=: the budget's split (issue 12); the config the loader runs with is then the plan's
+        self._applied = load_plan(setup) if cfg.profile is not None else None
+        run_cfg = self._applied.config if self._applied is not None else cfg
+        self._static = self._static_cache(run_cfg)
+        self._history = build_owner(ds, run_cfg, setup.first_plan)
+        self.memory = self._memory_plan(run_cfg)
+        if run_cfg.extract_queue is None:  # the depth the plan counts (``_budget.extract_depth``)
+            run_cfg = replace(run_cfg, extract_queue=self.memory.extract_queue)
+        self.config = run_cfg  # set once: what the loader runs with
         self.buffer_rows = self.memory.buffer_rows
         self._epoch = 0
         self._sample, self._extract, self._delivery = SampleStage(), ExtractStage(), Delivery()
@@ -137,53 +118,29 @@ class OutreLoader:
         self._bridge: LoopThread | None = None
         self._finalizer: weakref.finalize | None = None
 
-    def _partition_batching(self) -> PartitionBatching | None:
-        cfg = self.config
-        if cfg.partitions is None:
+    def _static_cache(self, run_cfg: LoaderConfig) -> StaticFeatureCache | None:
+        """With ``profile=``: the plan's neighbour lists to the partition batching, its hot rows to a
+        static feature cache."""
+        applied, ds, partitioned = self._applied, self.dataset, self._setup.partitioned
+        if applied is None:
             return None
-        from ._partition_mode import PartitionBatching
-
-        return PartitionBatching.of_config(self.dataset, cfg, self._seeds, rank=self._place.rank,
-                                           world_size=self._place.world_size)
-
-    def _apply_profile(self) -> tuple[AppliedPlan | None, StaticFeatureCache | None]:
-        """With ``profile=``: the plan (read, or measured now for ``"auto"``) rewrites the config."""
-        cfg, ds = self.config, self.dataset
-        if cfg.profile is None:
-            return None, None
-        applied = load_plan(ds, cfg, self._seeds, self._partitioned, self._sizes(), self._source_kind())
-        self.config = applied.config
-        if self._partitioned is not None:
-            self._partitioned.use_neighbor_cache(applied.neighbor_nodes, int(applied.config.neighbor_cache))
-        static = None
-        if len(applied.static_rows):
-            static = StaticFeatureCache(applied.static_rows, ds.num_nodes, ds.feature_dim,
-                                        pin=torch.device(cfg.device).type == "cuda")
-        return applied, static
+        if partitioned is not None:
+            partitioned.use_neighbor_cache(applied.neighbor_nodes, int(run_cfg.neighbor_cache))
+        if not len(applied.static_rows):
+            return None
+        return StaticFeatureCache(applied.static_rows, ds.num_nodes, ds.feature_dim,
+                                  pin=torch.device(run_cfg.device).type == "cuda")
 
     @property
     def _res(self) -> Resources | None:
         return self._box.res
 
-    def _sizes(self) -> Sizes:
-        cfg, ds = self.config, self.dataset
-        return Sizes(num_nodes=ds.num_nodes, dim=ds.feature_dim, row_bytes=ds.feature_dim * ds.feature_dtype.itemsize,
-                     stride=ds.row_layout.stride, max_rows=self._max_rows,
-                     max_edges=max_edges_per_batch(cfg.batch_size, cfg.fanouts, ds.num_edges),
-                     batch_rows=self._batch_rows)
-
-    def _source_kind(self) -> str:
-        return "injected" if self._source is not None else "memory" if self.config.backend == "memory" else "disk"
-
-    def _memory_plan(self) -> MemoryPlan:
-        cfg, sizes, kind = self.config, self._sizes(), self._source_kind()
+    def _memory_plan(self, cfg: LoaderConfig) -> MemoryPlan:
         history = self._history.table.nbytes(cfg.num_samplers) if self._history is not None else 0
-        if self._place.local_world_size is not None:  # memory_budget is the host's: this rank's share
-            cfg = replace(cfg, memory_budget=self._place.budget_share(cfg.budget_bytes))
         extra = {"history table": history} if history else {}
         if self._static is not None:
             extra["static feature cache"] = self._static.nbytes
-        return plan_memory(cfg, sizes, source=kind, extra=extra or None)
+        return self._setup.memory_plan(cfg, extra)
 
     def _new_channels(self) -> tuple[Channel[SampledBatch], Channel[ExtractedBatch]]:
         return (Channel(self.config.extract_capacity, name="extract queue"),
@@ -205,9 +162,9 @@ class OutreLoader:
                 raise ConfigError("this loader is open on another event loop; use one loader per loop")
             return
         self._box.res = await Resources.create(loop, self.config, self.dataset, plan=self.memory,
-                                                partitioned=self._partitioned, source=self._source)
+                                                partitioned=self._setup.partitioned, source=self._setup.source)
         if self._static is not None:  # the profile's hot rows, read once through the loader's source
-            await self._static.load(self._box.res.source if self._box.res is not None else self._source)
+            await self._static.load(self._box.res.source if self._box.res is not None else self._setup.source)
 
     async def aclose(self) -> None:
         """Close any epoch still running, then release every resource (ring, files, threads).
@@ -235,7 +192,7 @@ class OutreLoader:
         labels = self.dataset.labels
 
         def wrap(eb: ExtractedBatch) -> OutreBatch:
-            input_id = self._seed_index.positions(eb.subgraph.n_id[: eb.subgraph.batch_size])
+            input_id = self._setup.seed_index.positions(eb.subgraph.n_id[: eb.subgraph.batch_size])
             batch = to_batch(eb, labels, epoch, device, input_id)
             if history is not None and eb.history is not None:
                 batch.__dict__["_outre_history"] = history.owner.record(eb.history, device)
@@ -254,22 +211,15 @@ class OutreLoader:
                 history.close()
             await batches.aclose()
 
-    def _plan(self, epoch: int) -> Sequence[PlanItem]:
-        cfg = self.config
-        if self._partitioned is not None:  # micro-batches of macro batches (OUTRE §4.2)
-            return self._partitioned.plan(epoch)
-        return plan_epoch(self._seeds, cfg.batch_size, shuffle=cfg.shuffle, seed=cfg.seed, epoch=epoch,
-                          drop_last=cfg.drop_last, rank=self._place.rank, world_size=self._place.world_size)
-
     def _epoch_parts(self, res: Resources, epoch: int, history: EpochHistory | None) -> EpochParts:
         cfg = self.config
-        plan = self._plan(epoch)
+        plan = self._setup.plan(epoch)
         # rank r's batch seq samples with stream (epoch * spacing + seq) * W + r: distinct over ranks and epochs
-        world = self._place.world_size
-        if self._partitioned is not None:
-            stream_base = self._partitioned.stream_base(epoch)
+        world = self._setup.place.world_size
+        if self._setup.partitioned is not None:
+            stream_base = self._setup.partitioned.stream_base(epoch)
         else:
-            stream_base = epoch * max(len(plan), 1) * world + self._place.rank
+            stream_base = epoch * max(len(plan), 1) * world + self._setup.place.rank
         self._channels = extract, ready = self._new_channels()
         if cfg.ordered:
             self._gate = OutOfTurnMemory(self.memory.out_of_turn_bytes, batch_row_bytes(self.dataset.feature_dim))
@@ -346,16 +296,16 @@ class OutreLoader:
 
     # -- introspection ---------------------------------------------------------------------------
     def __len__(self) -> int:
-        if self._partitioned is not None:  # the plan of the next epoch (macro batches vary per epoch)
-            return len(self._partitioned.plan(self._epoch))
-        return num_batches(len(self._seeds), self.config.batch_size, self.config.drop_last, self._place.world_size)
+        if self._setup.partitioned is not None:  # the plan of the next epoch (macro batches vary per epoch)
+            return len(self._setup.partitioned.plan(self._epoch))
+        return num_batches(len(self._setup.seeds), self.config.batch_size, self.config.drop_last, self._setup.place.world_size)
 
     def __repr__(self) -> str:
         cfg, res = self.config, self._res
-        split = self._split if isinstance(self._split, str) else "<ids>"
+        split = self._setup.split if isinstance(self._setup.split, str) else "<ids>"
         backend = res.source.backend if res is not None else cfg.backend
         budget = "none" if cfg.budget_bytes is None else format_bytes(cfg.budget_bytes)
-        return (f"OutreLoader(dataset={str(self.dataset.path)!r}, input_nodes={split!r} ({len(self._seeds)} seeds), "
+        return (f"OutreLoader(dataset={str(self.dataset.path)!r}, input_nodes={split!r} ({len(self._setup.seeds)} seeds), "
                 f"fanouts={list(cfg.fanouts)}, batch_size={cfg.batch_size}, batches={len(self)}, "
                 f"order={'plan' if cfg.ordered else 'completion'}, backend={backend!r}, memory_budget={budget}, "
                 f"planned={format_bytes(self.memory.total)}{', partitions=' + repr(cfg.partitions) if cfg.partitions else ''})")
@@ -366,9 +316,9 @@ class OutreLoader:
         out = stage_stats(self._sample.counters, self._extract.counters, self._delivery.counters)
         out["epochs_started"] = self._epoch
         out["buffer_rows"] = self.buffer_rows
-        out["max_rows_per_batch"] = self._max_rows
-        place = self._place
-        out["expected_rows_per_batch"] = self._batch_rows
+        out["max_rows_per_batch"] = self._setup.sizes.max_rows
+        place = self._setup.place
+        out["expected_rows_per_batch"] = self._setup.sizes.batch_rows
         out["memory"] = {"budget": place.budget_share(self.config.budget_bytes), "planned": self.memory.total,
                          **self.memory.parts}
         out["ranks"] = {"rank": place.rank, "world_size": place.world_size, "local_world_size": place.local_world_size}
@@ -378,42 +328,13 @@ class OutreLoader:
         out.update(resource_stats(res.snapshot() if res is not None else self._box.closed))
         if self._gate is not None:
             out["out_of_turn"] = self._gate.stats()
-        if self._partitioned is not None:
-            out["neighbor_lists"] = self._partitioned.stats()
+        if self._setup.partitioned is not None:
+            out["neighbor_lists"] = self._setup.partitioned.stats()
         if self._history is not None:
             out["history"] = self._history.stats()
         if self._applied is not None:
             out["profile"] = profile_stats(self._applied.info, out, self._static)
         return out
-
-
-def _config(config: LoaderConfig | None, given: dict[str, Any]) -> LoaderConfig:
-    """The loader's one config: ``config=`` as given, or one made from the keywords."""
-    if config is not None:
-        if given:
-            raise ConfigError(f"pass either config=LoaderConfig(...) or option keywords, not both "
-                              f"(got config and {sorted(given)})")
-        return config
-    missing = [k for k in ("fanouts", "batch_size") if k not in given]
-    if missing:
-        raise ConfigError(f"OutreLoader needs {' and '.join(missing)} (or config=LoaderConfig(...))")
-    return LoaderConfig(**given)
-
-
-def _check_source(source: FeatureSource | None, cfg: LoaderConfig, ds: Dataset) -> FeatureSource | None:
-    """An injected source must serve this dataset's rows; the knobs that open a source do not apply."""
-    if source is None:
-        return None
-    if not isinstance(source, FeatureSource):
-        raise ConfigError(f"source must be a FeatureSource, got {type(source).__name__}")
-    if (source.num_rows, source.dim) != (ds.num_nodes, ds.feature_dim):
-        raise ConfigError(f"source has {source.num_rows} rows of dim {source.dim}, dataset {ds.path} has "
-                          f"{ds.num_nodes} rows of dim {ds.feature_dim}; pass a source over this dataset")
-    defaults = LoaderConfig(fanouts=cfg.fanouts, batch_size=cfg.batch_size)
-    clash = [k for k in _SOURCE_KNOBS if getattr(cfg, k) != getattr(defaults, k)]
-    if clash:
-        raise ConfigError(f"{clash} configure the source the loader opens; with source= they do not apply")
-    return source
 
 
 def _close_bridge(bridge: LoopThread, box: ResourceBox) -> None:

@@ -18,10 +18,10 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
+from ..aio._channel import Channel
 from ..features import FeatureBuffer, FeatureSource
 from ._batch import ExtractedBatch, PlanItem, SampledBatch, Sampler
 from ._batch_memory import BatchMemory
-from ._channel import Channel
 from ._extract_stage import ExtractStage
 from ._history import EpochHistory
 from ._out_of_turn import OutOfTurnMemory

@@ -4,9 +4,15 @@ The budget is the loader's whole memory (``_budget``).  First the fixed parts ar
 feature buffer at its default, ``(extractors + 1)`` probed batches' worth of rows (or, when that does not
 fit, the rows that fit, and no caches); what is left is the *cache budget* the knapsack splits
 between static feature rows, history slots and (partition mode) neighbour lists.  Applying a plan
-rewrites the config the loader runs with (buffer rows, ``neighbor_cache`` bytes, the history's
-candidates) and adds the static cache as one more part of the memory plan, so ``stats()["memory"]``
-shows every part and their sum stays within B.
+gives the config the loader runs with (the validated one with the plan's buffer rows,
+``neighbor_cache`` bytes and history candidates; the :class:`LoaderSetup` keeps the validated one) and
+adds the static cache as one more part of the memory plan, so ``stats()["memory"]`` shows every part
+and their sum stays within B.
+
+This is the half of profiling the loader itself needs (``profile="auto"`` profiles while the loader
+is built, and every step prices the loader's own memory plan, ``_budget``), so it lives in the loader;
+``oa.profile`` and ``outre profile``, which only *call* the loader's setup and this module, are the
+``profiling`` room above it.
 
 ``profile=NAME`` reads ``profile/NAME/`` (refused with a named error if it was measured on another
 dataset, another version of it, or another loader setup); ``profile="auto"`` reads
@@ -35,6 +41,7 @@ from ..plan._files import Profile, profile_path, read_profile, write_profile
 from ..sampling._plan import plan_epoch
 from ._budget import MemoryPlan, Sizes, default_pool, plan_memory
 from ._config import LoaderConfig
+from ._setup import LoaderSetup
 
 AUTO = "auto"
 AUTO_BATCHES = 64  # batches the loader pre-samples when it profiles itself (``outre profile``: --batches)
@@ -83,11 +90,14 @@ def base_memory(cfg: LoaderConfig, sizes: Sizes, kind: str) -> tuple[MemoryPlan,
     return mem, max(0, budget - mem.total)
 
 
-def run_profile(ds: Any, cfg: LoaderConfig, seeds: np.ndarray, partitioned: Any, sizes: Sizes, kind: str, *,
-                name: str | None, max_batches: int, progress: bool = False, costs: MissCosts | None = None) -> Profile:
-    """Profile the loader's plan and choose its split (module docstring); written when ``name`` is given.
-    ``costs`` replaces the measurement (a plan is then a function of the seed alone: the tests)."""
+def run_profile(setup: LoaderSetup, cfg: LoaderConfig, *, name: str | None, max_batches: int, progress: bool = False,
+                costs: MissCosts | None = None) -> Profile:
+    """Profile the plan of ``setup`` with ``cfg`` (its config with the history and the split to profile
+    for) and choose the split (module docstring); written when ``name`` is given.  ``costs`` replaces
+    the measurement (a plan is then a function of the seed alone: the tests)."""
     from tqdm import tqdm
+
+    ds, seeds, partitioned, sizes, kind = setup.dataset, setup.seeds, setup.partitioned, setup.sizes, setup.source_kind
 
     started = time.perf_counter()
     mem, cache_budget = base_memory(cfg, sizes, kind)
@@ -135,21 +145,22 @@ def run_profile(ds: Any, cfg: LoaderConfig, seeds: np.ndarray, partitioned: Any,
     return Profile(path=path, meta=meta, arrays=arrays)
 
 
-def load_plan(ds: Any, cfg: LoaderConfig, seeds: np.ndarray, partitioned: Any, sizes: Sizes, kind: str) -> AppliedPlan:
-    """The plan ``cfg.profile`` names (or profiles now, for ``"auto"``), applied to ``cfg``."""
-    setup = profile_setup(cfg, seeds)
+def load_plan(setup: LoaderSetup) -> AppliedPlan:
+    """The plan the setup's ``profile=`` names (or profiles now, for ``"auto"``), applied to its config."""
+    cfg, ds = setup.config, setup.dataset
+    tied = profile_setup(cfg, setup.seeds)
     name = str(cfg.profile)
     if name == AUTO:
-        name = auto_name(setup, cfg.cache_split)
+        name = auto_name(tied, cfg.cache_split)
         if (profile_path(ds, name) / "meta.json").is_file():
-            prof = read_profile(ds, name, setup=setup)
+            prof = read_profile(ds, name, setup=tied)
         else:
             try:
-                prof = run_profile(ds, cfg, seeds, partitioned, sizes, kind, name=name, max_batches=AUTO_BATCHES)
+                prof = run_profile(setup, cfg, name=name, max_batches=AUTO_BATCHES)
             except PermissionError:  # a read-only dataset folder: profile again, keep it in memory
-                prof = run_profile(ds, cfg, seeds, partitioned, sizes, kind, name=None, max_batches=AUTO_BATCHES)
+                prof = run_profile(setup, cfg, name=None, max_batches=AUTO_BATCHES)
     else:
-        prof = read_profile(ds, name, setup=setup)
+        prof = read_profile(ds, name, setup=tied)
     return apply(cfg, prof)
 
 
@@ -173,3 +184,25 @@ def _io_options(cfg: LoaderConfig) -> dict[str, Any]:
     if cfg.max_in_flight is not None:
         opts["max_in_flight"] = cfg.max_in_flight
     return opts
+
+
+# -- stats()["profile"]: the plan in use, the split it realised and each cache's hit rate --------------
+# The realised split is what the loader holds (bytes of the memory plan's parts: feature buffer, static
+# feature cache, history table, neighbour cache), beside the split the profile planned; hit rates are per
+# cache: the static cache and the feature buffer per row looked up, the neighbour cache per list sampled;
+# the history reports the rows it served (pulled).
+def profile_stats(info: dict[str, Any], out: dict[str, Any], static: Any) -> dict[str, Any]:
+    memory = out.get("memory", {})
+    realised = {part: int(memory.get(part, 0)) for part in
+                ("feature buffer", "static feature cache", "history table", "neighbor cache")}
+    lists = out.get("neighbor_lists") or {}
+    history = out.get("history") or {}
+    buffer = out.get("buffer") or {}
+    hit_rates = {
+        "static_features": static.stats()["hit_rate"] if static is not None else 0.0,
+        "feature_buffer": float(buffer.get("hit_rate", 0.0)),
+        "neighbor_cache": float(lists.get("global_cache_hit_rate", 0.0)),
+        "history_pulled_rows": int(history.get("pulled", 0)),
+    }
+    return {**info, "realised_split": realised, "hit_rates": hit_rates,
+            "static_cache": static.stats() if static is not None else None}

@@ -29,12 +29,12 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import TypeVar
 
+from ..aio._channel import Channel
+from ..aio._cpu_meter import thread_cpu_call
 from ..cache._history import HistoryDecision
 from ..features import FeatureBuffer
 from ..sampling._sampler import SampledSubgraph
 from ._batch import PlanItem, SampledBatch, Sampler
-from ._channel import Channel
-from ._cpu_meter import thread_cpu_call
 from ._history import EpochHistory
 from ._out_of_turn import OutOfTurnMemory, subgraph_bytes
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from ._channel import ChannelStats
+from ..aio._channel import ChannelStats
 from ._delivery import DeliveryCounters
 from ._extract_stage import ExtractCounters
 from ._resources import ResourceStats

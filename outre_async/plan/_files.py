@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from .._errors import ConfigError, ProfileCorruptError, ProfileMismatchError, ProfileNotFoundError
-from ..partition._output import dataset_identity
 from ..store._dataset import Dataset
+from ..store._identity import check_identity, dataset_identity
 from ..store._install import fsync_path, install_directory
 from ..store._litter import open_temp_dir
 from ..store._overwrite import check_overwrite, meta_folder_names
@@ -99,11 +99,8 @@ def read_profile(ds: Dataset, name: str, *, setup: dict[str, Any] | None = None)
     equal the profiled one."""
     path = profile_path(ds, name)
     meta = _read_meta(path)
-    have, want = meta["dataset"], dataset_identity(ds)
-    diff = [key for key in want if have.get(key) != want[key]]
-    if diff:
-        raise ProfileMismatchError(f"{path} was measured on another dataset or another version of {ds.path} "
-                                   f"(differs in {', '.join(diff)}); re-run `outre profile`")
+    check_identity(ds, path, meta["dataset"], error=ProfileMismatchError, made="measured on",
+                   redo="re-run `outre profile`")
     if setup is not None:
         _check_setup(path, meta, setup)
     arrays = {stem: _read_array(path, meta, stem, ds.num_nodes) for stem in (*PLAN_ARRAYS, *COUNT_ARRAYS)}

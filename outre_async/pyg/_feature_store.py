@@ -19,7 +19,7 @@ from torch_geometric.data import FeatureStore, TensorAttr
 
 from .._errors import ConfigError, NotSupportedError
 from ..features._backends import Backend, open_source
-from ..loader._row_reader import RowReader
+from ..features._row_reader import RowReader
 from ..store._dataset import Dataset
 
 __all__ = ["OutreFeatureStore"]

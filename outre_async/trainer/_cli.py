@@ -13,6 +13,8 @@ from ._config import MODELS, TrainConfig
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from ..features._backends import BACKENDS
+
     p.add_argument("dataset", type=Path)
     p.add_argument("--model", choices=MODELS, default="sage")
     p.add_argument("--layers", type=checks.count(), default=None, help="default: one per fanout (2)")
@@ -28,7 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--partitions", default=None, help="partition-based batches from partitions/NAME/")
     p.add_argument("--staleness", type=checks.count(), default=1, help="historical embedding cache (1: off)")
     p.add_argument("--memory-budget", type=checks.byte_size(allocated=True), default=None)
-    p.add_argument("--backend", choices=["auto", "io_uring", "pread", "memory"], default="auto")
+    p.add_argument("--backend", choices=BACKENDS, default="auto")
     p.add_argument("--deterministic", action="store_true", help="plan order (ordered=True): the same run twice")
     p.add_argument("--eval-every", type=checks.count(), default=1, help="layer-wise inference every N epochs")
     p.add_argument("--out", type=Path, default=None, help="checkpoints and metrics (default: DATASET-train-MODEL beside it)")

@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from .._errors import ConfigError
 from .._train import train_epoch
-from ..cache import HistoryConfig
+from ..cache._history_config import history_for
 from ..distributed import DistributedContext
 from ..layerwise import inference
 from ..loader._loader import OutreLoader
@@ -73,7 +73,7 @@ def _train(dataset: str | Path, config: TrainConfig, out: Path, *, resume: bool,
         run.restore(load_checkpoint(out / LAST))
     elif (out / LAST).exists() and (ctx is None or ctx.rank == 0):
         raise ConfigError(f"{out} holds a run already ({LAST}); pass --resume to continue it or choose another --out")
-    history = HistoryConfig(staleness=config.staleness, dim=config.hidden) if config.staleness > 1 else None
+    history = history_for(config.staleness, config.hidden)
     say(f"{config.model} {config.layers} layers, hidden {config.hidden}, fanouts {list(config.fanouts)}, batch size "
         f"{config.batch_size}, {'plan' if config.deterministic else 'completion'} order, epochs {run.start + 1}..{config.epochs}")
     say(f"{'epoch':>5} {'loss':>8} {'train':>6} {'val':>6} {'test':>6} {'batch/s':>8} {'stall s':>8} {'epoch s':>8} {'eval s':>7}")

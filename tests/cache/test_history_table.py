@@ -13,7 +13,7 @@ from outre_async.cache import HistoryConfig, HistoryTable, history_bytes
 from outre_async.cache._history import choose_candidates, decide, frontier_counts, lifetimes
 
 import outre_async as oa
-from outre_async.loader._channel import Channel
+from outre_async.aio._channel import Channel
 from outre_async.loader._delivery import _Windowed
 from outre_async.sampling._sampler import SampledSubgraph
 from outre_async.sampling._sampler_kernels import HistoryPrune

@@ -358,7 +358,7 @@ def test_exception_and_cancellation_mid_epoch_then_the_oracle_holds(dataset: oa.
 def test_auto_admission_is_grad_when_a_row_may_be_reused_for_an_epoch(dataset: oa.Dataset, staleness: int,
                                                                         admission: str, runs: str) -> None:
     with _loader(dataset, staleness, hist={"admission": admission}) as loader:
-        steps = len(loader._plan(0))
+        steps = len(loader._setup.plan(0))
         assert 3 < steps <= 100  # the dataset's epoch lies between the two staleness values
         assert loader.stats()["history"]["admission"] == runs
         assert oa.HistoryConfig(staleness=staleness, dim=HID).admission == "auto"  # the default

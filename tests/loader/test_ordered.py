@@ -31,7 +31,7 @@ def _ordered(ds: oa.Dataset, seed: int, out_of_turn: int | None, **kw: object) -
     opts = {"fanouts": [4, 3], "batch_size": 16, "seed": 7, "ordered": True, "num_samplers": 3, "num_extractors": 3,
             "memory_budget": "4MiB", "source": FaultySource(ds, seed=seed), **kw}
     loader = oa.OutreLoader(ds, **opts)  # type: ignore[arg-type]
-    parts = {**loader.memory.parts, "batches": math.ceil(MIN_BATCHES * expected_batch_bytes(loader.config, loader._sizes()))}
+    parts = {**loader.memory.parts, "batches": math.ceil(MIN_BATCHES * expected_batch_bytes(loader.config, loader._setup.sizes))}
     if out_of_turn is not None:
         parts["reorder buffer"] = out_of_turn
     loader.memory = replace(loader.memory, parts=parts)
@@ -76,7 +76,7 @@ def test_an_early_end_leaves_no_lease_held(dataset: oa.Dataset, how: str, out_of
     async def body() -> None:
         loader = _ordered(dataset, 3, out_of_turn, extract_queue=6)
         if how == "error":
-            loader._source.fail_on = {int(dataset.split("train")[200])}
+            loader._setup.source.fail_on = {int(dataset.split("train")[200])}
         async with loader:
             loader._res.samplers[:] = [DelayedSampler(s, 9 + i) for i, s in enumerate(loader._res.samplers)]
 

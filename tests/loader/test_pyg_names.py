@@ -45,7 +45,7 @@ def _seed_batches(loader: oa.OutreLoader) -> list[np.ndarray]:
     out = []
     for b in loader:
         seeds = b.n_id[: b.batch_size].numpy().copy()
-        np.testing.assert_array_equal(loader._seeds[b.input_id.numpy()], seeds)
+        np.testing.assert_array_equal(loader._setup.seeds[b.input_id.numpy()], seeds)
         out.append(seeds)
     return out
 

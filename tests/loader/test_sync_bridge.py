@@ -16,8 +16,8 @@ import pytest
 from conftest import LOOPS, random_graph, run, write_store
 
 import outre_async as oa
+from outre_async.aio._loop_thread import LoopThread
 from outre_async.loader._loader import _close_bridge
-from outre_async.loader._loop_thread import LoopThread
 
 N, DIM = 300, 8
 

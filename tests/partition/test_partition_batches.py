@@ -156,7 +156,7 @@ def test_outre_loader_partition_mode(ds: oa.Dataset, parts) -> None:
     seeds = np.concatenate([g[2] for g in got])
     np.testing.assert_array_equal(np.sort(seeds), np.sort(ds.split("train")))  # each train node once
     plain = oa.NeighborSampler(ds, [4, 3], seed=3)
-    base = loader._partitioned.stream_base(0)
+    base = loader._setup.partitioned.stream_base(0)
     for seq, _, s, n_id, edge_index in got:
         want = plain.sample(s, base + seq)
         np.testing.assert_array_equal(n_id, want.n_id)
@@ -180,7 +180,7 @@ def test_loader_defaults_and_each_macro_batch_read_once(ds: oa.Dataset, parts) -
     ppb = default_parts_per_batch(16, len(ds.split("train")), 64)
     assert ppb > 1 and (lists["parts_per_batch"], lists["interleave"]) == (ppb, default_interleave(16, ppb))
     assert redundancy_ratio(ds, fanouts=[2], batch_size=64, partitions=parts)["parts_per_batch"] == ppb
-    plan = loader._partitioned.plan(0)
+    plan = loader._setup.partitioned.plan(0)
     assert len({b.macro for b in plan}) > 1 and len(_collect(loader)) == len(plan)
     assert loader.stats()["neighbor_lists"]["macro_loads"] == len({b.macro for b in plan})  # interleaved, read once
 

@@ -8,7 +8,7 @@ import time
 import pytest
 from conftest import run
 
-from outre_async.loader._cpu_meter import CpuMeter, metered, thread_cpu_call
+from outre_async.aio._cpu_meter import CpuMeter, metered, thread_cpu_call
 
 
 def spin(seconds: float) -> None:

@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from outre_async import ConfigError, PipelineClosed
-from outre_async.loader._channel import Channel, EndOfChannel
-from outre_async.loader._reorder import ReorderBuffer
+from outre_async.aio._channel import Channel, EndOfChannel
+from outre_async.aio._reorder import ReorderBuffer
 
 
 def test_capacity_must_be_positive() -> None:

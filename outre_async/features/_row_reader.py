@@ -23,8 +23,8 @@ from collections.abc import Awaitable, Callable, Sequence
 import numpy as np
 
 from .._errors import PipelineClosed
-from ..features._source import FeatureSource
-from ._loop_thread import LoopThread
+from ..aio._loop_thread import LoopThread
+from ._source import FeatureSource
 
 
 class RowReader:

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import _cli_checks as checks
-from ._units import format_bytes
+from .. import _cli_checks as checks
+from .._units import format_bytes
 
 Say = Callable[[str], None]
 
@@ -36,13 +36,13 @@ def add_arguments(p: argparse.ArgumentParser, parse_fanouts: Callable[[str], Any
 
 
 def run(args: argparse.Namespace, *, progress: bool, say: Say) -> dict[str, Any]:
-    from ._errors import ConfigError
-    from .cache import HistoryConfig
-    from .loader import profile
+    from .._errors import ConfigError
+    from ..cache._history_config import history_for
+    from ._api import profile
 
     if (args.staleness is None) != (args.hidden is None):
         raise ConfigError("--staleness and --hidden go together (the history's staleness and row width)")
-    history = None if args.staleness is None else HistoryConfig(staleness=args.staleness, dim=args.hidden)
+    history = None if args.staleness is None else history_for(args.staleness, args.hidden)
     split: str | float = args.split
     if split not in ("auto", "outre"):
         try:

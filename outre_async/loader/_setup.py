@@ -1,0 +1,140 @@
+"""The facts a loader resolves from its validated config before it allocates anything: one
+:class:`LoaderSetup`, built by :func:`loader_setup`.
+
+``OutreLoader`` builds it first, and ``oa.profile`` builds the very same one (no loader, no private
+members read), so the seeds, the rank's place, the (partition) plan, the probed rows per batch and
+the byte sizes a profile is measured on are exactly those the loader later runs with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .._errors import ConfigError
+from ..features import FeatureSource
+from ..sampling._plan import SeedIndex, max_edges_per_batch, max_rows_per_batch, plan_epoch, seed_ids
+from ..store._dataset import Dataset
+from ._batch import PlanItem
+from ._batch_rows import expected_batch_rows
+from ._budget import MemoryPlan, Sizes, plan_memory
+from ._config import LoaderConfig
+from ._pyg_names import given_options, resolve_aliases
+from ._ranks import RankPlace, resolve_place
+
+if TYPE_CHECKING:
+    from ._partition_mode import PartitionBatching
+
+_SOURCE_KNOBS = ("backend", "max_in_flight", "source_options")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LoaderSetup:
+    """What a validated config resolves to on one dataset (nothing opened, nothing allocated)."""
+
+    dataset: Dataset
+    config: LoaderConfig                  # as validated (before a profile's plan is applied)
+    split: Any                            # as given: a split name, node ids or a mask
+    seeds: np.ndarray                     # the split's node ids (``seed_ids``)
+    seed_index: SeedIndex                 # node id -> position in ``seeds`` (batch.input_id)
+    place: RankPlace                      # rank, world size, ranks on this host
+    partitioned: PartitionBatching | None  # partition mode's batching (None: plain seeds)
+    first_plan: Sequence[PlanItem]        # epoch 0's plan for this rank
+    sizes: Sizes                          # what the memory plan needs: rows, bytes, probed rows per batch
+    source: FeatureSource | None          # a source the caller opened (the loader never closes it)
+    source_kind: str                      # "injected", "memory" or "disk"
+
+    def plan(self, epoch: int) -> Sequence[PlanItem]:
+        """The batches of ``epoch`` for this rank: micro-batches of macro batches in partition mode
+        (OUTRE §4.2), else the seeds shuffled by ``seed`` and the epoch (made afresh each call)."""
+        return _plan(self.config, self.seeds, self.place, self.partitioned, epoch)
+
+    def memory_plan(self, cfg: LoaderConfig, extra: dict[str, int] | None = None) -> MemoryPlan:
+        """The memory plan of ``cfg`` (this setup's config, or it with a profile's plan applied) on
+        these sizes; ``memory_budget`` is the host's when ``local_world_size`` is given: this rank's share."""
+        if self.place.local_world_size is not None:
+            cfg = replace(cfg, memory_budget=self.place.budget_share(cfg.budget_bytes))
+        return plan_memory(cfg, self.sizes, source=self.source_kind, extra=extra or None)
+
+
+def loader_config(config: LoaderConfig | None, values: dict[str, Any]) -> tuple[Any, LoaderConfig]:
+    """``(split, config)`` from the loader's keywords (``values``: every LoaderConfig knob, ``split``
+    and PyG's names): ``config=`` as given, or one made from the knobs that differ from their defaults."""
+    given = given_options(values)
+    split, given = resolve_aliases(given, split=values.get("split"), input_nodes=values.get("input_nodes"),
+                                   num_neighbors=values.get("num_neighbors"), num_workers=values.get("num_workers"),
+                                   pin_memory=values.get("pin_memory", False))
+    return split, _config(config, given)
+
+
+def loader_setup(dataset: Dataset, config: LoaderConfig, split: Any, source: FeatureSource | None) -> LoaderSetup:
+    """Resolve ``config`` on ``dataset``: check the source and the seeds against the ranks, build
+    the partition batching and the first plan, probe the rows a batch needs."""
+    if dataset.feature_dim == 0:
+        raise ConfigError(f"dataset {dataset.path} has no features; the loader needs them")
+    source = _check_source(source, config, dataset)
+    seeds = seed_ids(dataset, split)
+    seed_index = SeedIndex(seeds)
+    place = resolve_place(config)
+    if 0 < len(seeds) < place.world_size:
+        raise ConfigError(f"split has {len(seeds)} seeds for {place.world_size} ranks; every rank "
+                          "needs at least one: use fewer ranks or a larger split")
+    max_rows = max_rows_per_batch(config.batch_size, config.fanouts, dataset.num_nodes)
+    partitioned = _partition_batching(dataset, config, seeds, place)
+    first_plan = _plan(config, seeds, place, partitioned, 0)
+    batch_rows = expected_batch_rows(dataset, config.fanouts, first_plan, seed=config.seed, max_rows=max_rows)
+    sizes = Sizes(num_nodes=dataset.num_nodes, dim=dataset.feature_dim,
+                  row_bytes=dataset.feature_dim * dataset.feature_dtype.itemsize, stride=dataset.row_layout.stride,
+                  max_rows=max_rows, max_edges=max_edges_per_batch(config.batch_size, config.fanouts, dataset.num_edges),
+                  batch_rows=batch_rows)
+    kind = "injected" if source is not None else "memory" if config.backend == "memory" else "disk"
+    return LoaderSetup(dataset=dataset, config=config, split=split, seeds=seeds, seed_index=seed_index, place=place,
+                       partitioned=partitioned, first_plan=first_plan, sizes=sizes, source=source, source_kind=kind)
+
+
+def _plan(cfg: LoaderConfig, seeds: np.ndarray, place: RankPlace, partitioned: PartitionBatching | None,
+          epoch: int) -> Sequence[PlanItem]:
+    if partitioned is not None:  # micro-batches of macro batches (OUTRE §4.2)
+        return partitioned.plan(epoch)
+    return plan_epoch(seeds, cfg.batch_size, shuffle=cfg.shuffle, seed=cfg.seed, epoch=epoch,
+                      drop_last=cfg.drop_last, rank=place.rank, world_size=place.world_size)
+
+
+def _partition_batching(ds: Dataset, cfg: LoaderConfig, seeds: np.ndarray, place: RankPlace) -> PartitionBatching | None:
+    if cfg.partitions is None:
+        return None
+    from ._partition_mode import PartitionBatching
+
+    return PartitionBatching.of_config(ds, cfg, seeds, rank=place.rank, world_size=place.world_size)
+
+
+def _config(config: LoaderConfig | None, given: dict[str, Any]) -> LoaderConfig:
+    """The loader's one config: ``config=`` as given, or one made from the keywords."""
+    if config is not None:
+        if given:
+            raise ConfigError(f"pass either config=LoaderConfig(...) or option keywords, not both "
+                              f"(got config and {sorted(given)})")
+        return config
+    missing = [k for k in ("fanouts", "batch_size") if k not in given]
+    if missing:
+        raise ConfigError(f"OutreLoader needs {' and '.join(missing)} (or config=LoaderConfig(...))")
+    return LoaderConfig(**given)
+
+
+def _check_source(source: FeatureSource | None, cfg: LoaderConfig, ds: Dataset) -> FeatureSource | None:
+    """An injected source must serve this dataset's rows; the knobs that open a source do not apply."""
+    if source is None:
+        return None
+    if not isinstance(source, FeatureSource):
+        raise ConfigError(f"source must be a FeatureSource, got {type(source).__name__}")
+    if (source.num_rows, source.dim) != (ds.num_nodes, ds.feature_dim):
+        raise ConfigError(f"source has {source.num_rows} rows of dim {source.dim}, dataset {ds.path} has "
+                          f"{ds.num_nodes} rows of dim {ds.feature_dim}; pass a source over this dataset")
+    defaults = LoaderConfig(fanouts=cfg.fanouts, batch_size=cfg.batch_size)
+    clash = [k for k in _SOURCE_KNOBS if getattr(cfg, k) != getattr(defaults, k)]
+    if clash:
+        raise ConfigError(f"{clash} configure the source the loader opens; with source= they do not apply")
+    return source
