@@ -129,7 +129,8 @@ def run_profile(ds: Any, cfg: LoaderConfig, seeds: np.ndarray, partitioned: Any,
             "counts": {"batches": counts.batches, "epoch_batches": counts.epoch_batches, "candidates": len(counts.cand),
                        "accesses": counts.accesses},
             "seconds": {"presample": sampled - started, "costs": measured - sampled, "solve": done - measured,
-                        "total": done - started}}
+                        "total": done - started},
+            "io": probe_record(cfg, ds.row_layout.stride)}
     arrays = {"static_rows": choice.features, "history_nodes": np.sort(choice.history),
               "neighbor_nodes": choice.neighbors, "row_hot": counts.row_hot, "list_hot": counts.list_hot}
     path = write_profile(ds, name, meta, arrays) if name is not None else profile_path(ds, "unsaved")
