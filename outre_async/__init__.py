@@ -17,6 +17,7 @@ from ._errors import (
     DatasetExistsError,
     DatasetNotFoundError,
     DatasetReadError,
+    DirectIOUnsupported,
     DistributedError,
     ExtractorError,
     FormatVersionError,
@@ -34,6 +35,7 @@ from ._errors import (
     PartitionNotFoundError,
     PartitionReadError,
     PipelineClosed,
+    ProbeError,
     ProfileCorruptError,
     ProfileError,
     ProfileMismatchError,
@@ -87,6 +89,9 @@ _LAZY = {
     "FeatureSource": ".features",
     "open_source": ".features",
     "detect_io_uring": ".features",
+    "DiskProbe": ".features",
+    "probe_disk": ".features",
+    "cached_probe": ".features",
 }
 
 __all__ = [
@@ -98,6 +103,7 @@ __all__ = [
     "DatasetNotFoundError",
     "DatasetReadError",
     "DatasetWriter",
+    "DirectIOUnsupported",
     "DistributedError",
     "ExtractorError",
     "FormatVersionError",
@@ -115,6 +121,7 @@ __all__ = [
     "PartitionNotFoundError",
     "PartitionReadError",
     "PipelineClosed",
+    "ProbeError",
     "ProfileCorruptError",
     "ProfileError",
     "ProfileMismatchError",
