@@ -14,8 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..features._disk_probe import DEPTHS, in_flight_for, probe_disk
 from .._errors import DirectIOUnsupported
+from ..features._disk_probe import DEPTHS, in_flight_for, probe_disk
 
 
 def probe_random_reads(path: Path, block: int, *, seconds: float = 4.0) -> dict[str, Any]:
