@@ -4,6 +4,7 @@ Little's law, and a profile recording that depth for ``profile=`` to apply."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -105,3 +106,24 @@ def test_a_profile_records_the_probes_depth_and_profile_applies_it(ds: oa.Datase
         loader.close()
     assert s["io"]["max_in_flight"] == 32 and s["profile"]["io"]["max_in_flight"] == 32
     assert s["epoch_io"]["probe_iops_at_depth"] == 60e3 and s["epoch_io"]["probe_direct"] is False
+
+
+@NEEDS_URING
+def test_outre_profile_records_the_cached_probe(ds: oa.Dataset, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from outre_async.cli import main
+    from outre_async.features import cached_probe
+
+    cache = tmp_path / "probe-cache"
+    probe, _ = cached_probe(ds.features_path, cache, seconds=0.01)  # the default grid, quickly
+    argv = ["profile", str(ds.path), "--fanouts", "5,5", "--batch-size", "128", "--memory-budget", "64MiB",
+            "--backend", "io_uring", "--name", "cliprobe", "--batches", "2", "--probe-cache-dir", str(cache),
+            "--no-progress"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "disk probe: cached" in out and f"reads in flight: {in_flight_for(probe, 4096)}" in out
+    meta = json.loads((ds.path / "profile" / "cliprobe" / "meta.json").read_text())
+    assert meta["io"]["max_in_flight"] == in_flight_for(probe, 4096)
+    assert meta["io"]["measured_at"] == probe.measured_at  # the cached probe, not a new one
+    assert main([*argv[:-3], "--no-probe", "--name", "cliplain", "--no-progress"]) == 0
+    assert json.loads((ds.path / "profile" / "cliplain" / "meta.json").read_text())["io"] is None
