@@ -103,22 +103,26 @@ def run(args: argparse.Namespace, *, say: Say) -> dict[str, Any]:
 
 def probe_for_loader(features: Path, cache_dir: Path, say: Say) -> Any:
     """The default grid on ``features`` (cached per device), as ``outre profile`` records it for the
-    loader; O_DIRECT refused: buffered reads, said."""
+    loader; where O_DIRECT is refused, buffered reads, said."""
     from ._errors import DirectIOUnsupported
+
+    try:
+        return _cached_for_loader(features, cache_dir, True, say)
+    except DirectIOUnsupported as exc:
+        say(f"O_DIRECT refused, probing buffered reads (the page cache may answer): {exc}")
+        return _cached_for_loader(features, cache_dir, False, say)
+
+
+def _cached_for_loader(features: Path, cache_dir: Path, direct: bool, say: Say) -> Any:
     from .features._disk_probe import cached_probe, read_cached
 
-    for direct in (True, False):
-        try:
-            if read_cached(features, cache_dir, direct=direct) is None:
-                say(f"probing the disk under {features} (about 10 s, cached in {cache_dir}) ...")
-            probe, cached = cached_probe(features, cache_dir, direct=direct)
-            if cached:
-                say(f"disk probe: cached, measured {_age(probe.age())} ago ({probe.device['source']}; "
-                    "outre probe --refresh measures again)")
-            return probe
-        except DirectIOUnsupported as exc:
-            say(f"O_DIRECT refused, probing buffered reads (the page cache may answer): {exc}")
-    raise AssertionError("unreachable: the buffered probe raises no DirectIOUnsupported")
+    if read_cached(features, cache_dir, direct=direct) is None:
+        say(f"probing the disk under {features} (about 10 s, cached in {cache_dir}) ...")
+    probe, cached = cached_probe(features, cache_dir, direct=direct)
+    if cached:
+        say(f"disk probe: cached, measured {_age(probe.age())} ago ({probe.device['source']}; "
+            "outre probe --refresh measures again)")
+    return probe
 
 
 def _probe(args: argparse.Namespace, target: Path, kind: str, cache_dir: Path, say: Say) -> tuple[Any, bool, str | None]:

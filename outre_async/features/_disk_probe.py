@@ -52,6 +52,8 @@ SCRATCH_BYTES = 1 << 30
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ProbeCell:
+    """One cell of the grid: ``reads`` of ``size`` bytes with ``depth`` in flight over ``seconds``."""
+
     depth: int
     size: int
     iops: float
@@ -73,7 +75,7 @@ class DiskProbe:
     cells: tuple[ProbeCell, ...]
     tool: str = "io_uring"
     note: str = ""
-    _index: dict[tuple[int, int], ProbeCell] = field(default_factory=dict, repr=False, compare=False)
+    _index: dict[tuple[int, int], ProbeCell] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._index.update({(c.depth, c.size): c for c in self.cells})
