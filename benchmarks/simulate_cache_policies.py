@@ -7,10 +7,11 @@
 One epoch of ``OutreLoader`` (the public API, with the options given: ``--partitions`` gives
 outre-part's batches) is iterated and each batch's ``n_id`` collected in delivery order, each batch's
 rows once (the order within a batch kept).  Over that exact sequence ``outre_async.plan._policy_kernels``
-counts the rows a cache of C rows reads under LRU, static top-C by frequency (the C rows preloaded,
-counted) and Belady's MIN (optimal: evict the row whose next use is furthest; O(n log n), checked
-against brute force in ``tests/plan/test_cache_policies.py``).  C is each ``--cache-rows`` value and
-the loader's own feature-buffer rows, so the table also says how far the loader's buffer (its
+counts the rows a cache of C rows reads under LRU, static top-C by frequency (the C rows preloaded:
+``static_top_c`` counts them, ``static_top_c_after_preload`` does not) and Belady's MIN (optimal:
+evict the row whose next use is furthest; O(n log n), checked against brute force in
+``tests/plan/test_cache_policies.py``).  C is each ``--cache-rows`` value and the loader's own
+feature-buffer rows, so the table also says how far the loader's buffer (its
 ``stats()["epoch_io"]["rows_from_disk"]`` for the same epoch; with ``--backend memory`` nothing is
 read) is from MIN at its size.  Writes JSON; prints a table.  Nothing here is asserted in CI.
 """
@@ -38,6 +39,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--memory-budget", help="the loader's budget (sizes its feature buffer)")
     p.add_argument("--backend", default="memory", help="memory (default: no disk reads) or auto/io_uring/pread")
     p.add_argument("--ordered", action="store_true", help="plan order instead of completion order")
+    p.add_argument("--probe-cache-dir", help="pass the device's cached probe as disk_probe= (measured if absent): "
+                                              "reads in flight by Little's law, epoch_io against the probe")
     p.add_argument("--cache-rows", default="100000,220000,300000", help="cache sizes C, in rows")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--epoch", type=int, default=0)
@@ -52,6 +55,10 @@ def epoch_sequence(args: argparse.Namespace) -> tuple[np.ndarray, dict[str, Any]
     opts: dict[str, Any] = {"backend": args.backend, "seed": args.seed, "ordered": args.ordered}
     if args.memory_budget:
         opts["memory_budget"] = args.memory_budget
+    if args.probe_cache_dir:
+        from outre_async.features import cached_probe
+
+        opts["disk_probe"], _ = cached_probe(oa.open_dataset(args.dataset).features_path, args.probe_cache_dir)
     if args.partitions:
         opts |= {"partitions": args.partitions, "parts_per_batch": args.parts_per_batch,
                  "neighbor_cache": oa._units.parse_bytes(args.neighbor_cache) if args.neighbor_cache != "0" else 0}
@@ -88,7 +95,9 @@ def simulate(seq: np.ndarray, sizes: list[int]) -> list[dict[str, Any]]:
         t1 = time.perf_counter()
         mn = int(reads_min(dense, rows, c))
         t2 = time.perf_counter()
-        out.append({"cache_rows": c, "lru": lru, "static_top_c": reads_static(dense, rows, c), "belady_min": mn,
+        static = reads_static(dense, rows, c)
+        out.append({"cache_rows": c, "lru": lru, "static_top_c": static, "static_preload": min(c, rows),
+                    "static_top_c_after_preload": static - min(c, rows), "belady_min": mn,
                     "lru_seconds": round(t1 - t0, 3), "min_seconds": round(t2 - t1, 3)})
     return out
 
@@ -101,11 +110,12 @@ def main(argv: list[str] | None = None) -> None:
     unique = int(len(np.unique(seq)))
     print(f"{loader['batches']} batches, {len(seq):,} rows gathered (each batch's once), {unique:,} unique; "
           f"loader buffer {loader['buffer_rows']:,} rows ({loader['backend']}), epoch {loader['seconds']:.1f} s")
-    print("| C (rows) | LRU | static top-C by frequency | Belady MIN (optimal) |")
+    print("| C (rows) | LRU | static top-C by frequency (+ its C preloaded) | Belady MIN (optimal) |")
     print("|---|---|---|---|")
     for r in table:
         mark = " (loader's buffer)" if r["cache_rows"] == loader["buffer_rows"] else ""
-        print(f"| {r['cache_rows']:,}{mark} | {r['lru']:,} | {r['static_top_c']:,} | {r['belady_min']:,} |")
+        print(f"| {r['cache_rows']:,}{mark} | {r['lru']:,} | {r['static_top_c_after_preload']:,} "
+              f"(+ {r['static_preload']:,}) | {r['belady_min']:,} |")
     io = loader.get("epoch_io") or {}
     if io.get("ios"):
         at = next(r for r in table if r["cache_rows"] == loader["buffer_rows"])
