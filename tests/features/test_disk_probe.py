@@ -10,6 +10,7 @@ import errno
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -156,14 +157,20 @@ def test_a_file_smaller_than_the_largest_read_is_refused(tmp_path: Path) -> None
         probe_disk(_file(tmp_path / "small.bin", 8192), depths=(1,), sizes=(1 << 20,), seconds=0.02)
 
 
-def test_plot_without_matplotlib_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        rc = cli.main(["probe", str(_file(tmp_path / "x.bin")), "--plot", str(tmp_path / "p.png")])
-        assert rc == 2 and "--plot needs matplotlib" in capsys.readouterr().err
-    else:
-        pytest.skip("matplotlib is installed")
+def test_plot_without_matplotlib_is_a_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+    rc = cli.main(["probe", str(_file(tmp_path / "x.bin")), "--plot", str(tmp_path / "p.png")])
+    assert rc == 2 and "--plot needs matplotlib" in capsys.readouterr().err
+    assert not (tmp_path / "p.png").exists()
+
+
+def test_plot_is_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("matplotlib")
+    rc = cli.main(["probe", str(_file(tmp_path / "x.bin")), "--seconds", "0.02", "--depths", "1,4", "--sizes", "4k",
+                   "--cache-dir", str(tmp_path / "c"), "--plot", str(tmp_path / "p.png")])
+    assert rc == 0, capsys.readouterr().err
+    assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 # -- Little's law ------------------------------------------------------------------------------------
