@@ -35,6 +35,7 @@ from ._errors import (
     DatasetExistsError,
     DatasetNotFoundError,
     DatasetReadError,
+    DirectIOUnsupported,
     DistributedError,
     ExtractorError,
     FormatVersionError,
@@ -52,6 +53,7 @@ from ._errors import (
     PartitionNotFoundError,
     PartitionReadError,
     PipelineClosed,
+    ProbeError,
     ProfileCorruptError,
     ProfileError,
     ProfileMismatchError,
@@ -126,6 +128,9 @@ _LAZY = {
     "FeatureSource": ".features",
     "open_source": ".features",
     "detect_io_uring": ".features",
+    "DiskProbe": ".features",
+    "probe_disk": ".features",
+    "cached_probe": ".features",
 }
 
 __all__ = [
@@ -137,6 +142,7 @@ __all__ = [
     "DatasetNotFoundError",
     "DatasetReadError",
     "DatasetWriter",
+    "DirectIOUnsupported",
     "DistributedError",
     "ExtractorError",
     "FormatVersionError",
@@ -154,6 +160,7 @@ __all__ = [
     "PartitionNotFoundError",
     "PartitionReadError",
     "PipelineClosed",
+    "ProbeError",
     "ProfileCorruptError",
     "ProfileError",
     "ProfileMismatchError",

@@ -23,6 +23,8 @@
     ├── InvalidGraphError (ValueError) graph data handed to a writer/importer breaks an invariant
     ├── InputFormatError               an input file cannot be parsed (carries path and line)
     ├── ExtractorError                 a feature read failed (carries path and byte offset)
+    ├── ProbeError                     the disk probe cannot measure the path given (too small, a read failed)
+    │   └── DirectIOUnsupported        the file system refuses O_DIRECT (tmpfs): probe buffered reads instead
     ├── HistoryError                   the history hook was misused (not called, wrong width, twice)
     ├── DistributedError               another rank failed or a collective timed out (data-parallel run)
     ├── NotSupportedError              a PyG feature outre-async does not offer yet (hetero, link prediction)
@@ -43,6 +45,7 @@ __all__ = [
     "DatasetExistsError",
     "DatasetNotFoundError",
     "DatasetReadError",
+    "DirectIOUnsupported",
     "DistributedError",
     "ExtractorError",
     "FormatVersionError",
@@ -60,6 +63,7 @@ __all__ = [
     "PartitionNotFoundError",
     "PartitionReadError",
     "PipelineClosed",
+    "ProbeError",
     "ProfileCorruptError",
     "ProfileError",
     "ProfileMismatchError",
@@ -182,6 +186,16 @@ class ExtractorError(OutreError):
         self.path = Path(path)
         self.offset = offset
         self.errno = errno
+
+
+class ProbeError(OutreError):
+    """The disk probe cannot measure the path given: a file smaller than the largest read, a folder
+    without room for a scratch file, a read that failed (the message says which and what to do)."""
+
+
+class DirectIOUnsupported(ProbeError):
+    """The file system refuses ``O_DIRECT`` reads (tmpfs, some overlays): what the probe would measure
+    is the page cache, not the device.  Probe again with ``direct=False`` and say so, as the CLI does."""
 
 
 class HistoryError(OutreError):

@@ -427,6 +427,21 @@ def _cmd_profile(args: argparse.Namespace) -> dict[str, Any]:
     return run(args, progress=_progress(args), say=lambda text: _say(args, text))
 
 
+# -- probe (implementation in outre_async._probe_cli) ----------------------------------------------
+
+
+def _args_probe(p: argparse.ArgumentParser) -> None:
+    from ._probe_cli import add_arguments
+
+    add_arguments(p)
+
+
+def _cmd_probe(args: argparse.Namespace) -> dict[str, Any]:
+    from ._probe_cli import run
+
+    return run(args, say=lambda text: _say(args, text))
+
+
 _VERBS: dict[str, tuple[Handler, str]] = {
     "generate": (_cmd_generate, "generate a synthetic graph with planted communities into a dataset"),
     "convert": (_cmd_convert, "import a graph (OGB raw folder, .npz, PyG .pt, edge list) into a dataset"),
@@ -439,11 +454,13 @@ _VERBS: dict[str, tuple[Handler, str]] = {
     "bench": (_cmd_bench, "run systems side by side under a memory cap against the physical limit"),
     "clean": (_cmd_clean, "remove the temporary folders that killed outre writers left in a folder"),
     "profile": (_cmd_profile, "pre-sample a loader setup, measure miss costs, split its memory budget"),
+    "probe": (_cmd_probe, "measure the disk's random reads by queue depth and read size (O_DIRECT, cached)"),
 }
 _ARGS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "generate": _args_generate, "convert": _args_convert, "info": _args_info, "quickstart": _args_quickstart,
     "partition": _args_partition, "reorder": _args_reorder, "stats": _args_stats,
     "bench": _args_bench, "clean": _args_clean, "train": _args_train, "profile": _args_profile,
+    "probe": _args_probe,
 }
 
 if __name__ == "__main__":  # pragma: no cover

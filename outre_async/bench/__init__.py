@@ -14,7 +14,7 @@ Layout (one concern per module):
     _run_in_child    page-cache eviction, the cgroup, the child process and its outcome
     _cgroup          memory caps (cgroup v1 and v2)
     _measure         /proc/<pid>/io, /proc/diskstats, peak RSS, machine facts
-    _probe           the disk's random-read rate (fio, or an O_DIRECT Python probe)
+    _probe           the disk's random-read rate (outre probe's io_uring probe at the row's read size)
     _runner          the suite: datasets, interleaved repeats, the result
     _summary         medians, spread, speedups, limit, efficiency
     _schema          the result's shape, validated before writing

@@ -1,71 +1,37 @@
 """The disk's random-read rate, measured once at the start of a suite on the dataset's feature file.
 
-``fio --rw=randread --direct=1 --ioengine=io_uring`` at the block size of one feature row and a
-queue depth like the loader's, read-only, for a few seconds.  Without fio, a Python probe does the
-same with O_DIRECT ``preadv`` from a pool of threads (one read in flight per thread); it is recorded
-as such, since it can underestimate a fast NVMe device.
+The same probe as ``outre probe`` (:mod:`outre_async.features._disk_probe`: one io_uring driven from
+numba, O_DIRECT, read-only), restricted to one read size, the feature row's span rounded up to 4 KiB
+(the smallest read every O_DIRECT file system accepts), at every queue depth of the default grid.
+The suite's ``iops`` is the best depth's rate: the device's limit for the rows a run must read,
+which is what the summary's I/O-bound term divides by.  Measured afresh for every suite (not
+cached: the suite records the disk as it was during its runs).  A file system without O_DIRECT gets
+buffered reads, recorded as ``"direct": false`` with the reason.
 """
 
 from __future__ import annotations
 
-import json
-import mmap
-import os
-import random
-import shutil
-import subprocess
-import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-
-def probe_random_reads(path: Path, block: int, *, seconds: float = 4.0, depth: int = 64) -> dict[str, Any]:
-    """Random ``block``-byte reads per second on ``path``: ``{"tool", "iops", "bytes_per_s", ...}``."""
-    fio = shutil.which("fio")
-    if fio is not None:
-        try:
-            return _fio(fio, path, block, seconds, depth)
-        except (subprocess.SubprocessError, OSError, ValueError, KeyError) as exc:
-            fallback = _python_probe(path, block, seconds, min(depth, 32))
-            return {**fallback, "fio_error": str(exc)[:300]}
-    return _python_probe(path, block, seconds, min(depth, 32))
+from .._errors import DirectIOUnsupported
+from ..features._disk_probe import DEPTHS, in_flight_for, probe_disk
 
 
-def _fio(fio: str, path: Path, block: int, seconds: float, depth: int) -> dict[str, Any]:
-    cmd = [fio, "--name=outre-probe", f"--filename={path}", "--rw=randread", f"--bs={block}", "--direct=1",
-           "--ioengine=io_uring", f"--iodepth={depth}", f"--runtime={max(int(seconds), 1)}", "--time_based",
-           "--readonly", "--output-format=json", "--randrepeat=0"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60, check=True)
-    read = json.loads(done.stdout)["jobs"][0]["read"]
-    return {"tool": "fio", "command": " ".join(cmd), "block_bytes": block, "depth": depth,
-            "seconds": seconds, "iops": float(read["iops"]), "bytes_per_s": float(read["bw_bytes"])}
-
-
-def _python_probe(path: Path, block: int, seconds: float, threads: int) -> dict[str, Any]:
-    size = path.stat().st_size
-    align = 4096
-    span = -(-block // align) * align
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECT", 0))
-    deadline = time.perf_counter() + seconds
-
-    def worker(k: int) -> int:
-        buf = mmap.mmap(-1, span)  # page-aligned, as O_DIRECT needs
-        rng = random.Random(k)
-        count = 0
-        while time.perf_counter() < deadline:
-            offset = rng.randrange(0, max(size - span, 1)) // align * align
-            os.preadv(fd, [buf], offset)
-            count += 1
-        buf.close()
-        return count
-
+def probe_random_reads(path: Path, block: int, *, seconds: float = 4.0) -> dict[str, Any]:
+    """Random ``block``-byte reads per second on ``path``: ``{"tool", "iops", "bytes_per_s", ...}``
+    (``seconds`` is the whole probe, shared by the depths)."""
+    size = max(4096, -(-block // 4096) * 4096)
+    per_depth = seconds / len(DEPTHS)
+    fallback = None
     try:
-        start = time.perf_counter()
-        with ThreadPoolExecutor(threads) as pool:
-            reads = sum(pool.map(worker, range(threads)))
-        elapsed = time.perf_counter() - start
-    finally:
-        os.close(fd)
-    return {"tool": "python-odirect", "block_bytes": span, "depth": threads, "seconds": elapsed,
-            "iops": reads / elapsed, "bytes_per_s": reads * span / elapsed}
+        probe = probe_disk(path, depths=DEPTHS, sizes=(size,), seconds=per_depth)
+    except DirectIOUnsupported as exc:
+        fallback = str(exc)
+        probe = probe_disk(path, depths=DEPTHS, sizes=(size,), seconds=per_depth, direct=False)
+    cells = [c for c in probe.cells if c.size == size]
+    best = max(cells, key=lambda c: c.iops)
+    return {"tool": "outre-probe io_uring", "block_bytes": size, "depth": best.depth,
+            "seconds": sum(c.seconds for c in cells), "iops": best.iops, "bytes_per_s": best.bytes_per_s,
+            "direct": probe.direct, "fallback": fallback, "in_flight": in_flight_for(probe, size),
+            "iops_by_depth": {str(c.depth): round(c.iops, 1) for c in cells}, "device": probe.device}

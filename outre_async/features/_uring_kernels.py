@@ -56,6 +56,7 @@ def clib() -> ctypes.CDLL:
         "io_uring_get_sqe": (p, [p]), "io_uring_prep_read": (None, [p, i, p, u, ctypes.c_uint64]),
         "io_uring_prep_readv": (None, [p, i, p, u, ctypes.c_uint64]),
         "io_uring_sqe_set_data64": (None, [p, ctypes.c_uint64]), "io_uring_submit": (i, [p]),
+        "io_uring_submit_and_wait": (i, [p, u]),
         "io_uring_peek_batch_cqe": (u, [p, p, u]), "io_uring_cq_advance": (None, [p, u]),
     }
     for name, (res, args) in protos.items():
@@ -76,6 +77,7 @@ _prep_read: Any
 _set_data64: Any
 _prep_readv: Any
 _submit: Any
+_submit_and_wait: Any
 _peek_batch: Any
 _cq_advance: Any
 _load_u64: Any
@@ -86,6 +88,7 @@ if config.DISABLE_JIT:  # type: ignore[attr-defined]  # pragma: no cover - the n
     _get_sqe, _prep_read = _lib.io_uring_get_sqe, _lib.io_uring_prep_read
     _prep_readv = _lib.io_uring_prep_readv
     _set_data64, _submit = _lib.io_uring_sqe_set_data64, _lib.io_uring_submit
+    _submit_and_wait = _lib.io_uring_submit_and_wait
     _peek_batch, _cq_advance = _lib.io_uring_peek_batch_cqe, _lib.io_uring_cq_advance
 
     def _load_u64(addr: int) -> int:
@@ -105,6 +108,7 @@ else:
         "io_uring_prep_readv", types.void(_ptr, types.int32, _ptr, types.uint32, types.uint64))
     _set_data64 = types.ExternalFunction("io_uring_sqe_set_data64", types.void(_ptr, types.uint64))
     _submit = types.ExternalFunction("io_uring_submit", types.int32(_ptr))
+    _submit_and_wait = types.ExternalFunction("io_uring_submit_and_wait", types.int32(_ptr, types.uint32))
     _peek_batch = types.ExternalFunction("io_uring_peek_batch_cqe", types.uint32(_ptr, _ptr, types.uint32))
     _cq_advance = types.ExternalFunction("io_uring_cq_advance", types.void(_ptr, types.uint32))
 

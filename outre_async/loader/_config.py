@@ -16,6 +16,7 @@ from .._errors import ConfigError
 from .._units import parse_bytes
 from ..cache._history_config import HistoryConfig
 from ..features import BACKENDS
+from ..features._disk_probe import DiskProbe
 from ..sampling._plan import check_rank
 from ..sampling._sampler import check_fanouts
 
@@ -42,7 +43,8 @@ class LoaderConfig:
     buffer_rows: int | None = None    # None: from memory_budget, else (num_extractors + 1) × probed rows per batch
     memory_budget: int | str | None = None  # bytes for the feature buffer; None: buffer_rows' default
     backend: str = "auto"
-    max_in_flight: int | None = None  # None: the I/O backend's default (io_uring 256, pread 32)
+    max_in_flight: int | None = None  # None: from disk_probe (io_uring), else the backend's default (io_uring 256, pread 32)
+    disk_probe: DiskProbe | None = None  # the features' device (`outre probe`); never measured by the loader
     device: str = "cpu"
     source_options: dict[str, Any] = field(default_factory=dict)
     partitions: str | None = None  # partitions/<name>/ of the dataset: partition-based batches (OUTRE §4.2)
@@ -73,6 +75,9 @@ class LoaderConfig:
         _check_ranks(self.rank, self.world_size, self.local_world_size)
         if self.profile is not None:
             _check_profile(self)
+        if self.disk_probe is not None and not isinstance(self.disk_probe, DiskProbe):
+            raise ConfigError(f"disk_probe must be a DiskProbe (outre_async.features.cached_probe / probe_disk) "
+                              f"or None, got {type(self.disk_probe).__name__}")
         if self.backend not in BACKENDS:
             raise ConfigError(f"backend={self.backend!r} must be one of {BACKENDS}")
 

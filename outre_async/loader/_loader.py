@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import numbers
 import os
+import time
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import replace
@@ -37,6 +38,7 @@ from ..aio._channel import Channel
 from ..aio._loop_thread import LoopThread
 from ..cache._history_config import HistoryConfig
 from ..features import FeatureSource
+from ..features._disk_probe import DiskProbe
 from ..features._static_cache import StaticFeatureCache
 from ..sampling._plan import num_batches
 from ..store._dataset import Dataset, open_dataset
@@ -44,6 +46,7 @@ from ._batch import ExtractedBatch, OutreBatch, SampledBatch, to_batch
 from ._budget import MemoryPlan, batch_row_bytes
 from ._config import BACKENDS, LoaderConfig
 from ._delivery import Delivery
+from ._epoch_io import IOMark, ProbeRate, epoch_io, probe_rate
 from ._extract_stage import ExtractStage
 from ._history import EpochHistory, build_owner
 from ._out_of_turn import OutOfTurnMemory
@@ -84,7 +87,8 @@ class OutreLoader:
                  num_samplers: int = 2, num_extractors: int = 2, extract_queue: int | None = None,
                  ready_queue: int | None = None, buffer_rows: int | None = None,
                  memory_budget: int | str | None = None, backend: str = "auto", max_in_flight: int | None = None,
-                 device: str = "cpu", source_options: dict[str, Any] | None = None, partitions: str | None = None,
+                 disk_probe: DiskProbe | None = None, device: str = "cpu",
+                 source_options: dict[str, Any] | None = None, partitions: str | None = None,
                  parts_per_batch: int | None = None, interleave: int | None = None,
                  neighbor_cache: int | str = 0, history: HistoryConfig | None = None,
                  rank: int | None = None, world_size: int | None = None, local_world_size: int | None = None,
@@ -110,6 +114,7 @@ class OutreLoader:
         self.config = run_cfg  # set once: what the loader runs with
         self.buffer_rows = self.memory.buffer_rows
         self._epoch = 0
+        self._io_marks: tuple[IOMark, IOMark | None] | None = None  # the latest epoch's start and end (epoch_io)
         self._sample, self._extract, self._delivery = SampleStage(), ExtractStage(), Delivery()
         self._extract.static = self._static
         self._channels = self._new_channels()  # the latest epoch's (what stats()["queues"] reports)
@@ -185,6 +190,8 @@ class OutreLoader:
             raise PipelineClosed("the loader was closed")
         epoch = self._epoch
         self._epoch += 1
+        io_start = IOMark(t=time.perf_counter(), io=res.source.stats())
+        self._io_marks = (io_start, None)
         ordered = self.config.ordered
         history = self._history.epoch(ordered=ordered) if self._history is not None else None
         parts = self._epoch_parts(res, epoch, history)
@@ -206,6 +213,8 @@ class OutreLoader:
             async for batch in batches:
                 yield batch if transform is None else transform(batch)
         finally:
+            if self._io_marks is not None and self._io_marks[0] is io_start:  # not overtaken by a later epoch
+                self._io_marks = (io_start, IOMark(t=time.perf_counter(), io=res.source.stats()))
             res.epochs.discard(batches)
             if history is not None:
                 history.close()
@@ -334,7 +343,35 @@ class OutreLoader:
             out["history"] = self._history.stats()
         if self._applied is not None:
             out["profile"] = profile_stats(self._applied.info, out, self._static)
+        out["epoch_io"] = self._epoch_io(res)
         return out
+
+    def _epoch_io(self, res: Resources | None) -> dict[str, Any]:
+        """The latest epoch's reads (``_epoch_io``): to its end, or to now while it runs."""
+        if self._io_marks is None:
+            return {}
+        start, end = self._io_marks
+        if end is None:
+            if res is None:
+                return {}
+            end = IOMark(t=time.perf_counter(), io=res.source.stats())
+        return epoch_io(start, end, self._probe_rate(end.io.get("max_in_flight")))
+
+    def _probe_rate(self, depth: int | None) -> ProbeRate | None:
+        """The device's rate at the loader's depth: from ``disk_probe``, else from the profile's record."""
+        if not depth:
+            return None
+        stride = self.dataset.row_layout.stride
+        probe = self.config.disk_probe
+        if probe is not None:
+            size = probe.size_for(stride)
+            by_depth = {c.depth: c.iops for c in probe.cells if c.size == size}
+            return probe_rate(by_depth, int(depth), size, probe.direct)
+        io = self._applied.info.get("io") if self._applied is not None else None
+        if io and io.get("iops_by_depth"):
+            by_depth = {int(d): float(r) for d, r in io["iops_by_depth"].items()}
+            return probe_rate(by_depth, int(depth), int(io["read_bytes"]), bool(io["direct"]))
+        return None
 
 
 def _close_bridge(bridge: LoopThread, box: ResourceBox) -> None:

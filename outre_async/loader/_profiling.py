@@ -41,6 +41,7 @@ from ..plan._files import Profile, profile_path, read_profile, write_profile
 from ..sampling._plan import plan_epoch
 from ._budget import MemoryPlan, Sizes, default_pool, plan_memory
 from ._config import LoaderConfig
+from ._resources import io_depth
 from ._setup import LoaderSetup
 
 AUTO = "auto"
@@ -117,7 +118,7 @@ def run_profile(setup: LoaderSetup, cfg: LoaderConfig, *, name: str | None, max_
                           batch_rows=max(1, counts.accesses // max(counts.batches, 1)),
                           num_extractors=cfg.num_extractors, hidden=h.dim if h else ds.feature_dim, seed=cfg.seed,
                           fanouts=list(cfg.fanouts),
-                          source_options={**mem.source_options(), **_io_options(cfg)} if kind == "disk" else None)
+                          source_options={**mem.source_options(), **_io_options(cfg, ds.row_layout.stride)} if kind == "disk" else None)
     measured = time.perf_counter()
     list_bytes = None
     if partitioned is not None:
@@ -138,7 +139,8 @@ def run_profile(setup: LoaderSetup, cfg: LoaderConfig, *, name: str | None, max_
             "counts": {"batches": counts.batches, "epoch_batches": counts.epoch_batches, "candidates": len(counts.cand),
                        "accesses": counts.accesses},
             "seconds": {"presample": sampled - started, "costs": measured - sampled, "solve": done - measured,
-                        "total": done - started}}
+                        "total": done - started},
+            "io": probe_record(cfg, ds.row_layout.stride)}
     arrays = {"static_rows": choice.features, "history_nodes": np.sort(choice.history),
               "neighbor_nodes": choice.neighbors, "row_hot": counts.row_hot, "list_hot": counts.list_hot}
     path = write_profile(ds, name, meta, arrays) if name is not None else profile_path(ds, "unsaved")
@@ -170,19 +172,23 @@ def apply(cfg: LoaderConfig, prof: Profile) -> AppliedPlan:
     history = None
     if cfg.history is not None and cfg.history.enabled and len(hist_nodes):
         history = dataclasses.replace(cfg.history, candidates=hist_nodes, budget=None)
+    io = prof.meta.get("io") or {}
+    depth = cfg.max_in_flight if cfg.max_in_flight is not None else io.get("max_in_flight")
     applied = dataclasses.replace(cfg, profile=None, buffer_rows=int(mem["buffer_rows"]), history=history,
-                                  neighbor_cache=int(split.get("neighbors", 0)) if cfg.partitions else 0)
+                                  neighbor_cache=int(split.get("neighbors", 0)) if cfg.partitions else 0,
+                                  max_in_flight=depth)
     info = {"name": prof.path.name, "path": str(prof.path), "cache_split": prof.meta.get("cache_split"),
             "alpha": prof.meta.get("alpha"), "planned_split": dict(split), "predicted": prof.meta.get("predicted"),
-            "costs": prof.meta.get("costs"), "seconds": prof.meta.get("seconds")}
+            "costs": prof.meta.get("costs"), "seconds": prof.meta.get("seconds"), "io": io or None}
     return AppliedPlan(config=applied, static_rows=prof.arrays["static_rows"],
                        neighbor_nodes=prof.arrays["neighbor_nodes"], info=info)
 
 
-def _io_options(cfg: LoaderConfig) -> dict[str, Any]:
+def _io_options(cfg: LoaderConfig, read_bytes: int) -> dict[str, Any]:
     opts = dict(cfg.source_options)
-    if cfg.max_in_flight is not None:
-        opts["max_in_flight"] = cfg.max_in_flight
+    depth = io_depth(cfg, read_bytes)
+    if depth is not None:
+        opts["max_in_flight"] = depth
     return opts
 
 
@@ -206,3 +212,16 @@ def profile_stats(info: dict[str, Any], out: dict[str, Any], static: Any) -> dic
     }
     return {**info, "realised_split": realised, "hit_rates": hit_rates,
             "static_cache": static.stats() if static is not None else None}
+
+
+def probe_record(cfg: LoaderConfig, read_bytes: int) -> dict[str, Any] | None:
+    """What a profile keeps of ``cfg.disk_probe`` (None without one): the reads in flight Little's law
+    gives (``io_depth``; None for pread), the probe's rate by depth at this read size, its mode and age.
+    ``apply`` sets ``max_in_flight`` from it (unless given); ``stats()["epoch_io"]`` compares with it."""
+    probe = cfg.disk_probe
+    if probe is None:
+        return None
+    size = probe.size_for(read_bytes)
+    return {"max_in_flight": io_depth(cfg, read_bytes), "read_bytes": size, "direct": probe.direct,
+            "iops_by_depth": {str(c.depth): round(c.iops, 1) for c in probe.cells if c.size == size},
+            "device": probe.device, "measured_at": probe.measured_at}

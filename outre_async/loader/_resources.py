@@ -17,7 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..features import FeatureBuffer, FeatureSource, open_source
+from ..features import FeatureBuffer, FeatureSource, detect_io_uring, open_source
+from ..features._disk_probe import in_flight_for
 from ..sampling._sampler import NeighborSampler
 from ..store._dataset import Dataset
 from ._batch import Sampler
@@ -83,9 +84,25 @@ def _open_source(cfg: LoaderConfig, ds: Dataset, staging: dict[str, int]) -> Fea
     """Open the configured backend; a disk source gets the staging sizes of the memory plan unless
     ``source_options`` set them."""
     io_opts = {} if cfg.backend == "memory" else {**staging, **cfg.source_options}
-    if cfg.backend != "memory" and cfg.max_in_flight is not None:
-        io_opts.setdefault("max_in_flight", cfg.max_in_flight)
+    depth = io_depth(cfg, ds.row_layout.stride)
+    if depth is not None:
+        io_opts.setdefault("max_in_flight", depth)
     return open_source(ds, cfg.backend, **io_opts)  # type: ignore[arg-type]  # validated in LoaderConfig
+
+
+def io_depth(cfg: LoaderConfig, read_bytes: int) -> int | None:
+    """Reads in flight for the loader's disk source: ``max_in_flight`` when given; else, for io_uring
+    with a ``disk_probe``, Little's law on the probe (``in_flight_for``: the knee of its rate curve at
+    this read size, x2 for the burst reaping); else None, the backend's default.  pread keeps its
+    default: its depth is a thread count, and threads past 32 cost more CPU than they add."""
+    if cfg.backend == "memory":
+        return None
+    if cfg.max_in_flight is not None:
+        return cfg.max_in_flight
+    probe = cfg.disk_probe
+    if probe is None or cfg.backend == "pread" or (cfg.backend == "auto" and not detect_io_uring()):
+        return None
+    return in_flight_for(probe, read_bytes)
 
 
 @dataclass(slots=True)

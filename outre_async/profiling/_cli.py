@@ -33,6 +33,10 @@ def add_arguments(p: argparse.ArgumentParser, parse_fanouts: Callable[[str], Any
     p.add_argument("--backend", default="auto")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--name", default="default", help="folder under profile/ (default: default)")
+    p.add_argument("--probe", action=argparse.BooleanOptionalAction, default=True,
+                   help="probe the disk (cached per device, as `outre probe`) and record the reads in flight "
+                        "it gives (Little's law) in the profile (default: on; off with --backend memory)")
+    p.add_argument("--probe-cache-dir", type=Path, help="default: $XDG_CACHE_HOME/outre/probe or ~/.cache/outre/probe")
 
 
 def run(args: argparse.Namespace, *, progress: bool, say: Say) -> dict[str, Any]:
@@ -54,6 +58,11 @@ def run(args: argparse.Namespace, *, progress: bool, say: Say) -> dict[str, Any]
         options["partitions"] = args.partitions
     if args.parts_per_batch is not None:
         options["parts_per_batch"] = args.parts_per_batch
+    if args.probe and args.backend != "memory":
+        from ._probe_cli import default_cache_dir, probe_for_loader, target_of
+
+        features, _ = target_of(args.dataset)
+        options["disk_probe"] = probe_for_loader(features, args.probe_cache_dir or default_cache_dir(), say)
     meta = profile(args.dataset, fanouts=list(args.fanouts), batch_size=args.batch_size,
                    memory_budget=args.memory_budget, name=args.name, history=history, cache_split=split,
                    max_batches=args.batches, progress=progress, **options)
@@ -72,3 +81,7 @@ def _summary(meta: dict[str, Any], say: Say) -> None:
         f"{format_bytes(mem['feature_buffer'])}, caches {format_bytes(mem['cache_budget'])} -> {split}"
         + (f" (alpha {meta['alpha']})" if meta.get("alpha") is not None else ""))
     say(f"predicted epoch: {pred['epoch_seconds']:.2f} s (no caches: {pred['epoch_seconds_no_cache']:.2f} s)")
+    io = meta.get("io") or {}
+    if io.get("max_in_flight"):
+        say(f"reads in flight: {io['max_in_flight']} (Little's law on the disk probe, {io['read_bytes']} B reads"
+            f"{'' if io['direct'] else ', BUFFERED probe: O_DIRECT refused'})")

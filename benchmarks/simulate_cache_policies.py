@@ -1,0 +1,132 @@
+"""Rows a cache of C rows must read over one epoch of a loader's batches: LRU, static top-C, Belady MIN.
+
+    python -P benchmarks/simulate_cache_policies.py --dataset DATA [--partitions NAME --parts-per-batch 8 \\
+        --neighbor-cache 64MiB] [--memory-budget 1.6GiB] --fanouts 10,5 --batch-size 512 \\
+        --cache-rows 100000,220000,300000 [--backend memory] [--ordered] --json policies.json
+
+One epoch of ``OutreLoader`` (the public API, with the options given: ``--partitions`` gives
+outre-part's batches) is iterated and each batch's ``n_id`` collected in delivery order, each batch's
+rows once (the order within a batch kept).  Over that exact sequence ``outre_async.plan._policy_kernels``
+counts the rows a cache of C rows reads under LRU, static top-C by frequency (the C rows preloaded:
+``static_top_c`` counts them, ``static_top_c_after_preload`` does not) and Belady's MIN (optimal:
+evict the row whose next use is furthest; O(n log n), checked against brute force in
+``tests/plan/test_cache_policies.py``).  C is each ``--cache-rows`` value and the loader's own
+feature-buffer rows, so the table also says how far the loader's buffer (its
+``stats()["epoch_io"]["rows_from_disk"]`` for the same epoch; with ``--backend memory`` nothing is
+read) is from MIN at its size.  Writes JSON; prints a table.  Nothing here is asserted in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--fanouts", default="10,5")
+    p.add_argument("--batch-size", type=int, default=512)
+    p.add_argument("--partitions", help="partitions/<name>/: partition batches (outre-part)")
+    p.add_argument("--parts-per-batch", type=int)
+    p.add_argument("--neighbor-cache", default="0")
+    p.add_argument("--memory-budget", help="the loader's budget (sizes its feature buffer)")
+    p.add_argument("--backend", default="memory", help="memory (default: no disk reads) or auto/io_uring/pread")
+    p.add_argument("--ordered", action="store_true", help="plan order instead of completion order")
+    p.add_argument("--probe-cache-dir", help="pass the device's cached probe as disk_probe= (measured if absent): "
+                                              "reads in flight by Little's law, epoch_io against the probe")
+    p.add_argument("--cache-rows", default="100000,220000,300000", help="cache sizes C, in rows")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--epoch", type=int, default=0)
+    p.add_argument("--json", help="write the results to this file")
+    return p.parse_args(argv)
+
+
+def epoch_sequence(args: argparse.Namespace) -> tuple[np.ndarray, dict[str, Any]]:
+    """The epoch's row accesses (each batch's rows once, in order) and what the loader reported."""
+    import outre_async as oa
+
+    opts: dict[str, Any] = {"backend": args.backend, "seed": args.seed, "ordered": args.ordered}
+    if args.memory_budget:
+        opts["memory_budget"] = args.memory_budget
+    if args.probe_cache_dir:
+        from outre_async.features import cached_probe
+
+        opts["disk_probe"], _ = cached_probe(oa.open_dataset(args.dataset).features_path, args.probe_cache_dir)
+    if args.partitions:
+        opts |= {"partitions": args.partitions, "parts_per_batch": args.parts_per_batch,
+                 "neighbor_cache": oa._units.parse_bytes(args.neighbor_cache) if args.neighbor_cache != "0" else 0}
+    loader = oa.OutreLoader(args.dataset, split="train", fanouts=[int(f) for f in args.fanouts.split(",")],
+                            batch_size=args.batch_size, **opts)
+    loader.set_epoch(args.epoch)
+    pieces = []
+    start = time.perf_counter()
+    try:
+        for batch in loader:
+            ids = batch.n_id.numpy()
+            _, first = np.unique(ids, return_index=True)
+            pieces.append(ids[np.sort(first)])  # the batch's rows once, in their order
+        seconds = time.perf_counter() - start
+        s = loader.stats()
+    finally:
+        loader.close()
+    seq = np.concatenate(pieces).astype(np.int64) if pieces else np.zeros(0, np.int64)
+    return seq, {"batches": len(pieces), "seconds": seconds, "buffer_rows": s["buffer_rows"],
+                 "epoch_io": s.get("epoch_io"), "buffer_reads": s.get("buffer", {}).get("reads"),
+                 "backend": s.get("backend")}
+
+
+def simulate(seq: np.ndarray, sizes: list[int]) -> list[dict[str, Any]]:
+    from outre_async.plan._policy_kernels import dense_ids, reads_lru, reads_min, reads_static
+
+    dense, rows = dense_ids(seq)
+    reads_min(dense[:10], rows, 1)  # compile outside the timings
+    reads_lru(dense[:10], rows, 1)
+    out = []
+    for c in sizes:
+        t0 = time.perf_counter()
+        lru = int(reads_lru(dense, rows, c))
+        t1 = time.perf_counter()
+        mn = int(reads_min(dense, rows, c))
+        t2 = time.perf_counter()
+        static = reads_static(dense, rows, c)
+        out.append({"cache_rows": c, "lru": lru, "static_top_c": static, "static_preload": min(c, rows),
+                    "static_top_c_after_preload": static - min(c, rows), "belady_min": mn,
+                    "lru_seconds": round(t1 - t0, 3), "min_seconds": round(t2 - t1, 3)})
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    seq, loader = epoch_sequence(args)
+    sizes = sorted({int(c) for c in args.cache_rows.split(",") if c} | {int(loader["buffer_rows"])})
+    table = simulate(seq, sizes)
+    unique = int(len(np.unique(seq)))
+    print(f"{loader['batches']} batches, {len(seq):,} rows gathered (each batch's once), {unique:,} unique; "
+          f"loader buffer {loader['buffer_rows']:,} rows ({loader['backend']}), epoch {loader['seconds']:.1f} s")
+    print("| C (rows) | LRU | static top-C by frequency (+ its C preloaded) | Belady MIN (optimal) |")
+    print("|---|---|---|---|")
+    for r in table:
+        mark = " (loader's buffer)" if r["cache_rows"] == loader["buffer_rows"] else ""
+        print(f"| {r['cache_rows']:,}{mark} | {r['lru']:,} | {r['static_top_c_after_preload']:,} "
+              f"(+ {r['static_preload']:,}) | {r['belady_min']:,} |")
+    io = loader.get("epoch_io") or {}
+    if io.get("ios"):
+        at = next(r for r in table if r["cache_rows"] == loader["buffer_rows"])
+        print(f"loader read {io['rows_from_disk']:,} rows in {io['ios']:,} I/Os ({io['rows_per_io']} rows/I/O, "
+              f"{io['reads_per_s']:,.0f} reads/s): {io['rows_from_disk'] / max(at['belady_min'], 1):.2f} x MIN "
+              f"at its buffer size")
+    if args.json:
+        Path(args.json).write_text(json.dumps({
+            "args": vars(args), "host": platform.node(), "batches": loader["batches"], "accesses": len(seq),
+            "unique_rows": unique, "loader": loader, "policies": table}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""``loader.stats()["epoch_io"]``: what the latest epoch asked of the disk, beside what the disk can do.
+
+The source's counters run from its opening (``stats()["io"]``); an epoch's share is the difference
+between a snapshot taken when the epoch starts and one taken when it ends (or now, while it runs).
+``ios``: reads submitted; ``rows_from_disk``: distinct rows per request that the source read (rows
+the feature buffer or the static cache served never reach it); ``rows_per_io`` > 1 when neighbouring
+rows were coalesced into one read.  ``reads_per_s`` is over the epoch's wall time (what training
+sees), ``busy_reads_per_s`` over the time with at least one read in flight (what the device did).
+With a probe of the device (``disk_probe=``, or the one ``outre profile`` recorded), ``vs_probe`` is
+``reads_per_s`` over the probe's rate at the loader's depth for reads of one row's span, and
+``probe_direct`` says whether that probe used O_DIRECT (False: a buffered fallback, page cache).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ProbeRate:
+    """What the loader knows of its device's rate: reads/s at its depth, the best depth's, the probe's mode."""
+
+    iops_at_depth: float
+    peak_iops: float
+    depth: int
+    read_bytes: int
+    direct: bool
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class IOMark:
+    t: float
+    io: dict[str, Any]
+
+
+def epoch_io(start: IOMark, end: IOMark, rate: ProbeRate | None) -> dict[str, Any]:
+    """The epoch's I/O figures between two marks (module docstring); a pure function of its inputs."""
+    def diff(key: str) -> float:
+        return float(end.io.get(key, 0)) - float(start.io.get(key, 0))
+
+    seconds = max(end.t - start.t, 0.0)
+    ios, nbytes, rows, busy = int(diff("reads_submitted")), int(diff("bytes_read")), int(diff("unique_rows")), diff("busy_seconds")
+    out: dict[str, Any] = {
+        "seconds": round(seconds, 4), "ios": ios, "bytes_read": nbytes, "rows_from_disk": rows,
+        "rows_per_io": round(rows / ios, 3) if ios else 0.0, "bytes_per_io": round(nbytes / ios, 1) if ios else 0.0,
+        "reads_per_s": round(ios / seconds, 1) if seconds > 0 else 0.0,
+        "busy_reads_per_s": round(ios / busy, 1) if busy > 0 else 0.0,
+        "max_in_flight": end.io.get("max_in_flight"), "direct": end.io.get("direct"),
+    }
+    if rate is not None:
+        out.update(probe_iops_at_depth=round(rate.iops_at_depth, 1), probe_peak_iops=round(rate.peak_iops, 1),
+                   probe_depth=rate.depth, probe_read_bytes=rate.read_bytes, probe_direct=rate.direct,
+                   vs_probe=round(out["reads_per_s"] / rate.iops_at_depth, 3) if rate.iops_at_depth else None)
+    return out
+
+
+def probe_rate(iops_by_depth: dict[int, float], depth: int, read_bytes: int, direct: bool) -> ProbeRate:
+    """The rate at ``depth`` (the largest probed depth at or below it, else the smallest probed) and
+    the best probed rate, from a probe's reads/s by depth at one read size."""
+    depths = sorted(iops_by_depth)
+    below = [d for d in depths if d <= depth] or depths[:1]
+    return ProbeRate(iops_at_depth=iops_by_depth[below[-1]], peak_iops=max(iops_by_depth.values()), depth=depth,
+                     read_bytes=read_bytes, direct=direct)
