@@ -427,17 +427,17 @@ def _cmd_profile(args: argparse.Namespace) -> dict[str, Any]:
     return run(args, progress=_progress(args), say=lambda text: _say(args, text))
 
 
-# -- probe (implementation in outre_async._probe_cli) ----------------------------------------------
+# -- probe (implementation in outre_async.profiling._probe_cli) ----------------------------------------------
 
 
 def _args_probe(p: argparse.ArgumentParser) -> None:
-    from ._probe_cli import add_arguments
+    from .profiling._probe_cli import add_arguments
 
     add_arguments(p)
 
 
 def _cmd_probe(args: argparse.Namespace) -> dict[str, Any]:
-    from ._probe_cli import run
+    from .profiling._probe_cli import run
 
     return run(args, say=lambda text: _say(args, text))
 

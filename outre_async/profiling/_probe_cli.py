@@ -22,8 +22,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from . import _cli_checks as checks
-from ._units import format_bytes
+from .. import _cli_checks as checks
+from .._units import format_bytes
 
 Say = Callable[[str], None]
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmg]?)(i?b)?\s*$", re.IGNORECASE)
@@ -53,7 +53,7 @@ def default_cache_dir(environ: Mapping[str, str] = os.environ) -> Path:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from .features._disk_probe import DEPTHS, SECONDS, SIZES
+    from ..features._disk_probe import DEPTHS, SECONDS, SIZES
 
     p.add_argument("path", type=Path, help="a dataset folder, a file, or a folder to write a scratch file in")
     p.add_argument("--seconds", type=checks.finite(positive=True), default=SECONDS,
@@ -69,10 +69,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def target_of(path: Path) -> tuple[Path, str]:
     """What the probe reads for ``path``: ``(file, kind)``, kind ``features``, ``file`` or ``folder``."""
-    from ._errors import ProbeError
+    from .._errors import ProbeError
 
     if (path / "manifest.json").is_file():
-        from .store._dataset import open_dataset
+        from ..store._dataset import open_dataset
 
         return open_dataset(path).features_path, "features"
     if path.is_file():
@@ -83,7 +83,7 @@ def target_of(path: Path) -> tuple[Path, str]:
 
 
 def run(args: argparse.Namespace, *, say: Say) -> dict[str, Any]:
-    from .features._disk_probe import in_flight_for
+    from ..features._disk_probe import in_flight_for
 
     cache_dir = args.cache_dir or default_cache_dir()
     if args.plot is not None:
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace, *, say: Say) -> dict[str, Any]:
 def probe_for_loader(features: Path, cache_dir: Path, say: Say) -> Any:
     """The default grid on ``features`` (cached per device), as ``outre profile`` records it for the
     loader; where O_DIRECT is refused, buffered reads, said."""
-    from ._errors import DirectIOUnsupported
+    from .._errors import DirectIOUnsupported
 
     try:
         return _cached_for_loader(features, cache_dir, True, say)
@@ -114,7 +114,7 @@ def probe_for_loader(features: Path, cache_dir: Path, say: Say) -> Any:
 
 
 def _cached_for_loader(features: Path, cache_dir: Path, direct: bool, say: Say) -> Any:
-    from .features._disk_probe import cached_probe, read_cached
+    from ..features._disk_probe import cached_probe, read_cached
 
     if read_cached(features, cache_dir, direct=direct) is None:
         say(f"probing the disk under {features} (about 10 s, cached in {cache_dir}) ...")
@@ -127,7 +127,7 @@ def _cached_for_loader(features: Path, cache_dir: Path, direct: bool, say: Say) 
 
 def _probe(args: argparse.Namespace, target: Path, kind: str, cache_dir: Path, say: Say) -> tuple[Any, bool, str | None]:
     """Measure (or reuse) with O_DIRECT; where it is refused, measure buffered reads and say so."""
-    from ._errors import DirectIOUnsupported
+    from .._errors import DirectIOUnsupported
 
     try:
         probe, cached = _measure(args, target, kind, cache_dir, direct=True, say=say)
@@ -141,7 +141,7 @@ def _probe(args: argparse.Namespace, target: Path, kind: str, cache_dir: Path, s
 
 def _measure(args: argparse.Namespace, target: Path, kind: str, cache_dir: Path, *, direct: bool,
              say: Say) -> tuple[Any, bool]:
-    from .features._disk_probe import cached_probe, read_cached, scratch_file
+    from ..features._disk_probe import cached_probe, read_cached, scratch_file
 
     grid = {"depths": args.depths, "sizes": args.sizes, "seconds": args.seconds, "direct": direct}
     cells = len(set(args.depths)) * len(set(args.sizes))
@@ -173,7 +173,7 @@ def _table(probe: Any, cached: bool, fallback: str | None, say: Say) -> None:
     for d in probe.depths:
         cells = [probe.cell(d, s) for s in probe.sizes]
         say(f"{d:>5} | " + " | ".join(f"{c.iops:>7,.0f} {c.bytes_per_s / 1e6:>7,.0f}" if c else " " * 15 for c in cells))
-    from .features._disk_probe import in_flight_for
+    from ..features._disk_probe import in_flight_for
 
     say("reads in flight (Little's law: the knee at 90 % of peak, x2): "
         + ", ".join(f"{_size(s)} -> {in_flight_for(probe, s)}" for s in probe.sizes))
@@ -193,7 +193,7 @@ def _age(seconds: float) -> str:
 
 
 def _check_matplotlib() -> None:
-    from ._errors import ConfigError
+    from .._errors import ConfigError
 
     try:
         import matplotlib  # noqa: F401
