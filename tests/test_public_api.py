@@ -69,6 +69,7 @@ PUBLIC = {
         "open_source",
         "profile",
         "sample_neighbors",
+        "with_history",
         "write_dataset",
     ],
     "outre_async.store": [
