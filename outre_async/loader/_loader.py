@@ -21,6 +21,7 @@ matrices or on the samplers' out-of-turn budget (``_out_of_turn``), both parts o
 from __future__ import annotations
 
 import asyncio
+import inspect
 import numbers
 import os
 import weakref
@@ -51,7 +52,7 @@ from ._out_of_turn import OutOfTurnMemory
 from ._pipeline import EpochParts
 from ._profile_stats import profile_stats
 from ._profiling import AppliedPlan, load_plan
-from ._pyg_names import check_transform, given_options, resolve_aliases
+from ._pyg_names import check_transform, given_options, resolve_aliases, resolve_pyg_options
 from ._ranks import resolve_place
 from ._resources import ResourceBox, Resources
 from ._sample_stage import SampleStage
@@ -100,10 +101,14 @@ class OutreLoader:
                  config: LoaderConfig | None = None, source: FeatureSource | None = None,
                  # PyG NeighborLoader's names (see _pyg_names)
                  num_neighbors: Sequence[int] | None = None, num_workers: int | None = None,
-                 pin_memory: bool = False, transform: Callable[[Any], Any] | None = None) -> None:
+                 pin_memory: bool = False, transform: Callable[[Any], Any] | None = None,
+                 # NeighborLoader's and DataLoader's other names: accepted where they mean what the loader
+                 # does, else a ConfigError naming what it does instead (_pyg_names.NO_COUNTERPART)
+                 **pyg_options: Any) -> None:
         given = given_options(locals())
         split, given = resolve_aliases(given, split=split, input_nodes=input_nodes, num_neighbors=num_neighbors,
                                        num_workers=num_workers, pin_memory=pin_memory)
+        given = resolve_pyg_options(given, pyg_options, _KEYWORDS)
         self.dataset = dataset if isinstance(dataset, Dataset) else open_dataset(dataset)
         self.config = _config(config, given)
         self.transform = check_transform(transform)
@@ -385,6 +390,11 @@ class OutreLoader:
         if self._applied is not None:
             out["profile"] = profile_stats(self._applied.info, out, self._static)
         return out
+
+
+# the loader's own keywords: a misspelt one is suggested in the TypeError of an unknown name
+_KEYWORDS = tuple(name for name in inspect.signature(OutreLoader.__init__).parameters
+                  if name not in ("self", "pyg_options"))
 
 
 def _config(config: LoaderConfig | None, given: dict[str, Any]) -> LoaderConfig:
