@@ -97,7 +97,7 @@ def _train(config: QuickstartConfig, ds, say: Callable[[str], None]) -> dict[str
 
 def _compare(config: QuickstartConfig, ds, loaders, say: Callable[[str], None]) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     layers = len(config.fanouts)
-    models = {
+    models: dict[str, torch.nn.Module] = {
         "graphsage": GraphSAGE(ds.feature_dim, config.hidden, layers, ds.num_classes),
         "mlp": MLP(ds.feature_dim, config.hidden, layers, ds.num_classes),
     }

@@ -32,8 +32,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.nn import GAT as PygGAT
-from torch_geometric.nn import GATConv
 from torch_geometric.nn import GCN as PygGCN
+from torch_geometric.nn import GATConv
 from torch_geometric.nn import GraphSAGE as PygGraphSAGE
 
 from . import _basic_gnn

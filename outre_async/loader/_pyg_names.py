@@ -155,8 +155,9 @@ NO_COUNTERPART: dict[str, tuple[Callable[[Any], bool], str]] = {
     "generator": (_is(None), "shuffling and sampling draw from seed= (an int), not a torch.Generator: pass seed="),
     "prefetch_factor": (_is(None), "how far the loader runs ahead is its queues' depth: ready_queue= (batches "
                                    "ready for your loop) and extract_queue= (sampled batches waiting for features)"),
-    "persistent_workers": (_is(True), f"{_THREADS} and live as long as the loader (persistent_workers=True); "
-                                      "close the loader (a with block or close()) to stop them"),
+    "persistent_workers": (_is(True), "samplers and extractors are threads of this process that live as long as "
+                                      "the loader (persistent_workers=True); close the loader (a with block or "
+                                      "close()) to stop them"),
     "pin_memory_device": (_is(""), "pass device='cuda:N': the loader pins each batch and copies it there"),
 }
 

@@ -7,6 +7,7 @@ of ``convs[-1]`` captured by a plain pre-hook in eval mode (h^(L-1) as evaluatio
 from __future__ import annotations
 
 import copy
+import inspect
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -14,8 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from conftest import random_graph, write_store
-from torch_geometric.nn import GAT, GCN, GIN, PNA, EdgeCNN, GATConv, GraphSAGE
+from torch_geometric.nn import GAT, GCN, GIN, PNA, EdgeCNN, GATConv, GCNConv, GraphSAGE, SAGEConv
+from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 import outre_async as oa
 from outre_async.loader._history import HistoryRecord, Push
@@ -204,8 +207,9 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> tuple[oa.Dataset, torch
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.parametrize("trim", [False, True])
 @pytest.mark.parametrize("name", ["sage", "gat", "gin", "edgecnn"])
-def test_loader_batches_with_history_give_the_full_graph_output(dataset, name: str) -> None:
+def test_loader_batches_with_history_give_the_full_graph_output(dataset, name: str, trim: bool) -> None:
     """Full neighbourhoods and exact history rows (eval mode, weights fixed): every batch's seeds get
     the full graph's output, and the cache was used.  Not GCN: a 2-hop batch gives its hop-2 nodes
     no in-edges, so their ``1/sqrt(deg)`` differs from the full graph's with or without a history
@@ -221,8 +225,10 @@ def test_loader_batches_with_history_give_the_full_graph_output(dataset, name: s
     with oa.OutreLoader(ds, fanouts=[-1, -1], batch_size=20, seed=1, history=history, backend="memory") as loader:
         for _ in range(2):
             for batch in loader:
+                hops = {"num_sampled_nodes_per_hop": batch.num_sampled_nodes,
+                        "num_sampled_edges_per_hop": batch.num_sampled_edges} if trim else {}
                 with torch.no_grad():
-                    out = model(batch.x, batch.edge_index, history=batch.history)[: batch.batch_size]
+                    out = model(batch.x, batch.edge_index, history=batch.history, **hops)[: batch.batch_size]
                 rec = batch.history
                 torch.testing.assert_close(rec.pull_rows, exact[batch.n_id[rec.pull_index]], atol=1e-5, rtol=0)
                 torch.testing.assert_close(out, want[batch.n_id[: batch.batch_size]], atol=1e-5, rtol=1e-5)
@@ -270,3 +276,57 @@ def test_twice_is_one_hook_and_a_deep_copy_is_hooked_to_itself() -> None:
     twin(x, edge_index, history=_record([], torch.empty(0, HID), [0], pushes))
     assert len(pushes) == 1 and model._outre_history is not twin._outre_history
     assert model._outre_history.history is None and twin._outre_history.history is None
+
+
+# -- oa.GraphSAGE, oa.GCN, oa.GAT: PyG's classes and signature, the old layer math ----------------------
+def _old_convs(name: str, layers: int) -> list[torch.nn.Module]:
+    """The conv stack the oa models built before they were PyG's classes (same constructor calls, same order)."""
+    dims = [IN] + [HID] * (layers - 1) + [OUT]
+    pairs = list(zip(dims[:-1], dims[1:], strict=True))
+    if name == "sage":
+        return [SAGEConv(a, b) for a, b in pairs]
+    if name == "gcn":
+        return [GCNConv(a, b) for a, b in pairs]
+    return [GATConv(a, b // 2, heads=2) for a, b in pairs[:-1]] + [GATConv(*pairs[-1], heads=1)]
+
+
+OA_MODELS = {"sage": oa.GraphSAGE, "gcn": oa.GCN, "gat": partial(oa.GAT, heads=2)}
+
+
+@pytest.mark.parametrize("layers", [1, 2, 3])
+@pytest.mark.parametrize("name", sorted(OA_MODELS))
+def test_oa_models_keep_the_old_layer_math_bit_for_bit(name: str, layers: int) -> None:
+    """Same initial weights for a seed, same state_dict keys, and ReLU then dropout 0.5 between convs."""
+    torch.manual_seed(4)
+    model = OA_MODELS[name](IN, HID, layers, OUT)
+    torch.manual_seed(4)
+    old = torch.nn.ModuleList(_old_convs(name, layers))
+    assert list(model.state_dict()) == [f"convs.{k}" for k in old.state_dict()]
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), old.state_dict().values(), strict=True))
+    x, edge_index = _graph()
+    for train in (True, False):
+        model.train(train)
+        torch.manual_seed(8)
+        got = model(x, edge_index)
+        torch.manual_seed(8)
+        want = x
+        for i, conv in enumerate(old):
+            want = conv(want, edge_index)
+            if i < layers - 1:
+                want = F.dropout(F.relu(want), p=0.5, training=train)
+        assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("name", sorted(OA_MODELS))
+def test_oa_models_take_pyg_s_signature(name: str) -> None:
+    ours = list(inspect.signature(OA_MODELS[name].func if isinstance(OA_MODELS[name], partial)
+                                  else OA_MODELS[name]).parameters)[:5]
+    assert ours == ["in_channels", "hidden_channels", "num_layers", "out_channels", "dropout"]
+    x, edge_index = _graph()
+    assert OA_MODELS[name](IN, 64, 2)(x, edge_index).shape == (len(x), 64)  # PyG's (d, 64, 2): 64 outputs
+    assert isinstance(OA_MODELS[name](IN, HID, 2), BasicGNN)
+    assert OA_MODELS[name](IN, HID, 2).dropout.p == 0.5  # our default, PyG's is 0.0
+    assert list(inspect.signature(oa.MLP).parameters)[:4] == ["in_channels", "hidden_channels", "num_layers",
+                                                             "out_channels"]
+    with pytest.raises(oa.ConfigError, match=r"num_layers=0.*\(in_channels, hidden_channels, num_layers, out_channels\)"):
+        OA_MODELS[name](IN, HID, 0, OUT)
