@@ -73,7 +73,7 @@ def attach(model: M) -> M:
                           "the history gives a pulled node its degree through an edge weight: set "
                           "supports_edge_weight = True, as torch_geometric.nn.GCN does")
     hook = HistoryHook()
-    setattr(model, "_outre_history", hook)  # a plain attribute: no parameter, no state_dict entry
+    model._outre_history = hook  # type: ignore[assignment]  # a plain attribute: no state_dict entry
     model.register_forward_pre_hook(hook.enter, with_kwargs=True)
     model.dropout.register_forward_pre_hook(hook.exchange)  # type: ignore[union-attr]
     model.register_forward_hook(hook.leave)

@@ -59,14 +59,14 @@ class _Layers:
         return _basic_gnn.hidden(self, x, edge_index)
 
 
-def _check_sizes(name: str, in_channels: Any, hidden_channels: int, num_layers: int, out_channels: int | None) -> None:
+def _check_sizes(model: nn.Module, in_channels: Any, hidden_channels: int, num_layers: int, out_channels: int | None) -> None:
     sizes = {"hidden_channels": hidden_channels, "num_layers": num_layers,
              "out_channels": 1 if out_channels is None else out_channels}
     if isinstance(in_channels, int) and in_channels != -1:  # -1: PyG's lazy size; a tuple: bipartite
         sizes["in_channels"] = in_channels
     bad = {k: v for k, v in sizes.items() if not isinstance(v, int) or isinstance(v, bool) or v < 1}
     if bad:
-        raise ConfigError(f"{name} sizes must be integers >= 1 (in_channels may be -1): got "
+        raise ConfigError(f"{_basic_gnn.qualname(model)} sizes must be integers >= 1 (in_channels may be -1): got "
                           + " ".join(f"{k}={v!r}" for k, v in bad.items())
                           + "; the order is (in_channels, hidden_channels, num_layers, out_channels), as PyG's")
 
@@ -78,7 +78,7 @@ class GraphSAGE(_Layers, PygGraphSAGE):
 
     def __init__(self, in_channels: int, hidden_channels: int, num_layers: int, out_channels: int | None = None,
                  dropout: float = DROPOUT, **kwargs: Any) -> None:
-        _check_sizes("GraphSAGE", in_channels, hidden_channels, num_layers, out_channels)
+        _check_sizes(self, in_channels, hidden_channels, num_layers, out_channels)
         super().__init__(in_channels, hidden_channels, num_layers, out_channels, dropout=dropout, **kwargs)
         attach_history(self)
 
@@ -90,7 +90,7 @@ class GCN(_Layers, PygGCN):
 
     def __init__(self, in_channels: int, hidden_channels: int, num_layers: int, out_channels: int | None = None,
                  dropout: float = DROPOUT, **kwargs: Any) -> None:
-        _check_sizes("GCN", in_channels, hidden_channels, num_layers, out_channels)
+        _check_sizes(self, in_channels, hidden_channels, num_layers, out_channels)
         super().__init__(in_channels, hidden_channels, num_layers, out_channels, dropout=dropout, **kwargs)
         attach_history(self)
 
@@ -105,9 +105,10 @@ class GAT(_Layers, PygGAT):
 
     def __init__(self, in_channels: int, hidden_channels: int, num_layers: int, out_channels: int | None = None,
                  dropout: float = DROPOUT, *, heads: int = 4, **kwargs: Any) -> None:
-        _check_sizes("GAT", in_channels, hidden_channels, num_layers, out_channels)
+        _check_sizes(self, in_channels, hidden_channels, num_layers, out_channels)
         if not isinstance(heads, int) or heads < 1 or hidden_channels % heads:
-            raise ConfigError(f"GAT needs hidden_channels divisible by heads: {hidden_channels=} {heads=}")
+            raise ConfigError(f"{_basic_gnn.qualname(self)} needs hidden_channels divisible by heads: "
+                              f"{hidden_channels=} {heads=}")
         super().__init__(in_channels, hidden_channels, num_layers, out_channels, dropout=dropout, heads=heads, **kwargs)
         attach_history(self)
 
@@ -127,7 +128,7 @@ class MLP(nn.Module):
     def __init__(self, in_channels: int, hidden_channels: int, num_layers: int, out_channels: int | None = None,
                  dropout: float = DROPOUT) -> None:
         super().__init__()
-        _check_sizes("MLP", in_channels, hidden_channels, num_layers, out_channels)
+        _check_sizes(self, in_channels, hidden_channels, num_layers, out_channels)
         out = hidden_channels if out_channels is None else out_channels
         dims = [in_channels] + [hidden_channels] * (num_layers - 1) + [out]
         self.lins = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims[:-1], dims[1:], strict=True))

@@ -328,5 +328,6 @@ def test_oa_models_take_pyg_s_signature(name: str) -> None:
     assert OA_MODELS[name](IN, HID, 2).dropout.p == 0.5  # our default, PyG's is 0.0
     assert list(inspect.signature(oa.MLP).parameters)[:4] == ["in_channels", "hidden_channels", "num_layers",
                                                              "out_channels"]
-    with pytest.raises(oa.ConfigError, match=r"num_layers=0.*\(in_channels, hidden_channels, num_layers, out_channels\)"):
+    with pytest.raises(oa.ConfigError, match=r"^outre_async\.nn\.\w+ sizes must be .*num_layers=0.*\(in_channels, "
+                                             r"hidden_channels, num_layers, out_channels\)"):
         OA_MODELS[name](IN, HID, 0, OUT)
