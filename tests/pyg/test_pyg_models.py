@@ -179,6 +179,24 @@ def test_seeds_see_the_unpruned_batch(name: str, variant: str, trim: bool) -> No
     torch.testing.assert_close(got, want)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("name", ["sage", "gcn"])
+def test_on_cuda_the_history_rows_and_the_pulled_degree_follow_the_batch(name: str) -> None:
+    model = _build(name, 2).eval().cuda()
+    x = torch.randn(6, IN, device="cuda")
+    full, pruned = FULL.cuda(), PRUNED.cuda()
+    with torch.no_grad():
+        want = model(x, full, num_sampled_nodes_per_hop=[1, 2, 3], num_sampled_edges_per_hop=[2, 3])[0]
+        h = _last_input(model, x, full)
+        record = _record([1], h[1:2].clone(), [0, 2], degree=[2])
+        record.pull_index, record.pull_rows, record.push_index = (record.pull_index.cuda(), record.pull_rows,
+                                                                  record.push_index.cuda())
+        record.pull_degree = record.pull_degree.cuda()
+        got = oa.with_history(model)(x[KEEP], pruned, history=record, num_sampled_nodes_per_hop=[1, 2, 1],
+                                     num_sampled_edges_per_hop=[2, 1])[0]
+    torch.testing.assert_close(got, want)
+
+
 def test_gcn_without_the_degree_would_differ() -> None:
     """The GCN case above is a real check: the pulled node's degree changes the seed's output."""
     model = _build("gcn", 2).eval()
