@@ -51,7 +51,7 @@ def rank_accuracy(path: str, batch: int, epochs: int, seeds: int, out: str) -> N
     with init_distributed(timeout=900) as ctx:
         for seed in range(seeds):
             torch.manual_seed(seed)
-            model = ctx.wrap(oa.GraphSAGE(ds.feature_dim, 64, ds.num_classes, num_layers=2))
+            model = ctx.wrap(oa.GraphSAGE(ds.feature_dim, 64, 2, ds.num_classes))
             opt = torch.optim.Adam(model.parameters(), lr=0.01)
             common = {"fanouts": [10, 10], "backend": "memory", "num_samplers": 1, "num_extractors": 1}
             steps = 0

@@ -98,7 +98,7 @@ def _run(ds: oa.Dataset, args: argparse.Namespace, *, model: str, staleness: int
          seed: int, graph: _FullGraph | None = None) -> dict[str, Any]:
     torch.manual_seed(seed)
     cls = {"sage": oa.GraphSAGE, "gcn": oa.GCN}[model]
-    net = cls(ds.feature_dim, args.hidden, ds.num_classes, num_layers=2)
+    net = cls(ds.feature_dim, args.hidden, 2, ds.num_classes)
     opt = torch.optim.Adam(net.parameters(), lr=args.lr, weight_decay=5e-4)
     history = oa.HistoryConfig(staleness=staleness, dim=args.hidden, admission=admission,
                                warmup=args.warmup,

@@ -103,7 +103,7 @@ def loader_options(ds: oa.Dataset, setting: tuple[int | None, int | None, int | 
 def train_one(ds: oa.Dataset, opts: dict[str, Any], *, seed: int, batch_size: int, epochs: int,
               fanouts: list[int], hidden: int, lr: float) -> dict[str, Any]:
     torch.manual_seed(seed)
-    model = oa.GraphSAGE(ds.feature_dim, hidden, ds.num_classes, num_layers=len(fanouts))
+    model = oa.GraphSAGE(ds.feature_dim, hidden, len(fanouts), ds.num_classes)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     common = {"fanouts": fanouts, "batch_size": batch_size, "backend": "memory", "num_samplers": 1,
               "num_extractors": 1}

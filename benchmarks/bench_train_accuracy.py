@@ -96,7 +96,7 @@ def run_full_graph(z: dict[str, np.ndarray], graph: str, model_name: str, seed: 
     x, y = torch.from_numpy(z["x"]), torch.from_numpy(z["y"]).long()
     edge_index = torch.from_numpy(z["edge_index"]).long()
     cls = oa.GraphSAGE if model_name == "sage" else oa.GCN
-    model = cls(x.shape[1], HIDDEN, int(y.max()) + 1, num_layers=2, dropout=DROPOUT)
+    model = cls(x.shape[1], HIDDEN, 2, int(y.max()) + 1, dropout=DROPOUT)
     opt = torch.optim.Adam(model.parameters(), lr=LR, weight_decay=wd)
     train, val, test = (torch.from_numpy(z[f"{s}_idx"]).long() for s in ("train", "val", "test"))
     best, elapsed = {"val": -1.0}, 0.0

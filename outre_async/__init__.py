@@ -121,6 +121,7 @@ _LAZY = {
     "inference": ".layerwise",
     "HistoryConfig": ".cache",
     "MLP": ".nn",
+    "with_history": ".nn",
     "OutreLoader": ".loader",
     "LoaderConfig": ".loader",
     "profile": ".profiling",

@@ -97,9 +97,9 @@ def _train(config: QuickstartConfig, ds, say: Callable[[str], None]) -> dict[str
 
 def _compare(config: QuickstartConfig, ds, loaders, say: Callable[[str], None]) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     layers = len(config.fanouts)
-    models = {
-        "graphsage": GraphSAGE(ds.feature_dim, config.hidden, ds.num_classes, num_layers=layers),
-        "mlp": MLP(ds.feature_dim, config.hidden, ds.num_classes, num_layers=layers),
+    models: dict[str, torch.nn.Module] = {
+        "graphsage": GraphSAGE(ds.feature_dim, config.hidden, layers, ds.num_classes),
+        "mlp": MLP(ds.feature_dim, config.hidden, layers, ds.num_classes),
     }
     say(f"GraphSAGE {layers} layers, hidden {config.hidden}, fanouts {list(config.fanouts)}, "
         f"batch size {config.batch_size}, OutreLoader")

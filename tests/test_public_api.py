@@ -74,6 +74,7 @@ PUBLIC = {
         "probe_disk",
         "profile",
         "sample_neighbors",
+        "with_history",
         "write_dataset",
     ],
     "outre_async.store": [

@@ -36,7 +36,7 @@ def run(system_name: str, spec_dict: dict[str, Any]) -> dict[str, Any]:
     ds = open_dataset(spec.dataset)
     device = device_of(ds.path)
     torch.manual_seed(spec.seed)
-    model = GraphSAGE(ds.feature_dim, spec.hidden, ds.num_classes, num_layers=len(spec.fanouts))
+    model = GraphSAGE(ds.feature_dim, spec.hidden, len(spec.fanouts), ds.num_classes)
     optimizer = torch.optim.Adam(model.parameters(), lr=spec.lr)
     setup_start = time.perf_counter()
     system = None if system_name in LIMIT_RUNS else resolve_system(system_name)

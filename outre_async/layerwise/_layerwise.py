@@ -21,12 +21,18 @@ nothing: a chunk holds all of its targets' in-edges.
 
 The model protocol: ``model.convs`` (the layers) and ``model.layer(i, x, edge_index, edge_weight)``
 (:class:`~outre_async.GraphSAGE`, :class:`~outre_async.GCN`, :class:`~outre_async.GAT` have both).
+PyG's own ``BasicGNN`` models (``torch_geometric.nn.GraphSAGE``, ``GCN``, ``GAT``, ``GIN``, ``PNA``,
+``EdgeCNN``) need no ``layer``: it is built from their ``convs`` and their own activation, norms,
+dropout and ``jk='last'`` output layer (:mod:`outre_async._basic_gnn`, which also refuses by name the
+``jk`` modes and norms that layer-by-layer cannot reproduce).  A normalising ``GCNConv`` must add
+plain self loops (``add_self_loops=True``, ``improved=False``: the weights here are ``gcn_norm``'s
+for those).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +45,8 @@ from tqdm import tqdm
 from .._errors import ConfigError
 from ..features._backends import Backend, open_source
 from ..features._row_reader import RowReader
+from ..gnn._basic_gnn import check_layerwise, is_basic_gnn, qualname
+from ..gnn._basic_gnn import layer as basic_gnn_layer
 from ..store._dataset import Dataset
 from ..store._tempdir import TempDir
 from ._chunks import Chunk, build_chunk, chunk_bounds
@@ -55,7 +63,7 @@ def inference(model: nn.Module, dataset: Dataset, *, embeddings: bool = False, c
     computed layer by layer with full neighbourhoods, out of core (see the module for the memory
     bound).  The model is put in eval mode.  Spill files live in a temp folder under ``tmp_dir``
     (default: beside the dataset), removed on return, error or interrupt."""
-    convs = _checked_model(model, chunk_nodes, chunk_edges)
+    convs, layer = _checked_model(model, chunk_nodes, chunk_edges)
     layers = len(convs) - 1 if embeddings else len(convs)
     if layers < 1:
         raise ConfigError("embeddings=True needs a model of at least two layers (h^(L-1) is a hidden layer)")
@@ -73,7 +81,7 @@ def inference(model: nn.Module, dataset: Dataset, *, embeddings: bool = False, c
             spill: SpillFile | None = None
             try:
                 for chunk in _chunks(dataset, bounds):
-                    h = _layer(model, convs[i], i, reader.read(chunk.rows), chunk, degree, device)
+                    h = _layer(layer, convs[i], i, reader.read(chunk.rows), chunk, degree, device)
                     if last:
                         out = torch.empty(dataset.num_nodes, h.shape[1]) if out is None else out
                         out[chunk.start : chunk.stop] = h
@@ -95,14 +103,29 @@ def inference(model: nn.Module, dataset: Dataset, *, embeddings: bool = False, c
         folder.remove()
 
 
-def _checked_model(model: nn.Module, chunk_nodes: int, chunk_edges: int) -> list[nn.Module]:
+Layer = Callable[[int, torch.Tensor, torch.Tensor, "torch.Tensor | None"], torch.Tensor]
+
+
+def _checked_model(model: nn.Module, chunk_nodes: int, chunk_edges: int) -> tuple[list[nn.Module], Layer]:
+    """The model's layers and its ``layer(i, x, edge_index, edge_weight)``: its own, else a ``BasicGNN``'s."""
     convs = getattr(model, "convs", None)
-    if not isinstance(convs, nn.ModuleList) or not len(convs) or not callable(getattr(model, "layer", None)):
-        raise ConfigError(f"{type(model).__name__} lacks the layer-wise protocol: give it `convs` (a ModuleList) and "
-                          "`layer(i, x, edge_index, edge_weight)`, as oa.GraphSAGE, oa.GCN and oa.GAT have")
+    own = getattr(model, "layer", None)
+    if not isinstance(convs, nn.ModuleList) or not len(convs) or not (callable(own) or is_basic_gnn(model)):
+        raise ConfigError(f"{qualname(model)} lacks the layer-wise protocol: give it `convs` (a ModuleList) and "
+                          "`layer(i, x, edge_index, edge_weight)`, as oa.GraphSAGE, oa.GCN and oa.GAT have, or use "
+                          "one of PyG's BasicGNN models (torch_geometric.nn.GraphSAGE, GCN, GAT, GIN, ...)")
     if chunk_nodes < 1 or chunk_edges < 1:
         raise ConfigError(f"chunk sizes must be >= 1, got {chunk_nodes=} {chunk_edges=}")
-    return list(convs)
+    if is_basic_gnn(model):
+        check_layerwise(model)
+    for i, conv in enumerate(convs):
+        if isinstance(conv, GCNConv) and conv.normalize and (conv.improved or not conv.add_self_loops):
+            raise ConfigError(f"{qualname(model)}.convs[{i}] is a GCNConv with improved={conv.improved} "
+                              f"add_self_loops={conv.add_self_loops}; layer-wise inference computes gcn_norm's weights "
+                              "for plain self loops only (improved=False, add_self_loops=True)")
+    if callable(own):
+        return list(convs), own
+    return list(convs), lambda i, x, edge_index, edge_weight: basic_gnn_layer(model, i, x, edge_index, edge_weight)
 
 
 def _chunks(dataset: Dataset, bounds: list[tuple[int, int]]) -> Iterator[Chunk]:
@@ -111,7 +134,7 @@ def _chunks(dataset: Dataset, bounds: list[tuple[int, int]]) -> Iterator[Chunk]:
         yield build_chunk(dataset.indptr, dataset.indices, a, b, dataset.path)
 
 
-def _layer(model: nn.Module, conv: nn.Module, i: int, rows: np.ndarray, chunk: Chunk,
+def _layer(layer: Layer, conv: nn.Module, i: int, rows: np.ndarray, chunk: Chunk,
            degree: np.ndarray | None, device: torch.device) -> torch.Tensor:
     """Layer ``i`` on one chunk; returns its targets' rows (on the CPU)."""
     x = torch.from_numpy(rows).to(device)
@@ -119,7 +142,7 @@ def _layer(model: nn.Module, conv: nn.Module, i: int, rows: np.ndarray, chunk: C
     if degree is not None and _normalising_gcn(conv):
         edge_index, weight = _gcn_edges(chunk, degree)
     with _normalize_off(conv) if weight is not None else contextlib.nullcontext():
-        h = model.layer(i, x, edge_index.to(device), None if weight is None else weight.to(device))  # type: ignore[operator]
+        h = layer(i, x, edge_index.to(device), None if weight is None else weight.to(device))
     return h[: chunk.stop - chunk.start].float().cpu()
 
 

@@ -97,7 +97,10 @@ class OutreLoader:
                  config: LoaderConfig | None = None, source: FeatureSource | None = None,
                  # PyG NeighborLoader's names (see _pyg_names)
                  num_neighbors: Sequence[int] | None = None, num_workers: int | None = None,
-                 pin_memory: bool = False, transform: Callable[[Any], Any] | None = None) -> None:
+                 pin_memory: bool = False, transform: Callable[[Any], Any] | None = None,
+                 # NeighborLoader's and DataLoader's other names: accepted where they mean what the loader
+                 # does, else a ConfigError naming what it does instead (_pyg_names.NO_COUNTERPART)
+                 **pyg_options: Any) -> None:
         split, cfg = loader_config(config, locals())
         self.transform = check_transform(transform)
         ds = dataset if isinstance(dataset, Dataset) else open_dataset(dataset)

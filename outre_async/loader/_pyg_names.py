@@ -3,14 +3,25 @@
 A ``NeighborLoader(data, num_neighbors=..., batch_size=..., input_nodes=..., num_workers=...,
 pin_memory=..., transform=...)`` call becomes an :class:`OutreLoader` call by changing the class
 name.  The names that mean the same thing are aliases (``num_neighbors`` → ``fanouts``,
-``input_nodes`` → ``split``, ``num_workers >= 1`` → ``num_samplers``), and giving both names of
-one knob is a :class:`ConfigError`; what has no counterpart is refused with an error that names the
-equivalent, never a bare ``TypeError``.  ``transform`` is applied to each batch (as PyG's).
+``input_nodes`` → ``split``, ``num_workers >= 1`` → ``num_samplers``, ``in_order`` → ``ordered``),
+and giving both names of one knob is a :class:`ConfigError`; what has no counterpart is refused with
+an error that names the equivalent, never a bare ``TypeError``.  ``transform`` is applied to each
+batch (as PyG's).
+
+The other ``NeighborLoader`` / ``NodeLoader`` / ``DataLoader`` keywords arrive in the loader's
+``**pyg_options`` and are looked up in :data:`NO_COUNTERPART`: a value that means what the loader
+does anyway is accepted (``persistent_workers=True``: its threads live as long as it does;
+``replace=False``, ``disjoint=False``, ``subgraph_type="directional"``, ``directed=True``: its
+sampler's semantics; ``filter_per_worker=True``: features are gathered off the consuming thread;
+``is_sorted``: the store's edges are sorted when written), any other value is a :class:`ConfigError`
+saying what the loader does instead.  A name that is not PyG's stays Python's ``TypeError``, with the
+nearest keyword suggested.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import difflib
+from collections.abc import Callable, Iterable
 from dataclasses import MISSING, fields
 from typing import Any
 
@@ -81,3 +92,93 @@ def check_transform(transform: Any) -> Callable[[Any], Any] | None:
     if transform is not None and not callable(transform):
         raise ConfigError(f"transform must be a callable taking and returning a batch, got {type(transform).__name__}")
     return transform
+
+
+def _is(*values: Any) -> Callable[[Any], bool]:
+    """The values (compared by type and value: ``True`` is not ``1``) that mean what the loader does."""
+    return lambda value: any(type(value) is type(v) and value == v for v in values)
+
+
+def _any_bool(value: Any) -> bool:
+    return isinstance(value, bool)
+
+
+def _directional(value: Any) -> bool:  # a str or PyG's SubgraphType enum
+    return getattr(value, "value", value) == "directional"
+
+
+_THREADS = "samplers and extractors are threads of this process, not worker processes"
+_PLAN = ("the epoch plan orders the seeds: input_nodes= says which, shuffle= and seed= their order, "
+         "partitions= groups them")
+_TEMPORAL = "temporal sampling is not offered; leave it out"
+
+# name -> (the values that mean what the loader does, what it does instead)
+NO_COUNTERPART: dict[str, tuple[Callable[[Any], bool], str]] = {
+    # NeighborLoader / NodeLoader
+    "data": (_is(), "OutreLoader reads an on-disk dataset: pass its path or an oa.Dataset first (a PyG Data "
+                    "object is converted once with oa.from_pyg)"),
+    "replace": (_is(False), "the sampler draws each node's neighbours without replacement (replace=False); a "
+                            "fanout at or above a degree takes every in-neighbour once"),
+    "subgraph_type": (_directional, "a batch holds the sampled edges, each from the sampled neighbour to the node "
+                                    "that drew it (subgraph_type='directional'); 'bidirectional' and 'induced' "
+                                    "are not offered"),
+    "directed": (_is(True), "a batch holds the sampled edges only (directed=True, PyG's "
+                            "subgraph_type='directional'); induced subgraphs are not offered"),
+    "disjoint": (_is(False), "the seeds of a batch share their sampled nodes (disjoint=False); per-seed "
+                             "subgraphs are not offered"),
+    "input_time": (_is(None), _TEMPORAL),
+    "temporal_strategy": (_is("uniform"), _TEMPORAL),
+    "time_attr": (_is(None), _TEMPORAL),
+    "weight_attr": (_is(None), "neighbours are drawn uniformly; weighted sampling is not offered"),
+    "transform_sampler_output": (_is(None), "the loader turns its own sampler's output into batches; change "
+                                            "each batch with transform="),
+    "is_sorted": (_any_bool, "the store's edges are sorted by destination (CSC) when the dataset is written, so "
+                             "there is no sort to skip: pass True or False, or leave it out"),
+    "filter_per_worker": (_is(None, True), "features are always gathered off your thread, by the loader's "
+                                           "extractor threads (filter_per_worker=True); num_extractors= sets how "
+                                           "many"),
+    "neighbor_sampler": (_is(None), "the loader samples with its own sampler (fanouts=, seed=); to drive PyG's "
+                                    "NodeLoader with it instead, use outre_async.pyg.OutreNodeSampler"),
+    "custom_cls": (_is(None), "batches are OutreBatch (a PyG Data with NeighborLoader's fields); change each "
+                              "batch with transform="),
+    "node_sampler": (_is(), "the loader samples with its own sampler (fanouts=, seed=); to drive PyG's NodeLoader "
+                            "with it instead, pass outre_async.pyg.OutreNodeSampler to NodeLoader"),
+    "input_id": (_is(None), "batch.input_id is each seed's position in input_nodes, as PyG's default"),
+    # torch.utils.data.DataLoader
+    "sampler": (_is(None), _PLAN),
+    "batch_sampler": (_is(None), _PLAN),
+    "collate_fn": (_is(None), "the loader builds each batch itself; change each batch with transform="),
+    "timeout": (_is(0, 0.0), "a stage that fails closes the pipeline and its error reaches your loop at once "
+                             "(there is no worker to wait for); timeout=0 is what it does"),
+    "worker_init_fn": (_is(None), f"{_THREADS}: there is nothing to initialise; seed= seeds the sampling"),
+    "multiprocessing_context": (_is(None), f"{_THREADS}: there is no process to start"),
+    "generator": (_is(None), "shuffling and sampling draw from seed= (an int), not a torch.Generator: pass seed="),
+    "prefetch_factor": (_is(None), "how far the loader runs ahead is its queues' depth: ready_queue= (batches "
+                                   "ready for your loop) and extract_queue= (sampled batches waiting for features)"),
+    "persistent_workers": (_is(True), "samplers and extractors are threads of this process that live as long as "
+                                      "the loader (persistent_workers=True); close the loader (a with block or "
+                                      "close()) to stop them"),
+    "pin_memory_device": (_is(""), "pass device='cuda:N': the loader pins each batch and copies it there"),
+}
+
+
+def resolve_pyg_options(options: dict[str, Any], pyg_options: dict[str, Any], known: Iterable[str]) -> dict[str, Any]:
+    """``options`` with ``in_order`` folded in as ``ordered``, after refusing every other PyG keyword whose
+    value has no counterpart (see the module); a name PyG does not have is a ``TypeError``."""
+    options = dict(options)
+    for name, value in pyg_options.items():
+        if name == "in_order":
+            if not isinstance(value, bool):
+                raise ConfigError(f"in_order={value!r} must be True or False (PyG's name for ordered=)")
+            _one_of("ordered", "in_order", options)
+            options["ordered"] = value
+            continue
+        entry = NO_COUNTERPART.get(name)
+        if entry is None:
+            near = difflib.get_close_matches(name, [*known, *NO_COUNTERPART, "in_order"], n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            raise TypeError(f"OutreLoader() got an unexpected keyword argument {name!r}{hint}")
+        accepts, instead = entry
+        if not accepts(value):
+            raise ConfigError(f"{name}={value!r} has no counterpart in OutreLoader: {instead}")
+    return options

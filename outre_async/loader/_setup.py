@@ -22,7 +22,7 @@ from ._batch import PlanItem
 from ._batch_rows import expected_batch_rows
 from ._budget import MemoryPlan, Sizes, plan_memory
 from ._config import LoaderConfig
-from ._pyg_names import given_options, resolve_aliases
+from ._pyg_names import given_options, resolve_aliases, resolve_pyg_options
 from ._ranks import RankPlace, resolve_place
 
 if TYPE_CHECKING:
@@ -67,6 +67,9 @@ def loader_config(config: LoaderConfig | None, values: dict[str, Any]) -> tuple[
     split, given = resolve_aliases(given, split=values.get("split"), input_nodes=values.get("input_nodes"),
                                    num_neighbors=values.get("num_neighbors"), num_workers=values.get("num_workers"),
                                    pin_memory=values.get("pin_memory", False))
+    # NeighborLoader's other names (``**pyg_options``): a misspelt loader keyword is suggested from the rest
+    keywords = [name for name in values if name not in ("self", "pyg_options")]
+    given = resolve_pyg_options(given, values.get("pyg_options") or {}, keywords)
     return split, _config(config, given)
 
 

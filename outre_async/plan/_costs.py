@@ -111,7 +111,7 @@ def _recompute_cost(dim: int, hidden: int, repeats: int, fanouts: list[int]) -> 
     from ..nn import GraphSAGE
 
     x, edge_index = _synthetic_batch(dim, [f if f > 0 else 10 for f in fanouts] or [10], rows=4096)
-    model = GraphSAGE(dim, hidden, 16, num_layers=max(len(fanouts), 2))
+    model = GraphSAGE(dim, hidden, max(len(fanouts), 2), 16)
     target = torch.zeros(len(x), dtype=torch.long)
 
     def step() -> None:

@@ -38,11 +38,11 @@ LAST, BEST, METRICS, PLOT = "last.pt", "best.pt", "metrics.json", "time_to_accur
 
 
 def build_model(config: TrainConfig, ds: Dataset) -> torch.nn.Module:
-    args = (ds.feature_dim, config.hidden, ds.num_classes)
+    args = (ds.feature_dim, config.hidden, config.layers, ds.num_classes)  # PyG's order
     if config.model == "gat":
-        return GAT(*args, num_layers=config.layers, heads=config.heads, dropout=config.dropout)
+        return GAT(*args, dropout=config.dropout, heads=config.heads)
     cls = GraphSAGE if config.model == "sage" else GCN
-    return cls(*args, num_layers=config.layers, dropout=config.dropout)
+    return cls(*args, dropout=config.dropout)
 
 
 def run_train(dataset: str | Path, config: TrainConfig, out: Path, *, resume: bool = False,

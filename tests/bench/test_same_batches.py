@@ -95,7 +95,7 @@ def test_compute_only_part_trains_every_batch_in_ram_windows(ds: oa.Dataset) -> 
     spec = replace(_spec(ds), ram_budget=40 * ds.feature_dim * 4 * 64)  # a few windows, not one
     subs, _ = partition_subgraphs(ds, spec)
     torch.manual_seed(0)
-    model = GraphSAGE(ds.feature_dim, 8, ds.num_classes, num_layers=2)
+    model = GraphSAGE(ds.feature_dim, 8, 2, ds.num_classes)
     m = compute_only_part(model, torch.optim.Adam(model.parameters(), lr=0.01), ds, spec)
     assert m["batches"] == len(subs) and m["seeds"] == len(ds.split("train"))
     assert m["rows_requested"] == sum(len(s.n_id) for s in subs)

@@ -28,7 +28,7 @@ FANOUTS, BATCH = [4, 3], 96
 
 def make_model(ds: oa.Dataset) -> torch.nn.Module:
     torch.manual_seed(0)
-    return oa.GraphSAGE(ds.feature_dim, 16, ds.num_classes, num_layers=2, dropout=0.0)
+    return oa.GraphSAGE(ds.feature_dim, 16, 2, ds.num_classes, dropout=0.0)
 
 
 def step_loss(model: torch.nn.Module, batch) -> torch.Tensor:  # type: ignore[no-untyped-def]

@@ -42,7 +42,7 @@ MODELS = {"sage": oa.GraphSAGE, "gcn": oa.GCN, "gat": oa.GAT}
 def test_equals_full_graph_inference(graph, name: str, layers: int) -> None:
     ds, x, edge_index = graph
     torch.manual_seed(1)
-    model = MODELS[name](19, 8, 3, num_layers=layers)
+    model = MODELS[name](19, 8, layers, 3)
     want = _full(model, x, edge_index, embeddings=False)
     with torch.no_grad():  # the model's own forward agrees with the layer stack
         torch.testing.assert_close(model(x, edge_index), want, atol=1e-5, rtol=1e-5)
@@ -53,7 +53,7 @@ def test_equals_full_graph_inference(graph, name: str, layers: int) -> None:
 def test_embeddings_and_backends_agree(graph) -> None:
     ds, x, edge_index = graph
     torch.manual_seed(2)
-    model = oa.GCN(19, 8, 3, num_layers=2)
+    model = oa.GCN(19, 8, 2, 3)
     want = _full(model, x, edge_index, embeddings=True)
     for backend in ("memory", "auto"):
         got = oa.inference(model, ds, embeddings=True, chunk_nodes=1000, chunk_edges=1, backend=backend)
@@ -63,7 +63,7 @@ def test_embeddings_and_backends_agree(graph) -> None:
 
 def test_spill_folder_is_removed_on_success_and_on_error(graph, tmp_path: Path, monkeypatch) -> None:
     ds, _, _ = graph
-    model = oa.GraphSAGE(19, 8, 3, num_layers=3)
+    model = oa.GraphSAGE(19, 8, 3, 3)
     oa.inference(model, ds, tmp_dir=tmp_path, chunk_nodes=50)
     assert list(tmp_path.iterdir()) == []
     calls = {"n": 0}
@@ -87,6 +87,6 @@ def test_refuses_what_it_cannot_do(graph) -> None:
     with pytest.raises(oa.ConfigError, match="layer-wise protocol"):
         oa.inference(torch.nn.Linear(19, 3), ds)
     with pytest.raises(oa.ConfigError, match="at least two layers"):
-        oa.inference(oa.GraphSAGE(19, 8, 3, num_layers=1), ds, embeddings=True)
+        oa.inference(oa.GraphSAGE(19, 8, 1, 3), ds, embeddings=True)
     with pytest.raises(oa.ConfigError, match="chunk sizes"):
-        oa.inference(oa.GraphSAGE(19, 8, 3), ds, chunk_nodes=0)
+        oa.inference(oa.GraphSAGE(19, 8, 2, 3), ds, chunk_nodes=0)

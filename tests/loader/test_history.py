@@ -43,7 +43,7 @@ def _loader(ds: oa.Dataset, staleness: int | None, **kw) -> oa.OutreLoader:
 
 def _model(seed: int = 0, cls=oa.GraphSAGE) -> torch.nn.Module:
     torch.manual_seed(seed)
-    return cls(DIM, HID, 4, num_layers=2)
+    return cls(DIM, HID, 2, 4)
 
 
 def _exact_hidden(ds: oa.Dataset, model: torch.nn.Module) -> torch.Tensor:
@@ -285,7 +285,7 @@ def test_pushed_rows_are_h_before_dropout_and_pulled_rows_get_a_fresh_mask(datas
     from outre_async.loader._history import HistoryRecord, Push
 
     torch.manual_seed(0)
-    model = oa.GraphSAGE(3, 16, 2, dropout=0.5).train()
+    model = oa.GraphSAGE(3, 16, 2, 2, dropout=0.5).train()
     x, edges = torch.randn(4, 3), torch.tensor([[1, 2, 3], [0, 0, 1]])
     pushes: list[Push] = []
     row = torch.rand(1, 16) + 0.5
@@ -382,7 +382,7 @@ def test_gcn_seeds_see_the_unpruned_normalisation_of_a_pulled_node() -> None:
     so the hook's degree must stand in for them: seed outputs equal the unpruned batch's."""
     from outre_async.loader._history import HistoryRecord
 
-    model = oa.GCN(3, 4, 2).eval()
+    model = oa.GCN(3, 4, 2, 2).eval()
     x = torch.randn(5, 3)
     full = torch.tensor([[1, 2, 3, 4], [0, 0, 1, 1]])  # seed 0 <- 1, 2; node 1 <- 3, 4
     with torch.no_grad():

@@ -67,7 +67,7 @@ def test_the_loader_applies_the_plan_within_its_budget(ds: oa.Dataset) -> None:
         assert loader.memory.total <= 6 << 20
         np.testing.assert_array_equal(loader._history.table.nodes, arrays["history_nodes"])
         np.testing.assert_array_equal(loader._static.nodes, arrays["static_rows"])
-        model = oa.GraphSAGE(ds.feature_dim, HID, ds.num_classes)
+        model = oa.GraphSAGE(ds.feature_dim, HID, 2, ds.num_classes)
         feats = np.asarray(ds.features[:])
         batches, planned = 0, len(loader)
         for batch in loader:

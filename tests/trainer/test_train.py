@@ -31,7 +31,7 @@ def test_one_epoch_writes_checkpoint_and_metrics(tiny: Path, tmp_path: Path, cap
     assert len(metrics["epochs"]) == 1 and metrics["epochs"][0]["batches"] == 2  # 300 train nodes / 256
     assert 0.0 <= result["test_accuracy"] <= 1.0 and result["best"]["epoch"] == 1
     state = load_checkpoint(out / "last.pt")  # weights_only=True
-    assert state["epoch"] == 1 and set(state["model"]) == set(oa.GraphSAGE(32, 16, 8).state_dict())
+    assert state["epoch"] == 1 and set(state["model"]) == set(oa.GraphSAGE(32, 16, 2, 8).state_dict())
     plot = ["time_to_accuracy.png"] if importlib.util.find_spec("matplotlib") is not None else []
     assert sorted(p.name for p in out.iterdir()) == ["best.pt", "last.pt", "metrics.json", *plot]
     # the same --out again without --resume is refused, nothing changed
