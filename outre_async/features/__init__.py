@@ -1,12 +1,19 @@
 """Feature rows from disk: the :class:`FeatureSource` contract, memory / pread / io_uring sources, backend
-choice, staging arenas and the GNNDrive feature buffer."""
+choice, staging arenas, the GNNDrive feature buffer and the tiers (GPU rows, static rows, buffer,
+source) that wrap one another (``_tier``)."""
 
 from ._backends import BACKENDS, Backend, detect_io_uring, open_source
 from ._disk_source import FeatureFile, IOConfig
 from ._feature_buffer import FeatureBuffer
+from ._gpu_tier import DeviceFeatureCache, DeviceRows, GpuTier
 from ._memory_source import MemorySource
+from ._policies import EVICTION_POLICIES, PLANNED_POLICIES
 from ._pread_source import PreadSource
 from ._source import FeatureSource
+from ._static_cache import StaticFeatureCache, StaticTier
+from ._tier import TIERS, BufferTier, FeatureTier, SourceTier, make_tier
 
-__all__ = ["BACKENDS", "Backend", "FeatureBuffer", "FeatureFile", "FeatureSource", "IOConfig",
-           "MemorySource", "PreadSource", "detect_io_uring", "open_source"]
+__all__ = ["BACKENDS", "EVICTION_POLICIES", "PLANNED_POLICIES", "TIERS", "Backend", "BufferTier",
+           "DeviceFeatureCache", "DeviceRows", "FeatureBuffer", "FeatureFile", "FeatureSource", "FeatureTier",
+           "GpuTier", "IOConfig", "MemorySource", "PreadSource", "SourceTier", "StaticFeatureCache", "StaticTier",
+           "detect_io_uring", "make_tier", "open_source"]

@@ -35,6 +35,7 @@ from .._errors import ConfigError, PipelineClosed
 from .._units import format_bytes
 from ..cache._history_config import HistoryConfig
 from ..features import FeatureSource
+from ..features._gpu_tier import DeviceFeatureCache
 from ..features._static_cache import StaticFeatureCache
 from ..sampling._plan import SeedIndex, max_edges_per_batch, max_rows_per_batch, num_batches, plan_epoch, seed_ids
 from ..store._dataset import Dataset, open_dataset
@@ -56,6 +57,7 @@ from ._ranks import resolve_place
 from ._resources import ResourceBox, Resources
 from ._sample_stage import SampleStage
 from ._stats import queue_stats, resource_stats, stage_stats
+from ._tiers import gpu_cache, static_cache
 
 if TYPE_CHECKING:
     from ._partition_mode import PartitionBatching
@@ -96,6 +98,7 @@ class OutreLoader:
                  neighbor_cache: int | str = 0, history: HistoryConfig | None = None,
                  rank: int | None = None, world_size: int | None = None, local_world_size: int | None = None,
                  profile: str | None = None, cache_split: str | float = "auto",
+                 gpu_cache_budget: int | str | None = None,
                  # the same knobs as one object, or a source the caller opened
                  config: LoaderConfig | None = None, source: FeatureSource | None = None,
                  # PyG NeighborLoader's names (see _pyg_names)
@@ -122,7 +125,8 @@ class OutreLoader:
         first_plan = self._plan(0)
         self._batch_rows = expected_batch_rows(self.dataset, self.config.fanouts, first_plan, seed=self.config.seed,
                                                max_rows=self._max_rows)
-        self._applied, self._static = self._apply_profile()  # profile=: the budget's split (issue 12)
+        self._applied = self._apply_profile()  # profile=: the budget's split (issue 12)
+        self._gpu, self._static = self._caches(first_plan)  # the GPU and static tiers' rows (``_tiers``)
         self._history = build_owner(self.dataset, self.config, first_plan)
         self.memory = self._memory_plan()
         if self.config.extract_queue is None:  # the depth the plan counts (``_budget.extract_depth``)
@@ -130,7 +134,6 @@ class OutreLoader:
         self.buffer_rows = self.memory.buffer_rows
         self._epoch = 0
         self._sample, self._extract, self._delivery = SampleStage(), ExtractStage(), Delivery()
-        self._extract.static = self._static
         self._channels = self._new_channels()  # the latest epoch's (what stats()["queues"] reports)
         self._gate: OutOfTurnMemory | None = None  # ordered mode: the latest epoch's out-of-turn budget
         self._box = ResourceBox()
@@ -146,20 +149,24 @@ class OutreLoader:
         return PartitionBatching.of_config(self.dataset, cfg, self._seeds, rank=self._place.rank,
                                            world_size=self._place.world_size)
 
-    def _apply_profile(self) -> tuple[AppliedPlan | None, StaticFeatureCache | None]:
+    def _apply_profile(self) -> AppliedPlan | None:
         """With ``profile=``: the plan (read, or measured now for ``"auto"``) rewrites the config."""
         cfg, ds = self.config, self.dataset
         if cfg.profile is None:
-            return None, None
+            return None
         applied = load_plan(ds, cfg, self._seeds, self._partitioned, self._sizes(), self._source_kind())
         self.config = applied.config
         if self._partitioned is not None:
             self._partitioned.use_neighbor_cache(applied.neighbor_nodes, int(applied.config.neighbor_cache))
-        static = None
-        if len(applied.static_rows):
-            static = StaticFeatureCache(applied.static_rows, ds.num_nodes, ds.feature_dim,
-                                        pin=torch.device(cfg.device).type == "cuda")
-        return applied, static
+        return applied
+
+    def _caches(self, plan: Sequence[PlanItem]) -> tuple[DeviceFeatureCache | None, StaticFeatureCache | None]:
+        applied, stride = self._applied, self._place.world_size
+        base = self._partitioned.stream_base(0) if self._partitioned is not None else self._place.rank
+        gpu = gpu_cache(self.dataset, self.config, plan, applied.row_hot if applied is not None else None,
+                        stream_base=base, stream_stride=stride)
+        static = None if applied is None else static_cache(self.dataset, self.config, applied.static_rows, gpu)
+        return gpu, static
 
     @property
     def _res(self) -> Resources | None:
@@ -183,6 +190,8 @@ class OutreLoader:
         extra = {"history table": history} if history else {}
         if self._static is not None:
             extra["static feature cache"] = self._static.nbytes
+        if self._gpu is not None:  # its rows are device memory (not here); its node -> slot table is the host's
+            extra["gpu tier index"] = self._gpu.index_bytes
         return plan_memory(cfg, sizes, source=kind, extra=extra or None)
 
     def _new_channels(self) -> tuple[Channel[SampledBatch], Channel[ExtractedBatch]]:
@@ -204,10 +213,12 @@ class OutreLoader:
             if self._res.loop is not loop:
                 raise ConfigError("this loader is open on another event loop; use one loader per loop")
             return
-        self._box.res = await Resources.create(loop, self.config, self.dataset, plan=self.memory,
-                                                partitioned=self._partitioned, source=self._source)
-        if self._static is not None:  # the profile's hot rows, read once through the loader's source
-            await self._static.load(self._box.res.source if self._box.res is not None else self._source)
+        res = await Resources.create(loop, self.config, self.dataset, plan=self.memory, partitioned=self._partitioned,
+                                     source=self._source, static=self._static, gpu=self._gpu)
+        self._box.res = res
+        for cache in (self._static, self._gpu):  # hot rows, read once through the loader's source
+            if cache is not None:
+                await cache.load(res.source)
 
     async def aclose(self) -> None:
         """Close any epoch still running, then release every resource (ring, files, threads).
@@ -274,7 +285,7 @@ class OutreLoader:
         if cfg.ordered:
             self._gate = OutOfTurnMemory(self.memory.out_of_turn_bytes, batch_row_bytes(self.dataset.feature_dim))
         return EpochParts(
-            plan=plan, samplers=res.samplers, executor=res.executor, buffer=res.buffer, source=res.source,
+            plan=plan, samplers=res.samplers, executor=res.executor, buffer=res.buffer, tiers=res.tiers,
             extract=extract, ready=ready, num_extractors=cfg.num_extractors, stream_base=stream_base,
             sample_stage=self._sample, extract_stage=self._extract, matrices=res.matrices, history=history,
             gate=self._gate if cfg.ordered else None, stream_stride=world,

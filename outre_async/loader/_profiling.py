@@ -45,6 +45,7 @@ class AppliedPlan:
     config: LoaderConfig        # what the loader runs with (buffer rows, neighbour cache, history candidates)
     static_rows: np.ndarray     # node ids of the static feature cache
     neighbor_nodes: np.ndarray  # node ids whose lists the neighbour cache holds (partition mode)
+    row_hot: np.ndarray         # feature-row reads per node per epoch: the GPU tier's ranking (``_tiers``)
     info: dict[str, Any]        # for stats()["profile"]
 
 
@@ -165,7 +166,7 @@ def apply(cfg: LoaderConfig, prof: Profile) -> AppliedPlan:
             "alpha": prof.meta.get("alpha"), "planned_split": dict(split), "predicted": prof.meta.get("predicted"),
             "costs": prof.meta.get("costs"), "seconds": prof.meta.get("seconds")}
     return AppliedPlan(config=applied, static_rows=prof.arrays["static_rows"],
-                       neighbor_nodes=prof.arrays["neighbor_nodes"], info=info)
+                       neighbor_nodes=prof.arrays["neighbor_nodes"], row_hot=prof.arrays["row_hot"], info=info)
 
 
 def _io_options(cfg: LoaderConfig) -> dict[str, Any]:
