@@ -13,7 +13,7 @@ copy of that prefix) :func:`assemble_x` builds the device matrix::
 
     x = empty(n, dim, device);  x[miss_pos] = misses (the copied prefix);  x[hit_pos] = rows[hit_slots]
 
-so the rows it holds are gathered on the device and only misses (plus 8 bytes of index per row)
+so the rows it holds are gathered on the device and only misses (plus 8 bytes of index per row and per hit)
 cross PCIe.  On ``device="cpu"`` the same function assembles on the CPU, bit-identical to a batch
 read without the tier.  Its generic :meth:`GpuTier.read_rows` fills a host matrix instead (hits copied
 back from the device): the contract's reference path, not the loader's.

@@ -35,8 +35,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..features import FeatureTier
 from ._batch import ExtractedBatch, SampledBatch
 from ._batch_memory import BatchMemory
