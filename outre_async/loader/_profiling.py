@@ -8,6 +8,12 @@ rewrites the config the loader runs with (buffer rows, ``neighbor_cache`` bytes,
 candidates) and adds the static cache as one more part of the memory plan, so ``stats()["memory"]``
 shows every part and their sum stays within B.
 
+With ``gpu_cache_budget`` (``_tiers``), the GPU tier is a tier of its own budget (device memory): it
+holds the top of the profile's ranking, so the knapsack sees those rows' host reads as spared (zero:
+they are served on the device, :func:`host_counts`) and buys other rows; its host table (``4 N``)
+comes out of the cache budget.  The costs per GPU hit and miss are not measured (``meta["gpu_tier"]``
+reports its rows and the row reads it spares).
+
 ``profile=NAME`` reads ``profile/NAME/`` (refused with a named error if it was measured on another
 dataset, another version of it, or another loader setup); ``profile="auto"`` reads
 ``profile/auto-<hash of the setup>/`` if present, else profiles the first ``AUTO_BATCHES`` batches of
@@ -28,9 +34,10 @@ import numpy as np
 
 from .._errors import ConfigError
 from ..cache._history_config import history_slot_bytes
+from ..features._gpu_tier import gpu_cache_bytes, gpu_index_bytes, gpu_tier_rows, rank_rows
 from ..plan._budget_plan import choose, knapsack_input, predict
 from ..plan._costs import MissCosts, measure_costs
-from ..plan._counts import presample
+from ..plan._counts import Counts, presample
 from ..plan._files import Profile, profile_path, read_profile, write_profile
 from ..sampling._plan import plan_epoch
 from ._budget import MemoryPlan, Sizes, default_pool, plan_memory
@@ -58,7 +65,9 @@ def profile_setup(cfg: LoaderConfig, seeds: np.ndarray) -> dict[str, Any]:
             "partitions": cfg.partitions, "parts_per_batch": cfg.parts_per_batch, "interleave": cfg.interleave,
             "memory_budget": cfg.budget_bytes, "num_samplers": cfg.num_samplers, "num_extractors": cfg.num_extractors,
             "backend": cfg.backend, "staleness": h.staleness if h else None, "history_dim": h.dim if h else None,
-            "history_window": h.window if h else None}
+            "history_window": h.window if h else None,
+            # only when on, so profiles made before the GPU tier existed still match a loader without it
+            **({"gpu_cache_budget": int(cfg.gpu_cache_budget)} if cfg.gpu_cache_budget else {})}
 
 
 def auto_name(setup: dict[str, Any], split: object) -> str:
@@ -92,6 +101,8 @@ def run_profile(ds: Any, cfg: LoaderConfig, seeds: np.ndarray, partitioned: Any,
 
     started = time.perf_counter()
     mem, cache_budget = base_memory(cfg, sizes, kind)
+    if cfg.gpu_cache_budget:  # the GPU tier's node -> slot table is host memory the caches cannot have
+        cache_budget = max(0, cache_budget - gpu_index_bytes(ds.num_nodes))
     h = cfg.history if cfg.history is not None and cfg.history.enabled else None
     window = 0 if cfg.ordered or h is None else (cfg.num_samplers + cfg.num_extractors if h.window is None else h.window)
     slot = history_slot_bytes(h.dim, cfg.num_samplers) if h else 1
@@ -113,7 +124,8 @@ def run_profile(ds: Any, cfg: LoaderConfig, seeds: np.ndarray, partitioned: Any,
     list_bytes = None
     if partitioned is not None:
         list_bytes = np.diff(ds.indptr) * ds.indices.dtype.itemsize + 16
-    inp = knapsack_input(counts, costs, num_nodes=ds.num_nodes, dim=ds.feature_dim, hist_dim=h.dim if h else None,
+    host, gpu = host_counts(counts, cfg, ds)
+    inp = knapsack_input(host, costs, num_nodes=ds.num_nodes, dim=ds.feature_dim, hist_dim=h.dim if h else None,
                          num_samplers=cfg.num_samplers, list_bytes=list_bytes)
     choice, alpha = choose(inp, cache_budget, cfg.cache_split)
     done = time.perf_counter()
@@ -125,7 +137,8 @@ def run_profile(ds: Any, cfg: LoaderConfig, seeds: np.ndarray, partitioned: Any,
                        "cache_budget": cache_budget, "split": choice.bytes},
             "plan": {"static_rows": len(choice.features), "history_slots": len(choice.history),
                      "neighbor_lists": len(choice.neighbors), "saved_us": choice.saved_us},
-            "predicted": predict(counts, costs, choice, sample_seconds=counts.sample_seconds * scale),
+            "predicted": predict(host, costs, choice, sample_seconds=counts.sample_seconds * scale),
+            "gpu_tier": gpu,
             "counts": {"batches": counts.batches, "epoch_batches": counts.epoch_batches, "candidates": len(counts.cand),
                        "accesses": counts.accesses},
             "seconds": {"presample": sampled - started, "costs": measured - sampled, "solve": done - measured,
@@ -134,6 +147,20 @@ def run_profile(ds: Any, cfg: LoaderConfig, seeds: np.ndarray, partitioned: Any,
               "neighbor_nodes": choice.neighbors, "row_hot": counts.row_hot, "list_hot": counts.list_hot}
     path = write_profile(ds, name, meta, arrays) if name is not None else profile_path(ds, "unsaved")
     return Profile(path=path, meta=meta, arrays=arrays)
+
+
+def host_counts(counts: Counts, cfg: LoaderConfig, ds: Any) -> tuple[Counts, dict[str, Any] | None]:
+    """The counts the host's caches compete for: with ``gpu_cache_budget``, the rows the GPU tier will
+    hold (the top of the same ranking the loader fills it from, ``_tiers.gpu_cache``) are read from the
+    device, never from the host tiers, so their host reads are zero and the knapsack buys other rows."""
+    if not cfg.gpu_cache_budget:
+        return counts, None
+    rows = rank_rows(counts.row_hot)[: gpu_tier_rows(int(cfg.gpu_cache_budget), ds.feature_dim, ds.num_nodes)]
+    host = counts.row_hot.copy()
+    host[rows] = 0.0
+    info = {"rows": len(rows), "bytes": gpu_cache_bytes(len(rows), ds.feature_dim),
+            "row_reads_spared": float(counts.row_hot[rows].sum())}
+    return dataclasses.replace(counts, row_hot=host), info
 
 
 def load_plan(ds: Any, cfg: LoaderConfig, seeds: np.ndarray, partitioned: Any, sizes: Sizes, kind: str) -> AppliedPlan:
@@ -164,7 +191,8 @@ def apply(cfg: LoaderConfig, prof: Profile) -> AppliedPlan:
                                   neighbor_cache=int(split.get("neighbors", 0)) if cfg.partitions else 0)
     info = {"name": prof.path.name, "path": str(prof.path), "cache_split": prof.meta.get("cache_split"),
             "alpha": prof.meta.get("alpha"), "planned_split": dict(split), "predicted": prof.meta.get("predicted"),
-            "costs": prof.meta.get("costs"), "seconds": prof.meta.get("seconds")}
+            "costs": prof.meta.get("costs"), "seconds": prof.meta.get("seconds"),
+            "gpu_tier": prof.meta.get("gpu_tier")}
     return AppliedPlan(config=applied, static_rows=prof.arrays["static_rows"],
                        neighbor_nodes=prof.arrays["neighbor_nodes"], row_hot=prof.arrays["row_hot"], info=info)
 

@@ -92,27 +92,34 @@ def prof_ds(tmp_path_factory: pytest.TempPathFactory) -> oa.Dataset:
     return generated(tmp_path_factory.mktemp("gpu_prof") / "ds", "tiny")
 
 
-def test_with_a_profile_the_tier_takes_the_hottest_rows_and_static_drops_them(prof_ds: oa.Dataset) -> None:
+def test_with_a_profile_the_tier_takes_the_hottest_rows_and_the_knapsack_others(prof_ds: oa.Dataset) -> None:
     opts = {"fanouts": [5, 5], "batch_size": 64, "memory_budget": "6MiB", "backend": "memory", "seed": 7}
-    oa.profile(prof_ds, name="gpu-tier", costs=MissCosts(row_us=20.0, list_us=2.0, recompute_us=1.0, backend="fixed"),
-               **opts)
+    costs = MissCosts(row_us=20.0, list_us=2.0, recompute_us=1.0, backend="fixed")
+    rows = 40
+    budget = rows * 4 * prof_ds.feature_dim
+    meta = oa.profile(prof_ds, name="gpu-tier", costs=costs, gpu_cache_budget=budget, **opts)
+    plain = oa.profile(prof_ds, name="no-gpu-tier", costs=costs, **opts)
     folder = prof_ds.path / "profile" / "gpu-tier"
     row_hot = np.fromfile(folder / "row_hot.bin", np.float64)
     static_rows = np.fromfile(folder / "static_rows.bin", np.int64)
-    rows = 40
+    assert meta["gpu_tier"]["rows"] == rows and plain["gpu_tier"] is None
     feats = np.asarray(prof_ds.features[:])
-    with oa.OutreLoader(prof_ds, profile="gpu-tier", gpu_cache_budget=rows * 4 * prof_ds.feature_dim,
-                        **opts) as loader:
+    with oa.OutreLoader(prof_ds, profile="gpu-tier", gpu_cache_budget=budget, **opts) as loader:
         held = loader._gpu.nodes
         assert len(held) == rows
-        assert row_hot[held].min() >= np.delete(row_hot, held).max()
-        np.testing.assert_array_equal(loader._static.nodes, np.setdiff1d(static_rows, held))
+        assert row_hot[held].min() >= np.delete(row_hot, held).max()  # the profile's hottest rows
+        assert not np.isin(static_rows, held).any()  # the knapsack bought other rows for the host
+        np.testing.assert_array_equal(loader._static.nodes, static_rows)
+        assert meta["gpu_tier"]["row_reads_spared"] == pytest.approx(row_hot[held].sum())
+        assert loader.memory.total <= 6 << 20 and loader.memory.parts["gpu tier index"] == 4 * prof_ds.num_nodes
         for batch in loader:
             np.testing.assert_array_equal(batch.x.numpy(), feats[batch.n_id.numpy()])
         tiers = loader.stats()["tiers"]
         assert list(tiers) == ["gpu", "static", "buffer", "source"]
         assert tiers["gpu"]["hits"] > 0 and tiers["static"]["hits"] > 0
         assert tiers["static"]["hits"] + tiers["static"]["misses"] == tiers["gpu"]["misses"]
+    with pytest.raises(oa.ProfileMismatchError, match="gpu_cache_budget"):  # made for a loader without the tier
+        oa.OutreLoader(prof_ds, profile="no-gpu-tier", gpu_cache_budget=budget, **opts)
 
 
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
