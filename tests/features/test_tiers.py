@@ -106,6 +106,9 @@ async def read_all(store: tuple[oa.Dataset, np.ndarray], backend: str, names: tu
             got = assemble_x(host.to(device), rows)
             assert got.device.type == torch.device(device).type
             np.testing.assert_array_equal(got.cpu().numpy(), x[ids], err_msg=f"read_batch {names} {label}")
+            if rows is not None:  # the accelerator's torch path, run here on the tier's device too
+                got = rows.assemble_device(host.to(device))
+                np.testing.assert_array_equal(got.cpu().numpy(), x[ids], err_msg=f"assemble_device {names} {label}")
         for name, stats in top.chain_stats().items():
             assert stats["tier"] == name and stats["hits"] >= 0 and stats["misses"] >= 0
             assert 0.0 <= stats["hit_rate"] <= 1.0
