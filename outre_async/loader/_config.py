@@ -16,6 +16,7 @@ from .._errors import ConfigError
 from .._units import parse_bytes
 from ..cache._history_config import HistoryConfig
 from ..features import BACKENDS
+from ..features._policies import check_policy
 from ..sampling._plan import check_rank
 from ..sampling._sampler import check_fanouts
 
@@ -56,6 +57,7 @@ class LoaderConfig:
     profile: str | None = None  # profile/<name>/ whose plan splits memory_budget; "auto": profile now (issue 12)
     cache_split: str | float = "auto"  # with profile="auto": "auto" (knapsack), "outre" (alpha grid) or an alpha
     gpu_cache_budget: int | str | None = None  # device bytes of the GPU feature tier (features._gpu_tier); 0/None: off
+    buffer_policy: str = "lru-lookahead"  # the feature buffer's eviction policy (features.EVICTION_POLICIES)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fanouts", check_fanouts(self.fanouts))
@@ -73,6 +75,7 @@ class LoaderConfig:
                 self.gpu_cache_budget, int) or self.gpu_cache_budget < 0):
             raise ConfigError(f"gpu_cache_budget={self.gpu_cache_budget!r} must be a byte count >= 0 (0 or None: "
                               "no GPU tier)")
+        check_policy(self.buffer_policy)
         if self.history is not None:
             _check_history(self.history, self.fanouts)
         _check_ranks(self.rank, self.world_size, self.local_world_size)

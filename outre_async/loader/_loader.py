@@ -15,7 +15,9 @@ the table adds ``4 N + C (4 dim + 12 + num_samplers)`` bytes (C slots of h^(L-1)
 ``history_bytes``), counted as one more part of the plan before the feature buffer is sized; batches
 its overtaking window holds back in completion order are not counted (``_budget``).  With
 ``ordered=True`` the batches the reorder buffer holds keep their leases on the pool of batch
-matrices or on the samplers' out-of-turn budget (``_out_of_turn``), both parts of the plan.
+matrices or on the samplers' out-of-turn budget (``_out_of_turn``), both parts of the plan.  With
+``gpu_cache_budget=`` the GPU tier's rows, ``min(budget // (4 dim), N) x 4 dim`` bytes, are device memory,
+outside ``memory_budget``; its ``4 N`` node -> slot table is a host part (``gpu tier index``; ``_tiers``).
 """
 
 from __future__ import annotations
@@ -98,7 +100,7 @@ class OutreLoader:
                  neighbor_cache: int | str = 0, history: HistoryConfig | None = None,
                  rank: int | None = None, world_size: int | None = None, local_world_size: int | None = None,
                  profile: str | None = None, cache_split: str | float = "auto",
-                 gpu_cache_budget: int | str | None = None,
+                 gpu_cache_budget: int | str | None = None, buffer_policy: str = "lru-lookahead",
                  # the same knobs as one object, or a source the caller opened
                  config: LoaderConfig | None = None, source: FeatureSource | None = None,
                  # PyG NeighborLoader's names (see _pyg_names)
@@ -161,6 +163,8 @@ class OutreLoader:
         return applied
 
     def _caches(self, plan: Sequence[PlanItem]) -> tuple[DeviceFeatureCache | None, StaticFeatureCache | None]:
+        """The rows the GPU tier (``gpu_cache_budget``) and the static tier (``profile=``) hold (``_tiers``);
+        the ranking samples epoch 0's first batches with that epoch's own streams."""
         applied, stride = self._applied, self._place.world_size
         base = self._partitioned.stream_base(0) if self._partitioned is not None else self._place.rank
         gpu = gpu_cache(self.dataset, self.config, plan, applied.row_hot if applied is not None else None,

@@ -137,3 +137,13 @@ def test_cuda_batches_are_assembled_on_the_device(dataset: oa.Dataset) -> None:
     for (n_a, x_a), (n_b, x_b) in zip(plain, got, strict=True):
         np.testing.assert_array_equal(n_a, n_b)
         np.testing.assert_array_equal(x_a, x_b)
+
+
+def test_the_buffer_policy_is_chosen_by_name(dataset: oa.Dataset) -> None:
+    with oa.OutreLoader(dataset, fanouts=[4], batch_size=32, backend="memory", buffer_policy="lru-lookahead") as loader:
+        list(loader)
+        assert loader.stats()["tiers"]["buffer"]["policy"] == "lru-lookahead"
+    with pytest.raises(oa.ConfigError, match="planned, not built"):
+        oa.OutreLoader(dataset, fanouts=[4], batch_size=32, backend="memory", buffer_policy="next-use")
+    with pytest.raises(oa.ConfigError, match="must be one of"):
+        oa.OutreLoader(dataset, fanouts=[4], batch_size=32, backend="memory", buffer_policy="lfu")
