@@ -147,3 +147,24 @@ def test_the_buffer_policy_is_chosen_by_name(dataset: oa.Dataset) -> None:
         oa.OutreLoader(dataset, fanouts=[4], batch_size=32, backend="memory", buffer_policy="next-use")
     with pytest.raises(oa.ConfigError, match="must be one of"):
         oa.OutreLoader(dataset, fanouts=[4], batch_size=32, backend="memory", buffer_policy="lfu")
+
+
+def test_history_and_partition_mode_read_the_same_rows_with_the_tier(prof_ds: oa.Dataset) -> None:
+    from outre_async.partition import partition
+
+    if not (prof_ds.path / "partitions" / "p8").is_dir():
+        partition(prof_ds, 8, name="p8")
+    feats = np.asarray(prof_ds.features[:])
+    hid = 16
+    model = oa.GraphSAGE(prof_ds.feature_dim, hid, prof_ds.num_classes)
+    with oa.OutreLoader(prof_ds, fanouts=[5, 5], batch_size=64, backend="memory", partitions="p8", parts_per_batch=2,
+                        history=oa.HistoryConfig(staleness=20, dim=hid),
+                        gpu_cache_budget=100 * 4 * prof_ds.feature_dim) as loader:
+        delivered = 0
+        for _ in range(2):
+            for batch in loader:
+                np.testing.assert_array_equal(batch.x.numpy(), feats[batch.n_id.numpy()])
+                model(batch.x, batch.edge_index, history=batch.history)
+                delivered += 1
+        stats = loader.stats()
+        assert stats["tiers"]["gpu"]["hits"] > 0 and stats["history"]["batches"] == delivered
