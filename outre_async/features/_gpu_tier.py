@@ -1,9 +1,10 @@
 """The GPU tier: hot feature rows held in the training device's memory, so they never cross PCIe.
 
 :class:`DeviceFeatureCache` holds ``rows`` node rows as one float32 tensor on the loader's ``device``
-(a CUDA device, or the CPU: the same code, which is how CI runs every line of it), chosen once (the
-profile's ranking, else the frequency of the first planned batches: ``loader._tiers``), read once
-through the loader's source, never evicted.  Its node -> slot table stays on the host (the split of a
+(a CUDA device, or the CPU: the same code, which is how CI runs it; only the batch assembly takes a
+numpy path on a CPU device, and the tests run its torch path on CPU tensors too), chosen once (the
+rows met most often in the first planned batches: ``loader._tiers``), read once through the loader's
+source, never evicted.  Its node -> slot table stays on the host (the split of a
 batch is decided where its ids are, before any copy).
 
 :class:`GpuTier` is the top tier (``_tier``).  For a batch (:meth:`GpuTier.read_batch`) it looks the ids

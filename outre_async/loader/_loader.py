@@ -167,8 +167,7 @@ class OutreLoader:
         the ranking samples epoch 0's first batches with that epoch's own streams."""
         applied, stride = self._applied, self._place.world_size
         base = self._partitioned.stream_base(0) if self._partitioned is not None else self._place.rank
-        gpu = gpu_cache(self.dataset, self.config, plan, applied.row_hot if applied is not None else None,
-                        stream_base=base, stream_stride=stride)
+        gpu = gpu_cache(self.dataset, self.config, plan, stream_base=base, stream_stride=stride)
         static = None if applied is None else static_cache(self.dataset, self.config, applied.static_rows, gpu)
         return gpu, static
 

@@ -9,8 +9,8 @@ candidates) and adds the static cache as one more part of the memory plan, so ``
 shows every part and their sum stays within B.
 
 With ``gpu_cache_budget`` (``_tiers``), the GPU tier is a tier of its own budget (device memory): it
-holds the top of the profile's ranking, so the knapsack sees those rows' host reads as spared (zero:
-they are served on the device, :func:`host_counts`) and buys other rows; its host table (``4 N``)
+holds the rows met most often in the plan's first batches, so the knapsack sees those rows' host reads
+as spared (zero: they are served on the device, :func:`host_counts`) and buys other rows; its host table (``4 N``)
 comes out of the cache budget.  The costs per GPU hit and miss are not measured (``meta["gpu_tier"]``
 reports its rows and the row reads it spares).
 
@@ -34,7 +34,7 @@ import numpy as np
 
 from .._errors import ConfigError
 from ..cache._history_config import history_slot_bytes
-from ..features._gpu_tier import gpu_cache_bytes, gpu_index_bytes, gpu_tier_rows, rank_rows
+from ..features._gpu_tier import gpu_cache_bytes, gpu_index_bytes
 from ..plan._budget_plan import choose, knapsack_input, predict
 from ..plan._costs import MissCosts, measure_costs
 from ..plan._counts import Counts, presample
@@ -42,6 +42,7 @@ from ..plan._files import Profile, profile_path, read_profile, write_profile
 from ..sampling._plan import plan_epoch
 from ._budget import MemoryPlan, Sizes, default_pool, plan_memory
 from ._config import LoaderConfig
+from ._tiers import gpu_rows
 
 AUTO = "auto"
 AUTO_BATCHES = 64  # batches the loader pre-samples when it profiles itself (``outre profile``: --batches)
@@ -52,7 +53,6 @@ class AppliedPlan:
     config: LoaderConfig        # what the loader runs with (buffer rows, neighbour cache, history candidates)
     static_rows: np.ndarray     # node ids of the static feature cache
     neighbor_nodes: np.ndarray  # node ids whose lists the neighbour cache holds (partition mode)
-    row_hot: np.ndarray         # feature-row reads per node per epoch: the GPU tier's ranking (``_tiers``)
     info: dict[str, Any]        # for stats()["profile"]
 
 
@@ -124,7 +124,7 @@ def run_profile(ds: Any, cfg: LoaderConfig, seeds: np.ndarray, partitioned: Any,
     list_bytes = None
     if partitioned is not None:
         list_bytes = np.diff(ds.indptr) * ds.indices.dtype.itemsize + 16
-    host, gpu = host_counts(counts, cfg, ds)
+    host, gpu = host_counts(counts, cfg, ds, plan, stream_base=partitioned.stream_base(0) if partitioned is not None else 0)
     inp = knapsack_input(host, costs, num_nodes=ds.num_nodes, dim=ds.feature_dim, hist_dim=h.dim if h else None,
                          num_samplers=cfg.num_samplers, list_bytes=list_bytes)
     choice, alpha = choose(inp, cache_budget, cfg.cache_split)
@@ -149,13 +149,14 @@ def run_profile(ds: Any, cfg: LoaderConfig, seeds: np.ndarray, partitioned: Any,
     return Profile(path=path, meta=meta, arrays=arrays)
 
 
-def host_counts(counts: Counts, cfg: LoaderConfig, ds: Any) -> tuple[Counts, dict[str, Any] | None]:
+def host_counts(counts: Counts, cfg: LoaderConfig, ds: Any, plan: Any, *,
+                stream_base: int = 0) -> tuple[Counts, dict[str, Any] | None]:
     """The counts the host's caches compete for: with ``gpu_cache_budget``, the rows the GPU tier will
-    hold (the top of the same ranking the loader fills it from, ``_tiers.gpu_cache``) are read from the
-    device, never from the host tiers, so their host reads are zero and the knapsack buys other rows."""
-    if not cfg.gpu_cache_budget:
+    hold (ranked as the loader ranks them, ``_tiers.gpu_rows``) are read from the device, never from
+    the host tiers, so their host reads are zero and the knapsack buys other rows."""
+    rows = gpu_rows(ds, cfg, plan, stream_base=stream_base)
+    if rows is None:
         return counts, None
-    rows = rank_rows(counts.row_hot)[: gpu_tier_rows(int(cfg.gpu_cache_budget), ds.feature_dim, ds.num_nodes)]
     host = counts.row_hot.copy()
     host[rows] = 0.0
     info = {"rows": len(rows), "bytes": gpu_cache_bytes(len(rows), ds.feature_dim),
@@ -194,7 +195,7 @@ def apply(cfg: LoaderConfig, prof: Profile) -> AppliedPlan:
             "costs": prof.meta.get("costs"), "seconds": prof.meta.get("seconds"),
             "gpu_tier": prof.meta.get("gpu_tier")}
     return AppliedPlan(config=applied, static_rows=prof.arrays["static_rows"],
-                       neighbor_nodes=prof.arrays["neighbor_nodes"], row_hot=prof.arrays["row_hot"], info=info)
+                       neighbor_nodes=prof.arrays["neighbor_nodes"], info=info)
 
 
 def _io_options(cfg: LoaderConfig) -> dict[str, Any]:
