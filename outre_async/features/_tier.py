@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 TierName = Literal["gpu", "static", "buffer", "source"]
 TIERS: tuple[TierName, ...] = get_args(TierName)  # top to bottom, the order the loader stacks them in
 
+
 class FeatureTier(abc.ABC):
     """One level of the feature hierarchy over ``fallback`` (see the module); subclasses implement
     :meth:`_read` and :meth:`stats`, and may override :meth:`_read_batch` / :meth:`read_rows_into`."""
@@ -101,8 +102,16 @@ class FeatureTier(abc.ABC):
         return tiers
 
     def chain_stats(self) -> dict[str, dict[str, Any]]:
-        """``{tier name: stats}``, top to bottom (what ``loader.stats()["tiers"]`` reports)."""
-        return {t.name: t.stats() for t in self.chain()}
+        """``{tier name: stats}``, top to bottom (what ``loader.stats()["tiers"]`` reports); a name met
+        again lower down gets ``#2``, ``#3``, ... so no tier's figures hide another's."""
+        out: dict[str, dict[str, Any]] = {}
+        for t in self.chain():
+            key, n = t.name, 1
+            while key in out:
+                n += 1
+                key = f"{t.name}#{n}"
+            out[key] = t.stats()
+        return out
 
     def _check(self, ids: np.ndarray, out: np.ndarray) -> np.ndarray:
         arr = np.asarray(ids)
