@@ -107,7 +107,5 @@ class OutreAuto(OutrePart):
         out = super().stats()
         s = self.loader.stats()
         out["extra"]["history"] = s.get("history")
-        out["extra"]["profile"] = s.get("profile")
-        static = (s.get("profile") or {}).get("static_cache") or {}
-        out["rows_from_cache"] = int(out["rows_from_cache"] or 0) + int(static.get("hits", 0))
+        out["extra"]["profile"] = s.get("profile")  # rows_from_cache counts the static tier's hits already
         return out

@@ -238,13 +238,15 @@ class Outre(System):
 
     def stats(self) -> dict[str, Any]:
         s = self.loader.stats()
-        buf = s.get("buffer", {})
+        buf, tiers = s.get("buffer", {}), s.get("tiers") or {}
+        # every tier above the source served its hits from memory (GPU rows, static rows, buffer slots)
+        cached = sum(int(t["hits"]) for t in tiers.values() if t["tier"] != "source")
         return {"sample_seconds": s.get("sample_seconds", 0.0), "extract_seconds": s.get("extract_seconds", 0.0),
-                "rows_from_cache": int(buf.get("hits", 0) + buf.get("waits", 0)),
+                "rows_from_cache": cached if tiers else int(buf.get("hits", 0) + buf.get("waits", 0)),
                 "rows_from_disk": int(buf.get("reads", 0)),
                 "extra": {"backend": s.get("backend"), "buffer_rows": s.get("buffer_rows"),
                           "loader_stall_seconds": s.get("stall_seconds"), "io": s.get("io", {}),
-                          "buffer": buf,
+                          "buffer": buf, "tiers": tiers,
                           # thread CPU of each stage (issue 15): what the loader takes from training
                           "cpu_seconds": {"sample": s.get("sample_cpu_seconds"),
                                           "extract": s.get("extract_cpu_seconds"),

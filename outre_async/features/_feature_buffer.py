@@ -29,15 +29,22 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from .._errors import ConfigError
 from . import _buffer_kernels as K
+from ._policies import check_policy
 
-if TYPE_CHECKING:
-    from ._source import FeatureSource
+POLICY = "lru-lookahead"  # the eviction policy the kernels implement (``_policies.EVICTION_POLICIES``)
+
+
+class SlotReader(Protocol):
+    """What the buffer reads its missing rows through: a :class:`FeatureSource` or the tier below
+    it (``_tier``): rows straight into slots of the buffer."""
+
+    async def read_rows_into(self, ids: np.ndarray, buffer: np.ndarray, slots: np.ndarray, /) -> None: ...
 
 
 SLOT_ALIGN = 4096  # slots of sector-multiple rows can take O_DIRECT reads straight from the file
@@ -113,7 +120,9 @@ class FeatureBuffer:
     """``num_slots`` rows of ``dim`` float32 values plus GNNDrive's mapping table and two standby
     lists (cold, wanted) and the per-node look-ahead counts."""
 
-    def __init__(self, num_nodes: int, num_slots: int, dim: int, *, min_slots: int = 1) -> None:
+    def __init__(self, num_nodes: int, num_slots: int, dim: int, *, min_slots: int = 1,
+                 policy: str = POLICY) -> None:
+        self.policy = check_policy(policy)
         if num_slots < max(min_slots, 1):
             raise ConfigError(
                 f"feature buffer of {num_slots=} rows is smaller than the {max(min_slots, 1)} rows asked for; "
@@ -154,7 +163,7 @@ class FeatureBuffer:
         return self._pinned
 
     # -- one batch, streamed -----------------------------------------------------------------------
-    async def extract(self, ids: np.ndarray, out: np.ndarray, source: FeatureSource, *,
+    async def extract(self, ids: np.ndarray, out: np.ndarray, source: SlotReader, *,
                       piece_rows: int | None = None, pin: Pin | None = None) -> None:
         """``out[i] = features[ids[i]]``, through the buffer in pieces of at most ``piece_rows`` rows
         (default: the whole buffer); ``pin`` (the batch's look-ahead hold) shrinks as pieces are taken."""
@@ -210,7 +219,7 @@ class FeatureBuffer:
         self.counters["pieces"] += 1
         K.count_actions(actions, self._actions)
 
-    async def fill(self, acq: Acquisition, source: FeatureSource) -> None:
+    async def fill(self, acq: Acquisition, source: SlotReader) -> None:
         """Read this piece's missing rows into their slots through ``source`` (its batched
         ``read_rows_into`` hook), then await rows others are reading."""
         read_slots = acq.slots[acq.read_mask]

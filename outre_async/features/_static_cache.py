@@ -2,8 +2,9 @@
 
 GNNLab's and DUCATI's feature cache: rows chosen once from pre-sampling (the plan's ``static_rows``),
 read once through the loader's own :class:`FeatureSource`, never evicted and never written again, so
-lookups need no lock or reference count.  The extract stage looks a batch's ids up here *before* the
-feature buffer: hits are copied from here, only the misses acquire buffer slots (and I/O).  With
+lookups need no lock or reference count.  As a tier (:class:`StaticTier`, ``_tier``) it sits above the
+feature buffer: a batch's ids are looked up here first, only the misses go down (into a prefix of the
+batch matrix: they acquire buffer slots and I/O), then the cached rows are merged in place.  With
 ``pin=True`` (the loader's device is CUDA) the rows live in pinned memory.
 
 Bytes: ``rows x (4 dim + 8)`` (the float32 rows and their node ids) ``+ 4 N`` (node -> row table,
@@ -15,8 +16,10 @@ from __future__ import annotations
 import numpy as np
 
 from .._errors import ConfigError
+from ._feature_buffer import Pin
 from ._source import FeatureSource
 from ._static_kernels import merge_static_rows
+from ._tier import FeatureTier, tier_counts
 
 LOAD_CHUNK = 1 << 14  # rows per read while loading (the source stages them within its own budget)
 
@@ -73,6 +76,32 @@ class StaticFeatureCache:
         c = self.counters
         return {"rows_cached": len(self.nodes), "bytes": self.nbytes, "lookups": c["rows"], "hits": c["hits"],
                 "hit_rate": c["hits"] / c["rows"] if c["rows"] else 0.0}
+
+
+class StaticTier(FeatureTier):
+    """The static cache over ``fallback``: hits merged from :class:`StaticFeatureCache`, misses read
+    by the fallback into the prefix of ``out`` (GraphBolt's ``CPUCachedFeature(fallback, cache)``).
+    The batch's look-ahead ``pin`` goes down with the misses (the buffer below advances it)."""
+
+    name = "static"
+
+    def __init__(self, fallback: FeatureTier, cache: StaticFeatureCache) -> None:
+        super().__init__(fallback, fallback.num_rows, fallback.dim)
+        if (cache.num_nodes, cache.dim) != (fallback.num_rows, fallback.dim):
+            raise ConfigError(f"static cache over {cache.num_nodes} rows of dim {cache.dim}, its fallback has "
+                              f"{fallback.num_rows} of dim {fallback.dim}")
+        self.cache, self._below = cache, fallback
+
+    async def _read(self, ids: np.ndarray, out: np.ndarray, pin: Pin | None) -> None:
+        slots = self.cache.lookup(ids)
+        missed = ids[slots < 0]
+        await self._below._read(missed, out[: len(missed)], pin)
+        self.cache.merge_into(slots, out)
+
+    def stats(self) -> dict[str, int | float | str]:
+        c = self.cache.counters
+        return {"tier": self.name, **tier_counts(c["hits"], c["rows"] - c["hits"]), "bytes_held": self.cache.nbytes,
+                "rows_held": len(self.cache.nodes)}
 
 
 def _rows(count: int, dim: int, pin: bool) -> tuple[np.ndarray, object]:

@@ -19,6 +19,7 @@ from torch_geometric.data import Data
 
 from ..cache._history import HistoryDecision
 from ..features._feature_buffer import Pin
+from ..features._gpu_tier import DeviceRows, assemble_x
 from ..sampling._sampler import SampledSubgraph
 from ..sampling._sampler_kernels import HistoryPrune
 from ._batch_memory import MatrixLease
@@ -50,9 +51,10 @@ class SampledBatch:
 class ExtractedBatch:
     seq: int
     subgraph: SampledSubgraph
-    x: np.ndarray               # [len(n_id), dim] float32, rows in n_id order
+    x: np.ndarray               # [len(n_id), dim] float32, rows in n_id order (GPU tier: only its misses)
     lease: MatrixLease          # released by the consumer (or by the shutdown path)
     history: HistoryDecision | None = None
+    device_rows: DeviceRows | None = None  # GPU tier: the rows it holds, assembled with x at delivery
 
 
 class OutreBatch(Data):
@@ -99,6 +101,7 @@ def to_batch(eb: ExtractedBatch, labels: np.ndarray | None, epoch: int, device: 
         batch.y = torch.from_numpy(labels[sub.n_id])
     if device.type != "cpu":
         batch = _to_device(batch, device)
+    batch.x = assemble_x(batch.x, eb.device_rows)  # GPU tier: misses + device rows, on the device
     batch.__dict__["_outre_release"] = eb.lease.release
     return batch
 

@@ -17,6 +17,7 @@ from .._units import parse_bytes
 from ..cache._history_config import HistoryConfig
 from ..features import BACKENDS
 from ..features._disk_probe import DiskProbe
+from ..features._policies import check_policy
 from ..sampling._plan import check_rank
 from ..sampling._sampler import check_fanouts
 
@@ -57,10 +58,12 @@ class LoaderConfig:
     local_world_size: int | None = None  # ranks on this host: memory_budget is then the host's, split evenly
     profile: str | None = None  # profile/<name>/ whose plan splits memory_budget; "auto": profile now (issue 12)
     cache_split: str | float = "auto"  # with profile="auto": "auto" (knapsack), "outre" (alpha grid) or an alpha
+    gpu_cache_budget: int | str | None = None  # device bytes of the GPU feature tier (features._gpu_tier); 0/None: off
+    buffer_policy: str = "lru-lookahead"  # the feature buffer's eviction policy (features.EVICTION_POLICIES)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fanouts", check_fanouts(self.fanouts))
-        for name in ("memory_budget", "neighbor_cache"):
+        for name in ("memory_budget", "neighbor_cache", "gpu_cache_budget"):
             if isinstance(getattr(self, name), str):
                 object.__setattr__(self, name, parse_bytes(getattr(self, name)))
         for name in _AT_LEAST_ONE:
@@ -70,6 +73,11 @@ class LoaderConfig:
                 check_count(name, getattr(self, name), " (or None for the default)")
         if not isinstance(self.neighbor_cache, int) or self.neighbor_cache < 0:
             raise ConfigError(f"neighbor_cache={self.neighbor_cache!r} must be a byte count >= 0 (0: no cache)")
+        if self.gpu_cache_budget is not None and (isinstance(self.gpu_cache_budget, bool) or not isinstance(
+                self.gpu_cache_budget, int) or self.gpu_cache_budget < 0):
+            raise ConfigError(f"gpu_cache_budget={self.gpu_cache_budget!r} must be a byte count >= 0 (0 or None: "
+                              "no GPU tier)")
+        check_policy(self.buffer_policy)
         if self.history is not None:
             _check_history(self.history, self.fanouts)
         _check_ranks(self.rank, self.world_size, self.local_world_size)

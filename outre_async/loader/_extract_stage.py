@@ -1,26 +1,28 @@
-"""Extractor stage: stream each sampled batch's rows through the feature buffer into its own matrix.
+"""Extractor stage: fill each sampled batch's own matrix by asking the top feature tier for its rows.
 
 For every :class:`SampledBatch` on the extract channel an extractor takes three steps:
 
 1. *reserve* the batch matrix's bytes in the :class:`BatchMemory` pool (its real unique rows; waits
    while matrices in flight fill the budget's share; in ordered mode the subgraph's bytes too, and a
    batch sent out of turn brings its lease from the sampler, ``_out_of_turn``);
-2. *extract*: the rows stream through the :class:`FeatureBuffer` piece by piece (hits need no I/O,
-   rows another extractor is reading are awaited, the rest are read through the
-   :class:`FeatureSource`) and each piece is copied into the matrix; the batch's look-ahead pin
-   shrinks as its rows are taken;
+2. *extract*: the top :class:`FeatureTier` (``features._tier``) fills the matrix; each tier answers
+   what it holds and passes the rest down: the GPU tier (its rows stay on the device: only the
+   misses fill the matrix, as its prefix, and the batch carries a :class:`DeviceRows` assembled at
+   delivery), the static tier (the profile's hot rows, merged in place), the feature buffer (rows
+   stream through it piece by piece: hits need no I/O, rows another extractor is reading are awaited,
+   the rest are read through the :class:`FeatureSource`); the batch's look-ahead pin shrinks as the
+   buffer takes its rows;
 3. *send* an :class:`ExtractedBatch` on the bounded ready channel; its :class:`MatrixLease` travels
    with it and is released by the consumer.
 
-A piece holds at most ``buffer slots / extractors`` rows, so every extractor finds slots and a batch
-larger than the buffer still goes through.  The :class:`ExtractStage` outlives epochs and owns the
-stage's counters (only its workers update them).
+A buffer piece holds at most ``buffer slots / extractors`` rows (``_tiers.build_tiers``), so every
+extractor finds slots and a batch larger than the buffer still goes through.  The
+:class:`ExtractStage` outlives epochs and owns the stage's counters (only its workers update them).
 
 The stage's counters: wall seconds, and the loop-thread CPU seconds of the worker's own steps (buffer
 bookkeeping, planning and submitting reads, copying rows), measured by :func:`outre_async.aio._cpu_meter.metered`
-so time other tasks ran meanwhile is not counted.  With a :class:`StaticFeatureCache` (the profile's
-hot rows, ``static``), a batch's ids are looked up there first: only the misses stream through the
-buffer (into the matrix's prefix), then the cached rows are merged in place.
+so time other tasks ran meanwhile is not counted; ``rows`` counts the rows written into batch
+matrices (a GPU tier's hits are not: they never reach the host).
 
 Cancellation rule: if cancelled (or failing) while it owns a lease that has not been handed on, the
 extractor releases it, and it always drops what is left of the batch's pin; the buffer releases the
@@ -33,12 +35,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-import numpy as np
-
 from ..aio._channel import Channel
 from ..aio._cpu_meter import CpuMeter, metered
-from ..features import FeatureBuffer, FeatureSource
-from ..features._static_cache import StaticFeatureCache
+from ..features import FeatureTier
 from ._batch import ExtractedBatch, SampledBatch
 from ._batch_memory import BatchMemory
 from ._out_of_turn import subgraph_bytes
@@ -61,21 +60,20 @@ class ExtractCounters:
 class ExtractStage:
     def __init__(self) -> None:
         self.counters = ExtractCounters()
-        self.static: StaticFeatureCache | None = None  # looked up before the buffer (loaded by the loader)
 
-    async def worker(self, inp: Channel[SampledBatch], out: Channel[ExtractedBatch], buffer: FeatureBuffer,
-                     source: FeatureSource, matrices: BatchMemory, *, piece_rows: int, ordered: bool = False) -> None:
+    async def worker(self, inp: Channel[SampledBatch], out: Channel[ExtractedBatch], tiers: FeatureTier,
+                     matrices: BatchMemory, *, ordered: bool = False) -> None:
         """Extract every batch on ``inp``; ``ordered``: leases count subgraphs too (the reorder buffer
         may hold a batch past its queue slot)."""
         async for sb in inp:
             try:
-                await self._one(sb, out, buffer, source, matrices, piece_rows, ordered)
+                await self._one(sb, out, tiers, matrices, ordered)
             finally:
                 if sb.pin is not None:
                     sb.pin.release()
 
-    async def _one(self, sb: SampledBatch, out: Channel[ExtractedBatch], buffer: FeatureBuffer,
-                   source: FeatureSource, matrices: BatchMemory, piece_rows: int, ordered: bool) -> None:
+    async def _one(self, sb: SampledBatch, out: Channel[ExtractedBatch], tiers: FeatureTier,
+                   matrices: BatchMemory, ordered: bool) -> None:
         start, cpu = time.perf_counter(), CpuMeter()
         ids = sb.subgraph.n_id
         lease = sb.lease
@@ -83,23 +81,12 @@ class ExtractStage:
             lease = await matrices.reserve(len(ids), sb.seq, subgraph_bytes(sb.subgraph) if ordered else 0)
         try:
             # one metered coroutine per batch: two clock reads per suspension, not per step
-            x = await metered(self._extract(sb, matrices.matrix(lease, len(ids), buffer.data.shape[1]), buffer,
-                                            source, piece_rows), cpu)
+            x = matrices.matrix(lease, len(ids), tiers.dim)
+            device_rows = await metered(tiers.read_batch(ids, x, pin=sb.pin), cpu)
+            if device_rows is not None:  # the GPU tier's hits stay on the device: x holds the misses
+                x = x[: len(device_rows.miss_pos)]
             self.counters = self.counters.plus(time.perf_counter() - start, cpu.seconds, len(x))
-            await out.send(ExtractedBatch(sb.seq, sb.subgraph, x, lease, sb.history))
+            await out.send(ExtractedBatch(sb.seq, sb.subgraph, x, lease, sb.history, device_rows))
         except BaseException:
             lease.release()
             raise
-
-    async def _extract(self, sb: SampledBatch, x: np.ndarray, buffer: FeatureBuffer, source: FeatureSource,
-                       piece_rows: int) -> np.ndarray:
-        """Fill the batch matrix ``x``: static-cache hits merged in place, the rest streamed through the buffer."""
-        ids, static = sb.subgraph.n_id, self.static
-        if static is None:
-            await buffer.extract(ids, x, source, piece_rows=piece_rows, pin=sb.pin)
-            return x
-        hits = static.lookup(ids)
-        missed = ids[hits < 0]
-        await buffer.extract(missed, x[: len(missed)], source, piece_rows=piece_rows, pin=sb.pin)
-        static.merge_into(hits, x)
-        return x

@@ -15,7 +15,9 @@ the table adds ``4 N + C (4 dim + 12 + num_samplers)`` bytes (C slots of h^(L-1)
 ``history_bytes``), counted as one more part of the plan before the feature buffer is sized; batches
 its overtaking window holds back in completion order are not counted (``_budget``).  With
 ``ordered=True`` the batches the reorder buffer holds keep their leases on the pool of batch
-matrices or on the samplers' out-of-turn budget (``_out_of_turn``), both parts of the plan.
+matrices or on the samplers' out-of-turn budget (``_out_of_turn``), both parts of the plan.  With
+``gpu_cache_budget=`` the GPU tier's rows, ``min(budget // (4 dim), N) x 4 dim`` bytes, are device memory,
+outside ``memory_budget``; its ``4 N`` node -> slot table is a host part (``gpu tier index``; ``_tiers``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, S
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
 import torch
 from numpy.typing import ArrayLike
 
@@ -39,6 +42,7 @@ from ..aio._loop_thread import LoopThread
 from ..cache._history_config import HistoryConfig
 from ..features import FeatureSource
 from ..features._disk_probe import DiskProbe
+from ..features._gpu_tier import DeviceFeatureCache
 from ..features._static_cache import StaticFeatureCache
 from ..sampling._plan import num_batches
 from ..store._dataset import Dataset, open_dataset
@@ -57,6 +61,7 @@ from ._resources import ResourceBox, Resources
 from ._sample_stage import SampleStage
 from ._setup import loader_config, loader_setup
 from ._stats import queue_stats, resource_stats, stage_stats
+from ._tiers import gpu_cache, static_cache
 
 __all__ = ["BACKENDS", "LoaderConfig", "OutreLoader"]
 
@@ -93,6 +98,7 @@ class OutreLoader:
                  neighbor_cache: int | str = 0, history: HistoryConfig | None = None,
                  rank: int | None = None, world_size: int | None = None, local_world_size: int | None = None,
                  profile: str | None = None, cache_split: str | float = "auto",
+                 gpu_cache_budget: int | str | None = None, buffer_policy: str = "lru-lookahead",
                  # the same knobs as one object, or a source the caller opened
                  config: LoaderConfig | None = None, source: FeatureSource | None = None,
                  # PyG NeighborLoader's names (see _pyg_names)
@@ -109,7 +115,7 @@ class OutreLoader:
         # profile=: the budget's split (issue 12); the config the loader runs with is then the plan's
         self._applied = load_plan(setup) if cfg.profile is not None else None
         run_cfg = self._applied.config if self._applied is not None else cfg
-        self._static = self._static_cache(run_cfg)
+        self._gpu, self._static = self._caches(run_cfg)  # the GPU and static tiers' rows (``_tiers``)
         self._history = build_owner(ds, run_cfg, setup.first_plan)
         self.memory = self._memory_plan(run_cfg)
         if run_cfg.extract_queue is None:  # the depth the plan counts (``_budget.extract_depth``)
@@ -119,25 +125,32 @@ class OutreLoader:
         self._epoch = 0
         self._io_marks: tuple[IOMark, IOMark | None] | None = None  # the latest epoch's start and end (epoch_io)
         self._sample, self._extract, self._delivery = SampleStage(), ExtractStage(), Delivery()
-        self._extract.static = self._static
         self._channels = self._new_channels()  # the latest epoch's (what stats()["queues"] reports)
         self._gate: OutOfTurnMemory | None = None  # ordered mode: the latest epoch's out-of-turn budget
         self._box = ResourceBox()
         self._bridge: LoopThread | None = None
         self._finalizer: weakref.finalize | None = None
 
-    def _static_cache(self, run_cfg: LoaderConfig) -> StaticFeatureCache | None:
-        """With ``profile=``: the plan's neighbour lists to the partition batching, its hot rows to a
-        static feature cache."""
-        applied, ds, partitioned = self._applied, self.dataset, self._setup.partitioned
+    def _profile_rows(self, run_cfg: LoaderConfig) -> np.ndarray | None:
+        """With ``profile=``: the plan's neighbour lists to the partition batching; its hot rows (for the
+        static tier) returned."""
+        applied, partitioned = self._applied, self._setup.partitioned
         if applied is None:
             return None
         if partitioned is not None:
             partitioned.use_neighbor_cache(applied.neighbor_nodes, int(run_cfg.neighbor_cache))
-        if not len(applied.static_rows):
-            return None
-        return StaticFeatureCache(applied.static_rows, ds.num_nodes, ds.feature_dim,
-                                  pin=torch.device(run_cfg.device).type == "cuda")
+        return applied.static_rows
+
+    def _caches(self, run_cfg: LoaderConfig) -> tuple[DeviceFeatureCache | None, StaticFeatureCache | None]:
+        """The rows the GPU tier (``gpu_cache_budget``) and the static tier (``profile=``) hold (``_tiers``);
+        the ranking samples epoch 0's first batches with that epoch's own streams."""
+        setup = self._setup
+        static_rows = self._profile_rows(run_cfg)
+        place, partitioned = setup.place, setup.partitioned
+        base = partitioned.stream_base(0) if partitioned is not None else place.rank
+        gpu = gpu_cache(self.dataset, run_cfg, setup.first_plan, stream_base=base, stream_stride=place.world_size)
+        static = None if static_rows is None else static_cache(self.dataset, run_cfg, static_rows, gpu)
+        return gpu, static
 
     @property
     def _res(self) -> Resources | None:
@@ -148,6 +161,8 @@ class OutreLoader:
         extra = {"history table": history} if history else {}
         if self._static is not None:
             extra["static feature cache"] = self._static.nbytes
+        if self._gpu is not None:  # its rows are device memory (not here); its node -> slot table is the host's
+            extra["gpu tier index"] = self._gpu.index_bytes
         return self._setup.memory_plan(cfg, extra)
 
     def _new_channels(self) -> tuple[Channel[SampledBatch], Channel[ExtractedBatch]]:
@@ -169,10 +184,13 @@ class OutreLoader:
             if self._res.loop is not loop:
                 raise ConfigError("this loader is open on another event loop; use one loader per loop")
             return
-        self._box.res = await Resources.create(loop, self.config, self.dataset, plan=self.memory,
-                                                partitioned=self._setup.partitioned, source=self._setup.source)
-        if self._static is not None:  # the profile's hot rows, read once through the loader's source
-            await self._static.load(self._box.res.source if self._box.res is not None else self._setup.source)
+        res = await Resources.create(loop, self.config, self.dataset, plan=self.memory,
+                                     partitioned=self._setup.partitioned, source=self._setup.source,
+                                     static=self._static, gpu=self._gpu)
+        self._box.res = res
+        for cache in (self._static, self._gpu):  # hot rows, read once through the loader's source
+            if cache is not None:
+                await cache.load(res.source)
 
     async def aclose(self) -> None:
         """Close any epoch still running, then release every resource (ring, files, threads).
@@ -236,7 +254,7 @@ class OutreLoader:
         if cfg.ordered:
             self._gate = OutOfTurnMemory(self.memory.out_of_turn_bytes, batch_row_bytes(self.dataset.feature_dim))
         return EpochParts(
-            plan=plan, samplers=res.samplers, executor=res.executor, buffer=res.buffer, source=res.source,
+            plan=plan, samplers=res.samplers, executor=res.executor, buffer=res.buffer, tiers=res.tiers,
             extract=extract, ready=ready, num_extractors=cfg.num_extractors, stream_base=stream_base,
             sample_stage=self._sample, extract_stage=self._extract, matrices=res.matrices, history=history,
             gate=self._gate if cfg.ordered else None, stream_stride=world,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..aio._channel import Channel
-from ..features import FeatureBuffer, FeatureSource
+from ..features import FeatureBuffer, FeatureTier
 from ._batch import ExtractedBatch, PlanItem, SampledBatch, Sampler
 from ._batch_memory import BatchMemory
 from ._extract_stage import ExtractStage
@@ -36,8 +36,8 @@ class EpochParts:
     plan: Sequence[PlanItem]
     samplers: Sequence[Sampler]
     executor: Executor
-    buffer: FeatureBuffer
-    source: FeatureSource
+    buffer: FeatureBuffer       # the sample stage's look-ahead pins are taken on it
+    tiers: FeatureTier          # the top of the feature tiers: the extract stage asks it for rows
     extract: Channel[SampledBatch]
     ready: Channel[ExtractedBatch]
     num_extractors: int
@@ -54,7 +54,6 @@ async def run_stages(parts: EpochParts) -> None:
     """Run every sampler and extractor of the epoch; close both channels when done or failed."""
     extract, ready = parts.extract, parts.ready
     plan = iter(enumerate(parts.plan))
-    piece_rows = max(1, parts.buffer.num_slots // parts.num_extractors)
     try:
         async with asyncio.TaskGroup() as tg:
             samplers = [
@@ -64,8 +63,8 @@ async def run_stages(parts: EpochParts) -> None:
                 for s in parts.samplers
             ]
             extractors = [
-                tg.create_task(parts.extract_stage.worker(extract, ready, parts.buffer, parts.source, parts.matrices,
-                                                          piece_rows=piece_rows, ordered=parts.gate is not None))
+                tg.create_task(parts.extract_stage.worker(extract, ready, parts.tiers, parts.matrices,
+                                                          ordered=parts.gate is not None))
                 for _ in range(parts.num_extractors)
             ]
             tg.create_task(_close_after(samplers, extract))

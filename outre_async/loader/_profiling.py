@@ -14,6 +14,12 @@ is built, and every step prices the loader's own memory plan, ``_budget``), so i
 ``oa.profile`` and ``outre profile``, which only *call* the loader's setup and this module, are the
 ``profiling`` room above it.
 
+With ``gpu_cache_budget`` (``_tiers``), the GPU tier is a tier of its own budget (device memory): it
+holds the rows met most often in the plan's first batches, so the knapsack sees those rows' host reads
+as spared (zero: they are served on the device, :func:`host_counts`) and buys other rows; its host table (``4 N``)
+comes out of the cache budget.  The costs per GPU hit and miss are not measured (``meta["gpu_tier"]``
+reports its rows and the row reads it spares).
+
 ``profile=NAME`` reads ``profile/NAME/`` (refused with a named error if it was measured on another
 dataset, another version of it, or another loader setup); ``profile="auto"`` reads
 ``profile/auto-<hash of the setup>/`` if present, else profiles the first ``AUTO_BATCHES`` batches of
@@ -34,15 +40,17 @@ import numpy as np
 
 from .._errors import ConfigError
 from ..cache._history_config import history_slot_bytes
+from ..features._gpu_tier import gpu_cache_bytes, gpu_index_bytes
 from ..plan._budget_plan import choose, knapsack_input, predict
 from ..plan._costs import MissCosts, measure_costs
-from ..plan._counts import presample
+from ..plan._counts import Counts, presample
 from ..plan._files import Profile, profile_path, read_profile, write_profile
 from ..sampling._plan import plan_epoch
 from ._budget import MemoryPlan, Sizes, default_pool, plan_memory
 from ._config import LoaderConfig
 from ._resources import io_depth
 from ._setup import LoaderSetup
+from ._tiers import gpu_rows
 
 AUTO = "auto"
 AUTO_BATCHES = 64  # batches the loader pre-samples when it profiles itself (``outre profile``: --batches)
@@ -65,7 +73,9 @@ def profile_setup(cfg: LoaderConfig, seeds: np.ndarray) -> dict[str, Any]:
             "partitions": cfg.partitions, "parts_per_batch": cfg.parts_per_batch, "interleave": cfg.interleave,
             "memory_budget": cfg.budget_bytes, "num_samplers": cfg.num_samplers, "num_extractors": cfg.num_extractors,
             "backend": cfg.backend, "staleness": h.staleness if h else None, "history_dim": h.dim if h else None,
-            "history_window": h.window if h else None}
+            "history_window": h.window if h else None,
+            # only when on, so profiles made before the GPU tier existed still match a loader without it
+            **({"gpu_cache_budget": int(cfg.gpu_cache_budget)} if cfg.gpu_cache_budget else {})}
 
 
 def auto_name(setup: dict[str, Any], split: object) -> str:
@@ -102,6 +112,8 @@ def run_profile(setup: LoaderSetup, cfg: LoaderConfig, *, name: str | None, max_
 
     started = time.perf_counter()
     mem, cache_budget = base_memory(cfg, sizes, kind)
+    if cfg.gpu_cache_budget:  # the GPU tier's node -> slot table is host memory the caches cannot have
+        cache_budget = max(0, cache_budget - gpu_index_bytes(ds.num_nodes))
     h = cfg.history if cfg.history is not None and cfg.history.enabled else None
     window = 0 if cfg.ordered or h is None else (cfg.num_samplers + cfg.num_extractors if h.window is None else h.window)
     slot = history_slot_bytes(h.dim, cfg.num_samplers) if h else 1
@@ -123,7 +135,8 @@ def run_profile(setup: LoaderSetup, cfg: LoaderConfig, *, name: str | None, max_
     list_bytes = None
     if partitioned is not None:
         list_bytes = np.diff(ds.indptr) * ds.indices.dtype.itemsize + 16
-    inp = knapsack_input(counts, costs, num_nodes=ds.num_nodes, dim=ds.feature_dim, hist_dim=h.dim if h else None,
+    host, gpu = host_counts(counts, cfg, ds, plan, stream_base=partitioned.stream_base(0) if partitioned is not None else 0)
+    inp = knapsack_input(host, costs, num_nodes=ds.num_nodes, dim=ds.feature_dim, hist_dim=h.dim if h else None,
                          num_samplers=cfg.num_samplers, list_bytes=list_bytes)
     choice, alpha = choose(inp, cache_budget, cfg.cache_split)
     done = time.perf_counter()
@@ -135,7 +148,8 @@ def run_profile(setup: LoaderSetup, cfg: LoaderConfig, *, name: str | None, max_
                        "cache_budget": cache_budget, "split": choice.bytes},
             "plan": {"static_rows": len(choice.features), "history_slots": len(choice.history),
                      "neighbor_lists": len(choice.neighbors), "saved_us": choice.saved_us},
-            "predicted": predict(counts, costs, choice, sample_seconds=counts.sample_seconds * scale),
+            "predicted": predict(host, costs, choice, sample_seconds=counts.sample_seconds * scale),
+            "gpu_tier": gpu,
             "counts": {"batches": counts.batches, "epoch_batches": counts.epoch_batches, "candidates": len(counts.cand),
                        "accesses": counts.accesses},
             "seconds": {"presample": sampled - started, "costs": measured - sampled, "solve": done - measured,
@@ -145,6 +159,21 @@ def run_profile(setup: LoaderSetup, cfg: LoaderConfig, *, name: str | None, max_
               "neighbor_nodes": choice.neighbors, "row_hot": counts.row_hot, "list_hot": counts.list_hot}
     path = write_profile(ds, name, meta, arrays) if name is not None else profile_path(ds, "unsaved")
     return Profile(path=path, meta=meta, arrays=arrays)
+
+
+def host_counts(counts: Counts, cfg: LoaderConfig, ds: Any, plan: Any, *,
+                stream_base: int = 0) -> tuple[Counts, dict[str, Any] | None]:
+    """The counts the host's caches compete for: with ``gpu_cache_budget``, the rows the GPU tier will
+    hold (ranked as the loader ranks them, ``_tiers.gpu_rows``) are read from the device, never from
+    the host tiers, so their host reads are zero and the knapsack buys other rows."""
+    rows = gpu_rows(ds, cfg, plan, stream_base=stream_base)
+    if rows is None:
+        return counts, None
+    host = counts.row_hot.copy()
+    host[rows] = 0.0
+    info = {"rows": len(rows), "bytes": gpu_cache_bytes(len(rows), ds.feature_dim),
+            "row_reads_spared": float(counts.row_hot[rows].sum())}
+    return dataclasses.replace(counts, row_hot=host), info
 
 
 def load_plan(setup: LoaderSetup) -> AppliedPlan:
@@ -179,7 +208,8 @@ def apply(cfg: LoaderConfig, prof: Profile) -> AppliedPlan:
                                   max_in_flight=depth)
     info = {"name": prof.path.name, "path": str(prof.path), "cache_split": prof.meta.get("cache_split"),
             "alpha": prof.meta.get("alpha"), "planned_split": dict(split), "predicted": prof.meta.get("predicted"),
-            "costs": prof.meta.get("costs"), "seconds": prof.meta.get("seconds"), "io": io or None}
+            "costs": prof.meta.get("costs"), "seconds": prof.meta.get("seconds"), "io": io or None,
+            "gpu_tier": prof.meta.get("gpu_tier")}
     return AppliedPlan(config=applied, static_rows=prof.arrays["static_rows"],
                        neighbor_nodes=prof.arrays["neighbor_nodes"], info=info)
 

@@ -1,10 +1,11 @@
 """What an open :class:`OutreLoader` holds, bound to one event loop, and what it leaves behind.
 
-``Resources.create`` opens the feature source (unless the caller passed one), the feature buffer,
-the byte pool of batch matrices in flight, one sampler per sample worker and their executor.  Ownership rule: a source the loader opened is
-closed with the loader; an injected source (``OutreLoader(..., source=...)``) stays its caller's,
+``Resources.create`` opens the feature source (unless the caller passed one), the feature buffer and
+the chain of feature tiers over them (``_tiers``: the extract stage asks its top), the byte pool of
+batch matrices in flight, one sampler per sample worker and their executor.  Ownership rule: a source
+the loader opened is closed with the loader; an injected source (``OutreLoader(..., source=...)``) stays its caller's,
 who opened it and may share it, so the loader never closes it.  On close the loader keeps a
-:class:`ResourceStats` snapshot (backend, buffer and I/O counters) so ``stats()`` still reports them,
+:class:`ResourceStats` snapshot (backend, buffer, I/O and tier counters) so ``stats()`` still reports them,
 while the buffer's memory itself is given back.
 """
 
@@ -17,14 +18,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..features import FeatureBuffer, FeatureSource, detect_io_uring, open_source
+from ..features import FeatureBuffer, FeatureSource, FeatureTier, detect_io_uring, open_source
 from ..features._disk_probe import in_flight_for
+from ..features._gpu_tier import DeviceFeatureCache
+from ..features._static_cache import StaticFeatureCache
 from ..sampling._sampler import NeighborSampler
 from ..store._dataset import Dataset
 from ._batch import Sampler
 from ._batch_memory import BatchMemory
 from ._budget import MemoryPlan, batch_row_bytes
 from ._config import LoaderConfig
+from ._tiers import build_tiers
 
 if TYPE_CHECKING:
     from ._partition_mode import PartitionBatching
@@ -38,6 +42,7 @@ class ResourceStats:
     buffer: dict[str, int | float]
     io: dict[str, Any]
     matrices: dict[str, int] | None = None
+    tiers: dict[str, dict[str, Any]] | None = None  # each tier's figures, top to bottom
 
 
 class Resources:
@@ -45,19 +50,21 @@ class Resources:
 
     def __init__(self, loop: asyncio.AbstractEventLoop, source: FeatureSource, owns_source: bool,
                  buffer: FeatureBuffer, matrices: BatchMemory, samplers: list[Sampler],
-                 executor: ThreadPoolExecutor) -> None:
+                 executor: ThreadPoolExecutor, tiers: FeatureTier) -> None:
         self.loop, self.source, self.owns_source, self.buffer = loop, source, owns_source, buffer
+        self.tiers = tiers
         self.matrices = matrices
         self.samplers, self.executor = samplers, executor
         self.epochs: weakref.WeakSet[AsyncGenerator[Any, None]] = weakref.WeakSet()
 
     @classmethod
     async def create(cls, loop: asyncio.AbstractEventLoop, cfg: LoaderConfig, ds: Dataset, *, plan: MemoryPlan,
-                     partitioned: PartitionBatching | None, source: FeatureSource | None) -> Resources:
+                     partitioned: PartitionBatching | None, source: FeatureSource | None,
+                     static: StaticFeatureCache | None = None, gpu: DeviceFeatureCache | None = None) -> Resources:
         owns_source = source is None
         if source is None:
             source = _open_source(cfg, ds, plan.source_options())
-        buffer = FeatureBuffer(ds.num_nodes, plan.buffer_rows, ds.feature_dim)
+        buffer = FeatureBuffer(ds.num_nodes, plan.buffer_rows, ds.feature_dim, policy=cfg.buffer_policy)
         matrices = BatchMemory(plan.batch_bytes, batch_row_bytes(ds.feature_dim), budget=cfg.budget_bytes)
         samplers: list[Sampler]
         if partitioned is not None:
@@ -65,11 +72,12 @@ class Resources:
         else:
             samplers = [NeighborSampler(ds, list(cfg.fanouts), seed=cfg.seed) for _ in range(cfg.num_samplers)]
         executor = ThreadPoolExecutor(cfg.num_samplers, thread_name_prefix="outre-sampler")
-        return cls(loop, source, owns_source, buffer, matrices, samplers, executor)
+        tiers = build_tiers(source, buffer, num_extractors=cfg.num_extractors, static=static, gpu=gpu)
+        return cls(loop, source, owns_source, buffer, matrices, samplers, executor, tiers)
 
     def snapshot(self) -> ResourceStats:
         return ResourceStats(backend=self.source.backend, buffer=self.buffer.stats(), io=self.source.stats(),
-                             matrices=self.matrices.stats())
+                             matrices=self.matrices.stats(), tiers=self.tiers.chain_stats())
 
     async def close(self) -> None:
         try:

@@ -8,6 +8,8 @@ are thread CPU time (sampling: the executor threads' sampling calls; extraction:
 steps of the extract workers, completion handling of the source excluded: that is
 ``io["io_cpu_seconds"]``).  ``queues`` holds each bounded channel's own statistics for the latest epoch
 (``capacity``, ``queued`` = current depth, ``max_queued`` = the deepest it got, ``sent``/``received``).
+``tiers`` holds each feature tier's figures, top to bottom (``features._tier``: ``hits``, ``misses``,
+``bytes_held``, ``hit_rate`` and the tier's own); ``buffer`` and ``io`` stay as they were for their readers.
 """
 
 from __future__ import annotations
@@ -40,4 +42,5 @@ def resource_stats(res: ResourceStats | None) -> dict[str, Any]:
     """Backend, buffer and I/O figures of the open resources (or of the last closed opening)."""
     if res is None:
         return {}
-    return {"backend": res.backend, "buffer": res.buffer, "io": res.io, "batch_matrices": res.matrices}
+    return {"backend": res.backend, "buffer": res.buffer, "io": res.io, "batch_matrices": res.matrices,
+            "tiers": res.tiers}

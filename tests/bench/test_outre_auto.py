@@ -38,3 +38,6 @@ def test_outre_auto_holds_its_budget_under_the_cap(tmp_path: Path) -> None:
     assert profile["name"] == "bench-auto-auto"
     assert 0 < sum(profile["realised_split"].values()) <= budget
     assert profile["static_cache"]["hits"] > 0
+    tiers = run["metrics"]["extra"]["tiers"]  # rows from cache: every tier's hits but the source's, static included
+    assert list(tiers) == ["static", "buffer", "source"]
+    assert run["metrics"]["rows_from_cache"] == tiers["static"]["hits"] + tiers["buffer"]["hits"] > 0

@@ -184,7 +184,7 @@ def test_profile_applies_on_cuda_with_pinned_rows(ds: oa.Dataset) -> None:
     loader = oa.OutreLoader(ds, profile="gpu", device="cuda", **OPTS)
     try:
         assert torch.from_numpy(loader._static.rows).is_pinned() or loader._static._pinned.is_pinned()
-        feats = torch.from_numpy(np.asarray(ds.features[:]))
+        feats = torch.from_numpy(np.array(ds.features[:]))  # a writable copy: from_numpy of the memmap warns
         for batch in loader:
             torch.testing.assert_close(batch.x.cpu(), feats[batch.n_id.cpu()], rtol=0, atol=0)
     finally:
