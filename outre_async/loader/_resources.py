@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import AsyncGenerator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -26,6 +25,7 @@ from ._budget import MemoryPlan, batch_row_bytes
 from ._config import LoaderConfig
 
 if TYPE_CHECKING:
+    from ._delivery import EpochStream
     from ._partition_mode import PartitionBatching
 
 
@@ -48,7 +48,7 @@ class Resources:
         self.loop, self.source, self.owns_source, self.buffer = loop, source, owns_source, buffer
         self.matrices = matrices
         self.samplers, self.executor = samplers, executor
-        self.epochs: weakref.WeakSet[AsyncGenerator[Any, None]] = weakref.WeakSet()
+        self.epochs: weakref.WeakSet[EpochStream[Any]] = weakref.WeakSet()
 
     @classmethod
     async def create(cls, loop: asyncio.AbstractEventLoop, cfg: LoaderConfig, ds: Dataset, *, plan: MemoryPlan,

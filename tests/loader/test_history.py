@@ -179,6 +179,7 @@ def _epoch_view(staleness: int, *, window: int, admission: str = "all", jitter: 
 
     cfg = oa.HistoryConfig(staleness=staleness, dim=2, warmup=0, jitter=jitter, admission=admission)
     owner = HistoryOwner(HistoryTable(np.arange(6), 6, 2), cfg, num_layers=2, window=window, num_samplers=1)
+    owner.first = 0  # a model has exchanged once: the history has started
     view = EpochHistory(owner, 0, window, np.full(6, -1, np.int32))
     empty = np.zeros(0, np.int64)
     pushes = HistoryDecision(empty, empty, np.array([0, 1]), np.array([2, 4]), empty)
@@ -228,15 +229,21 @@ def test_grad_admission_writes_rows_at_most_the_median_and_retires_the_others() 
 
 @pytest.mark.parametrize("ordered", [False, True])
 def test_batches_sampled_before_a_push_pull_its_promised_rows(dataset: oa.Dataset, ordered: bool) -> None:
-    """A slow training step lets the samplers run a full pipeline (~10 batches) ahead, so the first
-    epoch's early batches are all sampled before any push lands: whatever they pull comes from a
-    promise, and still equals the exact recompute."""
+    """A slow training step lets the samplers run a full pipeline (~10 batches) ahead, so an epoch's
+    early batches are all sampled before any of its pushes lands: what they pull of this epoch's rows
+    comes from a promise, and still equals the exact recompute.  (The history starts at the first
+    exchange, so a first epoch is left after one batch: promises need a started history.)"""
     async def body() -> list[int]:
         model = _model().eval()
         exact = _exact_hidden(dataset, model)
-        loader = _loader(dataset, 1000, fanouts=[-1, -1], ordered=ordered, extract_queue=4, ready_queue=4)
+        loader = _loader(dataset, 1000, fanouts=[-1, -1], ordered=ordered, extract_queue=4, ready_queue=4,
+                         hist={"candidates": np.arange(N // 2, N)})
         pulls = []
         async with loader:
+            async for batch in loader:
+                with torch.no_grad():
+                    model(batch.x, batch.edge_index, history=batch.history)
+                break
             async for batch in loader:
                 await asyncio.sleep(0.02)  # the pipeline fills up meanwhile
                 with torch.no_grad():
@@ -245,7 +252,7 @@ def test_batches_sampled_before_a_push_pull_its_promised_rows(dataset: oa.Datase
         return pulls
 
     pulls = run(body(), timeout=60)
-    assert pulls[0] == 0 and sum(pulls[1:6]) > 0, pulls
+    assert sum(pulls[1:6]) > 0, pulls
 
 
 # -- warm-up ------------------------------------------------------------------------------------------
@@ -416,11 +423,170 @@ def test_budget_below_one_slot_and_one_layer_are_config_errors(dataset: oa.Datas
     assert small._history.table.num_slots == 10
 
 
-def test_a_model_without_the_hook_is_a_history_error(dataset: oa.Dataset) -> None:
+def test_a_model_without_the_hook_prunes_nothing(dataset: oa.Dataset) -> None:
+    """History starts at the first exchange: a model that never calls the hook gets whole subgraphs
+    (nothing pruned, nothing to stand in for), and stats() says the history never started."""
     model = _model()
+    with _loader(dataset, 10) as loader:
+        for _ in range(2):
+            for batch in loader:
+                assert len(batch.history.pull_index) == 0
+                model(batch.x, batch.edge_index)  # history= not passed
+        stats = loader.stats()["history"]
+    assert stats["started_at"] is None and stats["pulled"] == 0 and stats["clock"] == 28
+
+
+def test_a_batch_that_skips_the_hook_after_the_history_started_is_a_history_error(dataset: oa.Dataset) -> None:
+    model = _model().eval()
     with _loader(dataset, 10) as loader, pytest.raises(oa.HistoryError, match="never reached the history hook"):
+        for i, batch in enumerate(loader):
+            if i != 3:
+                with torch.no_grad():
+                    model(batch.x, batch.edge_index, history=batch.history)
+
+
+# -- peeking before the model exists (issue 28.8) ------------------------------------------------------
+@pytest.mark.parametrize("ordered", [False, True])
+def test_peeking_at_batches_without_a_model_then_training_keeps_the_bound(dataset: oa.Dataset, ordered: bool) -> None:
+    """A notebook's first cells: look at a couple of batches (sync and async), then build the model and
+    train.  Nothing raises, the peeked batches pruned nothing, and afterwards every pulled row equals
+    the exact recompute within the bound."""
+    async def body() -> tuple[list[int], dict]:
+        loader = _loader(dataset, 6, fanouts=[-1, -1], ordered=ordered, source=FaultySource(dataset, seed=4))
+        peeked = []
+        async with loader:
+            for _ in range(2):
+                async for i, batch in _enumerate(loader):
+                    peeked.append(len(batch.history.pull_index))
+                    if i == 1:
+                        break
+            model = _model().eval()
+            exact = _exact_hidden(dataset, model)
+            pulled = 0
+            for _ in range(3):
+                async for batch in loader:
+                    with torch.no_grad():
+                        model(batch.x, batch.edge_index, history=batch.history)
+                    pulled += _check_pulls(batch, exact)
+            stats = loader.stats()["history"]
+        assert pulled > 0
+        return peeked, stats
+
+    peeked, stats = run(body(), timeout=120)
+    assert peeked == [0, 0, 0, 0] and stats["started_at"] == 4
+    assert all(1 <= age <= 6 for age in stats["realised_staleness"]), stats["realised_staleness"]
+    with _loader(dataset, 6) as loader:  # the sync form
+        it = iter(loader)
+        first, second = next(it), next(it)
+        del it
+        assert len(first.history.pull_index) == len(second.history.pull_index) == 0
+        model = _model()
         for batch in loader:
-            model(batch.x, batch.edge_index)  # history= not passed
+            seed_logits(model, batch)
+
+
+# -- one epoch at a time (issue 27.2) -----------------------------------------------------------------
+def test_a_second_epoch_iterated_at_once_is_refused_sync(dataset: oa.Dataset) -> None:
+    model = _model().eval()
+    with _loader(dataset, 20) as loader:
+        first = iter(loader)
+        batch = next(first)
+        model(batch.x, batch.edge_index, history=batch.history)
+        with pytest.raises(oa.HistoryError, match="still being iterated") as err:
+            next(iter(loader))
+        assert "\n" not in str(err.value) and "epoch 0" in str(err.value)
+        for batch in first:  # the first epoch goes on, within the bound
+            with torch.no_grad():
+                model(batch.x, batch.edge_index, history=batch.history)
+        for batch in loader:  # and once it is done, the next one runs
+            with torch.no_grad():
+                model(batch.x, batch.edge_index, history=batch.history)
+        stats = loader.stats()["history"]
+    assert stats["clock"] == 2 * 14 and max(stats["realised_staleness"]) <= 20
+
+
+def test_a_second_epoch_iterated_at_once_is_refused_async(dataset: oa.Dataset) -> None:
+    async def body() -> dict:
+        model = _model().eval()
+        loader = _loader(dataset, 20, source=FaultySource(dataset, seed=9))
+        async with loader:
+            async def consume() -> int:
+                n = 0
+                async for batch in loader:
+                    with torch.no_grad():
+                        model(batch.x, batch.edge_index, history=batch.history)
+                    await asyncio.sleep(0.001)
+                    n += 1
+                return n
+
+            results = await asyncio.gather(consume(), consume(), return_exceptions=True)
+            errors = [r for r in results if isinstance(r, BaseException)]
+            assert len(errors) == 1 and isinstance(errors[0], oa.HistoryError), results
+            assert 14 in results
+            assert await consume() == 14  # afterwards, one at a time, as before
+            return loader.stats()["history"]
+
+    stats = run(body(), timeout=60)
+    assert max(stats["realised_staleness"]) <= 20
+
+
+def test_two_epochs_at_once_are_refused_under_python_O(dataset: oa.Dataset, tmp_path) -> None:
+    """The refusal is a HistoryError, not an assert: ``python -O`` keeps it."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "two_epochs.py"
+    script.write_text(
+        "import sys\nimport outre_async as oa\n"
+        "assert False, 'asserts are on'\n" if False else
+        "import sys\nimport outre_async as oa\n"
+        "h = oa.HistoryConfig(staleness=20, dim=8, warmup=0, admission='all')\n"
+        "loader = oa.OutreLoader(sys.argv[1], fanouts=[4, 3], batch_size=24, history=h, backend='memory')\n"
+        "with loader:\n"
+        "    first = iter(loader)\n"
+        "    next(first)\n"
+        "    try:\n"
+        "        next(iter(loader))\n"
+        "    except oa.HistoryError as exc:\n"
+        "        print('refused:', exc)\n"
+        "    else:\n"
+        "        print('not refused')\n"
+        "    first.close()\n")
+    out = subprocess.run([sys.executable, "-O", str(script), str(dataset.path)], capture_output=True, text=True,
+                         timeout=240)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.startswith("refused: epoch 1 of this history loader"), out.stdout
+
+
+# -- public per-batch history (issue 28.11) ----------------------------------------------------------
+def test_the_record_exposes_ages_and_refused_pushes(dataset: oa.Dataset) -> None:
+    model = _model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    for admission in ("all", "grad"):
+        ages, refused, records = [], 0, []
+        with _loader(dataset, 8, hist={"admission": admission}) as loader:
+            for _ in range(2):
+                for batch in loader:
+                    rec = batch.history
+                    assert rec.refused_index is None and rec.pull_age.shape == rec.pull_index.shape
+                    assert rec.pull_rows.shape == (len(rec.pull_index), HID) and isinstance(rec.step, int)
+                    loss = torch.nn.functional.cross_entropy(seed_logits(model, batch), seed_targets(batch))
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                    ages += rec.pull_age.tolist()
+                    stamp_ok = bool(((rec.pull_age >= 1) & (rec.pull_age <= 8)).all())
+                    assert stamp_ok and "HistoryRecord(step=" in repr(rec)
+                    records.append(rec)
+            for rec in records:  # the sync bridge applies a push before the next delivery
+                assert set(rec.refused_index.tolist()) <= set(rec.push_index.tolist())
+                refused += len(rec.refused_index)
+            stats = loader.stats()["history"]
+        assert sorted(set(ages)) == sorted(stats["realised_staleness"]) and stats["refused"] == refused
+        if admission == "all":
+            assert refused == 0 and stats["pulled"] > 0
+        else:
+            assert 0 < refused <= stats["offered"] * 0.6
 
 
 def test_wrong_width_and_a_second_exchange_are_history_errors(dataset: oa.Dataset) -> None:
