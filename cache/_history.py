@@ -24,7 +24,7 @@ from outre_async._errors import ConfigError
 from outre_async.sampling._sampler import SampledSubgraph
 from outre_async.sampling._sampler_kernels import HistoryPrune
 
-from ._history_config import HistoryConfig, history_bytes, slots_for_budget
+from ._history_config import HistoryConfig, history_bytes, min_lifetime, slots_for_budget
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,11 +90,6 @@ class HistoryTable:
     def read(self, slots: np.ndarray) -> tuple[torch.Tensor, np.ndarray]:
         """Copies of the rows and stamps of ``slots`` (loop thread only)."""
         return self.rows[torch.from_numpy(slots)], self.stamp[slots].copy()
-
-
-def min_lifetime(staleness: int, jitter: float) -> int:
-    """The shortest lifetime :func:`lifetimes` can draw."""
-    return staleness - int(jitter * (staleness - 1))
 
 
 def lifetimes(slots: np.ndarray, stamps: np.ndarray, staleness: int, jitter: float) -> np.ndarray:

@@ -79,6 +79,7 @@ _LAZY = {
     "GAT": ".nn",
     "inference": ".layerwise",
     "HistoryConfig": ".cache",
+    "HistoryRecord": ".loader",
     "MLP": ".nn",
     "OutreLoader": ".loader",
     "LoaderConfig": ".loader",

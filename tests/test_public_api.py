@@ -30,6 +30,7 @@ PUBLIC = {
         "GraphSAGE",
         "HistoryConfig",
         "HistoryError",
+        "HistoryRecord",
         "InputFormatError",
         "InvalidGraphError",
         "LoaderConfig",
@@ -108,6 +109,7 @@ PUBLIC = {
         "open_source",
     ],
     "outre_async.loader": [
+        "HistoryRecord",
         "LoaderConfig",
         "OutreBatch",
         "OutreLoader",

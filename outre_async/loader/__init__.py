@@ -4,8 +4,9 @@ baseline."""
 
 from ._batch import OutreBatch
 from ._config import LoaderConfig
+from ._history import HistoryRecord
 from ._loader import OutreLoader
 from ._profile_api import profile
 from ._sync_loader import SyncLoader
 
-__all__ = ["LoaderConfig", "OutreBatch", "OutreLoader", "SyncLoader", "profile"]
+__all__ = ["HistoryRecord", "LoaderConfig", "OutreBatch", "OutreLoader", "SyncLoader", "profile"]

@@ -58,7 +58,7 @@ from ..cache._history import (
     frontier_counts,
     min_lifetime,
 )
-from ..cache._history_config import HistoryConfig, resolve_admission
+from ..cache._history_config import HistoryConfig, default_window, resolve_admission
 from ..sampling._sampler import NeighborSampler, SampledSubgraph
 from ..sampling._sampler_kernels import HistoryPrune
 
@@ -90,7 +90,7 @@ def build_owner(ds: Any, cfg: Any, plan: Iterable[Any]) -> HistoryOwner | None:
                                           ds.num_nodes, h.profile_batches)
     candidates = choose_candidates(h, counts, cfg.num_samplers, counted)
     table = HistoryTable(candidates, ds.num_nodes, h.dim, pin=torch.device(cfg.device).type == "cuda")
-    window = cfg.num_samplers + cfg.num_extractors if h.window is None else h.window
+    window = default_window(h, cfg.num_samplers, cfg.num_extractors)
     return HistoryOwner(table, h, num_layers=len(cfg.fanouts), window=window, num_samplers=cfg.num_samplers,
                         indptr=ds.indptr, fanout=cfg.fanouts[1])
 
@@ -143,6 +143,7 @@ class HistoryOwner:
         self.ages: Counter[int] = Counter()
         self.counts = Counter({"pulled": 0, "pushed": 0, "offered": 0, "refused": 0, "batches": 0})
         self.first: int | None = None    # step of the first batch whose hook reached the owner; None: not yet
+        self.hooked_from = -1            # batches delivered from this step on must reach the hook (set with first)
         self.current: EpochHistory | None = None  # the one epoch that may deliver
         self._used = -1                  # latest step whose hook reached the owner
         self._epochs = 0
@@ -194,7 +195,9 @@ class HistoryOwner:
         starts the history (:attr:`first`; the module docstring)."""
         self._used = max(self._used, push.step)
         if self.first is None:
-            self.first = push.step
+            self.first, self.hooked_from = push.step, self.clock
+            if self.current is not None:
+                self.current.start(push.step)
         if push.rows is None:
             return
         keep = self.table.stamp[push.slots] <= push.step
@@ -231,6 +234,7 @@ class EpochHistory:
     token: EpochToken = field(default_factory=EpochToken)
     last: int | None = None  # step of this epoch's latest delivered batch
     closed: bool = False
+    unhooked: list[tuple[int, int]] = field(default_factory=list)  # (step, seq) delivered before the history started
 
     def snapshot(self, seq: int) -> HistoryPrune:
         """Loop thread: which candidates batch ``seq`` may prune (see the module docstring): rows
@@ -275,9 +279,10 @@ class EpochHistory:
         The age bound is the same.  Why: on igb-like (one epoch, 2 samplers + 2 extractors) 17.8k hop-1
         appearances, 3 % of the frontier, met a row promised 1-4 batches earlier and were expanded
         for it (pulls 178.9k in completion order, 198.9k in plan order).  With ``admission="grad"`` a
-        push may be refused (or come after backward), so nothing is promised; before the first exchange
-        nothing is either (a batch sampled back after it is delivered after it, so it must reach the hook)."""
-        if self.owner.cfg.admission == "all" and len(decision.push_slots) and self.owner.first is not None:
+        push may be refused (or come after backward), so nothing is promised.  Before the history starts
+        (the first exchange) promises are recorded but not used, and :meth:`start` withdraws those of
+        batches delivered without reaching the hook."""
+        if self.owner.cfg.admission == "all" and len(decision.push_slots):
             slots = decision.push_slots
             self.promised[slots] = np.maximum(self.promised[slots], seq)
 
@@ -287,13 +292,24 @@ class EpochHistory:
         sub = sampler.sample(item, stream, prune)
         return sub, decide(sub, prune, self.owner.num_layers, self.owner.indptr, self.owner.fanout)
 
-    def record(self, decision: HistoryDecision, device: torch.device) -> HistoryRecord:
+    def start(self, step: int) -> None:
+        """The history starts with the push of ``step`` (loop thread): the promises of this epoch's
+        batches delivered before it, and not exchanged (none was: this is the first push), are
+        withdrawn, so only batches sure to reach the hook (delivered from now on, or the batch of
+        ``step``) are relied on.  No snapshot used a promise yet: before the start they prune nothing."""
+        gone = np.array([seq for at, seq in self.unhooked if at != step], dtype=np.int64)
+        self.unhooked.clear()
+        if len(gone):
+            self.promised[np.isin(self.promised, gone)] = -1
+
+    def record(self, decision: HistoryDecision, device: torch.device, seq: int = -1) -> HistoryRecord:
         """Deliver one batch (loop thread): tick the clock, copy its pulled rows, check the hook and the bound."""
         owner = self.owner
         if self.closed or owner.current is not self:
             raise HistoryError(f"a batch of epoch {self.number} was delivered after that epoch was closed or "
                                "superseded; iterate one epoch of a history loader at a time")
-        if owner.first is not None and self.last is not None and owner._used < self.last:
+        if owner.first is not None and self.last is not None and self.last >= owner.hooked_from \
+                and owner._used < self.last:
             raise HistoryError(
                 f"the batch delivered at step {self.last} never reached the history hook; the history started at "
                 f"step {owner.first} (the first batch.history.exchange(h)) and later batches were sampled relying "
@@ -303,6 +319,8 @@ class EpochHistory:
         step = owner.clock
         owner.clock += 1
         self.last = step
+        if owner.first is None:
+            self.unhooked.append((step, seq))
         rows, stamps = owner.table.read(decision.pull_slots)
         ages = step - stamps
         if len(ages) and (stamps.min() < 0 or ages.max() > owner.cfg.staleness):

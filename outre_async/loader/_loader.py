@@ -241,7 +241,7 @@ class OutreLoader:
             input_id = self._seed_index.positions(eb.subgraph.n_id[: eb.subgraph.batch_size])
             batch = to_batch(eb, labels, epoch, device, input_id)
             if history is not None and eb.history is not None:
-                batch.__dict__["_outre_history"] = history.record(eb.history, device)
+                batch.__dict__["_outre_history"] = history.record(eb.history, device, eb.seq)
             return batch
 
         window = history.window if history is not None and not ordered else None

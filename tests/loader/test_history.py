@@ -210,6 +210,30 @@ def test_a_promised_row_is_prunable_only_by_a_batch_sure_to_come_after_the_push(
     assert not view.snapshot(1).valid.any()
 
 
+def test_the_history_starts_at_the_first_exchange_and_withdraws_unhooked_promises() -> None:
+    """Before any exchange nothing is pruned; the first push starts the history, and the promises of
+    batches delivered before it without reaching the hook are withdrawn (they will never push)."""
+    from outre_async.cache._history import HistoryDecision
+
+    from outre_async.loader._history import Push
+
+    view, pushes = _epoch_view(10, window=0)
+    owner = view.owner
+    owner.first, owner.current = None, view
+    empty = np.zeros(0, np.int64)
+    view.promise(0, pushes)  # batch 0 will push slots 2 and 4 ...
+    view.promise(1, HistoryDecision(empty, empty, np.array([0]), np.array([3]), empty))  # ... batch 1 slot 3
+    assert not view.snapshot(2).valid.any()  # not started: nothing is pruned, promised or not
+    view.record(HistoryDecision(empty, empty, empty, empty, empty), torch.device("cpu"), 0)  # peeked
+    view.record(HistoryDecision(empty, empty, empty, empty, empty), torch.device("cpu"), 1)
+    owner.apply(Push(1, np.array([3]), torch.ones(1, 2)))  # batch 1's hook: the history starts at step 1
+    assert owner.first == 1 and owner.hooked_from == 2
+    assert view.snapshot(2).valid.tolist() == [0, 0, 0, 1, 0, 0]  # batch 0's promises are gone
+    view.record(HistoryDecision(empty, empty, empty, empty, empty), torch.device("cpu"), 2)
+    with pytest.raises(oa.HistoryError, match="step 2 never reached the history hook"):  # from now on, every batch
+        view.record(HistoryDecision(empty, empty, empty, empty, empty), torch.device("cpu"), 3)
+
+
 def test_grad_admission_writes_rows_at_most_the_median_and_retires_the_others() -> None:
     """FreshGNN's rule: a row whose gradient is above the batch's median is not written, and its older
     row (pushed by an earlier batch) is no longer offered: the node is changing fast, so neither row
@@ -538,8 +562,7 @@ def test_two_epochs_at_once_are_refused_under_python_O(dataset: oa.Dataset, tmp_
     script = tmp_path / "two_epochs.py"
     script.write_text(
         "import sys\nimport outre_async as oa\n"
-        "assert False, 'asserts are on'\n" if False else
-        "import sys\nimport outre_async as oa\n"
+        "try:\n    assert False\nexcept AssertionError:\n    sys.exit('asserts are on: not python -O')\n"
         "h = oa.HistoryConfig(staleness=20, dim=8, warmup=0, admission='all')\n"
         "loader = oa.OutreLoader(sys.argv[1], fanouts=[4, 3], batch_size=24, history=h, backend='memory')\n"
         "with loader:\n"
@@ -551,11 +574,24 @@ def test_two_epochs_at_once_are_refused_under_python_O(dataset: oa.Dataset, tmp_
         "        print('refused:', exc)\n"
         "    else:\n"
         "        print('not refused')\n"
-        "    first.close()\n")
+        "    first.close()\n"
+        "import asyncio\n"
+        "async def main():\n"
+        "    async with oa.OutreLoader(sys.argv[1], fanouts=[4, 3], batch_size=24, history=h,\n"
+        "                              backend='memory') as aloader:\n"
+        "        first = aloader.__aiter__()\n"
+        "        await first.__anext__()\n"
+        "        try:\n"
+        "            await aloader.__aiter__().__anext__()\n"
+        "        except oa.HistoryError as exc:\n"
+        "            print('refused:', exc)\n"
+        "        await first.aclose()\n"
+        "asyncio.run(main())\n")
     out = subprocess.run([sys.executable, "-O", str(script), str(dataset.path)], capture_output=True, text=True,
                          timeout=240)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.startswith("refused: epoch 1 of this history loader"), out.stdout
+    lines = out.stdout.splitlines()
+    assert len(lines) == 2 and all(line.startswith("refused: epoch 1 of this history loader") for line in lines), lines
 
 
 # -- public per-batch history (issue 28.11) ----------------------------------------------------------
