@@ -24,7 +24,7 @@ from outre_async._errors import ConfigError
 from outre_async.sampling._sampler import SampledSubgraph
 from outre_async.sampling._sampler_kernels import HistoryPrune
 
-from ._history_config import HistoryConfig, history_bytes, min_lifetime, slots_for_budget
+from ._history_config import HistoryConfig, history_bytes, slots_for_budget
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,9 +22,13 @@ one, and :meth:`EpochHistory.record` checks every pulled row's age against ``sta
   delivers would tick the same clock, so it is refused with a :class:`HistoryError` (issue 27.2:
   two epochs at once had pulled rows 37 steps old at staleness 20);
 * history starts at the first exchange (:attr:`HistoryOwner.first`): until a model has called
-  ``batch.history.exchange`` once, nothing is pruned or promised, so batches may be looked at
-  without a model (issue 28.8); from then on every delivered batch must reach the hook before the
+  ``batch.history.exchange`` once, nothing is pruned, so batches may be looked at without a model
+  (issue 28.8), and the first exchange withdraws the promises of the batches delivered before it
+  (:meth:`EpochHistory.start`); from then on every delivered batch must reach the hook before the
   next is delivered, because later batches were sampled relying on its pushes (promises).
+
+The window's default and why completion order needs a small one at small staleness (it counts
+twice for promises): :mod:`outre_async.cache._history_config`.
 
 Pushes.  :meth:`HistoryRecord.exchange` (the model hook) hands the detached rows to the owner: called
 on the loop thread (``async for``) they are written at once; from another thread (the sync bridge)
@@ -33,7 +37,8 @@ so every push lands before the next batch is delivered.  A push never half-write
 the loop.  Nothing is claimed at sampling time, so a batch dropped by a break, an exception or a
 cancellation leaves no state behind; a push that arrives after the loader closed is dropped.
 
-Cancellation rule: nothing here awaits; :meth:`EpochHistory.close` ends the epoch's turn on the clock.
+Cancellation rule: only :meth:`HistoryOwner.epoch` awaits (the grace for a running epoch's iterator
+to go; cancelled, it has started nothing); :meth:`EpochHistory.close` ends the epoch's turn on the clock.
 """
 
 from __future__ import annotations
@@ -56,9 +61,8 @@ from ..cache._history import (
     choose_candidates,
     decide,
     frontier_counts,
-    min_lifetime,
 )
-from ..cache._history_config import HistoryConfig, default_window, resolve_admission
+from ..cache._history_config import HistoryConfig, default_window, min_lifetime, resolve_admission
 from ..sampling._sampler import NeighborSampler, SampledSubgraph
 from ..sampling._sampler_kernels import HistoryPrune
 
@@ -90,7 +94,7 @@ def build_owner(ds: Any, cfg: Any, plan: Iterable[Any]) -> HistoryOwner | None:
                                           ds.num_nodes, h.profile_batches)
     candidates = choose_candidates(h, counts, cfg.num_samplers, counted)
     table = HistoryTable(candidates, ds.num_nodes, h.dim, pin=torch.device(cfg.device).type == "cuda")
-    window = default_window(h, cfg.num_samplers, cfg.num_extractors)
+    window = 0 if cfg.ordered else default_window(h, cfg.num_samplers, cfg.num_extractors)  # stats() says which
     return HistoryOwner(table, h, num_layers=len(cfg.fanouts), window=window, num_samplers=cfg.num_samplers,
                         indptr=ds.indptr, fanout=cfg.fanouts[1])
 
