@@ -23,7 +23,7 @@
     ├── InvalidGraphError (ValueError) graph data handed to a writer/importer breaks an invariant
     ├── InputFormatError               an input file cannot be parsed (carries path and line)
     ├── ExtractorError                 a feature read failed (carries path and byte offset)
-    ├── HistoryError                   the history hook was misused (not called, wrong width, twice)
+    ├── HistoryError                   the history was misused (hook not called, wrong width, twice; two epochs at once)
     ├── DistributedError               another rank failed or a collective timed out (data-parallel run)
     ├── NotSupportedError              a PyG feature outre-async does not offer yet (hetero, link prediction)
     └── PipelineClosed                 the loader was closed or failed; no more batches
@@ -185,7 +185,8 @@ class ExtractorError(OutreError):
 
 
 class HistoryError(OutreError):
-    """A model trained on history batches without the hook, or pushed rows of the wrong width."""
+    """A model trained on history batches without the hook, pushed rows of the wrong width, or a second
+    epoch of a history loader iterated while another runs (both would tick the staleness clock)."""
 
 
 class NotSupportedError(OutreError, NotImplementedError):
