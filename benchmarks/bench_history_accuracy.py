@@ -101,7 +101,7 @@ def _run(ds: oa.Dataset, args: argparse.Namespace, *, model: str, staleness: int
     net = cls(ds.feature_dim, args.hidden, 2, ds.num_classes)
     opt = torch.optim.Adam(net.parameters(), lr=args.lr, weight_decay=5e-4)
     history = oa.HistoryConfig(staleness=staleness, dim=args.hidden, admission=admission,
-                               warmup=args.warmup,
+                               warmup=args.warmup, window=args.window,
                                **({} if args.jitter is None else {"jitter": args.jitter})) if staleness > 1 else None
     train = oa.OutreLoader(ds, split="train", fanouts=[10, 10], batch_size=args.batch_size, seed=seed,
                            ordered=ordered, backend="memory", history=history)
@@ -131,7 +131,7 @@ def _run(ds: oa.Dataset, args: argparse.Namespace, *, model: str, staleness: int
             "sampled_edges_per_epoch": stats["sampled_edges"] / args.epochs,
             "rows_per_epoch": stats["sampled_nodes"] / args.epochs,
             "pulled": hist.get("pulled", 0), "max_realised_staleness": max(hist.get("realised_staleness", {}), default=0),
-            "admission_run": hist.get("admission")}  # what "auto" resolved to
+            "admission_run": hist.get("admission"), "window_run": hist.get("window")}  # what the defaults resolved to
 
 
 class _FullGraph:
@@ -222,6 +222,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--window", type=int, default=None, help="HistoryConfig(window=): completion order's overtaking "
+                   "window (default: the config's, min(samplers + extractors, shortest lifetime // 10))")
     p.add_argument("--warmup", type=int, default=None, help="HistoryConfig(warmup=): steps without pulls (default: staleness)")
     p.add_argument("--jitter", type=float, default=None, help="HistoryConfig(jitter=): share of staleness a row's "
                    "lifetime is shortened by at most (default: the config's)")

@@ -92,11 +92,6 @@ class HistoryTable:
         return self.rows[torch.from_numpy(slots)], self.stamp[slots].copy()
 
 
-def min_lifetime(staleness: int, jitter: float) -> int:
-    """The shortest lifetime :func:`lifetimes` can draw."""
-    return staleness - int(jitter * (staleness - 1))
-
-
 def lifetimes(slots: np.ndarray, stamps: np.ndarray, staleness: int, jitter: float) -> np.ndarray:
     """How many steps each row may be used: ``staleness`` minus a pseudo-random share of up to
     ``jitter`` of it, a hash of (slot, push step), so the table needs no state for it.

@@ -120,6 +120,7 @@ _LAZY = {
     "GAT": ".nn",
     "inference": ".layerwise",
     "HistoryConfig": ".cache",
+    "HistoryRecord": ".loader",
     "MLP": ".nn",
     "with_history": ".nn",
     "OutreLoader": ".loader",

@@ -25,7 +25,7 @@
     ├── ExtractorError                 a feature read failed (carries path and byte offset)
     ├── ProbeError                     the disk probe cannot measure the path given (too small, a read failed)
     │   └── DirectIOUnsupported        the file system refuses O_DIRECT (tmpfs): probe buffered reads instead
-    ├── HistoryError                   the history hook was misused (not called, wrong width, twice)
+    ├── HistoryError                   the history was misused (hook not called, wrong width, twice; two epochs at once)
     ├── DistributedError               another rank failed or a collective timed out (data-parallel run)
     ├── NotSupportedError              a PyG feature outre-async does not offer yet (hetero, link prediction)
     └── PipelineClosed                 the loader was closed or failed; no more batches
@@ -199,7 +199,8 @@ class DirectIOUnsupported(ProbeError):
 
 
 class HistoryError(OutreError):
-    """A model trained on history batches without the hook, or pushed rows of the wrong width."""
+    """A model trained on history batches without the hook, pushed rows of the wrong width, or a second
+    epoch of a history loader iterated while another runs (both would tick the staleness clock)."""
 
 
 class NotSupportedError(OutreError, NotImplementedError):

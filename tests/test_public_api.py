@@ -32,6 +32,7 @@ PUBLIC = {
         "GraphSAGE",
         "HistoryConfig",
         "HistoryError",
+        "HistoryRecord",
         "InputFormatError",
         "InvalidGraphError",
         "LoaderConfig",
@@ -130,6 +131,7 @@ PUBLIC = {
         "probe_disk",
     ],
     "outre_async.loader": [
+        "HistoryRecord",
         "LoaderConfig",
         "OutreBatch",
         "OutreLoader",

@@ -6,10 +6,11 @@ from typing import Any
 
 from ._batch import OutreBatch
 from ._config import LoaderConfig
+from ._history import HistoryRecord
 from ._loader import OutreLoader
 from ._sync_loader import SyncLoader
 
-__all__ = ["LoaderConfig", "OutreBatch", "OutreLoader", "SyncLoader", "profile"]
+__all__ = ["HistoryRecord", "LoaderConfig", "OutreBatch", "OutreLoader", "SyncLoader", "profile"]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,4 +1,4 @@
-"""Delivery: the consumer side of an epoch, an async generator over the ready channel.
+"""Delivery: the consumer side of an epoch, an async iterator over the ready channel (:class:`EpochStream`).
 
 Batches are yielded in completion order (optionally with bounded overtaking, :class:`_Windowed`), or
 in plan order through a :class:`ReorderBuffer` (its batches keep their leases: the samplers' gate,
@@ -8,8 +8,10 @@ The previous batch's matrix lease is released when the next batch is in hand.  T
 outlives epochs and owns the consumer-side counters.
 
 Cancellation rule: when the consumer stops early (break, exception, ``aclose``, garbage collection),
-the generator's ``finally`` cancels the stage task, waits for it (samplers wait for their running
-kernels, sources for their submitted reads), then releases every lease still queued or held.
+:meth:`EpochStream.aclose` (the loader's epoch generator calls it in its ``finally``, the loader's
+``aclose`` too; the first call does the work, the others wait for it) cancels the stage task, waits
+for it (samplers wait for their running kernels, sources for their submitted reads), then releases
+every lease still queued or held.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from ..aio._channel import Channel
 from ..aio._reorder import ReorderBuffer
@@ -122,34 +124,84 @@ class Delivery:
     def __init__(self) -> None:
         self.counters = DeliveryCounters()
 
-    async def deliver(self, parts: EpochParts, *, ordered: bool, wrap: Callable[[ExtractedBatch], B],
-                      window: int | None = None) -> AsyncGenerator[B, None]:
-        """Yield the epoch's batches; release the previous batch's lease once the next is in hand (the
-        consumer's loop variable holds the previous matrix until then, so the pool keeps counting it).
-        ``window`` bounds overtaking in completion order (None: unbounded)."""
-        ready = parts.ready
-        stages = asyncio.ensure_future(run_stages(parts))
+    def deliver(self, parts: EpochParts, *, ordered: bool, wrap: Callable[[ExtractedBatch], B],
+                window: int | None = None) -> EpochStream[B]:
+        """The epoch's batches, as an :class:`EpochStream` (``window`` bounds overtaking in completion
+        order; None: unbounded)."""
         order = _InPlanOrder() if ordered else _AsCompleted() if window is None else _Windowed(window)
-        current: ExtractedBatch | None = None
-        try:
-            while True:
-                start = time.perf_counter()
-                nxt = await order.next(ready)
-                self.counters = self.counters.plus(time.perf_counter() - start, nxt is not None)
-                if current is not None:
-                    current.lease.release()
-                current = nxt
-                if current is None:
-                    break
-                current.lease.hand_over()
-                yield wrap(current)
+        return EpochStream(self, parts, order, wrap)
+
+
+class EpochStream(Generic[B]):
+    """One epoch's deliveries: an async iterator with an idempotent, concurrency-safe :meth:`aclose`.
+
+    Why a class and not an async generator: an async generator the event loop finalizes (its
+    iterator dropped after ``break``) is closed by a task the loop creates, and the epoch was closed
+    from two places, the loader's epoch generator and the loader's ``aclose``; whichever came second
+    while the first was still waiting for the stages got ``RuntimeError: aclose(): asynchronous
+    generator is already running`` in a task nobody awaited ("Task exception was never retrieved",
+    issue 28.9).  Here the first :meth:`aclose` starts one shutdown task and every caller awaits it.
+
+    The previous batch's lease is released once the next batch is in hand (the consumer's loop
+    variable holds the previous matrix until then, so the pool keeps counting it)."""
+
+    def __init__(self, delivery: Delivery, parts: EpochParts, order: _AsCompleted,
+                 wrap: Callable[[ExtractedBatch], B]) -> None:
+        self._delivery, self._parts, self._order, self._wrap = delivery, parts, order, wrap
+        self._stages: asyncio.Future[None] | None = None
+        self._current: ExtractedBatch | None = None
+        self._closing: asyncio.Future[None] | None = None
+        self._ended = False
+
+    def __aiter__(self) -> EpochStream[B]:
+        return self
+
+    async def __anext__(self) -> B:
+        if self._ended or self._closing is not None:
+            raise StopAsyncIteration
+        if self._stages is None:
+            self._stages = asyncio.ensure_future(run_stages(self._parts))
+        start = time.perf_counter()
+        nxt = await self._order.next(self._parts.ready)
+        delivery = self._delivery
+        delivery.counters = delivery.counters.plus(time.perf_counter() - start, nxt is not None)
+        if self._closing is not None:  # closed while this call waited: the shutdown owns the rest
+            if nxt is not None:
+                nxt.lease.release()
+            raise StopAsyncIteration
+        if self._current is not None:
+            self._current.lease.release()
+        self._current = nxt
+        if nxt is None:
+            self._ended = True
             try:
-                await stages  # surfaces the failure that ended the stream early
+                await self._stages  # surfaces the failure that ended the stream early
             except BaseExceptionGroup as group:
                 first = _first(group)
                 raise first from first.__cause__
-        finally:
-            await _shutdown(stages, ready, order, current)
+            raise StopAsyncIteration
+        nxt.lease.hand_over()
+        return self._wrap(nxt)
+
+    async def aclose(self) -> None:
+        """Stop the stages and release every lease still queued or held (idempotent; callers that
+        come while the shutdown runs wait for the same one)."""
+        if self._closing is None:
+            self._closing = asyncio.ensure_future(self._shutdown())
+        await asyncio.shield(self._closing)
+
+    async def _shutdown(self) -> None:
+        stages = self._stages
+        if stages is not None:
+            if not stages.done():
+                stages.cancel()
+            await asyncio.wait([stages])
+            if not stages.cancelled():
+                stages.exception()  # already raised to the consumer, or superseded by its own error
+        current, self._current = self._current, None
+        leftovers = self._parts.ready.drain_nowait() + self._order.leftovers() + ([current] if current else [])
+        for eb in leftovers:
+            eb.lease.release()
 
 
 def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
@@ -157,15 +209,3 @@ def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
     while isinstance(exc, BaseExceptionGroup):
         exc = exc.exceptions[0]
     return exc
-
-
-async def _shutdown(stages: asyncio.Future[None], ready: Channel[ExtractedBatch], order: _AsCompleted,
-                    current: ExtractedBatch | None) -> None:
-    if not stages.done():
-        stages.cancel()
-    await asyncio.wait([stages])
-    if not stages.cancelled():
-        stages.exception()  # already raised to the consumer, or superseded by its own error
-    leftovers = ready.drain_nowait() + order.leftovers() + ([current] if current is not None else [])
-    for eb in leftovers:
-        eb.lease.release()

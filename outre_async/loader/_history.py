@@ -14,7 +14,21 @@ staleness`` (:meth:`HistoryTable.valid`, a copy made on the loop before the work
 so the realised staleness ``D - t`` never exceeds ``staleness``; ``stats()`` reports its histogram.
 A row not pushed yet may also be pruned when an earlier batch of the epoch, sure to be trained
 first, promised it (:meth:`EpochHistory.promise`): the samplers' lead over training then costs no
-pulls.
+pulls.  Two invariants make ``D <= base + seq + window`` hold under any use, not only the expected
+one, and :meth:`EpochHistory.record` checks every pulled row's age against ``staleness`` anyway (a
+:class:`HistoryError`, never an ``assert``, so ``python -O`` keeps it):
+
+* one epoch at a time (:meth:`HistoryOwner.epoch`): a second epoch iterated while the first still
+  delivers would tick the same clock, so it is refused with a :class:`HistoryError` (issue 27.2:
+  two epochs at once had pulled rows 37 steps old at staleness 20);
+* history starts at the first exchange (:attr:`HistoryOwner.first`): until a model has called
+  ``batch.history.exchange`` once, nothing is pruned, so batches may be looked at without a model
+  (issue 28.8), and the first exchange withdraws the promises of the batches delivered before it
+  (:meth:`EpochHistory.start`); from then on every delivered batch must reach the hook before the
+  next is delivered, because later batches were sampled relying on its pushes (promises).
+
+The window's default and why completion order needs a small one at small staleness (it counts
+twice for promises): :mod:`outre_async.cache._history_config`.
 
 Pushes.  :meth:`HistoryRecord.exchange` (the model hook) hands the detached rows to the owner: called
 on the loop thread (``async for``) they are written at once; from another thread (the sync bridge)
@@ -23,7 +37,8 @@ so every push lands before the next batch is delivered.  A push never half-write
 the loop.  Nothing is claimed at sampling time, so a batch dropped by a break, an exception or a
 cancellation leaves no state behind; a push that arrives after the loader closed is dropped.
 
-Cancellation rule: nothing here awaits; :meth:`EpochHistory.close` forgets the epoch's last batch.
+Cancellation rule: only :meth:`HistoryOwner.epoch` awaits (the grace for a running epoch's iterator
+to go; cancelled, it has started nothing); :meth:`EpochHistory.close` ends the epoch's turn on the clock.
 """
 
 from __future__ import annotations
@@ -32,7 +47,7 @@ import asyncio
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -46,12 +61,12 @@ from ..cache._history import (
     choose_candidates,
     decide,
     frontier_counts,
-    min_lifetime,
 )
-from ..cache._history_config import HistoryConfig, resolve_admission
+from ..cache._history_config import HistoryConfig, default_window, min_lifetime, resolve_admission
 from ..sampling._sampler import NeighborSampler, SampledSubgraph
 from ..sampling._sampler_kernels import HistoryPrune
 
+EPOCH_GRACE_S = 0.5  # how long a new epoch waits for a running one's iterator to go (HistoryOwner.epoch)
 MAX_WAIT_GAP = 254  # a gap inside the window is carried as 1 + gap in the uint8 validity copy
 
 
@@ -61,6 +76,7 @@ class Push:
     slots: np.ndarray
     rows: Tensor | None          # None: the hook ran, rows follow (admission "grad") or there are none
     grad_norm: Tensor | None = None
+    record: HistoryRecord | None = None  # told which rows admission "grad" refused (``refused_index``)
 
 
 def build_owner(ds: Any, cfg: Any, plan: Iterable[Any]) -> HistoryOwner | None:
@@ -78,9 +94,47 @@ def build_owner(ds: Any, cfg: Any, plan: Iterable[Any]) -> HistoryOwner | None:
                                           ds.num_nodes, h.profile_batches)
     candidates = choose_candidates(h, counts, cfg.num_samplers, counted)
     table = HistoryTable(candidates, ds.num_nodes, h.dim, pin=torch.device(cfg.device).type == "cuda")
-    window = cfg.num_samplers + cfg.num_extractors if h.window is None else h.window
+    window = 0 if cfg.ordered else default_window(h, cfg.num_samplers, cfg.num_extractors)  # stats() says which
     return HistoryOwner(table, h, num_layers=len(cfg.fanouts), window=window, num_samplers=cfg.num_samplers,
                         indptr=ds.indptr, fanout=cfg.fanouts[1])
+
+
+class EpochToken:
+    """Whether an epoch is over for the clock: its iterator is gone (``abandon``, from a
+    ``weakref.finalize`` on the iterator the user holds: it delivers nothing more, though the event
+    loop closes it a moment later) or it was closed.  :meth:`wait` lets the next epoch wait for that."""
+
+    __slots__ = ("abandoned", "_event", "_loop", "_thread")
+
+    def __init__(self) -> None:
+        self.abandoned = False
+        self._event: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread = -1
+
+    def abandon(self) -> None:
+        """Any thread (a finalizer runs where the last reference goes)."""
+        self.abandoned = True
+        event, loop = self._event, self._loop
+        if event is None or loop is None or loop.is_closed():
+            return
+        try:
+            if threading.get_ident() == self._thread:
+                event.set()
+            else:
+                loop.call_soon_threadsafe(event.set)
+        except RuntimeError:  # the loop closed meanwhile: nobody waits
+            pass
+
+    async def wait(self, timeout: float) -> bool:
+        """Loop thread: wait up to ``timeout`` seconds for :meth:`abandon`; whether it came."""
+        if not self.abandoned:
+            self._loop, self._event, self._thread = asyncio.get_running_loop(), asyncio.Event(), threading.get_ident()
+            try:
+                await asyncio.wait_for(self._event.wait(), timeout)
+            except TimeoutError:
+                pass
+        return self.abandoned
 
 
 class HistoryOwner:
@@ -91,39 +145,41 @@ class HistoryOwner:
         self.num_samplers = num_samplers
         self.clock = 0
         self.ages: Counter[int] = Counter()
-        self.counts = Counter({"pulled": 0, "pushed": 0, "offered": 0, "batches": 0})
-        self._last: int | None = None    # step of this epoch's latest delivered batch
+        self.counts = Counter({"pulled": 0, "pushed": 0, "offered": 0, "refused": 0, "batches": 0})
+        self.first: int | None = None    # step of the first batch whose hook reached the owner; None: not yet
+        self.hooked_from = -1            # batches delivered from this step on must reach the hook (set with first)
+        self.current: EpochHistory | None = None  # the one epoch that may deliver
         self._used = -1                  # latest step whose hook reached the owner
+        self._epochs = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread = -1
 
-    def epoch(self, *, ordered: bool) -> EpochHistory:
-        """Start an epoch (loop thread): its base step, overtaking window and an empty promise table."""
-        self._loop, self._thread = asyncio.get_running_loop(), threading.get_ident()
-        return EpochHistory(self, self.clock, 0 if ordered else self.window,
-                            np.full(self.table.num_slots, -1, np.int32))
+    async def epoch(self, *, ordered: bool, token: EpochToken | None = None) -> EpochHistory:
+        """Start an epoch (loop thread): its base step, overtaking window and an empty promise table.
 
-    def record(self, decision: HistoryDecision, device: torch.device) -> HistoryRecord:
-        """Deliver one batch (loop thread): tick the clock, copy its pulled rows, check the hook."""
-        if self._last is not None and self._used < self._last:
-            raise HistoryError(f"the batch delivered at step {self._last} never reached the history hook; with "
-                               "history= the model must call batch.history.exchange(h) before its last layer")
-        step = self.clock
-        self.clock += 1
-        self._last = step
-        rows, stamps = self.table.read(decision.pull_slots)
-        ages = step - stamps
-        if len(ages) and (stamps.min() < 0 or ages.max() > self.cfg.staleness):
-            raise AssertionError(f"history invariant broken: ages {ages.max()} > {self.cfg.staleness}")
-        self.ages.update(ages.tolist())
-        self.counts.update(pulled=len(ages), batches=1)
-        if device.type != "cpu":
-            rows = rows.pin_memory().to(device, non_blocking=True)
-        record = HistoryRecord(self.send, step, self.table.dim, self.cfg.admission,
-                               torch.from_numpy(decision.pull_local).to(device), rows,
-                               torch.from_numpy(decision.push_local).to(device), decision.push_slots)
-        record.pull_degree = torch.from_numpy(decision.pull_degree).to(device)
-        return record
+        One epoch at a time: the bound ``D <= base + seq + window`` counts this epoch's deliveries
+        only, and a second epoch iterated meanwhile would tick the same clock, so it is refused with
+        a :class:`HistoryError`.  Sharing the clock instead is not sound: the first epoch's batches in
+        flight were sampled for steps the second would take.  An epoch whose iterator is gone
+        (``async for`` left by ``break``, perhaps through the user's own async generator) delivers
+        nothing more and is superseded; the event loop drops such iterators a few callbacks later, so
+        a running epoch is given :data:`EPOCH_GRACE_S` to go before the new one is refused."""
+        running = self.current
+        if running is not None and not await running.token.wait(EPOCH_GRACE_S):  # closing abandons too
+            raise HistoryError(
+                f"epoch {self._epochs} of this history loader was started while epoch {running.number} is still "
+                "being iterated; both would tick the one step clock the staleness bound counts, so concurrent "
+                "epochs are refused: finish or close the first iterator (leave its loop, or aclose()/close() it), "
+                "or use a second loader")
+        if self.current is not None:
+            self.current.close()
+        self._loop, self._thread = asyncio.get_running_loop(), threading.get_ident()
+        view = EpochHistory(self, self.clock, 0 if ordered else self.window,
+                            np.full(self.table.num_slots, -1, np.int32), number=self._epochs,
+                            token=token if token is not None else EpochToken())
+        self._epochs += 1
+        self.current = view
+        return view
 
     def send(self, push: Push) -> None:
         """Hand a push to the loop thread (written at once when already on it)."""
@@ -139,22 +195,34 @@ class HistoryOwner:
             pass
 
     def apply(self, push: Push) -> None:
-        """Write one push (loop thread); older pushes never overwrite newer rows."""
+        """Write one push (loop thread); older pushes never overwrite newer rows.  The first one
+        starts the history (:attr:`first`; the module docstring)."""
         self._used = max(self._used, push.step)
-        if push.rows is None or not len(push.slots):
+        if self.first is None:
+            self.first, self.hooked_from = push.step, self.clock
+            if self.current is not None:
+                self.current.start(push.step)
+        if push.rows is None:
             return
         keep = self.table.stamp[push.slots] <= push.step
         if push.grad_norm is not None:  # FreshGNN: rows whose gradient is at most the batch's median
             norms = push.grad_norm.numpy()
-            refused = norms > np.median(norms)
+            refused = norms > np.median(norms) if len(norms) else np.zeros(0, bool)
             self.table.retire(push.slots[refused & keep])
             keep &= ~refused
+            self.counts.update(refused=int(refused.sum()))
+            if push.record is not None:
+                index = push.record.push_index
+                push.record.refused_index = index[torch.from_numpy(np.flatnonzero(refused)).to(index.device)]
+        if not len(push.slots):
+            return
         self.counts.update(offered=len(push.slots), pushed=int(keep.sum()))
         self.table.write(push.slots[keep], push.rows[torch.from_numpy(keep)], push.step)
 
     def stats(self) -> dict[str, Any]:
-        return {"staleness": self.cfg.staleness, "admission": self.cfg.admission, "slots": self.table.num_slots, "dim": self.table.dim,
-                "bytes": self.table.nbytes(self.num_samplers), "clock": self.clock, **self.counts,
+        return {"staleness": self.cfg.staleness, "admission": self.cfg.admission, "slots": self.table.num_slots,
+                "dim": self.table.dim, "window": self.window, "bytes": self.table.nbytes(self.num_samplers),
+                "clock": self.clock, "started_at": self.first, **self.counts,
                 "realised_staleness": dict(sorted(self.ages.items()))}
 
 
@@ -166,6 +234,11 @@ class EpochHistory:
     base: int
     window: int
     promised: np.ndarray  # int32 [C]: the latest sampled batch (seq) of this epoch that pushes the slot, -1: none
+    number: int = 0       # the owner's epoch count (for messages)
+    token: EpochToken = field(default_factory=EpochToken)
+    last: int | None = None  # step of this epoch's latest delivered batch
+    closed: bool = False
+    unhooked: list[tuple[int, int]] = field(default_factory=list)  # (step, seq) delivered before the history started
 
     def snapshot(self, seq: int) -> HistoryPrune:
         """Loop thread: which candidates batch ``seq`` may prune (see the module docstring): rows
@@ -173,8 +246,10 @@ class EpochHistory:
         is sure to be trained first (:meth:`promise`).  None during the warm-up: batch ``seq`` is
         delivered at step ``base + seq - window`` at the earliest (every batch more than ``window``
         places before it precedes it), so a batch that might be trained before step ``warmup`` prunes
-        nothing."""
-        if self.base + max(seq - self.window, 0) < (self.owner.cfg.warmup or 0):  # never None once built
+        nothing.  Before the first exchange (:attr:`HistoryOwner.first`) nothing is pruned either,
+        and the warm-up counts from that step."""
+        first = self.owner.first
+        if first is None or self.base + max(seq - self.window, 0) < first + (self.owner.cfg.warmup or 0):  # never None once built
             return self.owner.table.nothing_valid()
         cfg = self.owner.cfg
         prune = self.owner.table.valid(self.base + seq + self.window, cfg.staleness, cfg.jitter)
@@ -208,7 +283,9 @@ class EpochHistory:
         The age bound is the same.  Why: on igb-like (one epoch, 2 samplers + 2 extractors) 17.8k hop-1
         appearances, 3 % of the frontier, met a row promised 1-4 batches earlier and were expanded
         for it (pulls 178.9k in completion order, 198.9k in plan order).  With ``admission="grad"`` a
-        push may be refused (or come after backward), so nothing is promised."""
+        push may be refused (or come after backward), so nothing is promised.  Before the history starts
+        (the first exchange) promises are recorded but not used, and :meth:`start` withdraws those of
+        batches delivered without reaching the hook."""
         if self.owner.cfg.admission == "all" and len(decision.push_slots):
             slots = decision.push_slots
             self.promised[slots] = np.maximum(self.promised[slots], seq)
@@ -219,22 +296,95 @@ class EpochHistory:
         sub = sampler.sample(item, stream, prune)
         return sub, decide(sub, prune, self.owner.num_layers, self.owner.indptr, self.owner.fanout)
 
+    def start(self, step: int) -> None:
+        """The history starts with the push of ``step`` (loop thread): the promises of this epoch's
+        batches delivered before it, and not exchanged (none was: this is the first push), are
+        withdrawn, so only batches sure to reach the hook (delivered from now on, or the batch of
+        ``step``) are relied on.  No snapshot used a promise yet: before the start they prune nothing."""
+        gone = np.array([seq for at, seq in self.unhooked if at != step], dtype=np.int64)
+        self.unhooked.clear()
+        if len(gone):
+            self.promised[np.isin(self.promised, gone)] = -1
+
+    def record(self, decision: HistoryDecision, device: torch.device, seq: int = -1) -> HistoryRecord:
+        """Deliver one batch (loop thread): tick the clock, copy its pulled rows, check the hook and the bound."""
+        owner = self.owner
+        if self.closed or owner.current is not self:
+            raise HistoryError(f"a batch of epoch {self.number} was delivered after that epoch was closed or "
+                               "superseded; iterate one epoch of a history loader at a time")
+        if owner.first is not None and self.last is not None and self.last >= owner.hooked_from \
+                and owner._used < self.last:
+            raise HistoryError(
+                f"the batch delivered at step {self.last} never reached the history hook; the history started at "
+                f"step {owner.first} (the first batch.history.exchange(h)) and later batches were sampled relying "
+                "on every batch's pushes, so each must call exchange before the next is delivered (pass "
+                "history=batch.history to the model); to look at batches without the model, use a loader "
+                "without history=")
+        step = owner.clock
+        owner.clock += 1
+        self.last = step
+        if owner.first is None:
+            self.unhooked.append((step, seq))
+        rows, stamps = owner.table.read(decision.pull_slots)
+        ages = step - stamps
+        if len(ages) and (stamps.min() < 0 or ages.max() > owner.cfg.staleness):
+            raise HistoryError(f"history bound broken at step {step}: a pulled row is {int(ages.max())} steps old "
+                               f"(staleness {owner.cfg.staleness}, stamp {int(stamps.min())}); this is a bug, please "
+                               "report it with the loader's config")
+        owner.ages.update(ages.tolist())
+        owner.counts.update(pulled=len(ages), batches=1)
+        if device.type != "cpu":
+            rows = rows.pin_memory().to(device, non_blocking=True)
+        record = HistoryRecord(owner.send, step, owner.table.dim, owner.cfg.admission,
+                               torch.from_numpy(decision.pull_local).to(device), rows,
+                               torch.from_numpy(decision.push_local).to(device), decision.push_slots,
+                               pull_age=torch.from_numpy(ages).to(device))
+        record.pull_degree = torch.from_numpy(decision.pull_degree).to(device)
+        return record
+
     def close(self) -> None:
-        self.owner._last = None
+        """The epoch delivers nothing more; the owner may start the next."""
+        self.closed = True
+        if self.owner.current is self:
+            self.owner.current = None
+        self.token.abandon()  # wakes a next epoch waiting for this one
 
 
 class HistoryRecord:
-    """``batch.history``: the batch's pull/push decision and the model hook, :meth:`exchange`."""
+    """``batch.history``: the batch's pull/push decision and the model hook, :meth:`exchange`.
+
+    Public, read-only (all local row indices are into ``batch.n_id``; tensors on the batch's device):
+
+    * ``step`` (int): the optimizer step the batch was delivered at (the loader's clock);
+    * ``pull_index`` (long ``[p]``): rows whose h^(L-1) is taken from the cache, not computed;
+    * ``pull_rows`` (``[p, dim]``): those cached rows (a copy), in ``pull_index`` order;
+    * ``pull_age`` (long ``[p]``): steps since each pulled row was pushed, ``1 .. staleness``;
+    * ``push_index`` (long ``[q]``): rows whose fresh h^(L-1) :meth:`exchange` pushes;
+    * ``refused_index`` (long ``[r]`` or None): rows of ``push_index`` that admission ``"grad"`` did
+      not write (gradient norm above the batch's median); None until the push is applied (for
+      ``"grad"``: after ``backward()``, on the loader's thread, before the next batch is delivered),
+      empty under ``"all"``;
+    * ``admission`` (``"all"`` or ``"grad"``), ``dim``, ``pull_degree`` (long ``[p]``: the in-degree
+      a pulled node would have had in the batch, for GCN's normalisation)."""
 
     __slots__ = ("_send", "step", "dim", "admission", "pull_index", "pull_rows", "push_index", "push_slots",
-                 "pull_degree", "_done")
+                 "pull_degree", "pull_age", "refused_index", "_done")
 
     def __init__(self, send: Callable[[Push], None], step: int, dim: int, admission: str, pull_index: Tensor,
-                 pull_rows: Tensor, push_index: Tensor, push_slots: np.ndarray) -> None:
+                 pull_rows: Tensor, push_index: Tensor, push_slots: np.ndarray, *,
+                 pull_age: Tensor | None = None) -> None:
         self._send, self.step, self.dim, self.admission = send, step, dim, admission
         self.pull_index, self.pull_rows, self.push_index, self.push_slots = pull_index, pull_rows, push_index, push_slots
         self.pull_degree = torch.zeros(len(pull_index), dtype=torch.long)  # in-degree had they been expanded
+        self.pull_age = pull_age if pull_age is not None else torch.zeros(len(pull_index), dtype=torch.long)
+        self.refused_index: Tensor | None = None
         self._done = False
+
+    def __repr__(self) -> str:
+        refused = "pending" if self.refused_index is None else len(self.refused_index)
+        ages = f", ages {int(self.pull_age.min())}..{int(self.pull_age.max())}" if len(self.pull_age) else ""
+        return (f"HistoryRecord(step={self.step}, pulled={len(self.pull_index)}{ages}, pushed={len(self.push_index)}, "
+                f"admission={self.admission!r}, refused={refused})")
 
     def exchange(self, h: Tensor) -> Tensor:
         """Push the fresh rows of ``h`` (h^(L-1), every sampled node) and return ``h`` with the pulled
@@ -250,6 +400,7 @@ class HistoryRecord:
             self._send(Push(self.step, self.push_slots, None))
             h.register_hook(self._grad_hook(fresh))
         else:
+            self.refused_index = self.push_index[:0]
             self._send(Push(self.step, self.push_slots, fresh))  # indexing copied: the push owns its rows
         if not len(self.pull_index):
             return h
@@ -258,5 +409,5 @@ class HistoryRecord:
     def _grad_hook(self, fresh: Tensor) -> Callable[[Tensor], None]:
         def hook(grad: Tensor) -> None:
             norm = grad[self.push_index].detach().norm(dim=1).to("cpu")
-            self._send(Push(self.step, self.push_slots, fresh, norm))
+            self._send(Push(self.step, self.push_slots, fresh, norm, record=self))
         return hook

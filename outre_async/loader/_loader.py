@@ -27,7 +27,7 @@ import numbers
 import os
 import time
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -52,7 +52,7 @@ from ._config import BACKENDS, LoaderConfig
 from ._delivery import Delivery
 from ._epoch_io import IOMark, ProbeRate, epoch_io, probe_rate
 from ._extract_stage import ExtractStage
-from ._history import EpochHistory, build_owner
+from ._history import EpochHistory, EpochToken, build_owner
 from ._out_of_turn import OutOfTurnMemory
 from ._pipeline import EpochParts
 from ._profiling import load_plan, profile_stats
@@ -202,19 +202,22 @@ class OutreLoader:
         await self._box.close()
 
     def __aiter__(self) -> AsyncIterator[OutreBatch]:
-        return self._one_epoch()
+        token = EpochToken()
+        epoch = _AsyncEpoch(self._one_epoch(token))
+        weakref.finalize(epoch, token.abandon)  # the user let go of it: it delivers nothing more
+        return epoch
 
-    async def _one_epoch(self) -> AsyncGenerator[OutreBatch, None]:
+    async def _one_epoch(self, token: EpochToken) -> AsyncGenerator[OutreBatch, None]:
         await self.open()
         res = self._res
         if res is None:
             raise PipelineClosed("the loader was closed")
+        ordered = self.config.ordered
+        history = await self._history.epoch(ordered=ordered, token=token) if self._history is not None else None
         epoch = self._epoch
         self._epoch += 1
         io_start = IOMark(t=time.perf_counter(), io=res.source.stats())
         self._io_marks = (io_start, None)
-        ordered = self.config.ordered
-        history = self._history.epoch(ordered=ordered) if self._history is not None else None
         parts = self._epoch_parts(res, epoch, history)
         device = torch.device(self.config.device)
         labels = self.dataset.labels
@@ -223,7 +226,7 @@ class OutreLoader:
             input_id = self._setup.seed_index.positions(eb.subgraph.n_id[: eb.subgraph.batch_size])
             batch = to_batch(eb, labels, epoch, device, input_id)
             if history is not None and eb.history is not None:
-                batch.__dict__["_outre_history"] = history.owner.record(eb.history, device)
+                batch.__dict__["_outre_history"] = history.record(eb.history, device, eb.seq)
             return batch
 
         window = history.window if history is not None and not ordered else None
@@ -236,10 +239,10 @@ class OutreLoader:
         finally:
             if self._io_marks is not None and self._io_marks[0] is io_start:  # not overtaken by a later epoch
                 self._io_marks = (io_start, IOMark(t=time.perf_counter(), io=res.source.stats()))
-            res.epochs.discard(batches)
             if history is not None:
                 history.close()
-            await batches.aclose()
+            await batches.aclose()  # the loader's aclose may be closing it too: both wait for one shutdown
+            res.epochs.discard(batches)
 
     def _epoch_parts(self, res: Resources, epoch: int, history: EpochHistory | None) -> EpochParts:
         cfg = self.config
@@ -293,7 +296,7 @@ class OutreLoader:
                 bridge.call(agen.aclose)
 
     async def _make_epoch(self) -> AsyncGenerator[OutreBatch, None]:
-        return self._one_epoch()
+        return self._one_epoch(EpochToken())  # the sync generator closes it when dropped
 
     def close(self) -> None:
         """Shut down the sync bridge: resources closed on its loop, thread joined (idempotent)."""
@@ -393,6 +396,27 @@ class OutreLoader:
             by_depth = {int(d): float(r) for d, r in io["iops_by_depth"].items()}
             return probe_rate(by_depth, int(depth), int(io["read_bytes"]), bool(io["direct"]))
         return None
+
+
+class _AsyncEpoch:
+    """What ``async for`` iterates: the epoch's async generator behind a plain object, so that the
+    loader learns (``weakref.finalize``) the moment the user lets go of it; the generator itself is
+    finalized later, by a task of the event loop (see ``HistoryOwner.epoch``)."""
+
+    __slots__ = ("_agen", "__weakref__")
+
+    def __init__(self, agen: AsyncGenerator[OutreBatch, None]) -> None:
+        self._agen = agen
+
+    def __aiter__(self) -> _AsyncEpoch:
+        return self
+
+    def __anext__(self) -> Awaitable[OutreBatch]:
+        return self._agen.__anext__()
+
+    def aclose(self) -> Awaitable[None]:
+        """Close the epoch now (what leaving ``async for`` by an exception leaves to the event loop)."""
+        return self._agen.aclose()
 
 
 def _close_bridge(bridge: LoopThread, box: ResourceBox) -> None:

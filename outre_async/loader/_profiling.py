@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import ConfigError
-from ..cache._history_config import history_slot_bytes
+from ..cache._history_config import default_window, history_slot_bytes
 from ..features._gpu_tier import gpu_cache_bytes, gpu_index_bytes
 from ..plan._budget_plan import choose, knapsack_input, predict
 from ..plan._costs import MissCosts, measure_costs
@@ -115,7 +115,7 @@ def run_profile(setup: LoaderSetup, cfg: LoaderConfig, *, name: str | None, max_
     if cfg.gpu_cache_budget:  # the GPU tier's node -> slot table is host memory the caches cannot have
         cache_budget = max(0, cache_budget - gpu_index_bytes(ds.num_nodes))
     h = cfg.history if cfg.history is not None and cfg.history.enabled else None
-    window = 0 if cfg.ordered or h is None else (cfg.num_samplers + cfg.num_extractors if h.window is None else h.window)
+    window = 0 if cfg.ordered or h is None else default_window(h, cfg.num_samplers, cfg.num_extractors)
     slot = history_slot_bytes(h.dim, cfg.num_samplers) if h else 1
     plan = partitioned.plan(0) if partitioned is not None else plan_epoch(
         seeds, cfg.batch_size, shuffle=cfg.shuffle, seed=cfg.seed, epoch=0, drop_last=cfg.drop_last)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import AsyncGenerator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -31,6 +30,7 @@ from ._config import LoaderConfig
 from ._tiers import build_tiers
 
 if TYPE_CHECKING:
+    from ._delivery import EpochStream
     from ._partition_mode import PartitionBatching
 
 
@@ -55,7 +55,7 @@ class Resources:
         self.tiers = tiers
         self.matrices = matrices
         self.samplers, self.executor = samplers, executor
-        self.epochs: weakref.WeakSet[AsyncGenerator[Any, None]] = weakref.WeakSet()
+        self.epochs: weakref.WeakSet[EpochStream[Any]] = weakref.WeakSet()
 
     @classmethod
     async def create(cls, loop: asyncio.AbstractEventLoop, cfg: LoaderConfig, ds: Dataset, *, plan: MemoryPlan,
