@@ -33,9 +33,13 @@ def add_arguments(p: argparse.ArgumentParser, parse_fanouts: Callable[[str], Any
     p.add_argument("--backend", default="auto")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--name", default="default", help="folder under profile/ (default: default)")
+    p.add_argument("--device", type=checks.device, default="auto",
+                   help="the training device the profile is for: auto (CUDA when present, the default), cpu, cuda "
+                        "or cuda:N (checked to exist; the loader it profiles copies batches there)")
 
 
 def run(args: argparse.Namespace, *, progress: bool, say: Say) -> dict[str, Any]:
+    from ._device import resolve_device
     from ._errors import ConfigError
     from .cache import HistoryConfig
     from .loader import profile
@@ -49,7 +53,8 @@ def run(args: argparse.Namespace, *, progress: bool, say: Say) -> dict[str, Any]
             split = float(split)
         except ValueError:
             raise ConfigError(f"--split must be auto, outre or an alpha in [0, 1], got {args.split!r}") from None
-    options: dict[str, Any] = {"backend": args.backend, "seed": args.seed}
+    options: dict[str, Any] = {"backend": args.backend, "seed": args.seed,
+                               "device": str(resolve_device(args.device, "--device"))}
     if args.partitions is not None:
         options["partitions"] = args.partitions
     if args.parts_per_batch is not None:

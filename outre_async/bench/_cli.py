@@ -40,8 +40,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--step-ms", type=checks.finite(nonnegative=True), default=0.0, metavar="MS",
                    help="replace the training step by a fixed wait of MS milliseconds (e.g. 8: a GPU's step on "
                         "igb-like), so this machine measures the loader-bound regime a GPU creates (default 0: train)")
-    p.add_argument("--device", type=checks.device, default="cpu",
-                   help="training device: auto (CUDA when present), cpu, cuda or cuda:N (default cpu); the "
+    p.add_argument("--device", type=checks.device, default="auto",
+                   help="training device: auto (CUDA when present, the default), cpu, cuda or cuda:N; the "
                         "loaders copy their batches there")
     p.add_argument("--set", dest="set_options", action="append", type=_system_option, default=[],
                    metavar="SYSTEM.KEY=VALUE",
@@ -129,7 +129,7 @@ def _command_line(args: argparse.Namespace) -> str:
             words += ["--" + flag.replace("_", "-"), str(value)]
     if args.step_ms:
         words += ["--step-ms", f"{args.step_ms:g}"]
-    if args.device != "cpu":
+    if args.device != "auto":
         words += ["--device", args.device]
     words += ["--out", str(args.out), "--seed", str(args.seed)] + ([] if args.compute_only else ["--no-compute-only"])
     for system, key, value in args.set_options:

@@ -50,7 +50,7 @@ class SuiteConfig:
     command: str = ""
     set_options: dict[str, dict[str, Any]] = field(default_factory=dict)  # --set: system -> {key: value}
     step_ms: float = 0.0   # --step-ms: > 0 replaces the training step by a wait of this many ms
-    device: str = "cpu"    # --device: auto, cpu, cuda or cuda:N (resolved once, by the harness)
+    device: str = "auto"   # --device: auto, cpu, cuda or cuda:N (resolved once, by the harness)
 
     def __post_init__(self) -> None:
         get_preset(self.preset)

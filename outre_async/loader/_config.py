@@ -12,6 +12,7 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._device import resolve_device
 from .._errors import ConfigError
 from .._units import parse_bytes
 from ..cache._history_config import HistoryConfig
@@ -43,7 +44,7 @@ class LoaderConfig:
     memory_budget: int | str | None = None  # bytes for the feature buffer; None: buffer_rows' default
     backend: str = "auto"
     max_in_flight: int | None = None  # None: the I/O backend's default (io_uring 256, pread 32)
-    device: str = "cpu"
+    device: str = "cpu"  # "auto" (CUDA when present), "cpu", "cuda", "cuda:N"; held resolved ("cuda:0")
     source_options: dict[str, Any] = field(default_factory=dict)
     partitions: str | None = None  # partitions/<name>/ of the dataset: partition-based batches (OUTRE §4.2)
     parts_per_batch: int | None = None  # partitions per macro batch; None: partition._batches.default_parts_per_batch
@@ -73,6 +74,8 @@ class LoaderConfig:
         _check_ranks(self.rank, self.world_size, self.local_world_size)
         if self.profile is not None:
             _check_profile(self)
+        # "auto", "cuda" -> "cuda:0": one spelling per device; a device not here is refused now
+        object.__setattr__(self, "device", str(resolve_device(self.device)))
         if self.backend not in BACKENDS:
             raise ConfigError(f"backend={self.backend!r} must be one of {BACKENDS}")
 
