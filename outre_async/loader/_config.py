@@ -20,7 +20,7 @@ from ..features import BACKENDS
 from ..sampling._plan import check_rank
 from ..sampling._sampler import check_fanouts
 
-_AT_LEAST_ONE = ("batch_size", "num_samplers", "num_extractors")
+_AT_LEAST_ONE = ("batch_size", "num_samplers", "num_extractors", "device_depth")
 EXTRACT_QUEUE = 32  # the extract queue's default depth (see LoaderConfig.extract_capacity)
 _NONE_OR_AT_LEAST_ONE = ("extract_queue", "ready_queue", "buffer_rows", "memory_budget", "max_in_flight",
                          "parts_per_batch", "interleave")
@@ -45,6 +45,7 @@ class LoaderConfig:
     backend: str = "auto"
     max_in_flight: int | None = None  # None: the I/O backend's default (io_uring 256, pread 32)
     device: str = "cpu"  # "auto" (CUDA when present), "cpu", "cuda", "cuda:N"; held resolved ("cuda:0")
+    device_depth: int = 2  # batches copied to the device ahead of the trainer (a GPU device; README, device memory)
     source_options: dict[str, Any] = field(default_factory=dict)
     partitions: str | None = None  # partitions/<name>/ of the dataset: partition-based batches (OUTRE §4.2)
     parts_per_batch: int | None = None  # partitions per macro batch; None: partition._batches.default_parts_per_batch

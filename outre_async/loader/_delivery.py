@@ -7,22 +7,36 @@ the stages failed, the first error is raised itself (with its own cause), not an
 The previous batch's matrix lease is released when the next batch is in hand.  The :class:`Delivery`
 outlives epochs and owns the consumer-side counters.
 
+On a device (:class:`ToDevice`: a CUDA loader, or a test's synchronous engine) a *copier* task sits
+between the order and the consumer: it takes each batch in delivery order, issues its copy
+(``_device_copy.CopyEngine``) and queues it, at most ``depth`` batches ahead of the consumer (a
+semaphore: a slot is taken before the next batch is fetched and given back when the consumer has the
+batch after it in hand, as the host lease used to be).  The host lease ends when the copy completes
+(the engine's callback, any thread, through ``call_soon_threadsafe``), not at the next batch.
+Anything the trainer must see in step order (the history's clock and pulls) is done at hand-over, by
+``wrap``, never by the copier.
+
 Cancellation rule: when the consumer stops early (break, exception, ``aclose``, garbage collection),
 the generator's ``finally`` cancels the stage task, waits for it (samplers wait for their running
-kernels, sources for their submitted reads), then releases every lease still queued or held.
+kernels, sources for their submitted reads), then releases every lease still queued or held.  On a
+device the copier is cancelled and awaited first; batches it queued already gave their leases back
+(or will, when their copies complete: the engine's close waits for them).
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections import deque
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ._batch import ExtractedBatch
-from ._channel import Channel
+from ._batch_memory import MatrixLease
+from ._device_copy import CopyEngine, Transfer, host_tensors
+from ._channel import Channel, EndOfChannel
 from ._pipeline import EpochParts, run_stages
 from ._reorder import ReorderBuffer
 
@@ -118,9 +132,20 @@ class _InPlanOrder(_AsCompleted):
         return self.reorder.clear() + list(self.queue)
 
 
+@dataclass(frozen=True, slots=True)
+class ToDevice:
+    """How an epoch's batches reach the device: ``build`` makes a batch's host tensors (on the loop,
+    in the copier), ``engine`` copies them, ``depth`` batches at most ahead of the consumer."""
+
+    engine: CopyEngine
+    depth: int
+    build: Callable[[ExtractedBatch], Any]
+
+
 class Delivery:
     def __init__(self) -> None:
         self.counters = DeliveryCounters()
+        self.device_counters = {"copied": 0, "leases_ended_by_copy": 0, "most_ahead": 0}
 
     async def deliver(self, parts: EpochParts, *, ordered: bool, wrap: Callable[[ExtractedBatch], B],
                       window: int | None = None) -> AsyncGenerator[B, None]:
@@ -150,6 +175,85 @@ class Delivery:
                 raise first from first.__cause__
         finally:
             await _shutdown(stages, ready, order, current)
+
+
+    async def deliver_to_device(self, parts: EpochParts, *, ordered: bool, to: ToDevice,
+                                wrap: Callable[[ExtractedBatch, Any, Transfer], B],
+                                window: int | None = None) -> AsyncGenerator[B, None]:
+        """:meth:`deliver` through the copier (the module): ``wrap(eb, device_batch, transfer)`` runs
+        at hand-over, on the loop thread."""
+        ready = parts.ready
+        stages = asyncio.ensure_future(run_stages(parts))
+        order = _InPlanOrder() if ordered else _AsCompleted() if window is None else _Windowed(window)
+        resident: Channel[tuple[ExtractedBatch, Any, Transfer]] = Channel(to.depth, name="device queue")
+        slots = asyncio.Semaphore(to.depth)
+        copier = asyncio.ensure_future(self._copy(order, ready, resident, slots, to))
+        taken = False
+        try:
+            while True:
+                start = time.perf_counter()
+                try:
+                    item: tuple[ExtractedBatch, Any, Transfer] | None = await resident.receive()
+                except EndOfChannel:
+                    item = None
+                self.counters = self.counters.plus(time.perf_counter() - start, item is not None)
+                if taken:
+                    slots.release()  # the batch before the one now in hand leaves the device's count
+                if item is None:
+                    break
+                taken = True
+                yield wrap(*item)
+            await copier  # surfaces a failure of the copier (an engine error)
+            try:
+                await stages
+            except BaseExceptionGroup as group:
+                first = _first(group)
+                raise first from first.__cause__
+        finally:
+            if not copier.done():
+                copier.cancel()
+            await asyncio.wait([copier])
+            await _shutdown(stages, ready, order, None)
+            for eb, _, _ in resident.drain_nowait():
+                eb.lease.release()  # copied or not: the engine's close waits for its copies
+
+    async def _copy(self, order: _AsCompleted, ready: Channel[ExtractedBatch],
+                    resident: Channel[tuple[ExtractedBatch, Any, Transfer]], slots: asyncio.Semaphore,
+                    to: ToDevice) -> None:
+        """The copier: a slot, the next batch in delivery order, its copy issued, queued for the consumer."""
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                await slots.acquire()
+                eb = await order.next(ready)
+                if eb is None:
+                    return
+                batch = to.build(eb)
+                transfer = to.engine.submit(host_tensors(batch), _lease_ender(loop, eb.lease, self.device_counters))
+                for key, tensor in transfer.tensors.items():  # the batch now holds the device's tensors only
+                    setattr(batch, key, tensor)
+                self.device_counters["copied"] += 1
+                self.device_counters["most_ahead"] = max(self.device_counters["most_ahead"], len(resident) + 1)
+                await resident.send((eb, batch, transfer))
+        finally:
+            resident.close()
+
+
+def _lease_ender(loop: asyncio.AbstractEventLoop, lease: MatrixLease, counters: dict[str, int]) -> Callable[[], None]:
+    """The engine's callback when a batch's copy is complete (any thread): its host lease ends, on the
+    loop thread (the pool's owner).  After the loop closed nothing is left to give back."""
+    def end() -> None:
+        counters["leases_ended_by_copy"] += 1
+        if threading.get_ident() == loop_thread:
+            lease.release()
+            return
+        try:
+            loop.call_soon_threadsafe(lease.release)
+        except RuntimeError:  # the loop closed: the pool went with it
+            pass
+
+    loop_thread = threading.get_ident()  # made on the loop thread
+    return end
 
 
 def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:

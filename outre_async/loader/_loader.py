@@ -43,7 +43,8 @@ from ._batch_rows import expected_batch_rows
 from ._budget import MemoryPlan, Sizes, batch_row_bytes, plan_memory
 from ._channel import Channel
 from ._config import BACKENDS, LoaderConfig
-from ._delivery import Delivery
+from ._delivery import Delivery, ToDevice
+from ._device_copy import Transfer
 from ._extract_stage import ExtractStage
 from ._history import EpochHistory, build_owner
 from ._loop_thread import LoopThread
@@ -91,7 +92,7 @@ class OutreLoader:
                  num_samplers: int = 2, num_extractors: int = 2, extract_queue: int | None = None,
                  ready_queue: int | None = None, buffer_rows: int | None = None,
                  memory_budget: int | str | None = None, backend: str = "auto", max_in_flight: int | None = None,
-                 device: str = "cpu", source_options: dict[str, Any] | None = None, partitions: str | None = None,
+                 device: str = "cpu", device_depth: int = 2, source_options: dict[str, Any] | None = None, partitions: str | None = None,
                  parts_per_batch: int | None = None, interleave: int | None = None,
                  neighbor_cache: int | str = 0, history: HistoryConfig | None = None,
                  rank: int | None = None, world_size: int | None = None, local_world_size: int | None = None,
@@ -234,15 +235,33 @@ class OutreLoader:
         device = torch.device(self.config.device)
         labels = self.dataset.labels
 
-        def wrap(eb: ExtractedBatch) -> OutreBatch:
-            input_id = self._seed_index.positions(eb.subgraph.n_id[: eb.subgraph.batch_size])
-            batch = to_batch(eb, labels, epoch, device, input_id)
+        def build(eb: ExtractedBatch) -> OutreBatch:
+            return to_batch(eb, labels, epoch, self._seed_index.positions(eb.subgraph.n_id[: eb.subgraph.batch_size]))
+
+        def handed(eb: ExtractedBatch, batch: OutreBatch) -> OutreBatch:
+            """At hand-over, in step order: the history's clock ticks and its rows are pulled now."""
             if history is not None and eb.history is not None:
                 batch.__dict__["_outre_history"] = history.owner.record(eb.history, device)
             return batch
 
+        def wrap(eb: ExtractedBatch) -> OutreBatch:
+            batch = build(eb)
+            batch.__dict__["_outre_release"] = eb.lease.release
+            return handed(eb, batch)
+
+        def wrap_copied(eb: ExtractedBatch, batch: OutreBatch, transfer: Transfer) -> OutreBatch:
+            engine.wait(transfer)  # the loop thread's stream: the device's default stream, the trainer's too
+            batch.__dict__["_outre_transfer"] = transfer  # a trainer on a stream of its own waits again
+            return handed(eb, batch)
+
         window = history.window if history is not None and not ordered else None
-        batches = self._delivery.deliver(parts, ordered=ordered, wrap=wrap, window=window)
+        engine = res.engine
+        batches: AsyncGenerator[OutreBatch, None]
+        if engine is None:
+            batches = self._delivery.deliver(parts, ordered=ordered, wrap=wrap, window=window)
+        else:
+            to = ToDevice(engine=engine, depth=self.config.device_depth, build=build)
+            batches = self._delivery.deliver_to_device(parts, ordered=ordered, to=to, wrap=wrap_copied, window=window)
         res.epochs.add(batches)
         transform = self.transform
         try:
@@ -307,6 +326,7 @@ class OutreLoader:
                     batch = bridge.call(agen.__anext__)
                 except StopAsyncIteration:
                     return
+                _wait_on_own_stream(batch, self._res)
                 yield batch
         finally:
             if not bridge.closed:
@@ -374,6 +394,8 @@ class OutreLoader:
         out["ranks"] = {"rank": place.rank, "world_size": place.world_size, "local_world_size": place.local_world_size}
         extract, ready = self._channels
         out["queues"] = queue_stats({"extract": extract.statistics(), "ready": ready.statistics()})
+        out["device"] = {"device": self.config.device, "depth": self.config.device_depth,
+                         **self._delivery.device_counters}
         res = self._res
         out.update(resource_stats(res.snapshot() if res is not None else self._box.closed))
         if self._gate is not None:
@@ -414,6 +436,17 @@ def _check_source(source: FeatureSource | None, cfg: LoaderConfig, ds: Dataset) 
     if clash:
         raise ConfigError(f"{clash} configure the source the loader opens; with source= they do not apply")
     return source
+
+
+def _wait_on_own_stream(batch: Any, res: Resources | None) -> None:
+    """The sync bridge's consumer thread: when it trains on a CUDA stream other than the device's
+    default one (which already waits for the copy), that stream waits for the batch's copy too."""
+    transfer = getattr(batch, "__dict__", {}).get("_outre_transfer")
+    if transfer is None or res is None or res.engine is None:
+        return
+    device = res.engine.device
+    if device.type == "cuda" and torch.cuda.current_stream(device) != torch.cuda.default_stream(device):
+        res.engine.wait(transfer)
 
 
 def _close_bridge(bridge: LoopThread, box: ResourceBox) -> None:

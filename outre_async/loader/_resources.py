@@ -17,6 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from ..features import FeatureBuffer, FeatureSource, open_source
 from ..sampling._sampler import NeighborSampler
 from ..store._dataset import Dataset
@@ -24,6 +26,7 @@ from ._batch import Sampler
 from ._batch_memory import BatchMemory
 from ._budget import MemoryPlan, batch_row_bytes
 from ._config import LoaderConfig
+from ._device_copy import CopyEngine, copy_engine_for
 
 if TYPE_CHECKING:
     from ._partition_mode import PartitionBatching
@@ -37,6 +40,7 @@ class ResourceStats:
     buffer: dict[str, int | float]
     io: dict[str, Any]
     matrices: dict[str, int] | None = None
+    device: dict[str, Any] | None = None  # the copy engine's counters (a GPU loader)
 
 
 class Resources:
@@ -44,9 +48,9 @@ class Resources:
 
     def __init__(self, loop: asyncio.AbstractEventLoop, source: FeatureSource, owns_source: bool,
                  buffer: FeatureBuffer, matrices: BatchMemory, samplers: list[Sampler],
-                 executor: ThreadPoolExecutor) -> None:
+                 executor: ThreadPoolExecutor, engine: CopyEngine | None = None) -> None:
         self.loop, self.source, self.owns_source, self.buffer = loop, source, owns_source, buffer
-        self.matrices = matrices
+        self.matrices, self.engine = matrices, engine
         self.samplers, self.executor = samplers, executor
         self.epochs: weakref.WeakSet[AsyncGenerator[Any, None]] = weakref.WeakSet()
 
@@ -57,24 +61,29 @@ class Resources:
         if source is None:
             source = _open_source(cfg, ds, plan.source_options())
         buffer = FeatureBuffer(ds.num_nodes, plan.buffer_rows, ds.feature_dim)
-        matrices = BatchMemory(plan.batch_bytes, batch_row_bytes(ds.feature_dim), budget=cfg.budget_bytes)
+        engine = copy_engine_for(torch.device(cfg.device), cfg.device_depth)  # None on the CPU
+        matrices = BatchMemory(plan.batch_bytes, batch_row_bytes(ds.feature_dim), budget=cfg.budget_bytes,
+                               registry=engine.registry if engine is not None else None)
         samplers: list[Sampler]
         if partitioned is not None:
             samplers = [*partitioned.samplers(ds, list(cfg.fanouts), cfg.seed, cfg.num_samplers)]
         else:
             samplers = [NeighborSampler(ds, list(cfg.fanouts), seed=cfg.seed) for _ in range(cfg.num_samplers)]
         executor = ThreadPoolExecutor(cfg.num_samplers, thread_name_prefix="outre-sampler")
-        return cls(loop, source, owns_source, buffer, matrices, samplers, executor)
+        return cls(loop, source, owns_source, buffer, matrices, samplers, executor, engine)
 
     def snapshot(self) -> ResourceStats:
         return ResourceStats(backend=self.source.backend, buffer=self.buffer.stats(), io=self.source.stats(),
-                             matrices=self.matrices.stats())
+                             matrices=self.matrices.stats(),
+                             device=self.engine.stats() if self.engine is not None else None)
 
     async def close(self) -> None:
         try:
             if self.owns_source:
                 await self.source.aclose()
         finally:
+            if self.engine is not None:  # every copy complete before the pool unlocks and unmaps its maps
+                self.engine.close()
             self.matrices.close()
             self.executor.shutdown(wait=True)
 

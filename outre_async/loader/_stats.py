@@ -40,4 +40,7 @@ def resource_stats(res: ResourceStats | None) -> dict[str, Any]:
     """Backend, buffer and I/O figures of the open resources (or of the last closed opening)."""
     if res is None:
         return {}
-    return {"backend": res.backend, "buffer": res.buffer, "io": res.io, "batch_matrices": res.matrices}
+    out = {"backend": res.backend, "buffer": res.buffer, "io": res.io, "batch_matrices": res.matrices}
+    if res.device is not None:
+        out["copy_engine"] = res.device
+    return out
