@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .._errors import ConfigError
 from .._device import check_device_name, resolve_device
+from .._errors import ConfigError
 from ._presets import SYSTEM_OPTION_KEYS, BenchPreset, get_preset
 from ._run_in_child import run_in_child
 from ._summary import summarize

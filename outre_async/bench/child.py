@@ -25,9 +25,9 @@ LIMIT_RUNS = (COMPUTE_ONLY, COMPUTE_ONLY_PART)  # measured by the harness itself
 def run(system_name: str, spec_dict: dict[str, Any]) -> dict[str, Any]:
     import torch
 
+    from .._device import resolve_device
     from ..nn import GraphSAGE
     from ..store._dataset import open_dataset
-    from .._device import resolve_device
     from ._epoch import proxy_step, timed_epoch, validation_accuracy
     from ._gpu_util import UtilisationSampler
     from ._measure import device_of, diskstats_read_bytes, peak_rss_bytes, proc_read_bytes

@@ -12,6 +12,7 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._cores import sized_from_cores
 from .._device import resolve_device
 from .._errors import ConfigError
 from .._units import parse_bytes
@@ -36,8 +37,10 @@ class LoaderConfig:
     seed: int = 0
     drop_last: bool = False
     ordered: bool = False
-    num_samplers: int = 2
-    num_extractors: int = 2
+    # None: sized from the cores (``_cores``: 2 and 2 on 2 cores, 8 and 4 on 16), then held resolved,
+    # so every reader sees an int (hence the annotation; the ignore is for the None default alone)
+    num_samplers: int = None  # type: ignore[assignment]
+    num_extractors: int = None  # type: ignore[assignment]
     extract_queue: int | None = None  # None: num_samplers + 2, deepened by the memory plan (extract_capacity)
     ready_queue: int | None = None    # None: num_extractors
     buffer_rows: int | None = None    # None: from memory_budget, else (num_extractors + 1) × probed rows per batch
@@ -60,6 +63,10 @@ class LoaderConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fanouts", check_fanouts(self.fanouts))
+        sized = sized_from_cores()
+        for name in ("num_samplers", "num_extractors"):  # held resolved: the rest of the loader reads ints
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, sized[name])
         for name in ("memory_budget", "neighbor_cache"):
             if isinstance(getattr(self, name), str):
                 object.__setattr__(self, name, parse_bytes(getattr(self, name)))

@@ -35,8 +35,8 @@ from typing import Any, TypeVar
 
 from ._batch import ExtractedBatch
 from ._batch_memory import MatrixLease
-from ._device_copy import CopyEngine, Transfer, host_tensors
 from ._channel import Channel, EndOfChannel
+from ._device_copy import CopyEngine, Transfer, host_tensors
 from ._pipeline import EpochParts, run_stages
 from ._reorder import ReorderBuffer
 

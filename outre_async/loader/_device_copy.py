@@ -203,8 +203,11 @@ class CudaCopyEngine(CopyEngine):
         self.counters["bytes"] += sum(t.numel() * t.element_size() for t in host.values())
         # small index tensors come from pageable numpy memory: their copy is staged by the driver
         self.counters["pageable_tensors"] += sum(not t.is_pinned() for t in host.values())
-        # the callback holds ``host`` until the copy is complete: the matrix goes back to the pool after
-        self.watcher.add(event, lambda: (on_done(), host.clear()))
+        def done() -> None:  # holds ``host`` until the copy is complete: the matrix goes back to the pool after
+            on_done()
+            host.clear()
+
+        self.watcher.add(event, done)
         return Transfer(tensors, event)
 
     def wait(self, transfer: Transfer) -> None:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from numpy.typing import ArrayLike
 
+from .._cores import sized_from_cores
 from .._errors import ConfigError, PipelineClosed
 from .._units import format_bytes
 from ..cache._history_config import HistoryConfig
@@ -44,7 +45,7 @@ from ._budget import MemoryPlan, Sizes, batch_row_bytes, plan_memory
 from ._channel import Channel
 from ._config import BACKENDS, LoaderConfig
 from ._delivery import Delivery, ToDevice
-from ._device_copy import Transfer
+from ._device_copy import CopyEngine, Transfer
 from ._extract_stage import ExtractStage
 from ._history import EpochHistory, build_owner
 from ._loop_thread import LoopThread
@@ -89,7 +90,7 @@ class OutreLoader:
                  # LoaderConfig's knobs, with its defaults (tests/loader/test_signature.py keeps them equal)
                  fanouts: Sequence[int] | None = None, batch_size: int | None = None,
                  shuffle: bool = True, seed: int = 0, drop_last: bool = False, ordered: bool = False,
-                 num_samplers: int = 2, num_extractors: int = 2, extract_queue: int | None = None,
+                 num_samplers: int | None = None, num_extractors: int | None = None, extract_queue: int | None = None,
                  ready_queue: int | None = None, buffer_rows: int | None = None,
                  memory_budget: int | str | None = None, backend: str = "auto", max_in_flight: int | None = None,
                  device: str = "cpu", device_depth: int = 2, source_options: dict[str, Any] | None = None, partitions: str | None = None,
@@ -249,17 +250,18 @@ class OutreLoader:
             batch.__dict__["_outre_release"] = eb.lease.release
             return handed(eb, batch)
 
-        def wrap_copied(eb: ExtractedBatch, batch: OutreBatch, transfer: Transfer) -> OutreBatch:
-            engine.wait(transfer)  # the loop thread's stream: the device's default stream, the trainer's too
-            batch.__dict__["_outre_transfer"] = transfer  # a trainer on a stream of its own waits again
-            return handed(eb, batch)
-
         window = history.window if history is not None and not ordered else None
-        engine = res.engine
         batches: AsyncGenerator[OutreBatch, None]
-        if engine is None:
+        if res.engine is None:
             batches = self._delivery.deliver(parts, ordered=ordered, wrap=wrap, window=window)
         else:
+            engine: CopyEngine = res.engine
+
+            def wrap_copied(eb: ExtractedBatch, batch: OutreBatch, transfer: Transfer) -> OutreBatch:
+                engine.wait(transfer)  # the loop thread's stream: the device's default stream, the trainer's too
+                batch.__dict__["_outre_transfer"] = transfer  # a trainer on a stream of its own waits again
+                return handed(eb, batch)
+
             to = ToDevice(engine=engine, depth=self.config.device_depth, build=build)
             batches = self._delivery.deliver_to_device(parts, ordered=ordered, to=to, wrap=wrap_copied, window=window)
         res.epochs.add(batches)
@@ -398,6 +400,10 @@ class OutreLoader:
                          **self._delivery.device_counters}
         res = self._res
         out.update(resource_stats(res.snapshot() if res is not None else self._box.closed))
+        # what the loader chose for this machine (``_cores``: the defaults sized from the usable cores)
+        out["workers"] = {**sized_from_cores(), "num_samplers": self.config.num_samplers,
+                          "num_extractors": self.config.num_extractors,
+                          "io_depth": out.get("io", {}).get("max_in_flight")}
         if self._gate is not None:
             out["out_of_turn"] = self._gate.stats()
         if self._partitioned is not None:
