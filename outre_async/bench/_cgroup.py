@@ -3,14 +3,13 @@
 cgroup v1 (``memory`` controller: ``memory.limit_in_bytes``, ``memory.max_usage_in_bytes``, the
 ``oom_kill`` count in ``memory.oom_control``) and v2 (``memory.max``, ``memory.peak``, the
 ``oom_kill`` count in ``memory.events``; where the memory controller is available but not enabled
-for the harness's group, it is enabled down the ancestors first, :func:`enable_memory_controller`).  The group is created *inside* the harness's own cgroup,
-so the cap nests in whatever limit the harness already runs under.  Page cache is charged to the
-group that faulted it in, so a memory-mapped reader under the cap keeps at most ``cap`` of file
-pages resident, which is exactly the condition being benchmarked.
-
-:func:`open_cap` returns a :class:`MemoryCap`, or an :class:`Uncapped` that says why not (not root,
-no memory controller, a write refused).  Nothing here raises for an unusable cgroup: the suite
-runs uncapped and records it.
+for the harness's group, it is enabled down the ancestors first, :func:`enable_memory_controller`).
+The group is created *inside* the harness's own cgroup, so the cap nests in whatever limit the
+harness already runs under. Page cache is charged to the group that faulted it in, so a memory-
+mapped reader under the cap keeps at most ``cap`` of file pages resident, which is exactly the
+condition being benchmarked. :func:`open_cap` returns a :class:`MemoryCap`, or an :class:`Uncapped`
+that says why not (not root, no memory controller, a write refused). Nothing here raises for an
+unusable cgroup: the suite runs uncapped and records it.
 """
 
 from __future__ import annotations
