@@ -7,7 +7,9 @@ for the harness's group, it is enabled down the ancestors first, :func:`enable_m
 The group is created *inside* the harness's own cgroup, so the cap nests in whatever limit the
 harness already runs under. Page cache is charged to the group that faulted it in, so a memory-
 mapped reader under the cap keeps at most ``cap`` of file pages resident, which is exactly the
-condition being benchmarked. :func:`open_cap` returns a :class:`MemoryCap`, or an :class:`Uncapped`
+condition being benchmarked.
+
+:func:`open_cap` returns a :class:`MemoryCap`, or an :class:`Uncapped`
 that says why not (not root, no memory controller, a write refused). Nothing here raises for an
 unusable cgroup: the suite runs uncapped and records it.
 """
