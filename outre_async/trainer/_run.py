@@ -84,7 +84,7 @@ def _train(dataset: str | Path, config: TrainConfig, out: Path, *, resume: bool,
     with OutreLoader(ds, split="train", fanouts=list(config.fanouts), batch_size=config.batch_size, shuffle=True,
                      seed=config.seed, ordered=config.deterministic, memory_budget=config.memory_budget,
                      backend=config.backend, partitions=config.partitions, history=history,
-                     profile=config.profile, device=str(device), **ranks) as loader:
+                     profile=config.profile, **{"device": str(device), **ranks}) as loader:  # a rank's own device
         loader.set_epoch(run.start)  # carry the epoch numbering on: shuffles and sampling streams continue
         for epoch in range(run.start + 1, config.epochs + 1):
             run.epoch(epoch, loader, progress)
