@@ -10,8 +10,8 @@
 #   3. the CUDA tests (they skip without a GPU; on one they must pass): pytest -k cuda
 #   4. warm-up: one tiny-preset epoch of outre-part on $DEVICE (numba compiles its kernels, ~1 min cold)
 #   5. the $PRESET dataset generated into $DATA (reused when there: pass DATA= a folder that has it)
-#   6. $PRESET epochs of outre-auto, outre-part and pyg-workers on $DEVICE under the preset's host cap,
-#      one repeat, no compute-only runs: outre bench ... --out $OUT (the suite's JSON and Markdown)
+#   6. $PRESET epochs of outre-part, outre-auto and pyg-workers on $DEVICE under the preset's host cap,
+#      one suite per system (one repeat, no compute-only runs): outre bench ... --out $OUT/<system>
 #
 # What the lent machine of issue 25 lacked (one H200, 16 cores, torch 2.11 + CUDA 13, Python 3.12):
 #   - pyg-lib and torch-sparse for its torch: PyG's NeighborLoader cannot sample, so pyg-workers is
@@ -24,8 +24,8 @@
 #   - nvidia-ml-py (pynvml): without it the GPU's utilisation is recorded as skipped with the reason;
 #     step 2 installs it when a wheel is carried, and `pip install nvidia-ml-py` needs the network.
 #
-# Budget: the steps' timeouts add up to 8 minutes (20 + 30 + 90 + 60 + 100 + 180 s); a step that times
-# out is recorded in steps.tsv and the next one runs.  Expected on the lent H200 box (16 cores, a virtio
+# Budget: the steps' timeouts add up to 8 minutes (10 + 20 + 80 + 50 + 90 + 80 + 100 + 50 s); a step
+# that times out is recorded in steps.tsv (rc 124/137) and the next one runs.  Expected on the lent H200 box (16 cores, a virtio
 # disk): tests < 1 min, warm-up < 1 min (numba's cache=True: once per machine), igb-like generation
 # 1-1.5 min (77 s on 2 cores here), partitioning 17 s + profile 53 s (2 cores), three epochs of 13-25 s
 # plus ~10 s of child start-up each.
@@ -38,7 +38,7 @@ OUT=${OUT:-results/device-check}
 DATA=${DATA:-${HOME}/.cache/outre-async/bench}
 WHEELS=${WHEELS:-shared/wheels}
 PY=${PYTHON:-python}
-SYSTEMS=${SYSTEMS:-outre-auto,outre-part,pyg-workers}
+SCALE=${SCALE:-1}   # multiplies every step's timeout (a slow or shared machine's dry run: SCALE=3)
 STEP_MS=${STEP_MS:-0}
 mkdir -p "$OUT" "$DATA"
 STEPS="$OUT/steps.tsv"
@@ -46,7 +46,7 @@ printf 'step\trc\tseconds\n' > "$STEPS"
 
 export PY WHEELS
 step() {  # step NAME TIMEOUT_S CMD...: run (a function of this script too), log to $OUT/NAME.log, record rc and seconds
-  local name=$1 limit=$2
+  local name=$1 limit=$(( $2 * SCALE ))
   shift 2
   local start rc
   start=$(date +%s)
@@ -79,7 +79,7 @@ EOF
 if ! "$PY" -c "import outre_async" 2>/dev/null; then  # a bare machine: this checkout, its deps assumed there
   "$PY" -m pip install -q --no-deps -e . || echo "could not install this checkout"
 fi
-step environment 20 environment
+step environment 10 environment
 
 install_wheels() {
   local any=0
@@ -90,13 +90,13 @@ install_wheels() {
   done
   [ $any = 1 ] || echo "no wheels in $WHEELS"
 }
-step wheels 30 install_wheels
+step wheels 20 install_wheels
 
-step cuda_tests 90 "$PY" -m pytest -q -p no:cacheprovider -k cuda \
+step cuda_tests 80 "$PY" -m pytest -q -p no:cacheprovider -k cuda \
   tests/plan/test_profile.py tests/loader/test_device_copy.py tests/test_device.py \
   tests/loader/test_history.py tests/distributed/test_session.py
 
-step warmup 60 "$PY" -m outre_async.cli bench --preset tiny --systems outre-part --repeats 1 --max-batches 4 \
+step warmup 50 "$PY" -m outre_async.cli bench --preset tiny --systems outre-part --repeats 1 --max-batches 4 \
   --no-compute-only --probe-seconds 1 --device "$DEVICE" --data-dir "$DATA" --out "$OUT/warmup"
 
 generate() {  # the preset's dataset where outre bench looks for it (reused when there)
@@ -105,10 +105,16 @@ from outre_async.bench._runner import ensure_dataset
 print(ensure_dataset(get_preset(sys.argv[1]), Path(sys.argv[2]), 0, print))" "$PRESET" "$DATA"
 }
 export PRESET DATA
-step data 100 generate
+step data 90 generate
 
-step bench 180 "$PY" -m outre_async.cli bench --preset "$PRESET" --systems "$SYSTEMS" --repeats 1 \
-  --no-compute-only --probe-seconds 2 --device "$DEVICE" --step-ms "$STEP_MS" --data-dir "$DATA" --out "$OUT"
+bench() {  # bench NAME SYSTEM: one system per suite, so a timeout loses that system's run only
+  "$PY" -m outre_async.cli bench --preset "$PRESET" --systems "$2" --repeats 1 --no-compute-only \
+    --probe-seconds 2 --device "$DEVICE" --step-ms "$STEP_MS" --data-dir "$DATA" --out "$OUT/$1"
+}
+export DEVICE STEP_MS OUT
+step outre_part 80 bench outre_part outre-part      # partitions the dataset (reused by outre-auto)
+step outre_auto 100 bench outre_auto outre-auto     # profiles, then its epoch
+step pyg 50 bench pyg pyg-workers                   # skipped at once without pyg-lib / torch-sparse
 
 echo "== steps ($STEPS)"
 cat "$STEPS"
