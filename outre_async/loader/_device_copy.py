@@ -232,6 +232,17 @@ def copy_engine_for(device: torch.device, depth: int) -> CopyEngine | None:
     return None
 
 
+def wait_on_own_stream(batch: Any, engine: CopyEngine) -> None:
+    """The sync bridge's consumer thread: when it trains on a CUDA stream other than the device's
+    default one (which already waits for the copy, at hand-over), that stream waits for it too."""
+    transfer = getattr(batch, "__dict__", {}).get("_outre_transfer")
+    device = engine.device
+    if transfer is None or device.type != "cuda":
+        return
+    if torch.cuda.current_stream(device) != torch.cuda.default_stream(device):
+        engine.wait(transfer)
+
+
 def host_tensors(batch: Any) -> dict[str, torch.Tensor]:
     """The tensors of a batch that go to the device, by name."""
     out = {}

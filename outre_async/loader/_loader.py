@@ -45,7 +45,7 @@ from ._budget import MemoryPlan, Sizes, batch_row_bytes, plan_memory
 from ._channel import Channel
 from ._config import BACKENDS, LoaderConfig
 from ._delivery import Delivery, ToDevice
-from ._device_copy import CopyEngine, Transfer
+from ._device_copy import CopyEngine, Transfer, wait_on_own_stream
 from ._extract_stage import ExtractStage
 from ._history import EpochHistory, build_owner
 from ._loop_thread import LoopThread
@@ -328,7 +328,8 @@ class OutreLoader:
                     batch = bridge.call(agen.__anext__)
                 except StopAsyncIteration:
                     return
-                _wait_on_own_stream(batch, self._res)
+                if self._res is not None and self._res.engine is not None:
+                    wait_on_own_stream(batch, self._res.engine)
                 yield batch
         finally:
             if not bridge.closed:
@@ -442,17 +443,6 @@ def _check_source(source: FeatureSource | None, cfg: LoaderConfig, ds: Dataset) 
     if clash:
         raise ConfigError(f"{clash} configure the source the loader opens; with source= they do not apply")
     return source
-
-
-def _wait_on_own_stream(batch: Any, res: Resources | None) -> None:
-    """The sync bridge's consumer thread: when it trains on a CUDA stream other than the device's
-    default one (which already waits for the copy), that stream waits for the batch's copy too."""
-    transfer = getattr(batch, "__dict__", {}).get("_outre_transfer")
-    if transfer is None or res is None or res.engine is None:
-        return
-    device = res.engine.device
-    if device.type == "cuda" and torch.cuda.current_stream(device) != torch.cuda.default_stream(device):
-        res.engine.wait(transfer)
 
 
 def _close_bridge(bridge: LoopThread, box: ResourceBox) -> None:
