@@ -21,7 +21,7 @@ from pathlib import Path
 from ._errors import ConfigError
 from ._units import available_memory, format_bytes, parse_bytes
 
-__all__ = ["byte_size", "check_fits_memory", "check_output_dir", "count", "finite",
+__all__ = ["byte_size", "check_fits_memory", "check_output_dir", "count", "device", "finite",
            "fanout_list_matcher", "seed"]
 
 
@@ -54,6 +54,17 @@ def finite(*, positive: bool = False, nonnegative: bool = False) -> Callable[[st
             raise argparse.ArgumentTypeError(f"must be a finite number {want}".rstrip() + f", got {text!r}")
         return value
     return parse
+
+
+def device(text: str) -> str:
+    """An argparse type: ``auto``, ``cpu``, ``cuda`` or ``cuda:N`` (the syntax only: whether the device
+    exists is checked by the verb, after it imports torch, :func:`~outre_async.machine._device.resolve_device`)."""
+    from .machine._device import check_device_name
+
+    try:
+        return check_device_name(text, "--device")
+    except ConfigError:
+        raise argparse.ArgumentTypeError(f"must be auto, cpu, cuda or cuda:N, got {text!r}") from None
 
 
 def byte_size(*, allocated: bool) -> Callable[[str], int]:

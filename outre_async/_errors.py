@@ -2,6 +2,7 @@
 
     OutreError                         base: catch this to catch everything below
     ├── ConfigError (ValueError)       an argument value is out of range or inconsistent
+    │   └── DeviceNotFoundError        the device asked for (``cuda:3``) is not on this machine
     ├── DatasetError                   an on-disk dataset is missing or not usable
     │   ├── DatasetNotFoundError       no dataset (no directory or no manifest) at the path
     │   ├── DatasetExistsError         the output path already holds something; pass overwrite
@@ -45,6 +46,7 @@ __all__ = [
     "DatasetExistsError",
     "DatasetNotFoundError",
     "DatasetReadError",
+    "DeviceNotFoundError",
     "DirectIOUnsupported",
     "DistributedError",
     "ExtractorError",
@@ -77,6 +79,11 @@ class OutreError(Exception):
 
 class ConfigError(OutreError, ValueError):
     """An argument value is out of range or inconsistent with another one."""
+
+
+class DeviceNotFoundError(ConfigError):
+    """The device asked for (``device="cuda"``, ``--device cuda:3``) is not on this machine; the
+    message lists the ones that are."""
 
 
 class DatasetError(OutreError):

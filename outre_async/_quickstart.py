@@ -21,6 +21,7 @@ import torch
 from ._errors import ConfigError
 from ._train import EpochResult, evaluate, train_epoch
 from .cache._history_config import history_for
+from .machine._device import check_device_name, resolve_device
 from .nn import MLP, GraphSAGE
 from .sampling._sampler import check_fanouts
 
@@ -36,6 +37,7 @@ class QuickstartConfig:
     seed: int = 0
     backend: str = "auto"
     staleness: int = 1  # > 1: the train loader keeps a historical embedding cache (OUTRE §4.3)
+    device: str = "auto"  # auto (CUDA when present), cpu, cuda, cuda:N: the models, loaders and history there
 
     def __post_init__(self) -> None:
         if self.epochs < 1:
@@ -51,15 +53,17 @@ class QuickstartConfig:
         if self.staleness < 1:
             raise ConfigError(f"{self.staleness=} must be >= 1 (1: no history)")
         object.__setattr__(self, "fanouts", check_fanouts(self.fanouts))
+        check_device_name(self.device)
 
 
 def run_quickstart(config: QuickstartConfig, *, directory: Path | None, progress: bool,
                    say: Callable[[str], None]) -> dict[str, Any]:
     """Generate (into ``directory`` or a temp dir that is removed afterwards), train, report."""
+    device = resolve_device(config.device, "--device")  # a missing GPU is refused before generating
     tmp = None if directory is not None else Path(tempfile.mkdtemp(prefix="outre-quickstart-"))
     try:
         path = (directory or tmp) / "dataset"  # type: ignore[operator]
-        return _train(config, _dataset(config, path, progress, say), say)
+        return _train(config, _dataset(config, path, progress, say), say, device)
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -78,7 +82,7 @@ def _dataset(config: QuickstartConfig, path: Path, progress: bool, say: Callable
     return ds
 
 
-def _train(config: QuickstartConfig, ds, say: Callable[[str], None]) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def _train(config: QuickstartConfig, ds, say: Callable[[str], None], device: torch.device) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     from .loader._loader import OutreLoader
 
     torch.manual_seed(config.seed)
@@ -87,22 +91,22 @@ def _train(config: QuickstartConfig, ds, say: Callable[[str], None]) -> dict[str
         def loader(split: str, **extra: Any) -> OutreLoader:
             return stack.enter_context(OutreLoader(
                 ds, split=split, fanouts=list(config.fanouts), batch_size=config.batch_size,
-                shuffle=split == "train", seed=config.seed, backend=config.backend, **extra))
+                shuffle=split == "train", seed=config.seed, backend=config.backend, device=str(device), **extra))
 
         loaders = {split: loader(split) for split in ("train", "val", "test")}
         if history is not None:  # GraphSAGE trains with the cache; the MLP on the same batches, without
             loaders["mlp_train"], loaders["train"] = loaders["train"], loader("train", history=history)
-        return _compare(config, ds, loaders, say)
+        return _compare(config, ds, loaders, say, device)
 
 
-def _compare(config: QuickstartConfig, ds, loaders, say: Callable[[str], None]) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def _compare(config: QuickstartConfig, ds, loaders, say: Callable[[str], None], device: torch.device) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     layers = len(config.fanouts)
     models: dict[str, torch.nn.Module] = {
-        "graphsage": GraphSAGE(ds.feature_dim, config.hidden, layers, ds.num_classes),
-        "mlp": MLP(ds.feature_dim, config.hidden, layers, ds.num_classes),
+        "graphsage": GraphSAGE(ds.feature_dim, config.hidden, layers, ds.num_classes).to(device),
+        "mlp": MLP(ds.feature_dim, config.hidden, layers, ds.num_classes).to(device),
     }
     say(f"GraphSAGE {layers} layers, hidden {config.hidden}, fanouts {list(config.fanouts)}, "
-        f"batch size {config.batch_size}, OutreLoader")
+        f"batch size {config.batch_size}, OutreLoader, on {device}")
     say(f"{'epoch':>5} {'loss':>8} {'train acc':>9} {'val acc':>8} {'time s':>7} {'batches/s':>9}")
     history = _fit(models["graphsage"], loaders, config, say)
     test = evaluate(models["graphsage"], loaders["test"])
@@ -124,6 +128,7 @@ def _compare(config: QuickstartConfig, ds, loaders, say: Callable[[str], None]) 
         "mlp_epochs": mlp_history,
         "mlp_test_accuracy": mlp_test.accuracy,
         "loader_stats": stats,
+        "device": str(device),
     }
 
 

@@ -316,6 +316,8 @@ def _args_quickstart(p: argparse.ArgumentParser) -> None:
     p.add_argument("--staleness", type=checks.count(), default=1,
                    help="historical embedding cache: steps a cached h^(L-1) may be old (1: off)")
     p.add_argument("--backend", choices=BACKENDS, default="auto", help="feature I/O backend of the loader")
+    p.add_argument("--device", type=checks.device, default="auto",
+                   help="auto (CUDA when present, the default), cpu, cuda or cuda:N: models and batches there")
 
 
 def _cmd_quickstart(args: argparse.Namespace) -> dict[str, Any]:
@@ -328,7 +330,7 @@ def _cmd_quickstart(args: argparse.Namespace) -> dict[str, Any]:
     config = QuickstartConfig(
         preset=args.preset, epochs=args.epochs, batch_size=args.batch_size,
         fanouts=parse_fanouts(args.fanouts), hidden=args.hidden, lr=args.lr, seed=args.seed,
-        backend=args.backend, staleness=args.staleness,
+        backend=args.backend, staleness=args.staleness, device=args.device,
     )
     return run_quickstart(config, directory=args.dir, progress=_progress(args), say=lambda text: _say(args, text))
 

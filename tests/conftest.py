@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
 import outre_async as oa
 
@@ -70,6 +71,13 @@ def labelled_store(path: Path, *, num_nodes: int = 600, dim: int = 20, val: bool
     labels = rng.integers(0, 5, size=num_nodes)
     splits = {"train": np.arange(0, 500)} | ({"val": np.arange(500, num_nodes)} if val else {})
     return write_store(path, indptr, indices, features=features, labels=labels, num_classes=5, splits=splits)
+
+
+def reference_rows(ds: oa.Dataset) -> torch.Tensor:
+    """The dataset's whole feature matrix as a CPU tensor of its own (a copy): ``torch.from_numpy``
+    of the read-only memmap would warn (PyTorch cannot protect it from writes), and the suite turns
+    warnings into errors."""
+    return torch.from_numpy(np.array(ds.features[:]))
 
 
 def generated(path: Path, preset: str = "tiny", **options: Any) -> oa.Dataset:

@@ -20,6 +20,7 @@ PUBLIC = {
         "DatasetNotFoundError",
         "DatasetReadError",
         "DatasetWriter",
+        "DeviceNotFoundError",
         "DirectIOUnsupported",
         "DiskProbe",
         "DistributedError",

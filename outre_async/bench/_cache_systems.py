@@ -28,7 +28,7 @@ class OutreHist(OutrePart):
                                   memory_budget=spec.options.get("memory_budget"),
                                   parts_per_batch=int(spec.options.get("parts_per_batch", 4)),
                                   neighbor_cache=int(spec.options.get("neighbor_cache", 64 << 20)),
-                                  history=history, **self.loader_options)
+                                  history=history, device=spec.device, **self.loader_options)
         return iter(self.loader)
 
     def stats(self) -> dict[str, Any]:
@@ -92,7 +92,7 @@ class OutreAuto(OutrePart):
                 "partitions": _partition_name(spec), "memory_budget": spec.options.get("memory_budget", "1GiB"),
                 "parts_per_batch": int(spec.options.get("parts_per_batch", 4)),
                 "ordered": bool(spec.options.get("ordered", spec.max_batches > 0)),
-                "history": history_config(spec),
+                "history": history_config(spec), "device": spec.device,
                 **self.loader_options}
 
     @staticmethod

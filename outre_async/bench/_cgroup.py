@@ -2,14 +2,16 @@
 
 cgroup v1 (``memory`` controller: ``memory.limit_in_bytes``, ``memory.max_usage_in_bytes``, the
 ``oom_kill`` count in ``memory.oom_control``) and v2 (``memory.max``, ``memory.peak``, the
-``oom_kill`` count in ``memory.events``).  The group is created *inside* the harness's own cgroup,
-so the cap nests in whatever limit the harness already runs under.  Page cache is charged to the
-group that faulted it in, so a memory-mapped reader under the cap keeps at most ``cap`` of file
-pages resident, which is exactly the condition being benchmarked.
+``oom_kill`` count in ``memory.events``; where the memory controller is available but not enabled
+for the harness's group, it is enabled down the ancestors first, :func:`enable_memory_controller`).
+The group is created *inside* the harness's own cgroup, so the cap nests in whatever limit the
+harness already runs under. Page cache is charged to the group that faulted it in, so a memory-
+mapped reader under the cap keeps at most ``cap`` of file pages resident, which is exactly the
+condition being benchmarked.
 
-:func:`open_cap` returns a :class:`MemoryCap`, or an :class:`Uncapped` that says why not (not root,
-no memory controller, a write refused).  Nothing here raises for an unusable cgroup: the suite
-runs uncapped and records it.
+:func:`open_cap` returns a :class:`MemoryCap`, or an :class:`Uncapped`
+that says why not (not root, no memory controller, a write refused). Nothing here raises for an
+unusable cgroup: the suite runs uncapped and records it.
 """
 
 from __future__ import annotations
@@ -86,9 +88,10 @@ def open_cap(limit_bytes: int | None, *, root: Path = CGROUP_ROOT) -> MemoryCap 
         return Uncapped("no cap requested")
     if os.geteuid() != 0:
         return Uncapped("not root: cannot create a cgroup")
-    parent, version = _own_memory_cgroup(root)
+    why: list[str] = []
+    parent, version = _own_memory_cgroup(root, why)
     if parent is None:
-        return Uncapped("no cgroup memory controller found")
+        return Uncapped(why[0] if why else "no cgroup memory controller found")
     path = parent / f"outre-bench-{os.getpid()}-{next(_names)}"
     try:
         path.mkdir()
@@ -105,8 +108,9 @@ def open_cap(limit_bytes: int | None, *, root: Path = CGROUP_ROOT) -> MemoryCap 
     return MemoryCap(path, version, limit_bytes)
 
 
-def _own_memory_cgroup(root: Path) -> tuple[Path | None, int]:
-    """The directory of this process's memory cgroup and the cgroup version."""
+def _own_memory_cgroup(root: Path, why: list[str] | None = None) -> tuple[Path | None, int]:
+    """The directory of this process's memory cgroup and the cgroup version (``why``: gets the
+    reason when a v2 group's memory controller could not be enabled)."""
     try:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
     except OSError:
@@ -119,8 +123,42 @@ def _own_memory_cgroup(root: Path) -> tuple[Path | None, int]:
         if line.startswith("0::") and (root / "cgroup.controllers").is_file():
             parent = root / line[3:].lstrip("/")
             enabled = (parent / "cgroup.subtree_control").read_text().split()
-            return (parent if "memory" in enabled else None), 2
+            reason = enable_memory_controller(root, parent) if "memory" not in enabled else None
+            if reason is not None:
+                if why is not None:
+                    why.append(f"cgroup v2 memory controller not enabled: {reason}")
+                return None, 2
+            return parent, 2
     return None, 0
+
+
+def enable_memory_controller(root: Path, group: Path) -> str | None:
+    """cgroup v2: enable the memory controller for the children of ``group`` by writing ``+memory``
+    into ``cgroup.subtree_control`` of the root and of every group down to ``group`` (a controller
+    reaches a group only when each ancestor enables it for its children).  Root may do this; the
+    lent GPU machine of issue 25 had the controller available but enabled nowhere, so the bench ran
+    uncapped there.  Returns None when enabled, else why not (the caller runs uncapped and says so).
+
+    A group that holds processes itself cannot enable controllers for its children (cgroup v2's
+    "no internal processes" rule, EBUSY), except the root: the harness then stays uncapped rather
+    than moving processes it does not own."""
+    chain = [root] + [root.joinpath(*group.relative_to(root).parts[:i + 1])
+                      for i in range(len(group.relative_to(root).parts))]
+    for node in chain:
+        try:
+            available = (node / "cgroup.controllers").read_text().split()
+            enabled = (node / "cgroup.subtree_control").read_text().split()
+        except OSError as exc:
+            return f"cannot read {node}: {exc.strerror}"
+        if "memory" not in available:
+            return f"the memory controller is not available in {node}"
+        if "memory" in enabled:
+            continue
+        try:
+            (node / "cgroup.subtree_control").write_text("+memory")
+        except OSError as exc:
+            return f"cannot enable the memory controller in {node / 'cgroup.subtree_control'}: {exc.strerror}"
+    return None
 
 
 def _write_if_present(path: Path, value: str) -> None:

@@ -37,6 +37,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "the partition systems' own batches, run when one is among --systems)")
     p.add_argument("--probe-seconds", type=checks.finite(positive=True), help="length of the disk probe (default 4; --quick 3)")
     p.add_argument("--seed", type=checks.seed, default=0)
+    p.add_argument("--step-ms", type=checks.finite(nonnegative=True), default=0.0, metavar="MS",
+                   help="replace the training step by a fixed wait of MS milliseconds (e.g. 8: a GPU's step on "
+                        "igb-like), so this machine measures the loader-bound regime a GPU creates (default 0: train)")
+    p.add_argument("--device", type=checks.device, default="auto",
+                   help="training device: auto (CUDA when present, the default), cpu, cuda or cuda:N; the "
+                        "loaders copy their batches there")
     p.add_argument("--set", dest="set_options", action="append", type=_system_option, default=[],
                    metavar="SYSTEM.KEY=VALUE",
                    help="change one option of one system for this run, e.g. outre-hist.admission=grad or "
@@ -62,6 +68,7 @@ def run_command(args: argparse.Namespace, say: Callable[[str], None]) -> dict[st
         "seed": args.seed, "out_dir": args.out, "data_dir": args.data_dir.expanduser(), "timeout_s": args.timeout,
         "compute_only": args.compute_only, "probe_seconds": args.probe_seconds, "command": _command_line(args),
         "systems": systems, "set_options": _merge_set_options(args.set_options),
+        "step_ms": args.step_ms, "device": args.device,
     }
     options = {k: v for k, v in options.items() if v is not None or k == "cap"}
     config = SuiteConfig.quick_of(**options) if args.quick else SuiteConfig(**options)
@@ -120,6 +127,10 @@ def _command_line(args: argparse.Namespace) -> str:
         value = getattr(args, flag)
         if value is not None:
             words += ["--" + flag.replace("_", "-"), str(value)]
+    if args.step_ms:
+        words += ["--step-ms", f"{args.step_ms:g}"]
+    if args.device != "auto":
+        words += ["--device", args.device]
     words += ["--out", str(args.out), "--seed", str(args.seed)] + ([] if args.compute_only else ["--no-compute-only"])
     for system, key, value in args.set_options:
         words += ["--set", f"{system}.{key}={str(value).lower() if isinstance(value, bool) else value}"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import mmap
 import resource
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -62,9 +62,42 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, batch: Any) -
     return loss.item() * len(target), int((out.argmax(-1) == target).sum()), len(target)
 
 
+Step = Callable[[Any], tuple[float, int, int]]
+
+
+def proxy_step(seconds: float) -> Step:
+    """``outre bench --step-ms``: a training step replaced by a fixed wait of ``seconds``, so a CPU
+    machine measures the loader-bound regime a GPU creates (a GraphSAGE step on igb-like takes
+    ~8 ms on an H200, 40-130 s of CPU per epoch here).
+
+    Why ``time.sleep`` and not a busy wait: on a GPU the step is asynchronous to the CPU; the
+    Python thread launches kernels and then waits in a synchronize with the GIL released, leaving
+    the cores to the loader.  A sleep releases the GIL and the core the same way; a busy wait
+    would hold both and model a CPU-bound step instead.  (The launches themselves, 8-14 % of an
+    epoch on the H200, are not modelled: the figure is the loader's best case.)
+
+    A history batch still exchanges: it pushes zero rows of h^(L-1)'s real shape (one row per
+    sampled node, the table's width) and pulls its rows, so the staleness machinery (clock, pushes,
+    pruning, the overtaking window) runs exactly as in training."""
+
+    def step(batch: Any) -> tuple[float, int, int]:
+        history = getattr(batch, "history", None)
+        if history is not None:
+            history.exchange(torch.zeros(len(batch.n_id), history.dim, device=batch.x.device))
+        time.sleep(seconds)
+        return 0.0, 0, 0
+
+    return step
+
+
 def timed_epoch(model: nn.Module, optimizer: torch.optim.Optimizer, batches: Iterable[Any], *,
-                num_nodes: int, max_batches: int = 0) -> EpochCounters:
-    """Train on ``batches`` (at most ``max_batches`` when > 0); return the counters."""
+                num_nodes: int, max_batches: int = 0, step: Step | None = None,
+                device: torch.device | None = None) -> EpochCounters:
+    """Train on ``batches`` (at most ``max_batches`` when > 0); return the counters.  ``step``
+    replaces the training step (:func:`proxy_step`); ``device``: batches a system leaves on the
+    host are moved there first (inside the timed step: a PyG loader's copy is the trainer's)."""
+    step = step or (lambda batch: train_step(model, optimizer, batch))
+    move = device is not None and device.type != "cpu"
     c = EpochCounters()
     seen = np.zeros(num_nodes, dtype=np.bool_)
     loss_sum = correct = labelled = 0.0
@@ -79,10 +112,14 @@ def timed_epoch(model: nn.Module, optimizer: torch.optim.Optimizer, batches: Ite
             except StopIteration:
                 break
             t1 = time.perf_counter()
-            loss, ok, count = train_step(model, optimizer, batch)
+            if move and batch.x.device != device:
+                batch = batch.to(device, non_blocking=True)
+            loss, ok, count = step(batch)
+            if move:
+                torch.cuda.synchronize(device)  # the step's kernels end inside its timer
             c.train_seconds += time.perf_counter() - t1
             c.stall_seconds += t1 - t0
-            n_id = batch.n_id.numpy()
+            n_id = batch.n_id.cpu().numpy()  # no copy on the CPU
             seen[n_id] = True
             c.rows_requested += len(n_id)
             c.batches += 1

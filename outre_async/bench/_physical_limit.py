@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ._epoch import train_step
+from ._epoch import Step, proxy_step, train_step
 from ._systems import OutrePart, RunSpec, run_seeds
 
 
@@ -41,16 +41,21 @@ def compute_only(model: nn.Module, optimizer: torch.optim.Optimizer, ds: Any, sp
     start = time.perf_counter()
     subs = [sampler.sample(seeds, stream_base + seq) for seq, seeds in enumerate(plan)]
     sampling = time.perf_counter() - start
-    return train_in_ram(model, optimizer, ds, subs, sampling, spec.ram_budget)
+    return train_in_ram(model, optimizer, ds, subs, sampling, spec.ram_budget, **_step_of(spec))
 
 
 def compute_only_part(model: nn.Module, optimizer: torch.optim.Optimizer, ds: Any,
                       spec: RunSpec) -> dict[str, Any]:
     """``compute-only`` over ``outre-part``'s batches (``spec.options``: that system's options)."""
     subs, sampling = partition_subgraphs(ds, spec)
-    metrics = train_in_ram(model, optimizer, ds, subs, sampling, spec.ram_budget)
+    metrics = train_in_ram(model, optimizer, ds, subs, sampling, spec.ram_budget, **_step_of(spec))
     metrics["extra"]["partitions"] = OutrePart().loader_kwargs(spec)["partitions"]
     return metrics
+
+
+def _step_of(spec: RunSpec) -> dict[str, Any]:
+    """The run's step (``--step-ms``: the proxy wait) and its training device (``--device``)."""
+    return {"step": proxy_step(spec.step_ms / 1e3) if spec.step_ms > 0 else None, "device": torch.device(spec.device)}
 
 
 def partition_subgraphs(ds: Any, spec: RunSpec) -> tuple[list[Any], float]:
@@ -71,7 +76,7 @@ def partition_subgraphs(ds: Any, spec: RunSpec) -> tuple[list[Any], float]:
 
 
 def train_in_ram(model: nn.Module, optimizer: torch.optim.Optimizer, ds: Any, subs: list[Any], sampling: float,
-                 ram_budget: int) -> dict[str, Any]:
+                 ram_budget: int, *, step: Step | None = None, device: torch.device | None = None) -> dict[str, Any]:
     """Train on ``subs`` in order, features loaded (untimed) in windows of at most ``ram_budget`` bytes;
     the run's metrics, with ``train_seconds`` the training steps alone (``sampling``: seconds to sample)."""
     from ..loader._sync_loader import to_data
@@ -90,8 +95,13 @@ def train_in_ram(model: nn.Module, optimizer: torch.optim.Optimizer, ds: Any, su
         for sub in window:
             x = torch.from_numpy(in_ram[np.searchsorted(unique, sub.n_id)])
             batch = to_data(sub, x, torch.from_numpy(ds.labels[sub.n_id]))
+            if device is not None and device.type != "cpu":  # on the device before the timer: compute alone
+                batch = batch.to(device)
+                torch.cuda.synchronize(device)
             t1, cpu0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
-            loss, ok, count = train_step(model, optimizer, batch)
+            loss, ok, count = step(batch) if step is not None else train_step(model, optimizer, batch)
+            if device is not None and device.type != "cpu":
+                torch.cuda.synchronize(device)
             train += time.perf_counter() - t1
             cpu1 = resource.getrusage(resource.RUSAGE_SELF)
             user, sys_ = user + cpu1.ru_utime - cpu0.ru_utime, sys_ + cpu1.ru_stime - cpu0.ru_stime

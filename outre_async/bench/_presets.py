@@ -95,7 +95,7 @@ for _preset in BENCH_PRESETS.values():  # outre-part on the partition-ordered co
 # Options a run may change with ``outre bench --set SYSTEM.KEY=VALUE`` (what the systems read from
 # ``RunSpec.options``); a name outside this list is refused rather than silently ignored.
 SYSTEM_OPTION_KEYS = ("parts", "parts_per_batch", "neighbor_cache", "memory_budget", "staleness", "warmup", "jitter",
-                      "admission", "history_budget", "cache_split", "profile_batches", "ordered")
+                      "admission", "history_budget", "cache_split", "profile_batches", "ordered", "workers")
 
 
 def get_preset(name: str) -> BenchPreset:

@@ -49,8 +49,9 @@ def _mib(value: Any) -> str:
 
 def table(result: dict[str, Any]) -> str:
     summary = result["summary"]
-    head = ("| system | outcome | epoch s (median; min–max) | sample s | extract s | train s | stall s | CPU s user/sys | rows req. "
-            "| rows unique | from cache | from disk | read MiB /proc | read MiB diskstats | peak RSS MiB | cgroup peak MiB "
+    head = ("| system | outcome | epoch s (median; min–max) | sample s | extract s | train s | step % | stall s "
+            "| CPU s user/sys | rows req. | rows unique | from cache | from disk | read MiB /proc | read MiB diskstats "
+            "| peak RSS MiB | cgroup peak MiB "
             "| redundancy | loss | val acc | speedup | efficiency |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for name, s in summary["systems"].items():
@@ -59,7 +60,9 @@ def table(result: dict[str, Any]) -> str:
             continue
         e = s["epoch_seconds"]
         cells = [name, s["outcome"], f"{e['median']:.2f}; {e['min']:.2f}–{e['max']:.2f}",
-                 _f(s["sample_seconds"]), _f(s["extract_seconds"]), _f(s["train_seconds"]), _f(s["stall_seconds"]),
+                 _f(s["sample_seconds"]), _f(s["extract_seconds"]), _f(s["train_seconds"]),
+                 _f(100 * s["train_seconds"] / e["median"] if s["train_seconds"] is not None and e["median"] else None, ".0f"),
+                 _f(s["stall_seconds"]),
                  f'{_f(s.get("user_cpu_seconds"), ".1f")} / {_f(s.get("sys_cpu_seconds"), ".1f")}',
                  _f(s["rows_requested"], ",.0f"), _f(s["rows_unique"], ",.0f"), _f(s["rows_from_cache"], ",.0f"),
                  _f(s["rows_from_disk"], ",.0f"), _mib(s["read_bytes_proc"]), _mib(s["read_bytes_diskstats"]),

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import ConfigError
+from ..machine._device import check_device_name, resolve_device
 from ._presets import SYSTEM_OPTION_KEYS, BenchPreset, get_preset
 from ._run_in_child import run_in_child
 from ._summary import summarize
@@ -48,6 +49,8 @@ class SuiteConfig:
     quick: bool = False
     command: str = ""
     set_options: dict[str, dict[str, Any]] = field(default_factory=dict)  # --set: system -> {key: value}
+    step_ms: float = 0.0   # --step-ms: > 0 replaces the training step by a wait of this many ms
+    device: str = "auto"   # --device: auto, cpu, cuda or cuda:N (resolved once, by the harness)
 
     def __post_init__(self) -> None:
         get_preset(self.preset)
@@ -59,6 +62,9 @@ class SuiteConfig:
             if unknown:
                 raise ConfigError(f"--set {system}.{unknown[0]}: unknown option; choose one of: "
                                   f"{', '.join(SYSTEM_OPTION_KEYS)}")
+        if not (self.step_ms >= 0 and self.step_ms < float("inf")):
+            raise ConfigError(f"step_ms={self.step_ms!r} must be a finite number of milliseconds >= 0 (0: train)")
+        check_device_name(self.device, "--device")
         if self.repeats < 1:
             raise ConfigError(f"repeats={self.repeats} must be >= 1")
         if self.max_batches < 0:
@@ -102,8 +108,10 @@ def run_suite(config: SuiteConfig, say: Callable[[str], None] = print) -> dict[s
     ds = open_dataset(path)
     cap_bytes = preset.cap_bytes if config.cap == "default" else config.cap
     assert not isinstance(cap_bytes, str), "SuiteConfig parses every other cap string"
+    device = str(resolve_device(config.device, "--device"))
     spec = RunSpec(dataset=str(path), fanouts=preset.fanouts, batch_size=preset.batch_size, hidden=preset.hidden,
-                   lr=preset.lr, seed=config.seed, max_batches=config.max_batches, val_nodes=config.val_nodes)
+                   lr=preset.lr, seed=config.seed, max_batches=config.max_batches, val_nodes=config.val_nodes,
+                   step_ms=config.step_ms, device=device)
     started = dt.datetime.now().astimezone()
     machine = machine_facts(path)
     say(f"probing random {ds.row_layout.stride}-byte reads on {ds.features_path.name} for {config.probe_seconds:.0f} s ...")
@@ -119,6 +127,8 @@ def run_suite(config: SuiteConfig, say: Callable[[str], None] = print) -> dict[s
         "started": started.isoformat(timespec="seconds"),
         "finished": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         "mode": f"max-batches {config.max_batches}" if config.max_batches else "full epochs",
+        "step_ms": config.step_ms,
+        "device": device,
         "preset": {"name": preset.name, "dataset": preset.dataset, "note": preset.note, "fanouts": list(preset.fanouts),
                    "batch_size": preset.batch_size, "hidden": preset.hidden, "lr": preset.lr, "model": "GraphSAGE",
                    "set_options": config.set_options},
@@ -209,7 +219,10 @@ def _one_line(record: dict[str, Any]) -> str:
     m = record.get("metrics")
     if record["outcome"] != "ok" or not m:
         return f"{record['outcome']}: {record.get('message', '')}"
-    return (f"ok: epoch {m['epoch_seconds']:.2f} s over {m['batches']} batches, train {m['train_seconds']:.2f} s, "
+    gpu = m.get("gpu_utilisation") or {}
+    util = f", GPU {gpu['mean_percent']:.0f} %" if "mean_percent" in gpu else ""
+    share = f" ({100 * m['step_share']:.0f} % of the epoch{util})" if "step_share" in m else ""
+    return (f"ok: epoch {m['epoch_seconds']:.2f} s over {m['batches']} batches, train {m['train_seconds']:.2f} s{share}, "
             f"stall {m['stall_seconds']:.2f} s, read {m['read_bytes_proc'] / 2**20:.0f} MiB, val acc {m['val_accuracy']:.3f}")
 
 

@@ -54,6 +54,8 @@ class RunSpec:
     max_batches: int = 0          # 0: full epoch
     val_nodes: int = 2048         # validation seeds evaluated after the epoch
     ram_budget: int = 2 << 30     # compute-only: feature bytes held in RAM at once
+    step_ms: float = 0.0          # > 0: the training step is a fixed wait of this many ms (--step-ms)
+    device: str = "cpu"           # the training device (--device, resolved by the harness: "cpu", "cuda:0")
     options: dict[str, Any] = field(default_factory=dict)  # this system's own options (from the preset)
 
 
@@ -163,12 +165,17 @@ class PygMmap(System):
         torch.manual_seed(spec.seed)
         seeds, shuffle = run_seeds(ds, spec)
         self.loader = NeighborLoader(data, num_neighbors=list(spec.fanouts), batch_size=spec.batch_size,
-                                     input_nodes=torch.from_numpy(seeds), shuffle=shuffle)
+                                     input_nodes=torch.from_numpy(seeds), shuffle=shuffle,
+                                     **self.loader_options(spec))
         self._times = {"sample": 0.0, "extract": 0.0}
         self.loader.node_sampler.sample_from_nodes = _timed(self.loader.node_sampler.sample_from_nodes,
                                                             self._times, "sample")
         self.loader.filter_fn = _timed(self.loader.filter_fn, self._times, "extract")
         return iter(self.loader)
+
+    def loader_options(self, spec: RunSpec) -> dict[str, Any]:
+        """Extra ``NeighborLoader`` keywords (``pyg-workers``: its worker processes)."""
+        return {}
 
     def _features(self, ds: Any) -> Any:
         from ._epoch import random_access_features
@@ -187,6 +194,45 @@ class PygMmapRandom(PygMmap):
     name = "pyg-mmap-random"
     summary = "pyg-mmap with madvise(MADV_RANDOM) on the feature map: no read-around on page faults"
     madvise = mmap.MADV_RANDOM
+
+
+@register_system
+class PygWorkers(PygMmapRandom):
+    """What a PyG user runs on a GPU box: ``pyg-mmap-random``'s loader with ``num_workers`` worker
+    processes (``workers`` option; default ``min(4, cores)``), ``persistent_workers=True``, and
+    ``pin_memory`` when training on CUDA (the batches come pinned, the trainer's ``.to`` is then
+    asynchronous).  The workers are forked with the memory map, so they read the same
+    MADV_RANDOM pages (under the same cgroup cap: children are charged to it).  Sampling and
+    gathering run in the workers, so this process cannot time them: ``sample_seconds`` and
+    ``extract_seconds`` are reported as 0 (``extra`` says so)."""
+
+    name = "pyg-workers"
+    summary = "pyg-mmap-random with NeighborLoader worker processes (num_workers, persistent, pin_memory on CUDA)"
+
+    def loader_options(self, spec: RunSpec) -> dict[str, Any]:
+        workers = int(spec.options.get("workers", default_workers()))
+        self.workers = workers
+        return {"num_workers": workers, "persistent_workers": workers > 0,
+                "pin_memory": spec.device.startswith("cuda")}
+
+    def stats(self) -> dict[str, Any]:
+        out = super().stats()
+        out["extra"].update(workers=self.workers, timed="in the workers: sample/extract seconds not measured here")
+        return out
+
+    def close(self) -> None:
+        # persistent workers live as long as the loader's iterator: end them now, not at exit
+        iterator = getattr(self.loader, "_iterator", None)
+        shutdown = getattr(iterator, "_shutdown_workers", None)
+        if shutdown is not None:
+            shutdown()
+
+
+def default_workers() -> int:
+    """``pyg-workers``' default: one worker process per core, at most 4 (PyG's examples use 4)."""
+    import os
+
+    return max(1, min(4, len(os.sched_getaffinity(0))))
 
 
 def _timed(fn: Any, times: dict[str, float], key: str) -> Any:
@@ -233,7 +279,7 @@ class Outre(System):
         seeds, shuffle = run_seeds(ds, spec)
         self.loader = OutreLoader(ds, split=seeds, fanouts=list(spec.fanouts), batch_size=spec.batch_size,
                                   seed=spec.seed, shuffle=shuffle, memory_budget=spec.options.get("memory_budget"),
-                                  **self.loader_options)
+                                  device=spec.device, **self.loader_options)
         return iter(self.loader)
 
     def stats(self) -> dict[str, Any]:
@@ -298,7 +344,7 @@ class OutrePart(Outre):
                 "neighbor_cache": int(spec.options.get("neighbor_cache", 64 << 20)),
                 # --max-batches N: the plan's first N macro/micro batches, not the first
                 # N to complete (the partition plan is built from the whole split)
-                "ordered": spec.max_batches > 0, **self.loader_options}
+                "ordered": spec.max_batches > 0, "device": spec.device, **self.loader_options}
 
     def stats(self) -> dict[str, Any]:
         out = super().stats()

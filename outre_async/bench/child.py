@@ -25,9 +25,11 @@ LIMIT_RUNS = (COMPUTE_ONLY, COMPUTE_ONLY_PART)  # measured by the harness itself
 def run(system_name: str, spec_dict: dict[str, Any]) -> dict[str, Any]:
     import torch
 
+    from ..machine._device import resolve_device
     from ..nn import GraphSAGE
     from ..store._dataset import open_dataset
-    from ._epoch import timed_epoch, validation_accuracy
+    from ._epoch import proxy_step, timed_epoch, validation_accuracy
+    from ._gpu_util import UtilisationSampler
     from ._measure import device_of, diskstats_read_bytes, peak_rss_bytes, proc_read_bytes
     from ._physical_limit import compute_only, compute_only_part
     from ._systems import RunSpec, resolve_system
@@ -35,8 +37,9 @@ def run(system_name: str, spec_dict: dict[str, Any]) -> dict[str, Any]:
     spec = RunSpec(**{**spec_dict, "fanouts": tuple(spec_dict["fanouts"])})
     ds = open_dataset(spec.dataset)
     device = device_of(ds.path)
+    target = resolve_device(spec.device)
     torch.manual_seed(spec.seed)
-    model = GraphSAGE(ds.feature_dim, spec.hidden, len(spec.fanouts), ds.num_classes)
+    model = GraphSAGE(ds.feature_dim, spec.hidden, len(spec.fanouts), ds.num_classes).to(target)
     optimizer = torch.optim.Adam(model.parameters(), lr=spec.lr)
     setup_start = time.perf_counter()
     system = None if system_name in LIMIT_RUNS else resolve_system(system_name)
@@ -48,12 +51,17 @@ def run(system_name: str, spec_dict: dict[str, Any]) -> dict[str, Any]:
         metrics = measure(model, optimizer, ds, spec)
     else:
         assert batches is not None  # opened above whenever a system is given
+        step = proxy_step(spec.step_ms / 1e3) if spec.step_ms > 0 else None
         try:
-            counters = timed_epoch(model, optimizer, batches, num_nodes=ds.num_nodes, max_batches=spec.max_batches)
+            with UtilisationSampler(target) as gpu:
+                counters = timed_epoch(model, optimizer, batches, num_nodes=ds.num_nodes, max_batches=spec.max_batches,
+                                       step=step, device=target)
             stage = system.stats()
         finally:
             system.close()
-        metrics = {**counters.as_dict(), **stage}
+        metrics = {**counters.as_dict(), **stage, "gpu_utilisation": gpu.result(),
+                   "step_share": counters.train_seconds / counters.epoch_seconds if counters.epoch_seconds else 0.0,
+                   "device": str(target), "step_ms": spec.step_ms}
     io1, disk1 = proc_read_bytes(), diskstats_read_bytes(device)
     metrics.update(
         setup_seconds=setup, read_bytes_proc=io1 - io0,
@@ -62,7 +70,7 @@ def run(system_name: str, spec_dict: dict[str, Any]) -> dict[str, Any]:
         redundancy=metrics["rows_requested"] / max(metrics["rows_unique"], 1),
         planned_batches=_planned(ds, spec),
     )
-    metrics.update(validation_accuracy(model, ds, fanouts=spec.fanouts, batch_size=spec.batch_size, seed=spec.seed,
+    metrics.update(validation_accuracy(model.cpu(), ds, fanouts=spec.fanouts, batch_size=spec.batch_size, seed=spec.seed,
                                        max_nodes=spec.val_nodes))
     return {"outcome": "ok", "metrics": metrics}
 

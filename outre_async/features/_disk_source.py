@@ -187,10 +187,15 @@ class _DiskSource(FeatureSource):
 
     DEFAULT_DEPTH = 64
 
+    @classmethod
+    def default_depth(cls) -> int:
+        """Reads in flight when ``max_in_flight`` is None (a backend may size it from the machine)."""
+        return cls.DEFAULT_DEPTH
+
     def __init__(self, file: FeatureFile, config: IOConfig) -> None:
         super().__init__(file.num_rows, file.dim, file.dtype)
         self.file, self.config = file, config
-        self.depth: int = config.max_in_flight or self.DEFAULT_DEPTH  # reads outstanding at most
+        self.depth: int = config.max_in_flight or self.default_depth()  # reads outstanding at most
         try:
             self._fd, self.direct, self.align = self._open_file()
         except FileNotFoundError as exc:

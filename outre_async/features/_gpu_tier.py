@@ -27,12 +27,11 @@ dim), N)``), outside ``memory_budget``; host ``4 N`` bytes for the node -> slot 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 
 from .._errors import ConfigError
+from ._device_rows import DeviceRows
 from ._feature_buffer import Pin
 from ._source import FeatureSource
 from ._tier import FeatureTier, tier_counts
@@ -111,54 +110,6 @@ class DeviceFeatureCache:
         self.counters["rows"] += len(ids)
         self.counters["hits"] += len(hit_pos)
         return hit_pos, slots[hit_pos].astype(np.int64), np.flatnonzero(~held)
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceRows:
-    """A batch's rows held by the GPU tier: assembled with the copied misses by :meth:`assemble`."""
-
-    rows: torch.Tensor       # the tier's device rows
-    num_rows: int            # rows of the batch
-    miss_pos: np.ndarray     # int64: positions of the misses (the host matrix's prefix, in order)
-    hit_pos: np.ndarray      # int64: positions served by the tier
-    hit_slots: np.ndarray    # int64: their slots in ``rows``
-
-    def assemble(self, misses: torch.Tensor) -> torch.Tensor:
-        """The batch matrix on the tier's device: ``x[miss_pos] = misses``, ``x[hit_pos] = rows[hit_slots]``.
-        On a CPU device the same two copies run in numpy (:meth:`assemble_host`): torch's CPU index
-        kernels split even a small batch over their intra-op threads: on the 2-core CI machine under load
-        (load average ~16) one assembly of 2,600 rows of 64 with 1,200 hits took 92-121 ms in torch
-        (0.46 ms with one torch thread), 0.66 ms in numpy."""
-        if misses.shape != (len(self.miss_pos), self.rows.shape[1]):
-            raise ConfigError(f"the misses must be [{len(self.miss_pos)}, {self.rows.shape[1]}], got "
-                              f"{tuple(misses.shape)}")
-        if self.rows.device.type == "cpu":
-            return self.assemble_host(misses)
-        return self.assemble_device(misses)
-
-    def assemble_device(self, misses: torch.Tensor) -> torch.Tensor:
-        """Torch on the rows' device: one index copy to the device, two device-side copies (the path
-        of every accelerator; the CPU tests run it on CPU tensors too)."""
-        device = self.rows.device
-        m, h = len(self.miss_pos), len(self.hit_pos)
-        index = torch.from_numpy(np.concatenate([self.miss_pos, self.hit_pos, self.hit_slots])).to(device)
-        x = torch.empty((self.num_rows, self.rows.shape[1]), dtype=self.rows.dtype, device=device)
-        x.index_copy_(0, index[:m], misses.to(device, non_blocking=True))
-        x.index_copy_(0, index[m : m + h], self.rows.index_select(0, index[m + h :]))
-        return x
-
-    def assemble_host(self, misses: torch.Tensor) -> torch.Tensor:
-        """The same on CPU tensors, in numpy (single-threaded gathers)."""
-        x = np.empty((self.num_rows, self.rows.shape[1]), dtype=np.float32)
-        x[self.miss_pos] = misses.cpu().numpy()
-        x[self.hit_pos] = self.rows.numpy()[self.hit_slots]
-        return torch.from_numpy(x)
-
-
-def assemble_x(x: torch.Tensor, device_rows: DeviceRows | None) -> torch.Tensor:
-    """The delivered batch matrix: ``x`` as it is, or (GPU tier) ``x`` = the misses, assembled with the
-    tier's rows on its device.  Called where the batch is moved to the loader's device."""
-    return x if device_rows is None else device_rows.assemble(x)
 
 
 class GpuTier(FeatureTier):

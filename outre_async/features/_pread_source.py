@@ -39,6 +39,13 @@ class PreadSource(_DiskSource):
     backend = "pread"
     DEFAULT_DEPTH = 32
 
+    @classmethod
+    def default_depth(cls) -> int:
+        """One thread per read in flight: 32 up to 4 cores, then 8 per core, at most 128 (``_cores``)."""
+        from ..machine._cores import default_pread_threads, usable_cores
+
+        return default_pread_threads(usable_cores())
+
     def __init__(self, source: Dataset | FeatureFile, config: IOConfig | None = None,
                  **opts: Any) -> None:
         file = source if isinstance(source, FeatureFile) else FeatureFile.of(source)

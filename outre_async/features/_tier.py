@@ -41,7 +41,7 @@ from ._feature_buffer import FeatureBuffer, Pin, int64_ids
 from ._source import FeatureSource
 
 if TYPE_CHECKING:
-    from ._gpu_tier import DeviceRows
+    from ._device_rows import DeviceRows
 
 TierName = Literal["gpu", "static", "buffer", "source"]
 TIERS: tuple[TierName, ...] = get_args(TierName)  # top to bottom, the order the loader stacks them in
@@ -182,27 +182,3 @@ class BufferTier(FeatureTier):
         return {"tier": self.name, "policy": self.policy, **tier_counts(int(b["hits"]) + int(b["waits"]), int(b["reads"])),
                 "waits": b["waits"], "slots": b["slots"], "bytes_held": int(self.buffer.data.nbytes),
                 "pinned_rows": b["pinned_rows"]}
-
-
-def make_tier(name: str, fallback: FeatureTier | FeatureSource, **opts: Any) -> FeatureTier:
-    """The tier called ``name`` over ``fallback`` (a source becomes a :class:`SourceTier` first);
-    ``opts`` are the tier's own arguments (``source``: none; ``buffer``: ``buffer=``, ``piece_rows=``;
-    ``static``: ``cache=``; ``gpu``: ``cache=``)."""
-    if name == "source":
-        if opts or not isinstance(fallback, FeatureSource):
-            raise ConfigError(f"the source tier wraps a FeatureSource and takes no options, got "
-                              f"{type(fallback).__name__} and {sorted(opts)}")
-        return SourceTier(fallback)
-    if isinstance(fallback, FeatureSource):
-        fallback = SourceTier(fallback)
-    if name == "buffer":
-        return BufferTier(fallback, **opts)
-    if name == "static":
-        from ._static_cache import StaticTier
-
-        return StaticTier(fallback, **opts)
-    if name == "gpu":
-        from ._gpu_tier import GpuTier
-
-        return GpuTier(fallback, **opts)
-    raise ConfigError(f"tier {name!r} must be one of {TIERS}")

@@ -18,8 +18,8 @@ import torch
 from torch_geometric.data import Data
 
 from ..cache._history import HistoryDecision
+from ..features._device_rows import DeviceRows
 from ..features._feature_buffer import Pin
-from ..features._gpu_tier import DeviceRows, assemble_x
 from ..sampling._sampler import SampledSubgraph
 from ..sampling._sampler_kernels import HistoryPrune
 from ._batch_memory import MatrixLease
@@ -80,9 +80,10 @@ class OutreBatch(Data):
             callback()
 
 
-def to_batch(eb: ExtractedBatch, labels: np.ndarray | None, epoch: int, device: torch.device,
+def to_batch(eb: ExtractedBatch, labels: np.ndarray | None, epoch: int,
              input_id: np.ndarray | None = None) -> OutreBatch:
-    """Wrap an extracted batch as PyG ``Data``; on CUDA, copy through pinned memory asynchronously."""
+    """Wrap an extracted batch as PyG ``Data`` on the host, sharing its arrays (no copy).  A loader
+    on a device copies it there through its copy engine (``_device_copy``, ``_delivery``)."""
     sub = eb.subgraph
     n_id = torch.from_numpy(np.asarray(sub.n_id, dtype=np.int64))
     batch = OutreBatch(
@@ -99,16 +100,4 @@ def to_batch(eb: ExtractedBatch, labels: np.ndarray | None, epoch: int, device: 
     )
     if labels is not None:
         batch.y = torch.from_numpy(labels[sub.n_id])
-    if device.type != "cpu":
-        batch = _to_device(batch, device)
-    batch.x = assemble_x(batch.x, eb.device_rows)  # GPU tier: misses + device rows, on the device
-    batch.__dict__["_outre_release"] = eb.lease.release
-    return batch
-
-
-def _to_device(batch: OutreBatch, device: torch.device) -> OutreBatch:
-    for key in ("x", "edge_index", "n_id", "e_id", "input_id", "y"):
-        value = getattr(batch, key, None)
-        if isinstance(value, torch.Tensor):
-            setattr(batch, key, value.pin_memory().to(device, non_blocking=True))
     return batch

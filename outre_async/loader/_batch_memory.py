@@ -33,11 +33,15 @@ import mmap
 import weakref
 from collections import deque
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .._errors import ConfigError
 from .._units import format_bytes
+
+if TYPE_CHECKING:
+    from ._device_copy import HostRegistry
 
 
 def new_matrix(rows: int, dim: int) -> np.ndarray:
@@ -109,8 +113,10 @@ class BatchMemory:
     """At most ``capacity`` bytes of batch matrices reserved at once (``budget``: the loader's
     ``memory_budget``, for the error message; ``None`` grants what could never fit, see the module)."""
 
-    def __init__(self, capacity: int, row_bytes: int, *, budget: int | None) -> None:
+    def __init__(self, capacity: int, row_bytes: int, *, budget: int | None,
+                 registry: HostRegistry | None = None) -> None:
         self.capacity, self.row_bytes, self.budget = int(capacity), int(row_bytes), budget
+        self.registry = registry  # a CUDA loader's: each map page-locked once (``_device_copy``)
         self._used = self._peak = self._consumer = 0
         self._waiters: deque[tuple[int, int, asyncio.Future[None]]] = deque()
         self._spare: list[mmap.mmap] = []  # maps of dead matrices, kept for the next ones (see matrix())
@@ -152,6 +158,8 @@ class BatchMemory:
             self.counters["maps_new"] += 1
         else:
             self.counters["maps_reused"] += 1
+        if self.registry is not None:
+            self.registry.pin(block)  # once per map: a recycled map is pinned already
         x = _as_matrix(block, rows, dim)
         # on the flat array under x: every numpy view of x (a slice of it too) keeps that one alive,
         # so the map is never recycled under a view that outlived x.  Not at interpreter exit:
@@ -197,6 +205,8 @@ class BatchMemory:
         larger = [b for b in self._spare if len(b) >= n]
         block = min(larger, key=len) if larger else max(self._spare, key=len)
         before = len(block)
+        if self.registry is not None:
+            self.registry.unpin(block)  # mremap may move it: never resize a locked range
         try:
             block.resize(n)
         except (OSError, ValueError, SystemError, BufferError):  # no mremap here, or a view still exports it
@@ -212,12 +222,16 @@ class BatchMemory:
         while self._spare and self._spare_bytes > max(room, 0):
             block = self._spare.pop()
             self._spare_bytes -= len(block)
+            if self.registry is not None:
+                self.registry.unpin(block)
             _unmap(block)
 
     def close(self) -> None:
         """Unmap the spare maps (the loader closes; live matrices keep their own maps)."""
         self._drain()
         self._trim(0)
+        if self.registry is not None:  # live matrices keep their maps, unlocked
+            self.registry.unpin_all()
 
     async def reserve(self, rows: int, seq: int, extra: int = 0) -> MatrixLease:
         """Hold ``rows`` rows' worth of bytes (plus ``extra``: ordered mode counts the batch's subgraph
@@ -298,5 +312,6 @@ class BatchMemory:
         return self._used
 
     def stats(self) -> dict[str, int]:
+        pinned = {} if self.registry is None else {f"pinned_{k}": v for k, v in self.registry.counters.items()}
         return {"capacity": self.capacity, "used": self._used, "peak": self._peak, "spare": self._spare_bytes,
-                **self.counters}
+                **self.counters, **pinned}

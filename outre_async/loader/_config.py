@@ -18,10 +18,12 @@ from ..cache._history_config import HistoryConfig
 from ..features import BACKENDS
 from ..features._disk_probe import DiskProbe
 from ..features._policies import check_policy
+from ..machine._cores import sized_from_cores
+from ..machine._device import resolve_device
 from ..sampling._plan import check_rank
 from ..sampling._sampler import check_fanouts
 
-_AT_LEAST_ONE = ("batch_size", "num_samplers", "num_extractors")
+_AT_LEAST_ONE = ("batch_size", "num_samplers", "num_extractors", "device_depth")
 EXTRACT_QUEUE = 32  # the extract queue's default depth (see LoaderConfig.extract_capacity)
 _NONE_OR_AT_LEAST_ONE = ("extract_queue", "ready_queue", "buffer_rows", "memory_budget", "max_in_flight",
                          "parts_per_batch", "interleave")
@@ -37,8 +39,10 @@ class LoaderConfig:
     seed: int = 0
     drop_last: bool = False
     ordered: bool = False
-    num_samplers: int = 2
-    num_extractors: int = 2
+    # None: sized from the cores (``_cores``: 2 and 2 on 2 cores, 8 and 4 on 16), then held resolved,
+    # so every reader sees an int (hence the annotation; the ignore is for the None default alone)
+    num_samplers: int = None  # type: ignore[assignment]
+    num_extractors: int = None  # type: ignore[assignment]
     extract_queue: int | None = None  # None: num_samplers + 2, deepened by the memory plan (extract_capacity)
     ready_queue: int | None = None    # None: num_extractors
     buffer_rows: int | None = None    # None: from memory_budget, else (num_extractors + 1) × probed rows per batch
@@ -46,7 +50,8 @@ class LoaderConfig:
     backend: str = "auto"
     max_in_flight: int | None = None  # None: from disk_probe (io_uring), else the backend's default (io_uring 256, pread 32)
     disk_probe: DiskProbe | None = None  # the features' device (`outre probe`); never measured by the loader
-    device: str = "cpu"
+    device: str = "cpu"  # "auto" (CUDA when present), "cpu", "cuda", "cuda:N"; held resolved ("cuda:0")
+    device_depth: int = 2  # batches copied to the device ahead of the trainer (a GPU device; README, device memory)
     source_options: dict[str, Any] = field(default_factory=dict)
     partitions: str | None = None  # partitions/<name>/ of the dataset: partition-based batches (OUTRE §4.2)
     parts_per_batch: int | None = None  # partitions per macro batch; None: partition._batches.default_parts_per_batch
@@ -63,6 +68,10 @@ class LoaderConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fanouts", check_fanouts(self.fanouts))
+        sized = sized_from_cores()
+        for name in ("num_samplers", "num_extractors"):  # held resolved: the rest of the loader reads ints
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, sized[name])
         for name in ("memory_budget", "neighbor_cache", "gpu_cache_budget"):
             if isinstance(getattr(self, name), str):
                 object.__setattr__(self, name, parse_bytes(getattr(self, name)))
@@ -86,6 +95,8 @@ class LoaderConfig:
         if self.disk_probe is not None and not isinstance(self.disk_probe, DiskProbe):
             raise ConfigError(f"disk_probe must be a DiskProbe (outre_async.features.cached_probe / probe_disk) "
                               f"or None, got {type(self.disk_probe).__name__}")
+        # "auto", "cuda" -> "cuda:0": one spelling per device; a device not here is refused now
+        object.__setattr__(self, "device", str(resolve_device(self.device)))
         if self.backend not in BACKENDS:
             raise ConfigError(f"backend={self.backend!r} must be one of {BACKENDS}")
 

@@ -7,25 +7,40 @@ the stages failed, the first error is raised itself (with its own cause), not an
 The previous batch's matrix lease is released when the next batch is in hand.  The :class:`Delivery`
 outlives epochs and owns the consumer-side counters.
 
+On a device (:class:`ToDevice`: a CUDA loader, or a test's synchronous engine) a *copier* task sits
+between the order and the consumer: it takes each batch in delivery order, issues its copy
+(``_device_copy.CopyEngine``) and queues it, at most ``depth`` batches ahead of the consumer (a
+semaphore: a slot is taken before the next batch is fetched and given back when the consumer has the
+batch after it in hand, as the host lease used to be).  The host lease ends when the copy completes
+(the engine's callback, any thread, through ``call_soon_threadsafe``), not at the next batch.
+Anything the trainer must see in step order (the history's clock and pulls) is done at hand-over, by
+``wrap``, never by the copier.
+
 Cancellation rule: when the consumer stops early (break, exception, ``aclose``, garbage collection),
 :meth:`EpochStream.aclose` (the loader's epoch generator calls it in its ``finally``, the loader's
 ``aclose`` too; the first call does the work, the others wait for it) cancels the stage task, waits
 for it (samplers wait for their running kernels, sources for their submitted reads), then releases
 every lease still queued or held.
+On a device the copier is cancelled and awaited first (:class:`DeviceEpochStream`); batches it
+queued already gave their leases back (or will, when their copies complete: the engine's close waits
+for them).
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from ..aio._channel import Channel
+from ..aio._channel import Channel, EndOfChannel
 from ..aio._reorder import ReorderBuffer
 from ._batch import ExtractedBatch
+from ._batch_memory import MatrixLease
+from ._device_copy import CopyEngine, Transfer, host_tensors
 from ._pipeline import EpochParts, run_stages
 
 B = TypeVar("B")
@@ -120,16 +135,57 @@ class _InPlanOrder(_AsCompleted):
         return self.reorder.clear() + list(self.queue)
 
 
+@dataclass(frozen=True, slots=True)
+class ToDevice:
+    """How an epoch's batches reach the device: ``build`` makes a batch's host tensors (on the loop,
+    in the copier), ``engine`` copies them, ``depth`` batches at most ahead of the consumer."""
+
+    engine: CopyEngine
+    depth: int
+    build: Callable[[ExtractedBatch], Any]
+
+
+def _order(ordered: bool, window: int | None) -> _AsCompleted:
+    return _InPlanOrder() if ordered else _AsCompleted() if window is None else _Windowed(window)
+
+
 class Delivery:
     def __init__(self) -> None:
         self.counters = DeliveryCounters()
+        self.device_counters = {"copied": 0, "leases_ended_by_copy": 0, "most_ahead": 0}
 
     def deliver(self, parts: EpochParts, *, ordered: bool, wrap: Callable[[ExtractedBatch], B],
                 window: int | None = None) -> EpochStream[B]:
         """The epoch's batches, as an :class:`EpochStream` (``window`` bounds overtaking in completion
         order; None: unbounded)."""
-        order = _InPlanOrder() if ordered else _AsCompleted() if window is None else _Windowed(window)
-        return EpochStream(self, parts, order, wrap)
+        return EpochStream(self, parts, _order(ordered, window), wrap)
+
+    def deliver_to_device(self, parts: EpochParts, *, ordered: bool, to: ToDevice,
+                          wrap: Callable[[ExtractedBatch, Any, Transfer], B],
+                          window: int | None = None) -> EpochStream[B]:
+        """:meth:`deliver` through the copier (:class:`DeviceEpochStream`)."""
+        return DeviceEpochStream(self, parts, _order(ordered, window), to, wrap)
+
+    async def _copy(self, order: _AsCompleted, ready: Channel[ExtractedBatch],
+                    resident: Channel[tuple[ExtractedBatch, Any, Transfer]], slots: asyncio.Semaphore,
+                    to: ToDevice) -> None:
+        """The copier: a slot, the next batch in delivery order, its copy issued, queued for the consumer."""
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                await slots.acquire()
+                eb = await order.next(ready)
+                if eb is None:
+                    return
+                batch = to.build(eb)
+                transfer = to.engine.submit(host_tensors(batch), _lease_ender(loop, eb.lease, self.device_counters))
+                for key, tensor in transfer.tensors.items():  # the batch now holds the device's tensors only
+                    setattr(batch, key, tensor)
+                self.device_counters["copied"] += 1
+                self.device_counters["most_ahead"] = max(self.device_counters["most_ahead"], len(resident) + 1)
+                await resident.send((eb, batch, transfer))
+        finally:
+            resident.close()
 
 
 class EpochStream(Generic[B]):
@@ -202,6 +258,90 @@ class EpochStream(Generic[B]):
         leftovers = self._parts.ready.drain_nowait() + self._order.leftovers() + ([current] if current else [])
         for eb in leftovers:
             eb.lease.release()
+
+
+class DeviceEpochStream(EpochStream[B]):
+    """:class:`EpochStream` through the copier (the module): ``wrap(eb, device_batch, transfer)`` runs at
+    hand-over, on the loop thread.  A slot of ``to.depth`` is taken by the copier before it fetches the
+    next batch and given back when the consumer has the batch after it in hand; leases end when their
+    copies complete, so :attr:`_current` stays empty.  :meth:`aclose` is the parent's one shutdown, the
+    copier cancelled and awaited first."""
+
+    def __init__(self, delivery: Delivery, parts: EpochParts, order: _AsCompleted, to: ToDevice,
+                 wrap: Callable[[ExtractedBatch, Any, Transfer], B]) -> None:
+        super().__init__(delivery, parts, order, _through_the_copier)
+        self._to, self._wrap_copied = to, wrap
+        self._resident: Channel[tuple[ExtractedBatch, Any, Transfer]] = Channel(to.depth, name="device queue")
+        self._slots = asyncio.Semaphore(to.depth)
+        self._copier: asyncio.Future[None] | None = None
+        self._taken = False
+
+    async def __anext__(self) -> B:
+        if self._ended or self._closing is not None:
+            raise StopAsyncIteration
+        if self._stages is None:
+            self._stages = asyncio.ensure_future(run_stages(self._parts))
+            self._copier = asyncio.ensure_future(self._delivery._copy(self._order, self._parts.ready, self._resident,
+                                                                      self._slots, self._to))
+        start = time.perf_counter()
+        try:
+            item: tuple[ExtractedBatch, Any, Transfer] | None = await self._resident.receive()
+        except EndOfChannel:
+            item = None
+        delivery = self._delivery
+        delivery.counters = delivery.counters.plus(time.perf_counter() - start, item is not None)
+        if self._taken:
+            self._slots.release()  # the batch before the one now in hand leaves the device's count
+        if self._closing is not None:  # closed while this call waited: the shutdown owns the rest
+            if item is not None:
+                item[0].lease.release()
+            raise StopAsyncIteration
+        if item is None:
+            self._ended = True
+            if self._copier is not None:
+                await self._copier  # surfaces a failure of the copier (an engine error)
+            try:
+                await self._stages
+            except BaseExceptionGroup as group:
+                first = _first(group)
+                raise first from first.__cause__
+            raise StopAsyncIteration
+        self._taken = True
+        return self._wrap_copied(*item)
+
+    async def _shutdown(self) -> None:
+        copier = self._copier
+        if copier is not None:
+            if not copier.done():
+                copier.cancel()
+            await asyncio.wait([copier])
+            if not copier.cancelled():
+                copier.exception()  # raised to the consumer already, or superseded by its own error
+        await super()._shutdown()
+        for eb, _, _ in self._resident.drain_nowait():
+            eb.lease.release()  # copied or not: the engine's close waits for its copies
+
+
+def _through_the_copier(eb: ExtractedBatch) -> Any:
+    """The host wrap a :class:`DeviceEpochStream` never uses: its batches are handed over copied."""
+    raise TypeError("a device epoch hands its batches over through the copier (wrap(eb, batch, transfer))")
+
+
+def _lease_ender(loop: asyncio.AbstractEventLoop, lease: MatrixLease, counters: dict[str, int]) -> Callable[[], None]:
+    """The engine's callback when a batch's copy is complete (any thread): its host lease ends, on the
+    loop thread (the pool's owner).  After the loop closed nothing is left to give back."""
+    def end() -> None:
+        counters["leases_ended_by_copy"] += 1
+        if threading.get_ident() == loop_thread:
+            lease.release()
+            return
+        try:
+            loop.call_soon_threadsafe(lease.release)
+        except RuntimeError:  # the loop closed: the pool went with it
+            pass
+
+    loop_thread = threading.get_ident()  # made on the loop thread
+    return end
 
 
 def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:

@@ -62,3 +62,19 @@ def probe_rate(iops_by_depth: dict[int, float], depth: int, read_bytes: int, dir
     below = [d for d in depths if d <= depth] or depths[:1]
     return ProbeRate(iops_at_depth=iops_by_depth[below[-1]], peak_iops=max(iops_by_depth.values()), depth=depth,
                      read_bytes=read_bytes, direct=direct)
+
+
+def known_rate(probe: Any, profile_info: dict[str, Any] | None, stride: int, depth: int | None) -> ProbeRate | None:
+    """The device's rate at the loader's depth: from the loader's ``disk_probe`` (a
+    :class:`~outre_async.features.DiskProbe`), else from the applied profile's record (``info["io"]``)."""
+    if not depth:
+        return None
+    if probe is not None:
+        size = probe.size_for(stride)
+        by_depth = {c.depth: c.iops for c in probe.cells if c.size == size}
+        return probe_rate(by_depth, int(depth), size, probe.direct)
+    io = profile_info.get("io") if profile_info is not None else None
+    if io and io.get("iops_by_depth"):
+        by_depth = {int(d): float(r) for d, r in io["iops_by_depth"].items()}
+        return probe_rate(by_depth, int(depth), int(io["read_bytes"]), bool(io["direct"]))
+    return None

@@ -41,16 +41,19 @@ from ..aio._channel import Channel
 from ..aio._loop_thread import LoopThread
 from ..cache._history_config import HistoryConfig
 from ..features import FeatureSource
+from ..features._device_rows import assemble_x
 from ..features._disk_probe import DiskProbe
 from ..features._gpu_tier import DeviceFeatureCache
 from ..features._static_cache import StaticFeatureCache
+from ..machine._cores import sized_from_cores
 from ..sampling._plan import num_batches
 from ..store._dataset import Dataset, open_dataset
 from ._batch import ExtractedBatch, OutreBatch, SampledBatch, to_batch
 from ._budget import MemoryPlan, batch_row_bytes
 from ._config import BACKENDS, LoaderConfig
-from ._delivery import Delivery
-from ._epoch_io import IOMark, ProbeRate, epoch_io, probe_rate
+from ._delivery import Delivery, EpochStream, ToDevice
+from ._device_copy import CopyEngine, Transfer, wait_on_own_stream
+from ._epoch_io import IOMark, epoch_io, known_rate
 from ._extract_stage import ExtractStage
 from ._history import EpochHistory, EpochToken, build_owner
 from ._out_of_turn import OutOfTurnMemory
@@ -89,10 +92,10 @@ class OutreLoader:
                  # LoaderConfig's knobs, with its defaults (tests/loader/test_signature.py keeps them equal)
                  fanouts: Sequence[int] | None = None, batch_size: int | None = None,
                  shuffle: bool = True, seed: int = 0, drop_last: bool = False, ordered: bool = False,
-                 num_samplers: int = 2, num_extractors: int = 2, extract_queue: int | None = None,
+                 num_samplers: int | None = None, num_extractors: int | None = None, extract_queue: int | None = None,
                  ready_queue: int | None = None, buffer_rows: int | None = None,
                  memory_budget: int | str | None = None, backend: str = "auto", max_in_flight: int | None = None,
-                 disk_probe: DiskProbe | None = None, device: str = "cpu",
+                 disk_probe: DiskProbe | None = None, device: str = "cpu", device_depth: int = 2,
                  source_options: dict[str, Any] | None = None, partitions: str | None = None,
                  parts_per_batch: int | None = None, interleave: int | None = None,
                  neighbor_cache: int | str = 0, history: HistoryConfig | None = None,
@@ -222,15 +225,36 @@ class OutreLoader:
         device = torch.device(self.config.device)
         labels = self.dataset.labels
 
-        def wrap(eb: ExtractedBatch) -> OutreBatch:
-            input_id = self._setup.seed_index.positions(eb.subgraph.n_id[: eb.subgraph.batch_size])
-            batch = to_batch(eb, labels, epoch, device, input_id)
+        def build(eb: ExtractedBatch) -> OutreBatch:
+            return to_batch(eb, labels, epoch, self._setup.seed_index.positions(eb.subgraph.n_id[: eb.subgraph.batch_size]))
+
+        def handed(eb: ExtractedBatch, batch: OutreBatch) -> OutreBatch:
+            """At hand-over, in step order: the GPU tier's rows join the misses (on the batch's device, after
+            its copy), the history's clock ticks and its rows are pulled now."""
+            batch.x = assemble_x(batch.x, eb.device_rows)
             if history is not None and eb.history is not None:
                 batch.__dict__["_outre_history"] = history.record(eb.history, device, eb.seq)
             return batch
 
+        def wrap(eb: ExtractedBatch) -> OutreBatch:
+            batch = build(eb)
+            batch.__dict__["_outre_release"] = eb.lease.release
+            return handed(eb, batch)
+
         window = history.window if history is not None and not ordered else None
-        batches = self._delivery.deliver(parts, ordered=ordered, wrap=wrap, window=window)
+        batches: EpochStream[OutreBatch]
+        if res.engine is None:
+            batches = self._delivery.deliver(parts, ordered=ordered, wrap=wrap, window=window)
+        else:
+            engine: CopyEngine = res.engine
+
+            def wrap_copied(eb: ExtractedBatch, batch: OutreBatch, transfer: Transfer) -> OutreBatch:
+                engine.wait(transfer)  # the loop thread's stream: the device's default stream, the trainer's too
+                batch.__dict__["_outre_transfer"] = transfer  # a trainer on a stream of its own waits again
+                return handed(eb, batch)
+
+            to = ToDevice(engine=engine, depth=self.config.device_depth, build=build)
+            batches = self._delivery.deliver_to_device(parts, ordered=ordered, to=to, wrap=wrap_copied, window=window)
         res.epochs.add(batches)
         transform = self.transform
         try:
@@ -290,6 +314,8 @@ class OutreLoader:
                     batch = bridge.call(agen.__anext__)
                 except StopAsyncIteration:
                     return
+                if self._res is not None and self._res.engine is not None:
+                    wait_on_own_stream(batch, self._res.engine)
                 yield batch
         finally:
             if not bridge.closed:
@@ -357,8 +383,14 @@ class OutreLoader:
         out["ranks"] = {"rank": place.rank, "world_size": place.world_size, "local_world_size": place.local_world_size}
         extract, ready = self._channels
         out["queues"] = queue_stats({"extract": extract.statistics(), "ready": ready.statistics()})
+        out["device"] = {"device": self.config.device, "depth": self.config.device_depth,
+                         **self._delivery.device_counters}
         res = self._res
         out.update(resource_stats(res.snapshot() if res is not None else self._box.closed))
+        # what the loader chose for this machine (``_cores``: the defaults sized from the usable cores)
+        out["workers"] = {**sized_from_cores(), "num_samplers": self.config.num_samplers,
+                          "num_extractors": self.config.num_extractors,
+                          "io_depth": out.get("io", {}).get("max_in_flight")}
         if self._gate is not None:
             out["out_of_turn"] = self._gate.stats()
         if self._setup.partitioned is not None:
@@ -379,23 +411,9 @@ class OutreLoader:
             if res is None:
                 return {}
             end = IOMark(t=time.perf_counter(), io=res.source.stats())
-        return epoch_io(start, end, self._probe_rate(end.io.get("max_in_flight")))
-
-    def _probe_rate(self, depth: int | None) -> ProbeRate | None:
-        """The device's rate at the loader's depth: from ``disk_probe``, else from the profile's record."""
-        if not depth:
-            return None
-        stride = self.dataset.row_layout.stride
-        probe = self.config.disk_probe
-        if probe is not None:
-            size = probe.size_for(stride)
-            by_depth = {c.depth: c.iops for c in probe.cells if c.size == size}
-            return probe_rate(by_depth, int(depth), size, probe.direct)
-        io = self._applied.info.get("io") if self._applied is not None else None
-        if io and io.get("iops_by_depth"):
-            by_depth = {int(d): float(r) for d, r in io["iops_by_depth"].items()}
-            return probe_rate(by_depth, int(depth), int(io["read_bytes"]), bool(io["direct"]))
-        return None
+        info = self._applied.info if self._applied is not None else None
+        return epoch_io(start, end, known_rate(self.config.disk_probe, info, self.dataset.row_layout.stride,
+                                               end.io.get("max_in_flight")))
 
 
 class _AsyncEpoch:

@@ -83,9 +83,15 @@ def _one_of(ours: str, theirs: str, options: dict[str, Any]) -> None:
 def _check_pin_memory(pin_memory: Any, device: str) -> None:
     if not isinstance(pin_memory, bool):
         raise ConfigError(f"pin_memory={pin_memory!r} must be True or False")
-    if pin_memory and not str(device).startswith("cuda"):
+    if pin_memory and not (str(device).startswith("cuda") or (device == "auto" and _cuda_present())):
         raise ConfigError("pin_memory=True only helps a later copy to a GPU: pass device='cuda' and the loader "
-                          "pins each batch and copies it for you (pin_memory is then implied)")
+                          "copies each batch there from page-locked memory for you (pin_memory is then implied)")
+
+
+def _cuda_present() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
 
 
 def check_transform(transform: Any) -> Callable[[Any], Any] | None:

@@ -17,6 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from ..features import FeatureBuffer, FeatureSource, FeatureTier, detect_io_uring, open_source
 from ..features._disk_probe import in_flight_for
 from ..features._gpu_tier import DeviceFeatureCache
@@ -27,6 +29,7 @@ from ._batch import Sampler
 from ._batch_memory import BatchMemory
 from ._budget import MemoryPlan, batch_row_bytes
 from ._config import LoaderConfig
+from ._device_copy import CopyEngine, copy_engine_for
 from ._tiers import build_tiers
 
 if TYPE_CHECKING:
@@ -43,6 +46,7 @@ class ResourceStats:
     io: dict[str, Any]
     matrices: dict[str, int] | None = None
     tiers: dict[str, dict[str, Any]] | None = None  # each tier's figures, top to bottom
+    device: dict[str, Any] | None = None  # the copy engine's counters (a GPU loader)
 
 
 class Resources:
@@ -50,10 +54,10 @@ class Resources:
 
     def __init__(self, loop: asyncio.AbstractEventLoop, source: FeatureSource, owns_source: bool,
                  buffer: FeatureBuffer, matrices: BatchMemory, samplers: list[Sampler],
-                 executor: ThreadPoolExecutor, tiers: FeatureTier) -> None:
+                 executor: ThreadPoolExecutor, tiers: FeatureTier, engine: CopyEngine | None = None) -> None:
         self.loop, self.source, self.owns_source, self.buffer = loop, source, owns_source, buffer
         self.tiers = tiers
-        self.matrices = matrices
+        self.matrices, self.engine = matrices, engine
         self.samplers, self.executor = samplers, executor
         self.epochs: weakref.WeakSet[EpochStream[Any]] = weakref.WeakSet()
 
@@ -65,7 +69,9 @@ class Resources:
         if source is None:
             source = _open_source(cfg, ds, plan.source_options())
         buffer = FeatureBuffer(ds.num_nodes, plan.buffer_rows, ds.feature_dim, policy=cfg.buffer_policy)
-        matrices = BatchMemory(plan.batch_bytes, batch_row_bytes(ds.feature_dim), budget=cfg.budget_bytes)
+        engine = copy_engine_for(torch.device(cfg.device), cfg.device_depth)  # None on the CPU
+        matrices = BatchMemory(plan.batch_bytes, batch_row_bytes(ds.feature_dim), budget=cfg.budget_bytes,
+                               registry=engine.registry if engine is not None else None)
         samplers: list[Sampler]
         if partitioned is not None:
             samplers = [*partitioned.samplers(ds, list(cfg.fanouts), cfg.seed, cfg.num_samplers)]
@@ -73,17 +79,20 @@ class Resources:
             samplers = [NeighborSampler(ds, list(cfg.fanouts), seed=cfg.seed) for _ in range(cfg.num_samplers)]
         executor = ThreadPoolExecutor(cfg.num_samplers, thread_name_prefix="outre-sampler")
         tiers = build_tiers(source, buffer, num_extractors=cfg.num_extractors, static=static, gpu=gpu)
-        return cls(loop, source, owns_source, buffer, matrices, samplers, executor, tiers)
+        return cls(loop, source, owns_source, buffer, matrices, samplers, executor, tiers, engine)
 
     def snapshot(self) -> ResourceStats:
         return ResourceStats(backend=self.source.backend, buffer=self.buffer.stats(), io=self.source.stats(),
-                             matrices=self.matrices.stats(), tiers=self.tiers.chain_stats())
+                             matrices=self.matrices.stats(), tiers=self.tiers.chain_stats(),
+                             device=self.engine.stats() if self.engine is not None else None)
 
     async def close(self) -> None:
         try:
             if self.owns_source:
                 await self.source.aclose()
         finally:
+            if self.engine is not None:  # every copy complete before the pool unlocks and unmaps its maps
+                self.engine.close()
             self.matrices.close()
             self.executor.shutdown(wait=True)
 

@@ -42,5 +42,8 @@ def resource_stats(res: ResourceStats | None) -> dict[str, Any]:
     """Backend, buffer and I/O figures of the open resources (or of the last closed opening)."""
     if res is None:
         return {}
-    return {"backend": res.backend, "buffer": res.buffer, "io": res.io, "batch_matrices": res.matrices,
-            "tiers": res.tiers}
+    out = {"backend": res.backend, "buffer": res.buffer, "io": res.io, "batch_matrices": res.matrices,
+           "tiers": res.tiers}
+    if res.device is not None:
+        out["copy_engine"] = res.device
+    return out

@@ -27,8 +27,9 @@ import torch
 
 from ..features import FeatureBuffer, FeatureSource
 from ..features._gpu_tier import DeviceFeatureCache, gpu_tier_rows, rank_rows
+from ..features._make_tier import make_tier
 from ..features._static_cache import StaticFeatureCache
-from ..features._tier import FeatureTier, make_tier
+from ..features._tier import FeatureTier
 from ..sampling._sampler import NeighborSampler
 
 RANK_BATCHES = 32  # planned batches counted to rank rows for the GPU tier when no profile is applied

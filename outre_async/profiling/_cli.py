@@ -37,11 +37,15 @@ def add_arguments(p: argparse.ArgumentParser, parse_fanouts: Callable[[str], Any
                    help="probe the disk (cached per device, as `outre probe`) and record the reads in flight "
                         "it gives (Little's law) in the profile (default: on; off with --backend memory)")
     p.add_argument("--probe-cache-dir", type=Path, help="default: $XDG_CACHE_HOME/outre/probe or ~/.cache/outre/probe")
+    p.add_argument("--device", type=checks.device, default="auto",
+                   help="the training device the profile is for: auto (CUDA when present, the default), cpu, cuda "
+                        "or cuda:N (checked to exist; the loader it profiles copies batches there)")
 
 
 def run(args: argparse.Namespace, *, progress: bool, say: Say) -> dict[str, Any]:
     from .._errors import ConfigError
     from ..cache._history_config import history_for
+    from ..machine._device import resolve_device
     from ._api import profile
 
     if (args.staleness is None) != (args.hidden is None):
@@ -53,7 +57,8 @@ def run(args: argparse.Namespace, *, progress: bool, say: Say) -> dict[str, Any]
             split = float(split)
         except ValueError:
             raise ConfigError(f"--split must be auto, outre or an alpha in [0, 1], got {args.split!r}") from None
-    options: dict[str, Any] = {"backend": args.backend, "seed": args.seed}
+    options: dict[str, Any] = {"backend": args.backend, "seed": args.seed,
+                               "device": str(resolve_device(args.device, "--device"))}
     if args.partitions is not None:
         options["partitions"] = args.partitions
     if args.parts_per_batch is not None:

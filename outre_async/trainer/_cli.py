@@ -37,6 +37,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last.pt")
     p.add_argument("--profile", default=None,
                    help="split --memory-budget by profile/NAME/ (`outre profile`), or 'auto' to profile now")
+    p.add_argument("--device", type=checks.device, default="auto",
+                   help="auto (CUDA when present, the default), cpu, cuda or cuda:N: the model, the batches and the "
+                        "history's pulled rows there (with --nproc each rank takes its own GPU on CUDA)")
     p.add_argument("--nproc", type=checks.count(), default=1,
                    help="data-parallel ranks on this host, started through torchrun (gloo on CPU, NCCL on CUDA)")
 
@@ -53,7 +56,8 @@ def run_command(args: argparse.Namespace, say: Callable[[str], None], progress: 
                          dropout=args.dropout, fanouts=fanouts, batch_size=args.batch_size, epochs=args.epochs,
                          lr=args.lr, weight_decay=args.weight_decay, seed=args.seed, partitions=args.partitions,
                          staleness=args.staleness, memory_budget=args.memory_budget, backend=args.backend,
-                         deterministic=args.deterministic, eval_every=args.eval_every, profile=args.profile)
+                         deterministic=args.deterministic, eval_every=args.eval_every, profile=args.profile,
+                         device=args.device)
     out = args.out or args.dataset.parent / f"{args.dataset.name}-train-{args.model}"
     if args.nproc > 1 and "RANK" not in os.environ:  # the launcher: torchrun starts nproc copies of this command
         from ..distributed import launch

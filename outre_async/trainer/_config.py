@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .._errors import ConfigError
+from ..machine._device import check_device_name
 from ..sampling._sampler import check_fanouts
 
 MODELS = ("sage", "gcn", "gat")
@@ -32,6 +33,7 @@ class TrainConfig:
     deterministic: bool = False  # plan order (ordered=True): a seed gives the same run twice
     eval_every: int = 1  # layer-wise inference every N epochs (and after the last)
     profile: str | None = None  # profile/<name>/ splitting memory_budget (`outre profile`), or "auto"
+    device: str = "auto"  # auto (CUDA when present), cpu, cuda, cuda:N; a data-parallel rank uses its own
 
     def __post_init__(self) -> None:
         if self.model not in MODELS:
@@ -53,6 +55,7 @@ class TrainConfig:
             raise ConfigError(f"--model gat needs --hidden divisible by --heads: {self.hidden=} {self.heads=}")
         if self.profile is not None and self.memory_budget is None:
             raise ConfigError(f"--profile {self.profile} splits --memory-budget between the caches; pass --memory-budget too")
+        check_device_name(self.device, "--device")
         if self.staleness > 1 and self.layers < 2:
             raise ConfigError("--staleness needs at least two layers (the cache holds h^(L-1))")
 

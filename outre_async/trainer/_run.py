@@ -27,6 +27,7 @@ from ..cache._history_config import history_for
 from ..distributed import DistributedContext
 from ..layerwise import inference
 from ..loader._loader import OutreLoader
+from ..machine._device import resolve_device
 from ..nn import GAT, GCN, GraphSAGE
 from ..store._dataset import Dataset, open_dataset
 from ._config import TrainConfig
@@ -64,24 +65,26 @@ def _train(dataset: str | Path, config: TrainConfig, out: Path, *, resume: bool,
            ctx: DistributedContext | None) -> dict[str, Any]:
     ds = open_dataset(dataset)
     _check_dataset(ds)
+    device = ctx.device if ctx is not None else resolve_device(config.device, "--device")  # before any file
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(config.seed)  # the initial weights (a resumed run loads its own, and the RNG state)
-    model = build_model(config, ds)
+    model = build_model(config, ds).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    run = _Run(config, ds, out, model, optimizer, say, ctx)
+    run = _Run(config, ds, out, model, optimizer, say, ctx, device)
     if resume:
         run.restore(load_checkpoint(out / LAST))
     elif (out / LAST).exists() and (ctx is None or ctx.rank == 0):
         raise ConfigError(f"{out} holds a run already ({LAST}); pass --resume to continue it or choose another --out")
     history = history_for(config.staleness, config.hidden)
     say(f"{config.model} {config.layers} layers, hidden {config.hidden}, fanouts {list(config.fanouts)}, batch size "
-        f"{config.batch_size}, {'plan' if config.deterministic else 'completion'} order, epochs {run.start + 1}..{config.epochs}")
+        f"{config.batch_size}, {'plan' if config.deterministic else 'completion'} order, on {device}, "
+        f"epochs {run.start + 1}..{config.epochs}")
     say(f"{'epoch':>5} {'loss':>8} {'train':>6} {'val':>6} {'test':>6} {'batch/s':>8} {'stall s':>8} {'epoch s':>8} {'eval s':>7}")
     ranks = ctx.loader_options() if ctx is not None else {}
     with OutreLoader(ds, split="train", fanouts=list(config.fanouts), batch_size=config.batch_size, shuffle=True,
                      seed=config.seed, ordered=config.deterministic, memory_budget=config.memory_budget,
                      backend=config.backend, partitions=config.partitions, history=history,
-                     profile=config.profile, **ranks) as loader:
+                     profile=config.profile, **{"device": str(device), **ranks}) as loader:  # a rank's own device
         loader.set_epoch(run.start)  # carry the epoch numbering on: shuffles and sampling streams continue
         for epoch in range(run.start + 1, config.epochs + 1):
             run.epoch(epoch, loader, progress)
@@ -107,7 +110,9 @@ class _Run:
     """The state of one training run: what a checkpoint saves and restores."""
 
     def __init__(self, config: TrainConfig, ds: Dataset, out: Path, model: torch.nn.Module,
-                 optimizer: torch.optim.Optimizer, say: Say, ctx: DistributedContext | None = None) -> None:
+                 optimizer: torch.optim.Optimizer, say: Say, ctx: DistributedContext | None = None,
+                 device: torch.device | None = None) -> None:
+        self.device = device or torch.device("cpu")
         self.config, self.ds, self.out, self.model, self.optimizer, self.say = config, ds, out, model, optimizer, say
         # data parallel: the steps go through DDP (gradients averaged); rank 0 evaluates and writes
         self.trained = ctx.wrap(model) if ctx is not None else model
@@ -159,7 +164,8 @@ class _Run:
     @torch.no_grad()
     def evaluate(self, progress: bool) -> dict[str, Any]:
         start = time.perf_counter()
-        pred = inference(self.model, self.ds, backend=self.config.backend, progress=progress).argmax(-1).numpy()  # type: ignore[arg-type]
+        pred = inference(self.model, self.ds, backend=self.config.backend, device=self.device,  # type: ignore[arg-type]
+                         progress=progress).argmax(-1).cpu().numpy()
         labels = self.ds.labels
         assert labels is not None  # _check_dataset
         acc = {}

@@ -27,7 +27,8 @@ from outre_async.features import (
     make_tier,
     open_source,
 )
-from outre_async.features._gpu_tier import assemble_x, gpu_cache_bytes, gpu_tier_rows, rank_rows
+from outre_async.features._device_rows import assemble_x
+from outre_async.features._gpu_tier import gpu_cache_bytes, gpu_tier_rows, rank_rows
 
 pytestmark = pytest.mark.timeout(120)
 

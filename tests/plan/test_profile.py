@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import generated, run
+from conftest import generated, reference_rows, run
 from outre_async.partition import partition
 
 import outre_async as oa
@@ -177,15 +177,35 @@ def test_outre_profile_verb(ds: oa.Dataset, capsys: pytest.CaptureFixture[str]) 
     assert main([*argv[:12], "--staleness", "3"]) == 2  # --staleness without --hidden
 
 
-def test_profile_applies_on_cuda_with_pinned_rows(ds: oa.Dataset) -> None:
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA device")
-    oa.profile(ds, name="gpu", costs=COSTS, **OPTS)
-    loader = oa.OutreLoader(ds, profile="gpu", device="cuda", **OPTS)
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"))]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_profile_applies_on_each_device(ds: oa.Dataset, device: str) -> None:
+    """The profile's static rows reach the batches bit for bit, on CPU and (pinned) on CUDA.  The
+    reference goes through :func:`reference_rows`: ``torch.from_numpy`` of the read-only feature
+    memmap warns, which this suite turns into an error (the CUDA run failed on that, issue 25)."""
+    oa.profile(ds, name=f"dev-{device}", costs=COSTS, **OPTS)
+    loader = oa.OutreLoader(ds, profile=f"dev-{device}", device=device, **OPTS)
     try:
-        assert torch.from_numpy(loader._static.rows).is_pinned() or loader._static._pinned.is_pinned()
-        feats = torch.from_numpy(np.array(ds.features[:]))  # a writable copy: from_numpy of the memmap warns
+        assert loader._static is not None
+        if device == "cuda":
+            assert loader._static._pinned is not None and loader._static._pinned.is_pinned()
+        feats = reference_rows(ds)
+        batches, planned = 0, len(loader)  # partition mode: len() is the next epoch's plan
         for batch in loader:
+            assert batch.x.device.type == device
             torch.testing.assert_close(batch.x.cpu(), feats[batch.n_id.cpu()], rtol=0, atol=0)
+            batches += 1
+        assert batches == planned > 0
     finally:
         loader.close()
+
+
+def test_from_numpy_of_the_feature_memmap_warns_and_reference_rows_does_not(ds: oa.Dataset) -> None:
+    """The trap the CUDA test fell into, reproduced on CPU: the memmap is read-only."""
+    assert not np.asarray(ds.features[:]).flags.writeable
+    with pytest.warns(UserWarning, match="not writable"):
+        torch.from_numpy(np.asarray(ds.features[:]))
+    rows = reference_rows(ds)  # no warning (the suite would fail on one)
+    np.testing.assert_array_equal(rows.numpy(), np.asarray(ds.features[:]))
