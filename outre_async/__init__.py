@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from ._errors import (
+    CheckpointError,
+    CheckpointMismatchError,
     ConfigError,
     DatasetCorruptError,
     DatasetError,
@@ -38,6 +40,7 @@ from ._errors import (
     ProfileError,
     ProfileMismatchError,
     ProfileNotFoundError,
+    TooManyOpenFilesError,
 )
 from .store import Dataset, DatasetWriter, RowLayout, choose_row_layout, open_dataset
 
@@ -90,6 +93,8 @@ _LAZY = {
 }
 
 __all__ = [
+    "CheckpointError",
+    "CheckpointMismatchError",
     "ConfigError",
     "Dataset",
     "DatasetCorruptError",
@@ -120,6 +125,7 @@ __all__ = [
     "ProfileMismatchError",
     "ProfileNotFoundError",
     "RowLayout",
+    "TooManyOpenFilesError",
     "choose_row_layout",
     "open_dataset",
     *_LAZY,

@@ -40,11 +40,13 @@ from typing import Any
 
 import numpy as np
 
-from outre_async._errors import ConfigError, PartitionExistsError
-from outre_async.store._dataset import Dataset
+from outre_async._errors import ConfigError, ManifestError, PartitionExistsError
+from outre_async.store._dataset import Dataset, open_data_file
 from outre_async.store._install import install_directory
 from outre_async.store._litter import open_temp_dir
+from outre_async.store._manifest import MANIFEST_MAX_BYTES, MANIFEST_NAME
 from outre_async.store._overwrite import check_overwrite, meta_folder_names
+from outre_async.store._safe_read import read_capped
 
 from ._buckets import Buckets, row_items
 from ._fennel import Assignment
@@ -63,18 +65,20 @@ BUFFER_BYTES = 64 << 20  # the rows regrouping the partition-ordered files, all 
 def dataset_identity(ds: Dataset) -> dict[str, Any]:
     """What ties partitions to one version of one dataset: counts, the manifest's hash (it holds the
     checksums of indptr, labels and splits) and a checksum of the first and last MiB of ``indices``."""
-    manifest = (ds.path / "manifest.json").read_bytes()
+    manifest = read_capped(ds.path / MANIFEST_NAME, error=ManifestError, fix="re-create the dataset",
+                           max_bytes=MANIFEST_MAX_BYTES)
     return {"num_nodes": ds.num_nodes, "num_edges": ds.num_edges,
             "manifest_sha256": hashlib.sha256(manifest).hexdigest(), "indices_probe_crc32": _probe(ds)}
 
 
 def _probe(ds: Dataset) -> int:
-    path = ds.path / ds.manifest.indices.file
-    size = path.stat().st_size
-    with open(path, "rb") as f:
-        head = f.read(1 << 20)
-        f.seek(max(0, size - (1 << 20)))
-        tail = f.read(1 << 20)
+    path, size = ds.path / ds.manifest.indices.file, ds.manifest.indices.nbytes
+    fd = open_data_file(path, size)
+    try:
+        head = os.pread(fd, 1 << 20, 0)
+        tail = os.pread(fd, 1 << 20, max(0, size - (1 << 20)))
+    finally:
+        os.close(fd)
     return zlib.crc32(tail, zlib.crc32(head))
 
 

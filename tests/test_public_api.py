@@ -12,6 +12,8 @@ import pytest
 
 PUBLIC = {
     "outre_async": [
+        "CheckpointError",
+        "CheckpointMismatchError",
         "ConfigError",
         "Dataset",
         "DatasetCorruptError",
@@ -56,6 +58,7 @@ PUBLIC = {
         "RowLayout",
         "SampledSubgraph",
         "SyncLoader",
+        "TooManyOpenFilesError",
         "choose_row_layout",
         "convert",
         "detect_io_uring",
