@@ -63,3 +63,6 @@ class TrainConfig:
 
     # what a checkpoint must agree on to be resumed (the rest may change between runs, e.g. --epochs)
     SHAPE = ("model", "layers", "hidden", "heads")
+    # what decides the run a checkpoint continues: another value is refused unless --resume --force
+    RESUMED = ("fanouts", "batch_size", "lr", "weight_decay", "dropout", "seed", "partitions", "staleness",
+               "deterministic")
