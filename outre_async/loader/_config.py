@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import ConfigError
+from .._rng import check_seed
 from .._units import parse_bytes
 from ..cache._history_config import HistoryConfig
 from ..features import BACKENDS
@@ -58,6 +59,8 @@ class LoaderConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fanouts", check_fanouts(self.fanouts))
+        object.__setattr__(self, "seed", check_seed(self.seed))
+        object.__setattr__(self, "device", check_device(self.device))
         for name in ("memory_budget", "neighbor_cache"):
             if isinstance(getattr(self, name), str):
                 object.__setattr__(self, name, parse_bytes(getattr(self, name)))
@@ -133,6 +136,23 @@ def _check_profile(cfg: LoaderConfig) -> None:
         raise ConfigError(f"profile={cfg.profile!r} splits memory_budget between the caches; pass memory_budget= too")
     if cfg.buffer_rows is not None:
         raise ConfigError("profile= sizes the feature buffer itself; drop buffer_rows= (or drop profile=)")
+
+
+def check_device(device: object) -> str:
+    """``device`` as a string torch accepts and this machine has (``"cpu"``, ``"cuda"``, ``"cuda:1"``);
+    a device it lacks is a :class:`ConfigError` listing the available ones, here rather than as
+    torch's ``RuntimeError`` at the first batch."""
+    import torch
+
+    try:
+        dev = torch.device(device)  # type: ignore[call-overload]
+    except (RuntimeError, TypeError) as exc:
+        raise ConfigError(f"device={device!r} is not a torch device (e.g. 'cpu', 'cuda:0'): {exc}") from exc
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    available = ["cpu", *(f"cuda:{i}" for i in range(count))]
+    if dev.type == "cpu" or (dev.type == "cuda" and (dev.index or 0) < count):
+        return str(device)
+    raise ConfigError(f"device={device!r} is not available on this machine; available: {', '.join(available)}")
 
 
 def check_count(name: str, value: object, default_hint: str = "") -> int:

@@ -38,6 +38,7 @@ from ..features import FeatureSource
 from ..features._static_cache import StaticFeatureCache
 from ..sampling._plan import SeedIndex, max_edges_per_batch, max_rows_per_batch, num_batches, plan_epoch, seed_ids
 from ..store._dataset import Dataset, open_dataset
+from ..store._safe_read import fd_exhausted
 from ._batch import ExtractedBatch, OutreBatch, PlanItem, SampledBatch, to_batch
 from ._batch_rows import expected_batch_rows
 from ._budget import MemoryPlan, Sizes, batch_row_bytes, plan_memory
@@ -204,8 +205,14 @@ class OutreLoader:
             if self._res.loop is not loop:
                 raise ConfigError("this loader is open on another event loop; use one loader per loop")
             return
-        self._box.res = await Resources.create(loop, self.config, self.dataset, plan=self.memory,
-                                                partitioned=self._partitioned, source=self._source)
+        try:
+            self._box.res = await Resources.create(loop, self.config, self.dataset, plan=self.memory,
+                                                    partitioned=self._partitioned, source=self._source)
+        except OSError as exc:  # EMFILE/ENFILE: the I/O ring, files, eventfds of one more loader
+            named = fd_exhausted(exc, f"opening a loader of {self.dataset.path}")
+            if named is None:
+                raise
+            raise named from exc
         if self._static is not None:  # the profile's hot rows, read once through the loader's source
             await self._static.load(self._box.res.source if self._box.res is not None else self._source)
 
@@ -248,6 +255,9 @@ class OutreLoader:
         try:
             async for batch in batches:
                 yield batch if transform is None else transform(batch)
+            if self._res is not res:  # aclose() ended this epoch's delivery: not an epoch's end
+                raise PipelineClosed("the loader was closed during this epoch: its iterator delivers no more "
+                                     "batches; iterate the loader again (it reopens) or make a new one")
         finally:
             res.epochs.discard(batches)
             if history is not None:
@@ -295,7 +305,13 @@ class OutreLoader:
         if self._res is not None and self._bridge is None:
             raise ConfigError("this loader is open in async mode; use `async for`, or a separate loader")
         if self._bridge is None:
-            self._bridge = LoopThread()
+            try:
+                self._bridge = LoopThread()
+            except OSError as exc:  # the loop's selector and self-pipe need descriptors too
+                named = fd_exhausted(exc, f"starting a loader of {self.dataset.path}")
+                if named is None:
+                    raise
+                raise named from exc
             self._finalizer = weakref.finalize(self, _close_bridge, self._bridge, self._box)
         return self._bridge
 

@@ -53,7 +53,7 @@ def fd_exhausted(exc: OSError, what: str | Path) -> TooManyOpenFilesError | None
         limit = "the limit is unknown"
     scope = "this process" if exc.errno == errnos.EMFILE else "the system"
     return TooManyOpenFilesError(
-        f"{what}: cannot open: {scope} has no file descriptors left ({errnos.errorcode[exc.errno]}, {limit}); "
+        f"{what}: {scope} has no file descriptors left ({errnos.errorcode[exc.errno]}, {limit}); "
         "close loaders and datasets you no longer use, or raise the limit (`ulimit -n`)")
 
 

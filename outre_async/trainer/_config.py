@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .._errors import ConfigError
+from .._rng import check_seed
 from ..sampling._sampler import check_fanouts
 
 MODELS = ("sage", "gcn", "gat")
@@ -39,8 +40,7 @@ class TrainConfig:
         for name in ("layers", "hidden", "heads", "batch_size", "epochs", "staleness", "eval_every"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.seed < 0:
-            raise ConfigError(f"{self.seed=} must be >= 0")
+        object.__setattr__(self, "seed", check_seed(self.seed))
         for name in ("lr", "weight_decay", "dropout"):
             v = getattr(self, name)
             if not math.isfinite(v) or v < 0 or (name == "lr" and v == 0) or (name == "dropout" and v >= 1):
