@@ -164,7 +164,8 @@ def _dtype(value: Any, kind: str, path: Path) -> str:
     return str(value)
 
 
-def _file_entry(doc: dict[str, Any], kind: str, path: Path) -> FileEntry:
+def _file_entry(doc: Any, kind: str, path: Path) -> FileEntry:
+    doc = _dict(doc, kind, path)
     crc = doc.get("crc32")
     shape = doc["shape"]
     if not isinstance(shape, list) or len(shape) != 1:
@@ -183,7 +184,8 @@ def _file_entry(doc: dict[str, Any], kind: str, path: Path) -> FileEntry:
     return entry
 
 
-def _feature_entry(doc: dict[str, Any], path: Path) -> FeatureEntry:
+def _feature_entry(doc: Any, path: Path) -> FeatureEntry:
+    doc = _dict(doc, "features", path)
     entry = FeatureEntry(
         file=_str(doc["file"], "features.file", path),
         dtype=_dtype(doc["dtype"], "features", path),

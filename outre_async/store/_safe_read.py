@@ -141,8 +141,8 @@ def json_depth(raw: bytes, chunk: int = 1 << 20) -> int:
     bounded memory (numpy over chunks; a quote is a string's edge unless an odd run of backslashes
     precedes it).  Exact for JSON; for other text exact up to its first error, which is as far as
     ``json.loads`` gets before it fails, so the parser never nests deeper than this says."""
-    if raw.count(b"[") + raw.count(b"{") <= 1:
-        return raw.count(b"[") + raw.count(b"{")
+    if b"[" not in raw and b"{" not in raw:
+        return 0
     deepest = depth = run = 0  # run: the backslashes ending the previous chunk
     inside = 0  # 1 while in a string at the chunk's start
     for start in range(0, len(raw), chunk):
