@@ -2,6 +2,7 @@
 
     python benchmarks/bench_memory_budget.py                       # 200k nodes, batch 256 and 1024
     python benchmarks/bench_memory_budget.py --budgets 256MiB,1GiB --backends io_uring --json mem.json
+    python benchmarks/bench_memory_budget.py --partitions 64 --history 8 --profile   # issue 27: all three on
 
 A dataset of ``--nodes`` nodes with ``--dim`` float32 features is generated once (or reused from
 ``--dir``).  Every (backend, batch size, budget) runs in a fresh child process inside its own cgroup
@@ -56,6 +57,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--backends", default="io_uring,pread")
     p.add_argument("--repeats", type=int, default=1, help="runs per setting; medians reported")
     p.add_argument("--ordered", action="store_true", help="plan order (ordered=True: the reorder buffer's part)")
+    p.add_argument("--partitions", type=int, default=0,
+                   help="K > 0: partition-mode batches from K FENNEL partitions (split 'train'), made once")
+    p.add_argument("--history", type=int, default=0, help="staleness > 1: the history cache on, a GraphSAGE model "
+                                                          "pulling and pushing through it")
+    p.add_argument("--profile", action="store_true",
+                   help="profile each setting first (fixed miss costs) and let its plan split the budget")
     p.add_argument("--json", help="write the results to this file")
     p.add_argument("--child", help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -73,16 +80,38 @@ def _status(key: str) -> int:
     return 0
 
 
+HIDDEN = 32  # the history's width (the GraphSAGE model's hidden size) with --history
+
+
+def loader_options(spec: dict[str, Any], ds: oa.Dataset) -> dict[str, Any]:
+    """The loader's options of ``spec`` (what ``--profile`` profiles and the child then runs)."""
+    opts: dict[str, Any] = {"fanouts": spec["fanouts"], "batch_size": spec["batch"], "backend": spec["backend"],
+                            "ordered": bool(spec.get("ordered"))}
+    if spec.get("partitions"):
+        opts.update(split="train", partitions=spec["partitions"])
+    else:
+        opts["split"] = np.random.default_rng(0).choice(ds.num_nodes, min(spec["seeds"], ds.num_nodes), replace=False)
+    if spec.get("history"):
+        opts["history"] = oa.HistoryConfig(staleness=spec["history"], dim=HIDDEN)
+    return opts
+
+
 async def _epochs(ds: oa.Dataset, spec: dict[str, Any], epochs: int) -> dict[str, Any]:
-    seeds = np.random.default_rng(0).choice(ds.num_nodes, min(spec["seeds"], ds.num_nodes), replace=False)
-    loader = oa.OutreLoader(ds, split=seeds, fanouts=spec["fanouts"],
-                            batch_size=spec["batch"], memory_budget=spec["budget"], backend=spec["backend"],
-                            ordered=bool(spec.get("ordered")))
+    import torch
+
+    opts = loader_options(spec, ds)
+    if spec.get("profile") and spec["budget"] is not None:
+        opts["profile"] = spec["profile"]
+    loader = oa.OutreLoader(ds, memory_budget=spec["budget"], **opts)
+    model = oa.GraphSAGE(ds.feature_dim, HIDDEN, max(ds.num_classes, 2)) if spec.get("history") else None
     batches = 0
     async with loader:
         for _ in range(epochs):
             async for batch in loader:
                 batches += 1
+                if model is not None:
+                    with torch.no_grad():
+                        model(batch.x, batch.edge_index, history=batch.history)
                 float(batch.x[:1].sum())
         return {"batches": batches, "plan": loader.stats()["memory"]}
 
@@ -91,7 +120,7 @@ def child(spec_json: str) -> None:
     spec = json.loads(spec_json)
     ds = oa.open_dataset(spec["dataset"])
     int(np.asarray(ds.indices).sum()) + int(np.asarray(ds.indptr).sum())  # every topology page, in the baseline
-    warm = dict(spec, budget=None, batch=8, seeds=16)
+    warm = dict(spec, budget=None, batch=8, seeds=16, partitions=None, history=0, profile=None)
     asyncio.run(_epochs(ds, warm, 1))  # kernels compiled / loaded, ring and threads made once
     gc.collect()
     group = Path(spec["cgroup"]) if spec["cgroup"] else None
@@ -159,13 +188,22 @@ def main(argv: list[str] | None = None) -> int:
     root.mkdir(parents=True, exist_ok=True)
     try:
         ds = ensure_dataset(args, root)
+        part_name = None
+        if args.partitions:
+            from outre_async.partition import partition
+
+            part_name = f"bench-{args.partitions}"
+            if not (ds.path / "partitions" / part_name).exists():
+                partition(ds, args.partitions, name=part_name)
         results = []
         for backend in args.backends.split(","):
             for batch in map(int, args.batches.split(",")):
                 for budget in (parse_bytes(b) for b in args.budgets.split(",")):
                     spec = {"dataset": str(ds.path), "backend": backend, "batch": batch, "budget": budget,
                             "fanouts": [int(f) for f in args.fanouts.split(",")], "seeds": args.seeds,
-                            "ordered": args.ordered}
+                            "ordered": args.ordered, "partitions": part_name, "history": args.history}
+                    if args.profile:
+                        spec["profile"] = make_profile(ds, spec)
                     runs = [run_one(spec) for _ in range(args.repeats)]
                     results.append(summarize(backend, batch, budget, runs))
                     print(json.dumps(results[-1]), flush=True)
@@ -175,6 +213,16 @@ def main(argv: list[str] | None = None) -> int:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
     return 0
+
+
+def make_profile(ds: oa.Dataset, spec: dict[str, Any]) -> str:
+    """Profile the setting of ``spec`` (fixed miss costs: the bench measures memory, not speed)."""
+    from outre_async.plan import MissCosts
+
+    name = f"bench-{spec['backend']}-{spec['batch']}-{spec['budget']}"
+    costs = MissCosts(row_us=20.0, list_us=2.0, recompute_us=1.0, backend="fixed")
+    oa.profile(ds, memory_budget=spec["budget"], name=name, costs=costs, **loader_options(spec, ds))
+    return name
 
 
 def summarize(backend: str, batch: int, budget: int, runs: list[dict[str, Any]]) -> dict[str, Any]:
