@@ -57,7 +57,8 @@ def main() -> None:
     lines += [f"| {k} | " + " | ".join(str(v.get(c, 0)) for c in OUTCOMES) + " |" for k, v in table.items()]
     print("\n".join(lines))
     for r in rows:
-        print(f"{r['id']:45s} {r['outcome']:12s} read {r['read_bytes']}  {r['stderr'].strip().splitlines()[-1][:150] if r['stderr'].strip() else ''}")
+        last = r["stderr"].strip().splitlines()[-1][:150] if r["stderr"].strip() else ""
+        print(f"{r['id']:45s} {r['outcome']:12s} read {r['read_bytes']}  {last}")
     print(f"wrote {args.out}")
 
 

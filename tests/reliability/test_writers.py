@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 
 import pytest
+from outre_async.partition import open_partitions, partition
 
 import outre_async as oa
-from outre_async.partition import open_partitions, partition
 from outre_async.plan._files import read_profile
 
 

@@ -14,8 +14,9 @@ def open_dataset(path: str) -> None:
 
 
 def open_partitions(path: str, name: str) -> None:
-    import outre_async as oa
     from outre_async.partition import open_partitions as open_parts
+
+    import outre_async as oa
 
     open_parts(oa.open_dataset(path), name).close()
 
