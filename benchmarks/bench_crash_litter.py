@@ -1,7 +1,7 @@
 """Kill real ``outre`` writers at random moments and count what they leave (issue 11 items 4 and 8).
 
-For each run: start ``outre generate`` (or ``outre partition``, or ``outre generate --overwrite`` of an
-existing dataset) in a fresh folder, send SIGKILL or SIGTERM after a random delay within the verb's
+For each run: start ``outre generate`` (or ``outre partition``, ``outre reorder``, ``outre profile``, or
+``outre generate --overwrite`` of an existing dataset) in a fresh folder, send SIGKILL or SIGTERM after a random delay within the verb's
 measured run time, then record the exit code, the state of the output (absent, a valid dataset or
 partition set, or partial: present but does not open), the hidden entries left beside it, and how
 many remain after the next writer into the same folder and after ``outre clean`` (when this version
@@ -40,7 +40,17 @@ def hidden(folder: Path, keep: set[str]) -> list[str]:
 
 def state(verb: str, root: Path) -> str:
     try:
-        if verb == "partition":
+        if verb == "reorder":
+            if not (root / "out").exists():
+                return "absent"
+            oa.open_dataset(root / "out").verify()
+        elif verb == "profile":
+            from outre_async.plan._files import read_profile
+
+            if not (root / "ds" / "profile" / "p").exists():
+                return "absent"
+            read_profile(oa.open_dataset(root / "ds"), "p")
+        elif verb == "partition":
             from outre_async.partition import open_partitions
 
             path = root / "ds" / "partitions" / "p"
@@ -60,6 +70,11 @@ def command(verb: str, root: Path) -> tuple[list[str], Path, set[str]]:
     """The writer's argv, the folder it writes into, and the names that belong there."""
     if verb == "partition":
         return outre("partition", str(root / "ds"), "--parts", "64", "--name", "p"), root / "ds" / "partitions", {"p"}
+    if verb == "reorder":
+        return outre("reorder", str(root / "ds"), str(root / "out"), "--partitions", "base"), root, {"ds", "out"}
+    if verb == "profile":
+        return (outre("profile", str(root / "ds"), "--fanouts", "10,5", "--batch-size", "1024", "--memory-budget",
+                      "64MiB", "--backend", "pread", "--name", "p"), root / "ds" / "profile", {"p"})
     extra = ["--overwrite", "--seed", "1"] if verb == "overwrite" else []
     return outre("generate", str(root / "ds"), *GEN, *extra), root, {"ds"}
 
@@ -85,7 +100,7 @@ def one_run(verb: str, sig: signal.Signals, delay: float, root: Path, base: Path
     subprocess.run(nxt, check=True, capture_output=True)
     row["litter_after_next_writer"] = hidden(parent, keep | {"next"})
     if has_clean:
-        subprocess.run(outre("clean", str(root / "ds" if verb == "partition" else root)), check=True,
+        subprocess.run(outre("clean", str(root / "ds" if verb in ("partition", "profile") else root)), check=True,
                        capture_output=True)
         row["litter_after_clean"] = hidden(parent, keep | {"next"})
     return row
@@ -95,7 +110,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--signal", choices=["KILL", "TERM"], default="KILL")
-    p.add_argument("--verb", choices=["generate", "overwrite", "partition"], default="generate")
+    p.add_argument("--verb", choices=["generate", "overwrite", "partition", "reorder", "profile"], default="generate")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", type=Path)
     args = p.parse_args()
@@ -106,6 +121,9 @@ def main() -> None:
         if args.verb != "generate":
             base = Path(tmp) / "base"
             subprocess.run(outre("generate", str(base), *GEN), check=True, capture_output=True)
+            if args.verb == "reorder":  # the partitions it reorders by, part of every copy
+                subprocess.run(outre("partition", str(base), "--parts", "64", "--name", "base"), check=True,
+                               capture_output=True)
         for warm in (True, False):  # a first run compiles (numba caches); the second one is timed
             full = Path(tmp) / f"full-{warm}"
             full.mkdir()

@@ -2,6 +2,7 @@
 
     python benchmarks/bench_memory_budget.py                       # 200k nodes, batch 256 and 1024
     python benchmarks/bench_memory_budget.py --budgets 256MiB,1GiB --backends io_uring --json mem.json
+    python benchmarks/bench_memory_budget.py --partitions 64 --history 8 --profile   # issue 27: all three on
 
 A dataset of ``--nodes`` nodes with ``--dim`` float32 features is generated once (or reused from
 ``--dir``).  Every (backend, batch size, budget) runs in a fresh child process inside its own cgroup
@@ -9,7 +10,9 @@ A dataset of ``--nodes`` nodes with ``--dim`` float32 features is generated once
 child warms up first (imports, numba kernels, one tiny loader, every page of ``indptr`` and
 ``indices``), takes the group's usage as its *baseline*, sets the cap to baseline + 1.1 x budget,
 resets the peaks, then runs two epochs over ``--seeds`` random training nodes with
-``OutreLoader(memory_budget=budget)`` and reports: the group's peak over the baseline (anonymous
+``OutreLoader(memory_budget=budget)`` (with ``--history``, a GraphSAGE model pulls and pushes through
+the cache; its own working set, measured by one forward over a worst-case synthetic batch, is added
+to the cap and reported as ``model``) and reports: the group's peak over the baseline (anonymous
 memory plus page cache charged to it), the process's peak RSS over its warm RSS, and the loader's
 own plan (``stats()["memory"]``).  A child killed by the cap counts as an OOM kill.  Budgets below
 the loader's floor are reported with the ConfigError (and its minimum) instead of a run.
@@ -56,6 +59,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--backends", default="io_uring,pread")
     p.add_argument("--repeats", type=int, default=1, help="runs per setting; medians reported")
     p.add_argument("--ordered", action="store_true", help="plan order (ordered=True: the reorder buffer's part)")
+    p.add_argument("--partitions", type=int, default=0,
+                   help="K > 0: partition-mode batches from K FENNEL partitions (split 'train'), made once")
+    p.add_argument("--history", type=int, default=0, help="staleness > 1: the history cache on, a GraphSAGE model "
+                                                          "pulling and pushing through it")
+    p.add_argument("--profile", action="store_true",
+                   help="profile each setting first (fixed miss costs) and let its plan split the budget")
     p.add_argument("--json", help="write the results to this file")
     p.add_argument("--child", help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -73,16 +82,38 @@ def _status(key: str) -> int:
     return 0
 
 
+HIDDEN = 32  # the history's width (the GraphSAGE model's hidden size) with --history
+
+
+def loader_options(spec: dict[str, Any], ds: oa.Dataset) -> dict[str, Any]:
+    """The loader's options of ``spec`` (what ``--profile`` profiles and the child then runs)."""
+    opts: dict[str, Any] = {"fanouts": spec["fanouts"], "batch_size": spec["batch"], "backend": spec["backend"],
+                            "ordered": bool(spec.get("ordered"))}
+    if spec.get("partitions"):
+        opts.update(split="train", partitions=spec["partitions"])
+    else:
+        opts["split"] = np.random.default_rng(0).choice(ds.num_nodes, min(spec["seeds"], ds.num_nodes), replace=False)
+    if spec.get("history"):
+        opts["history"] = oa.HistoryConfig(staleness=spec["history"], dim=HIDDEN)
+    return opts
+
+
 async def _epochs(ds: oa.Dataset, spec: dict[str, Any], epochs: int) -> dict[str, Any]:
-    seeds = np.random.default_rng(0).choice(ds.num_nodes, min(spec["seeds"], ds.num_nodes), replace=False)
-    loader = oa.OutreLoader(ds, split=seeds, fanouts=spec["fanouts"],
-                            batch_size=spec["batch"], memory_budget=spec["budget"], backend=spec["backend"],
-                            ordered=bool(spec.get("ordered")))
+    import torch
+
+    opts = loader_options(spec, ds)
+    if spec.get("profile") and spec["budget"] is not None:
+        opts["profile"] = spec["profile"]
+    loader = oa.OutreLoader(ds, memory_budget=spec["budget"], **opts)
+    model = oa.GraphSAGE(ds.feature_dim, HIDDEN, 2, max(ds.num_classes, 2)) if spec.get("history") else None
     batches = 0
     async with loader:
         for _ in range(epochs):
             async for batch in loader:
                 batches += 1
+                if model is not None:
+                    with torch.no_grad():
+                        model(batch.x, batch.edge_index, history=batch.history)
                 float(batch.x[:1].sum())
         return {"batches": batches, "plan": loader.stats()["memory"]}
 
@@ -91,15 +122,16 @@ def child(spec_json: str) -> None:
     spec = json.loads(spec_json)
     ds = oa.open_dataset(spec["dataset"])
     int(np.asarray(ds.indices).sum()) + int(np.asarray(ds.indptr).sum())  # every topology page, in the baseline
-    warm = dict(spec, budget=None, batch=8, seeds=16)
+    warm = dict(spec, budget=None, batch=8, seeds=16, partitions=None, history=0, profile=None)
     asyncio.run(_epochs(ds, warm, 1))  # kernels compiled / loaded, ring and threads made once
+    allowance = _model_allowance(ds, spec) if spec.get("history") else 0
     gc.collect()
     group = Path(spec["cgroup"]) if spec["cgroup"] else None
     v1 = group is not None and (group / "memory.limit_in_bytes").exists()
     usage = (group / ("memory.usage_in_bytes" if v1 else "memory.current")) if group else None
     base = _read(usage) if usage else 0
     if group is not None:
-        cap = base + int(CAP_FACTOR * spec["budget"])
+        cap = base + int(CAP_FACTOR * spec["budget"]) + allowance
         (group / ("memory.limit_in_bytes" if v1 else "memory.max")).write_text(str(cap))
         if v1:
             (group / "memory.max_usage_in_bytes").write_text("0")
@@ -115,7 +147,31 @@ def child(spec_json: str) -> None:
     if group is not None:
         peak = _read(group / ("memory.max_usage_in_bytes" if v1 else "memory.peak")) - base
     print(json.dumps({**out, "seconds": round(time.perf_counter() - t, 2), "baseline_bytes": base,
+                      "model_allowance": allowance,
                       "cgroup_peak_over_baseline": peak, "rss_peak_over_warm": _status("VmHWM") - rss0}))
+
+
+def _model_allowance(ds: oa.Dataset, spec: dict[str, Any]) -> int:
+    """The model's own working set (not the loader's, so not in ``memory_budget``): one forward of the
+    GraphSAGE model over a synthetic batch of the largest size the fanouts allow, RSS peak over RSS
+    before.  It warms torch's kernels too; the cap is then baseline + 1.1 x budget + this."""
+    import torch
+
+    fan = [max(f, 1) for f in spec["fanouts"]]
+    nodes, edges, frontier = spec["batch"], 0, spec["batch"]
+    for f in fan:
+        frontier *= f
+        nodes, edges = nodes + frontier, edges + frontier
+    nodes = min(nodes, ds.num_nodes)
+    model = oa.GraphSAGE(ds.feature_dim, HIDDEN, 2, max(ds.num_classes, 2))
+    x = torch.randn(nodes, ds.feature_dim)
+    edge_index = torch.randint(0, nodes, (2, edges))
+    Path("/proc/self/clear_refs").write_text("5")
+    rss0 = _status("VmRSS")
+    with torch.no_grad():
+        model(x, edge_index)
+    del x, edge_index
+    return max(_status("VmHWM") - rss0, 0)
 
 
 # -- the parent ----------------------------------------------------------------------------------
@@ -159,13 +215,22 @@ def main(argv: list[str] | None = None) -> int:
     root.mkdir(parents=True, exist_ok=True)
     try:
         ds = ensure_dataset(args, root)
+        part_name = None
+        if args.partitions:
+            from outre_async.partition import partition
+
+            part_name = f"bench-{args.partitions}"
+            if not (ds.path / "partitions" / part_name).exists():
+                partition(ds, args.partitions, name=part_name)
         results = []
         for backend in args.backends.split(","):
             for batch in map(int, args.batches.split(",")):
                 for budget in (parse_bytes(b) for b in args.budgets.split(",")):
                     spec = {"dataset": str(ds.path), "backend": backend, "batch": batch, "budget": budget,
                             "fanouts": [int(f) for f in args.fanouts.split(",")], "seeds": args.seeds,
-                            "ordered": args.ordered}
+                            "ordered": args.ordered, "partitions": part_name, "history": args.history}
+                    if args.profile:
+                        spec["profile"] = make_profile(ds, spec)
                     runs = [run_one(spec) for _ in range(args.repeats)]
                     results.append(summarize(backend, batch, budget, runs))
                     print(json.dumps(results[-1]), flush=True)
@@ -177,13 +242,25 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def make_profile(ds: oa.Dataset, spec: dict[str, Any]) -> str:
+    """Profile the setting of ``spec`` (fixed miss costs: the bench measures memory, not speed)."""
+    from outre_async.plan import MissCosts
+
+    name = f"bench-{spec['backend']}-{spec['batch']}-{spec['budget']}"
+    costs = MissCosts(row_us=20.0, list_us=2.0, recompute_us=1.0, backend="fixed")
+    oa.profile(ds, memory_budget=spec["budget"], name=name, costs=costs, **loader_options(spec, ds))
+    return name
+
+
 def summarize(backend: str, batch: int, budget: int, runs: list[dict[str, Any]]) -> dict[str, Any]:
     def med(key: str) -> float | None:
         vals = [r[key] for r in runs if r.get(key) is not None]
         return statistics.median(vals) if vals else None
 
+    allow = runs[0].get("model_allowance") or 0
     out: dict[str, Any] = {"backend": backend, "batch": batch, "budget": format_bytes(budget),
-                           "cap": f"baseline + {CAP_FACTOR} x budget", "runs": len(runs),
+                           "cap": f"baseline + {CAP_FACTOR} x budget" + (f" + model {format_bytes(allow)}" if allow else ""),
+                           "runs": len(runs),
                            "finished": sum(r.get("batches", 0) > 0 and r["returncode"] == 0 for r in runs),
                            "oom_kills": sum(r["oom_kills"] for r in runs)}
     if any("config_error" in r for r in runs):

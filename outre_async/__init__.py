@@ -29,6 +29,8 @@ from types import ModuleType
 from typing import Any
 
 from ._errors import (
+    CheckpointError,
+    CheckpointMismatchError,
     ConfigError,
     DatasetCorruptError,
     DatasetError,
@@ -59,6 +61,7 @@ from ._errors import (
     ProfileError,
     ProfileMismatchError,
     ProfileNotFoundError,
+    TooManyOpenFilesError,
 )
 from .store import Dataset, DatasetWriter, RowLayout, choose_row_layout, open_dataset
 
@@ -137,6 +140,8 @@ _LAZY = {
 }
 
 __all__ = [
+    "CheckpointError",
+    "CheckpointMismatchError",
     "ConfigError",
     "Dataset",
     "DatasetCorruptError",
@@ -170,6 +175,7 @@ __all__ = [
     "ProfileMismatchError",
     "ProfileNotFoundError",
     "RowLayout",
+    "TooManyOpenFilesError",
     "choose_row_layout",
     "open_dataset",
     *_LAZY,

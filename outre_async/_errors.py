@@ -20,6 +20,9 @@
     │   ├── ProfileNotFoundError       no profile of that name; run `outre profile`
     │   ├── ProfileCorruptError        a profile file is missing, truncated or inconsistent
     │   └── ProfileMismatchError       written for another dataset (version) or another loader setup
+    ├── CheckpointError                a checkpoint (``last.pt``) is missing, unreadable or malformed
+    │   └── CheckpointMismatchError    written for another dataset or an incompatible config; --resume --force
+    ├── TooManyOpenFilesError          the process (or system) ran out of file descriptors (EMFILE/ENFILE)
     ├── OverwriteRefusedError          overwrite would replace something outre did not write
     ├── InvalidGraphError (ValueError) graph data handed to a writer/importer breaks an invariant
     ├── InputFormatError               an input file cannot be parsed (carries path and line)
@@ -40,6 +43,8 @@ from __future__ import annotations
 from pathlib import Path
 
 __all__ = [
+    "CheckpointError",
+    "CheckpointMismatchError",
     "ConfigError",
     "DatasetCorruptError",
     "DatasetError",
@@ -70,6 +75,7 @@ __all__ = [
     "ProfileError",
     "ProfileMismatchError",
     "ProfileNotFoundError",
+    "TooManyOpenFilesError",
 ]
 
 
@@ -162,6 +168,21 @@ class ProfileCorruptError(ProfileError):
 
 class ProfileMismatchError(ProfileError):
     """The profile was measured for another dataset (or version), partitions or loader setup: stale."""
+
+
+class CheckpointError(OutreError):
+    """A training checkpoint is missing, is not a regular file of a plausible size, cannot be loaded, or
+    holds values of the wrong type."""
+
+
+class CheckpointMismatchError(CheckpointError):
+    """The checkpoint was written for another dataset (its identity differs) or a config that cannot
+    continue it; ``outre train --resume --force`` resumes anyway."""
+
+
+class TooManyOpenFilesError(OutreError):
+    """Opening a file (or a socket, an io_uring, an eventfd) failed with EMFILE/ENFILE: the process or
+    the system has no file descriptors left.  Close loaders you no longer use or raise ``ulimit -n``."""
 
 
 class OverwriteRefusedError(OutreError, FileExistsError):

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from ._errors import ConfigError
+from ._rng import check_seed
 from ._train import EpochResult, evaluate, train_epoch
 from .cache._history_config import history_for
 from .machine._device import check_device_name, resolve_device
@@ -48,8 +49,7 @@ class QuickstartConfig:
             raise ConfigError(f"{self.hidden=} must be >= 1")
         if not (math.isfinite(self.lr) and self.lr > 0):
             raise ConfigError(f"{self.lr=} must be a finite number > 0")
-        if self.seed < 0:
-            raise ConfigError(f"{self.seed=} must be >= 0")
+        object.__setattr__(self, "seed", check_seed(self.seed))
         if self.staleness < 1:
             raise ConfigError(f"{self.staleness=} must be >= 1 (1: no history)")
         object.__setattr__(self, "fanouts", check_fanouts(self.fanouts))

@@ -23,6 +23,18 @@ _MIX2 = 0x94D049BB133111EB
 _MASK = (1 << 64) - 1
 
 
+def check_seed(seed: object, name: str = "seed") -> int:
+    """The one rule for a seed handed in by a user: a non-negative int (numpy ints too; not a bool,
+    a float or a string), so that numpy and the kernels never see a value they would reject later."""
+    import numbers
+
+    from ._errors import ConfigError
+
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise ConfigError(f"{name} must be a non-negative integer, got {seed!r}")
+    return int(seed)
+
+
 @njit(cache=True, nogil=True, inline="always")
 def mix64(z: np.uint64) -> np.uint64:
     """splitmix64's output function: a bijective scramble of one 64-bit word."""

@@ -275,7 +275,7 @@ def _cmd_info(args: argparse.Namespace) -> dict[str, Any]:
 
 def _args_clean(p: argparse.ArgumentParser) -> None:
     p.add_argument("dir", type=Path, help="a folder outre writes into: a dataset's parent, a dataset "
-                                          "(its partitions/ too), a --tmp-dir")
+                                          "(its partitions/ and profile/ too), a --tmp-dir")
     p.add_argument("--dry-run", action="store_true", help="say what would be removed, change nothing")
 
 
@@ -284,7 +284,8 @@ def _cmd_clean(args: argparse.Namespace) -> dict[str, Any]:
 
     if not args.dir.is_dir():
         raise ConfigError(f"outre clean needs a folder, {args.dir} is not one")
-    found = [x for parent in (args.dir, args.dir / "partitions") for x in collect_litter(parent, dry_run=args.dry_run)]
+    parents = (args.dir, args.dir / "partitions", args.dir / "profile")  # a dataset's writers write into these
+    found = [x for parent in parents for x in collect_litter(parent, dry_run=args.dry_run)]
     verb = ({"removed": "would remove", "restored": "would restore", "kept": "would keep", "failed": "failed"}
             if args.dry_run else {"removed": "removed", "restored": "restored", "kept": "kept", "failed": "failed"})
     lines = [f"{verb[x.action]:16s} {x.path}  (pid {x.pid}, {format_bytes(x.bytes)})"

@@ -22,7 +22,6 @@ garbage collection) releases it.
 
 from __future__ import annotations
 
-import json
 import os
 import weakref
 import zlib
@@ -44,6 +43,7 @@ from outre_async._errors import (
 from outre_async.store._dataset import Dataset
 from outre_async.store._identity import check_identity
 from outre_async.store._paths import confined
+from outre_async.store._safe_read import fd_exhausted, open_regular, read_json
 
 from ._checks import ALLOWED_DTYPES, check_arrays, check_block
 from ._output import FORMAT_NAME, FORMAT_VERSION, META_NAME, PARTITIONS_DIR, check_name
@@ -251,22 +251,17 @@ def _open(path: Path, opener: Any, *args: Any, **kwargs: Any) -> int:
         raise PartitionCorruptError(f"{path} is missing (incomplete write, or replaced while opening); "
                                     "re-partition or retry") from exc
     except OSError as exc:
-        raise PartitionReadError(f"cannot open ({exc.strerror})", path=path, offset=0, errno=exc.errno) from exc
+        raise fd_exhausted(exc, path) or PartitionReadError(f"cannot open ({exc.strerror})", path=path, offset=0,
+                                                            errno=exc.errno) from exc
 
 
 def _read_meta(path: Path, dir_fd: int | None = None) -> dict[str, Any]:
     file = path / META_NAME
-    fd = _open(file, os.open, META_NAME if dir_fd is not None else file, os.O_RDONLY, dir_fd=dir_fd)
-    with os.fdopen(fd, "rb") as f:
-        size = os.fstat(fd).st_size
-        if size > _META_MAX_BYTES:
-            raise PartitionCorruptError(f"{file} has {size} bytes, a meta is a few KiB; re-partition")
-        try:
-            meta = json.loads(f.read())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise PartitionCorruptError(f"{file} is not valid JSON ({exc}); re-partition") from exc
-        except OSError as exc:
-            raise PartitionReadError(f"read failed ({exc.strerror})", path=file, offset=0, errno=exc.errno) from exc
+    try:  # a regular file of at most 16 MiB, bounded JSON (``store._safe_read``)
+        meta = read_json(file, error=PartitionCorruptError, fix="re-partition", max_bytes=_META_MAX_BYTES, dir_fd=dir_fd)
+    except FileNotFoundError as exc:
+        raise PartitionCorruptError(f"{file} is missing (incomplete write, or replaced while opening); "
+                                    "re-partition or retry") from exc
     if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
         raise PartitionCorruptError(f"{file} is not an outre-async partition meta; re-partition")
     if meta.get("format_version") != FORMAT_VERSION:
@@ -313,12 +308,11 @@ def _entry(ds: Dataset, path: Path, meta: dict[str, Any], stem: str, count: int)
 
 def _open_checked(e: _Entry, dir_fd: int) -> int:
     """A descriptor of ``e``'s file (opened in the folder ``dir_fd``) whose size matches the meta."""
-    fd = _open(e.file, os.open, e.file.name, os.O_RDONLY, dir_fd=dir_fd)
-    st = os.fstat(fd)
-    if st.st_size != e.nbytes:
-        os.close(fd)
-        raise PartitionCorruptError(f"{e.file} has {st.st_size} bytes, meta.json says {e.nbytes}; re-partition")
-    return fd
+    try:  # a regular file (no FIFO or device: nothing blocks or streams forever) of the meta's size
+        return open_regular(e.file, error=PartitionCorruptError, fix="re-partition", exact_bytes=e.nbytes, dir_fd=dir_fd)
+    except FileNotFoundError as exc:
+        raise PartitionCorruptError(f"{e.file} is missing (incomplete write, or replaced while opening); "
+                                    "re-partition or retry") from exc
 
 
 def _load(e: _Entry, dir_fd: int) -> np.ndarray:
@@ -334,6 +328,7 @@ def _load(e: _Entry, dir_fd: int) -> np.ndarray:
 
 
 def _check_size(path: Path, e: _Entry) -> None:
-    size = e.file.stat().st_size if e.file.is_file() else "no"
-    if size != e.nbytes:
-        raise PartitionCorruptError(f"{path}: {e.file.name} has {size} bytes, meta.json says {e.nbytes}; re-partition")
+    try:
+        os.close(open_regular(e.file, error=PartitionCorruptError, fix="re-partition", exact_bytes=e.nbytes))
+    except FileNotFoundError as exc:
+        raise PartitionCorruptError(f"{path}: {e.file.name} is missing; re-partition") from exc

@@ -43,9 +43,9 @@ from typing import Any
 
 import numpy as np
 
-from outre_async._errors import ConfigError, DatasetReadError, PartitionCorruptError
+from outre_async._errors import ConfigError, PartitionCorruptError
 from outre_async._units import format_bytes
-from outre_async.store._dataset import Dataset, open_dataset
+from outre_async.store._dataset import Dataset, open_data_file, open_dataset
 from outre_async.store._overwrite import check_overwrite, dataset_names
 from outre_async.store._writer import DatasetWriter
 
@@ -160,10 +160,7 @@ def _write_features(ds: Dataset, parts: PartitionSet, writer: DatasetWriter, mem
     chunk = np.empty(rows_per_chunk * stride, np.uint8)
     unit = np.arange(rows_per_chunk + 1, dtype=np.int64) * stride
     src = ds.features_path
-    try:
-        fd = os.open(src, os.O_RDONLY)
-    except OSError as exc:
-        raise DatasetReadError(f"cannot open ({exc.strerror})", path=src, offset=0, errno=exc.errno) from exc
+    fd = open_data_file(src, n * stride)
     try:
         if hasattr(os, "posix_fadvise"):
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)

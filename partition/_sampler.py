@@ -119,7 +119,7 @@ class PartitionSampler:
         self.parts, self.cache, self.store = parts, cache, store
         self.slot_of_node = parts.slot_of_node
         self.tiers = np.zeros(3, np.int64)
-        self._fanouts = np.asarray(self.plain.fanouts, dtype=np.int64)
+        self._fanouts = self.plain._fanouts  # clamped to the graph's maximum in-degree
         self._scratch = np.full(self.plain.num_nodes, -1, dtype=np.int32 if self.plain.num_nodes < 2**31 else np.int64)
 
     @property

@@ -28,7 +28,7 @@ import numpy as np
 
 from outre_async._errors import DatasetCorruptError, DatasetReadError
 from outre_async.store._csc_kernels import gather_lists, max_degree
-from outre_async.store._dataset import Dataset
+from outre_async.store._dataset import Dataset, open_data_file
 
 Chunk = tuple[np.ndarray, np.ndarray, np.ndarray]
 
@@ -64,10 +64,7 @@ class CscStream:
         indptr, n = self._indptr, self.ds.num_nodes
         itemsize = self._buf.itemsize
         path = self.ds.path / self.ds.manifest.indices.file
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError as exc:
-            raise DatasetReadError(f"cannot open ({exc.strerror})", path=path, offset=0, errno=exc.errno) from exc
+        fd = open_data_file(path, self.ds.manifest.indices.nbytes)
         try:
             if hasattr(os, "posix_fadvise"):
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)

@@ -12,6 +12,8 @@ import pytest
 
 PUBLIC = {
     "outre_async": [
+        "CheckpointError",
+        "CheckpointMismatchError",
         "ConfigError",
         "Dataset",
         "DatasetCorruptError",
@@ -61,6 +63,7 @@ PUBLIC = {
         "RowLayout",
         "SampledSubgraph",
         "SyncLoader",
+        "TooManyOpenFilesError",
         "cached_probe",
         "choose_row_layout",
         "convert",

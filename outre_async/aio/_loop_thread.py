@@ -26,6 +26,8 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from .._errors import PipelineClosed
+
 T = TypeVar("T")
 
 
@@ -62,7 +64,8 @@ class LoopThread:
     def call(self, fn: Callable[[], Awaitable[T]]) -> T:
         """Run the coroutine made by ``fn()`` on the loop and wait for its result (or exception)."""
         if self._closed:
-            raise RuntimeError("the loader's event-loop thread is closed")
+            raise PipelineClosed("the loader was closed: this iterator delivers no more batches; iterate the "
+                                 "loader again (it reopens) or make a new one")
         if threading.current_thread() is self._thread:
             raise RuntimeError("cannot wait for the loader's loop from inside it")
         return asyncio.run_coroutine_threadsafe(self._await(fn), self.loop).result()

@@ -43,6 +43,7 @@ import numpy as np
 
 from .._errors import ConfigError, DatasetCorruptError, ExtractorError, PipelineClosed
 from ..store._dataset import Dataset
+from ..store._safe_read import check_regular
 from ._source import FeatureSource
 from ._staging import Arena, ReadPlan, StagingPool, gather_blocks, plan_reads, split_by_bytes
 
@@ -152,11 +153,24 @@ def open_direct(path: Path, want_direct: bool) -> tuple[int, bool, int]:
             if exc.errno != errno_mod.EINVAL:
                 raise
         else:
+            _regular(fd, path)
             align = _probe_direct(fd)
             if align:
                 return fd, True, align
             os.close(fd)
-    return os.open(path, os.O_RDONLY | os.O_CLOEXEC), False, _ALIGNMENTS[0]
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    _regular(fd, path)
+    return fd, False, _ALIGNMENTS[0]
+
+
+def _regular(fd: int, path: Path) -> None:
+    """Refuse (and close) a descriptor that is not a regular file: a FIFO swapped in for a feature file
+    after the dataset was opened would block a read forever (``store._safe_read``'s rule)."""
+    try:
+        check_regular(fd, path, error=DatasetCorruptError, fix="re-create the dataset")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def _probe_direct(fd: int) -> int:

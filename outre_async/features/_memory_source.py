@@ -3,10 +3,12 @@ backend is tested against (and the ``memory`` backend for graphs whose features 
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from .._errors import ConfigError
-from ..store._dataset import Dataset
+from ..store._dataset import Dataset, open_data_file
 from ._disk_source import FeatureFile
 from ._source import FeatureSource
 
@@ -26,7 +28,8 @@ class MemorySource(FeatureSource):
     def from_dataset(cls, dataset: Dataset) -> MemorySource:
         """Load the whole feature matrix with one sequential read (``np.fromfile``)."""
         f = FeatureFile.of(dataset)
-        raw = np.fromfile(f.path, dtype=f.dtype, count=f.nbytes // f.dtype.itemsize)
+        with os.fdopen(open_data_file(f.path, f.nbytes), "rb") as file:  # a regular file of the manifest's size
+            raw = np.fromfile(file, dtype=f.dtype, count=f.nbytes // f.dtype.itemsize)
         return cls(np.ascontiguousarray(raw.reshape(f.num_rows, -1)[:, : f.dim]))
 
     async def _read_rows(self, ids: np.ndarray, out: np.ndarray) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import ConfigError
+from .._rng import check_seed
 from .._units import parse_bytes
 from ..cache._history_config import HistoryConfig
 from ..features import BACKENDS
@@ -68,6 +69,7 @@ class LoaderConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fanouts", check_fanouts(self.fanouts))
+        object.__setattr__(self, "seed", check_seed(self.seed))
         sized = sized_from_cores()
         for name in ("num_samplers", "num_extractors"):  # held resolved: the rest of the loader reads ints
             if getattr(self, name) is None:

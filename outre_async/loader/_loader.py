@@ -48,6 +48,7 @@ from ..features._static_cache import StaticFeatureCache
 from ..machine._cores import sized_from_cores
 from ..sampling._plan import num_batches
 from ..store._dataset import Dataset, open_dataset
+from ..store._safe_read import fd_exhausted
 from ._batch import ExtractedBatch, OutreBatch, SampledBatch, to_batch
 from ._budget import MemoryPlan, batch_row_bytes
 from ._config import BACKENDS, LoaderConfig
@@ -187,9 +188,15 @@ class OutreLoader:
             if self._res.loop is not loop:
                 raise ConfigError("this loader is open on another event loop; use one loader per loop")
             return
-        res = await Resources.create(loop, self.config, self.dataset, plan=self.memory,
-                                     partitioned=self._setup.partitioned, source=self._setup.source,
-                                     static=self._static, gpu=self._gpu)
+        try:
+            res = await Resources.create(loop, self.config, self.dataset, plan=self.memory,
+                                         partitioned=self._setup.partitioned, source=self._setup.source,
+                                         static=self._static, gpu=self._gpu)
+        except OSError as exc:  # EMFILE/ENFILE: the I/O ring, files, eventfds of one more loader
+            named = fd_exhausted(exc, f"opening a loader of {self.dataset.path}")
+            if named is None:
+                raise
+            raise named from exc
         self._box.res = res
         for cache in (self._static, self._gpu):  # hot rows, read once through the loader's source
             if cache is not None:
@@ -260,6 +267,9 @@ class OutreLoader:
         try:
             async for batch in batches:
                 yield batch if transform is None else transform(batch)
+            if self._res is not res:  # aclose() ended this epoch's delivery: not an epoch's end
+                raise PipelineClosed("the loader was closed during this epoch: its iterator delivers no more "
+                                     "batches; iterate the loader again (it reopens) or make a new one")
         finally:
             if self._io_marks is not None and self._io_marks[0] is io_start:  # not overtaken by a later epoch
                 self._io_marks = (io_start, IOMark(t=time.perf_counter(), io=res.source.stats()))
@@ -302,7 +312,13 @@ class OutreLoader:
         if self._res is not None and self._bridge is None:
             raise ConfigError("this loader is open in async mode; use `async for`, or a separate loader")
         if self._bridge is None:
-            self._bridge = LoopThread()
+            try:
+                self._bridge = LoopThread()
+            except OSError as exc:  # the loop's selector and self-pipe need descriptors too
+                named = fd_exhausted(exc, f"starting a loader of {self.dataset.path}")
+                if named is None:
+                    raise
+                raise named from exc
             self._finalizer = weakref.finalize(self, _close_bridge, self._bridge, self._box)
         return self._bridge
 

@@ -22,6 +22,7 @@ import torch
 from numpy.typing import ArrayLike
 from torch_geometric.data import Data
 
+from .._rng import check_seed
 from ..sampling._plan import num_batches, plan_epoch, seed_ids
 from ..sampling._sampler import NeighborSampler, SampledSubgraph
 from ..store._dataset import Dataset
@@ -47,7 +48,7 @@ class SyncLoader:
                  drop_last: bool = False) -> None:
         self.dataset = dataset
         self.batch_size = check_count("batch_size", batch_size)
-        self.shuffle, self.seed, self.drop_last = bool(shuffle), int(seed), bool(drop_last)
+        self.shuffle, self.seed, self.drop_last = bool(shuffle), check_seed(seed), bool(drop_last)
         self.sampler = NeighborSampler(dataset, fanouts, seed=self.seed)
         self._seeds = seed_ids(dataset, split)
         self._features = dataset.features

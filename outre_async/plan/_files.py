@@ -31,6 +31,7 @@ from ..store._install import fsync_path, install_directory
 from ..store._litter import open_temp_dir
 from ..store._overwrite import check_overwrite, meta_folder_names
 from ..store._paths import confined
+from ..store._safe_read import open_regular, read_json
 
 FORMAT_NAME = "outre-async-profile"
 FORMAT_VERSION = 1
@@ -38,6 +39,7 @@ META_NAME = "meta.json"
 PROFILE_DIR = "profile"
 PLAN_ARRAYS = ("static_rows", "history_nodes", "neighbor_nodes")
 COUNT_ARRAYS = ("row_hot", "list_hot")
+_FIX = "re-run `outre profile`"
 _DTYPES = {"static_rows": "<i8", "history_nodes": "<i8", "neighbor_nodes": "<i8", "row_hot": "<f8", "list_hot": "<f8"}
 
 
@@ -122,12 +124,10 @@ def _read_meta(path: Path) -> dict[str, Any]:
     if not path.is_dir():
         raise ProfileNotFoundError(f"no profile at {path}; run `outre profile {path.parent.parent} --name "
                                    f"{path.name} ...` first")
-    try:
-        meta = json.loads(file.read_text())
+    try:  # a regular file of at most 16 MiB, bounded JSON (``store._safe_read``)
+        meta = read_json(file, error=ProfileCorruptError, fix=_FIX)
     except FileNotFoundError as exc:
         raise ProfileCorruptError(f"{path} has no {META_NAME} (an interrupted write?); re-run `outre profile`") from exc
-    except (OSError, ValueError) as exc:
-        raise ProfileCorruptError(f"{file} is unreadable ({exc}); re-run `outre profile`") from exc
     if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
         raise ProfileCorruptError(f"{file} is not an outre-async profile meta; re-run `outre profile`")
     if meta.get("format_version") != FORMAT_VERSION:
@@ -149,20 +149,36 @@ def _read_array(path: Path, meta: dict[str, Any], stem: str, num_nodes: int) -> 
         raise ProfileCorruptError(f"{file}: count {count!r} must be an integer in [0, {limit}]; re-run `outre profile`")
     if stem in COUNT_ARRAYS and count != num_nodes:
         raise ProfileCorruptError(f"{file}: holds {count} counts, the dataset has {num_nodes} nodes; re-run `outre profile`")
-    try:
-        raw = file.read_bytes()
-    except OSError as exc:
-        raise ProfileCorruptError(f"{file} is unreadable ({exc.strerror}); re-run `outre profile`") from exc
-    if len(raw) != count * 8 or zlib.crc32(raw) != entry.get("crc32"):
-        raise ProfileCorruptError(f"{file} is truncated or changed (size {len(raw)}, expected {count * 8}, or its "
-                                  "crc32 differs); re-run `outre profile`")
-    data = np.frombuffer(raw, dtype=_DTYPES[stem]).copy()
+    data = _read_exact(file, count, _DTYPES[stem])
+    if zlib.crc32(memoryview(data).cast("B")) != entry.get("crc32"):  # type: ignore[arg-type]  # an ndarray is a buffer
+        raise ProfileCorruptError(f"{file} was changed (its crc32 differs from the meta's); re-run `outre profile`")
     if stem in PLAN_ARRAYS and len(data) and (data[0] < 0 or data[-1] >= num_nodes or (np.diff(data) <= 0).any()):
         raise ProfileCorruptError(f"{file}: node ids must be ascending, unique and in [0, {num_nodes}); "
                                   "re-run `outre profile`")
     if stem in COUNT_ARRAYS and not np.isfinite(data).all():
         raise ProfileCorruptError(f"{file}: counts must be finite; re-run `outre profile`")
     return data.astype(np.int64) if stem in PLAN_ARRAYS else data
+
+
+def _read_exact(file: Path, count: int, dtype: str) -> np.ndarray:
+    """``count`` items read in place from a regular file of exactly ``count`` items (size checked on
+    the descriptor before anything is allocated or read: a 64 GiB sparse file is refused, not read)."""
+    out = np.empty(count, dtype=dtype)
+    try:
+        fd = open_regular(file, error=ProfileCorruptError, fix=_FIX, exact_bytes=out.nbytes)
+    except FileNotFoundError as exc:
+        raise ProfileCorruptError(f"{file} is missing (an interrupted write?); {_FIX}") from exc
+    try:
+        view, done = memoryview(out).cast("B"), 0  # type: ignore[arg-type]
+        while done < len(view) and (got := os.preadv(fd, [view[done:]], done)):
+            done += got
+    except OSError as exc:
+        raise ProfileCorruptError(f"{file}: read failed at byte {done} ({exc.strerror}); {_FIX}") from exc
+    finally:
+        os.close(fd)
+    if done != len(view):
+        raise ProfileCorruptError(f"{file} ends at byte {done}, expected {len(view)} (truncated meanwhile); {_FIX}")
+    return out
 
 
 def _profile_names(path: Path) -> set[str]:

@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from .._errors import ConfigError, DatasetCorruptError, InvalidGraphError
-from .._rng import stream_state
+from .._rng import check_seed, stream_state
+from ..store._csc_kernels import max_degree
 from . import _sampler_kernels as K
 
 __all__ = ["NeighborSampler", "SampledSubgraph", "sample_neighbors", "check_fanouts"]
@@ -60,6 +61,7 @@ class SampledSubgraph:
 
 class NeighborSampler:
     """Samples ``fanouts[h]`` in-neighbours per node and hop (``-1``: all of them) over a CSC.
+    A fanout at or beyond the graph's maximum in-degree means all of them too (:func:`clamp_fanouts`).
 
     ``data`` is a :class:`~outre_async.Dataset` (its ``indptr`` and memory-mapped ``indices``) or an
     ``(indptr, indices)`` pair.  Thread-safe: each concurrent :meth:`sample` call takes its own
@@ -72,8 +74,8 @@ class NeighborSampler:
         # a Dataset's maps are checked before each batch: a file truncated meanwhile is a named error
         self.check_mapped = getattr(data, "check_mapped", _nothing_mapped)
         self.fanouts: tuple[int, ...] = check_fanouts(fanouts)
-        self.seed = int(seed)
-        self._fanouts = np.asarray(self.fanouts, dtype=np.int64)
+        self.seed = check_seed(seed)
+        self._fanouts = np.asarray(clamp_fanouts(self.fanouts, int(max_degree(self.indptr))), dtype=np.int64)
         self._scratch_dtype = np.int32 if self.num_nodes <= INT32_MAX else np.int64
         self._pool: list[np.ndarray] = []
 
@@ -137,6 +139,14 @@ def check_fanouts(fanouts: Any) -> tuple[int, ...]:
             raise ConfigError(f"each fanout must be an int > 0 or -1 (all neighbours), got {f!r} "
                               f"in fanouts={list(fanouts)!r}")
     return tuple(int(f) for f in fanouts)
+
+
+def clamp_fanouts(fanouts: Sequence[int], max_in_degree: int) -> tuple[int, ...]:
+    """The fanouts the kernels get: one at or beyond the graph's maximum in-degree takes every
+    neighbour of every node anyway, so it becomes ``-1`` ("all"), which draws the same sample (taking
+    all draws no random numbers) and sizes the hop by its real edge count instead of
+    ``frontier x fanout`` (``fanouts=[10**12, 5]`` is a sample, not a ``MemoryError``)."""
+    return tuple(-1 if f >= max_in_degree else f for f in fanouts)
 
 
 def _as_seeds(seeds: Any) -> np.ndarray:

@@ -42,6 +42,7 @@ from .._units import available_memory
 from ._layout import RowLayout
 from ._manifest import MANIFEST_NAME, SPLIT_NAMES, FileEntry, Manifest, read_manifest
 from ._paths import confined
+from ._safe_read import open_regular
 
 
 class Dataset:
@@ -115,13 +116,10 @@ class Dataset:
     def _map(self, name: str, dtype: np.dtype, shape: tuple[int, ...], *, random: bool = True) -> np.ndarray:
         """A read-only map of ``name`` whose size :meth:`check_mapped` can check through its own fd."""
         path = self.path / name
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError as exc:
-            raise DatasetCorruptError(f"{self.path}: cannot open {name}: {exc.strerror}; re-create the dataset") from exc
+        size = int(np.prod(shape)) * dtype.itemsize
+        fd = open_data_file(path, size)  # a regular file of the manifest's exact size: the fd that is mapped
         weakref.finalize(self, os.close, fd)
-        self._mapped.append((fd, path, int(np.prod(shape)) * dtype.itemsize))
-        self.check_mapped()
+        self._mapped.append((fd, path, size))
         return _random_access_map(fd, dtype, shape, random=random)
 
     def check_mapped(self) -> None:
@@ -273,7 +271,7 @@ def open_dataset(path: str | os.PathLike[str], *, indices_in_ram: bool | None = 
     root = Path(path)
     if not root.is_dir():
         raise DatasetNotFoundError(f"no dataset at {root}: not a directory; create one with `outre convert` or `outre generate`")
-    if not (root / MANIFEST_NAME).is_file():
+    if not (root / MANIFEST_NAME).exists():  # anything else there (a FIFO, a folder) is read_manifest's named error
         raise DatasetNotFoundError(f"no dataset at {root}: {MANIFEST_NAME} is missing (incomplete write?); re-create it")
     manifest = read_manifest(root)
     _check_files(root, manifest)
@@ -306,16 +304,7 @@ def _check_files(root: Path, m: Manifest) -> None:
             entries.append((what, e.file, e.nbytes))
     for what, name, expected in entries:
         p = confined(root, name, DatasetCorruptError, what)
-        if not p.is_file():
-            raise DatasetCorruptError(f"{root}: file {name} is missing; re-create the dataset")
-        try:
-            actual = p.stat().st_size
-        except OSError as exc:
-            raise DatasetReadError(f"cannot stat ({exc.strerror})", path=p, offset=0, errno=exc.errno) from exc
-        if actual != expected:
-            raise DatasetCorruptError(
-                f"{root}: {name} has {actual} bytes, the manifest says {expected} (truncated or replaced); re-create the dataset"
-            )
+        os.close(open_data_file(p, expected))  # a regular file (no FIFO, device, folder) of the exact size
 
 
 _SCAN_ITEMS = 1 << 20  # items per block of the open-time scans (8 MiB of int64)
@@ -326,7 +315,7 @@ def _load_small(root: Path, entry: FileEntry) -> np.ndarray:
     out = np.empty(entry.shape, dtype=entry.dtype)
     path = root / entry.file
     try:
-        with open(path, "rb") as f:
+        with _open_entry(root, entry) as f:
             got = _read_full(f, memoryview(out).cast("B"))  # type: ignore[arg-type]  # an ndarray is a buffer
     except _Failed as failed:
         raise DatasetReadError(f"read failed ({failed.exc.strerror}); check the disk, then re-create the dataset",
@@ -348,7 +337,7 @@ def _blocks(root: Path, entry: FileEntry, items: int = _SCAN_ITEMS) -> Iterator[
     path = root / entry.file
     offset = 0
     try:
-        with open(path, "rb") as f:
+        with _open_entry(root, entry) as f:
             while got := _read_full(f, memoryview(buf).cast("B"), offset):  # type: ignore[arg-type]
                 crc = zlib.crc32(memoryview(buf).cast("B")[:got], crc)  # type: ignore[arg-type]
                 offset += got
@@ -360,6 +349,22 @@ def _blocks(root: Path, entry: FileEntry, items: int = _SCAN_ITEMS) -> Iterator[
         raise DatasetReadError(f"cannot open ({exc.strerror})", path=path, offset=0, errno=exc.errno) from exc
     if entry.crc32 is not None and crc != entry.crc32:
         raise DatasetCorruptError(f"{root}: {entry.file} fails its checksum; re-create the dataset")
+
+
+_FIX = "re-create the dataset"
+
+
+def open_data_file(path: Path, nbytes: int) -> int:
+    """A descriptor of the dataset file ``path`` through ``_safe_read``: a regular file of the size
+    the manifest gives, checked again at each open (it may have been swapped since :func:`open_dataset`)."""
+    try:
+        return open_regular(path, error=DatasetCorruptError, fix=_FIX, exact_bytes=nbytes)
+    except FileNotFoundError as exc:
+        raise DatasetCorruptError(f"{path.parent}: file {path.name} is missing; re-create the dataset") from exc
+
+
+def _open_entry(root: Path, entry: FileEntry) -> Any:
+    return os.fdopen(open_data_file(root / entry.file, entry.nbytes), "rb")
 
 
 class _Failed(Exception):

@@ -9,18 +9,22 @@ dataset under the same path) is a named mismatch error instead of silently wrong
 from __future__ import annotations
 
 import hashlib
+import os
 import zlib
 from pathlib import Path
 from typing import Any
 
-from .._errors import OutreError
-from ._dataset import Dataset
+from .._errors import ManifestError, OutreError
+from ._dataset import Dataset, open_data_file
+from ._manifest import MANIFEST_MAX_BYTES, MANIFEST_NAME
+from ._safe_read import read_capped
 
 
 def dataset_identity(ds: Dataset) -> dict[str, Any]:
     """What ties partitions to one version of one dataset: counts, the manifest's hash (it holds the
     checksums of indptr, labels and splits) and a checksum of the first and last MiB of ``indices``."""
-    manifest = (ds.path / "manifest.json").read_bytes()
+    manifest = read_capped(ds.path / MANIFEST_NAME, error=ManifestError, fix="re-create the dataset",
+                           max_bytes=MANIFEST_MAX_BYTES)
     return {"num_nodes": ds.num_nodes, "num_edges": ds.num_edges,
             "manifest_sha256": hashlib.sha256(manifest).hexdigest(), "indices_probe_crc32": _probe(ds)}
 
@@ -37,10 +41,11 @@ def check_identity(ds: Dataset, path: Path, have: dict[str, Any], *, error: type
 
 
 def _probe(ds: Dataset) -> int:
-    path = ds.path / ds.manifest.indices.file
-    size = path.stat().st_size
-    with open(path, "rb") as f:
-        head = f.read(1 << 20)
-        f.seek(max(0, size - (1 << 20)))
-        tail = f.read(1 << 20)
+    path, size = ds.path / ds.manifest.indices.file, ds.manifest.indices.nbytes
+    fd = open_data_file(path, size)  # a regular file of the manifest's size (_safe_read)
+    try:
+        head = os.pread(fd, 1 << 20, 0)
+        tail = os.pread(fd, 1 << 20, max(0, size - (1 << 20)))
+    finally:
+        os.close(fd)
     return zlib.crc32(tail, zlib.crc32(head))

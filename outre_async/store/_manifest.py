@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import DatasetNotFoundError, DatasetReadError, FormatVersionError, ManifestError
+from .._errors import DatasetNotFoundError, FormatVersionError, ManifestError
+from ._safe_read import read_json
 
 FORMAT_NAME = "outre-async-dataset"
 FORMAT_VERSION = 1
@@ -83,20 +84,14 @@ class Manifest:
 
 
 def read_manifest(directory: Path) -> Manifest:
-    """Parse ``directory/manifest.json``; raise :class:`ManifestError` on anything malformed."""
+    """Parse ``directory/manifest.json``; raise :class:`ManifestError` on anything malformed (read
+    through ``_safe_read``: a regular file of at most ``MANIFEST_MAX_BYTES``, bounded JSON)."""
     path = directory / MANIFEST_NAME
     try:
-        size = path.stat().st_size
-        if size > MANIFEST_MAX_BYTES:
-            raise ManifestError(f"{path} has {size} bytes, a manifest is a few KiB; re-create the dataset")
-        doc = json.loads(path.read_bytes())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ManifestError(f"{path} is not valid JSON ({exc}); re-create the dataset") from exc
+        doc = read_json(path, error=ManifestError, fix="re-create the dataset", max_bytes=MANIFEST_MAX_BYTES)
     except FileNotFoundError as exc:
         raise DatasetNotFoundError(f"no dataset at {directory}: no {MANIFEST_NAME} (incomplete write?); "
                                    "re-create it") from exc
-    except OSError as exc:
-        raise DatasetReadError(f"cannot read ({exc.strerror})", path=path, offset=0, errno=exc.errno) from exc
     if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
         raise ManifestError(f"{path} is not an outre-async manifest (format != {FORMAT_NAME!r})")
     version = doc.get("format_version")
@@ -169,7 +164,8 @@ def _dtype(value: Any, kind: str, path: Path) -> str:
     return str(value)
 
 
-def _file_entry(doc: dict[str, Any], kind: str, path: Path) -> FileEntry:
+def _file_entry(doc: Any, kind: str, path: Path) -> FileEntry:
+    doc = _dict(doc, kind, path)
     crc = doc.get("crc32")
     shape = doc["shape"]
     if not isinstance(shape, list) or len(shape) != 1:
@@ -188,7 +184,8 @@ def _file_entry(doc: dict[str, Any], kind: str, path: Path) -> FileEntry:
     return entry
 
 
-def _feature_entry(doc: dict[str, Any], path: Path) -> FeatureEntry:
+def _feature_entry(doc: Any, path: Path) -> FeatureEntry:
+    doc = _dict(doc, "features", path)
     entry = FeatureEntry(
         file=_str(doc["file"], "features.file", path),
         dtype=_dtype(doc["dtype"], "features", path),

@@ -14,13 +14,13 @@ before the install, and nothing is changed.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from .._errors import DatasetError, OverwriteRefusedError
 from ._manifest import MANIFEST_NAME, read_manifest
+from ._safe_read import read_json
 from ._tempdir import parse_temp_name
 
 DATASET_SUBFOLDERS = ("partitions", "profile")  # written by outre into a dataset folder
@@ -60,11 +60,11 @@ def refuse_not_ours(out: Path, what: str, why: str) -> OverwriteRefusedError:
 def meta_folder_names(path: Path, what: str, meta_name: str, format_name: str) -> set[str]:
     """The ``owned`` rule of a folder described by a JSON meta (partitions, profiles): the meta, of
     ``format_name``, and every file its ``files`` entries name; anything else is :func:`refuse_not_ours`."""
-    try:
-        meta = json.loads((path / meta_name).read_text())
+    try:  # bounded, regular-file-only JSON (``_safe_read``): a FIFO or huge meta is "not ours", never a hang
+        meta = read_json(path / meta_name, error=OverwriteRefusedError, fix=f"it is not an outre {what}")
     except FileNotFoundError as exc:
         raise refuse_not_ours(path, what, f"no {meta_name}") from exc
-    except (OSError, ValueError) as exc:
+    except OverwriteRefusedError as exc:
         raise refuse_not_ours(path, what, f"{meta_name} unreadable: {exc}") from exc
     files = meta.get("files") if isinstance(meta, dict) else None
     if not isinstance(meta, dict) or meta.get("format") != format_name or not isinstance(files, dict):

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import _cli_checks as checks
+from .._errors import ConfigError
 from ._config import MODELS, TrainConfig
 
 
@@ -35,6 +36,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eval-every", type=checks.count(), default=1, help="layer-wise inference every N epochs")
     p.add_argument("--out", type=Path, default=None, help="checkpoints and metrics (default: DATASET-train-MODEL beside it)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last.pt")
+    p.add_argument("--force", action="store_true",
+                   help="with --resume: continue even if last.pt was trained on another dataset (version) or options")
     p.add_argument("--profile", default=None,
                    help="split --memory-budget by profile/NAME/ (`outre profile`), or 'auto' to profile now")
     p.add_argument("--device", type=checks.device, default="auto",
@@ -65,7 +68,9 @@ def run_command(args: argparse.Namespace, say: Callable[[str], None], progress: 
         say(f"starting {args.nproc} ranks through torchrun (rank 0 reports)")
         launch("outre_async.cli", _without_nproc(args.argv), nproc=args.nproc, module=True)
         return {"nproc": args.nproc, "out": str(out)}
-    return run_train(args.dataset, config, out, resume=args.resume, progress=progress, say=say,
+    if args.force and not args.resume:
+        raise ConfigError("--force only applies to --resume (continue a checkpoint of another dataset or options)")
+    return run_train(args.dataset, config, out, resume=args.resume, force=args.force, progress=progress, say=say,
                      distributed="RANK" in os.environ)
 
 

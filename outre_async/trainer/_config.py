@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .._errors import ConfigError
+from .._rng import check_seed
 from ..machine._device import check_device_name
 from ..sampling._sampler import check_fanouts
 
@@ -41,8 +42,7 @@ class TrainConfig:
         for name in ("layers", "hidden", "heads", "batch_size", "epochs", "staleness", "eval_every"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.seed < 0:
-            raise ConfigError(f"{self.seed=} must be >= 0")
+        object.__setattr__(self, "seed", check_seed(self.seed))
         for name in ("lr", "weight_decay", "dropout"):
             v = getattr(self, name)
             if not math.isfinite(v) or v < 0 or (name == "lr" and v == 0) or (name == "dropout" and v >= 1):
@@ -66,3 +66,6 @@ class TrainConfig:
 
     # what a checkpoint must agree on to be resumed (the rest may change between runs, e.g. --epochs)
     SHAPE = ("model", "layers", "hidden", "heads")
+    # what decides the run a checkpoint continues: another value is refused unless --resume --force
+    RESUMED = ("fanouts", "batch_size", "lr", "weight_decay", "dropout", "seed", "partitions", "staleness",
+               "deterministic")

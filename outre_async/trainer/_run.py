@@ -7,7 +7,11 @@ is noisy).  After each epoch ``last.pt`` (model, optimizer, torch RNG, epoch, me
 ``metrics.json`` are replaced atomically; ``best.pt`` holds the weights of the best validation
 accuracy, whose test accuracy is the one reported.  ``resume`` continues from ``last.pt``: same
 shape of model, same dataset, epoch numbering (hence shuffles and sampling streams) carried on, so a
-``deterministic`` run resumed gives the weights of the run that was never interrupted.
+``deterministic`` run resumed gives the weights of the run that was never interrupted.  ``last.pt``
+records the dataset's identity (``dataset_identity``, the one partitions and profiles record: counts,
+the manifest's hash, a probe of ``indices``) and the config; resuming on another dataset (or version
+of it) or with other ``TrainConfig.RESUMED`` options is a :class:`CheckpointMismatchError` that
+``force`` (``--resume --force``) overrides; the model shape never can be overridden.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from .._errors import ConfigError
+from .._errors import CheckpointError, CheckpointMismatchError, ConfigError
 from .._train import train_epoch
 from ..cache._history_config import history_for
 from ..distributed import DistributedContext
@@ -29,6 +33,7 @@ from ..layerwise import inference
 from ..loader._loader import OutreLoader
 from ..machine._device import resolve_device
 from ..nn import GAT, GCN, GraphSAGE
+from ..partition._output import dataset_identity
 from ..store._dataset import Dataset, open_dataset
 from ._config import TrainConfig
 from ._files import load_checkpoint, save_checkpoint, write_metrics
@@ -46,22 +51,23 @@ def build_model(config: TrainConfig, ds: Dataset) -> torch.nn.Module:
     return cls(*args, dropout=config.dropout)
 
 
-def run_train(dataset: str | Path, config: TrainConfig, out: Path, *, resume: bool = False,
+def run_train(dataset: str | Path, config: TrainConfig, out: Path, *, resume: bool = False, force: bool = False,
               progress: bool = False, say: Say = lambda _: None, distributed: bool = False) -> dict[str, Any]:
     """Train as the module says; with ``distributed`` (a torchrun rank, ``outre train --nproc N``) inside
     :func:`~outre_async.distributed.init_distributed`: the loader takes this rank's share of each epoch,
     the model trains inside DDP, and rank 0 alone evaluates, writes the files and reports."""
     if not distributed:
-        return _train(dataset, config, out, resume=resume, progress=progress, say=say, ctx=None)
+        return _train(dataset, config, out, resume=resume, force=force, progress=progress, say=say, ctx=None)
     from ..distributed import init_distributed
 
     # a generous collective timeout: the other ranks wait in their first all-reduce while rank 0 evaluates
     with init_distributed(timeout=3600.0) as ctx:
         quiet: Say = say if ctx.rank == 0 else (lambda _: None)
-        return _train(dataset, config, out, resume=resume, progress=progress and ctx.rank == 0, say=quiet, ctx=ctx)
+        return _train(dataset, config, out, resume=resume, force=force, progress=progress and ctx.rank == 0, say=quiet,
+                      ctx=ctx)
 
 
-def _train(dataset: str | Path, config: TrainConfig, out: Path, *, resume: bool, progress: bool, say: Say,
+def _train(dataset: str | Path, config: TrainConfig, out: Path, *, resume: bool, force: bool, progress: bool, say: Say,
            ctx: DistributedContext | None) -> dict[str, Any]:
     ds = open_dataset(dataset)
     _check_dataset(ds)
@@ -72,7 +78,7 @@ def _train(dataset: str | Path, config: TrainConfig, out: Path, *, resume: bool,
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     run = _Run(config, ds, out, model, optimizer, say, ctx, device)
     if resume:
-        run.restore(load_checkpoint(out / LAST))
+        run.restore(load_checkpoint(out / LAST), force=force)
     elif (out / LAST).exists() and (ctx is None or ctx.rank == 0):
         raise ConfigError(f"{out} holds a run already ({LAST}); pass --resume to continue it or choose another --out")
     history = history_for(config.staleness, config.hidden)
@@ -119,23 +125,49 @@ class _Run:
         self.every_step, self.writes = ctx is not None, ctx is None or ctx.rank == 0
         self.start, self.metrics, self.best = 0, [], {}  # type: ignore[var-annotated]
         self.shape = {"num_nodes": ds.num_nodes, "feature_dim": ds.feature_dim, "num_classes": ds.num_classes}
+        self.identity = dataset_identity(ds)  # what partitions and profiles record: checked on --resume
 
-    def restore(self, state: dict[str, Any]) -> None:
-        old = state["config"]
+    def restore(self, state: dict[str, Any], *, force: bool = False) -> None:
+        """Continue from ``state`` (types checked by ``load_checkpoint``).  The model shape and the
+        dataset's widths must match (the weights could not load otherwise); the dataset identity and
+        the config keys that decide what is trained (``TrainConfig.RESUMED``) must match too, unless
+        ``force`` (``--resume --force``)."""
+        old, last = state["config"], self.out / LAST
         for key in TrainConfig.SHAPE:
             if old.get(key) != getattr(self.config, key):
-                raise ConfigError(f"the checkpoint in {self.out} has {key}={old.get(key)!r}, this run "
-                                  f"{getattr(self.config, key)!r}; resume with the same model shape")
-        if state.get("dataset") != self.shape:
-            raise ConfigError(f"the checkpoint in {self.out} was trained on another dataset ({state.get('dataset')}); "
-                              "resume on the same dataset")
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        torch.set_rng_state(state["torch_rng"])
+                raise CheckpointMismatchError(f"{last} has {key}={old.get(key)!r}, this run {getattr(self.config, key)!r}; "
+                                              "resume with the same model shape (its weights cannot load into another)")
+        widths = {k: self.shape[k] for k in ("feature_dim", "num_classes")}
+        if {k: state["dataset"].get(k) for k in widths} != widths:
+            raise CheckpointMismatchError(f"{last} was trained on a dataset of other widths ({state['dataset']}), "
+                                          f"this one has {widths}; resume on the same dataset")
+        if not force:
+            self._check_same_run(last, state)
+        try:
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            torch.set_rng_state(state["torch_rng"])
+        except (RuntimeError, ValueError, KeyError, TypeError) as exc:
+            raise CheckpointError(f"{last}: its weights, optimizer or RNG state do not fit this model "
+                                  f"({type(exc).__name__}: {str(exc).splitlines()[0][:160]}); remove it and train "
+                                  "without --resume") from exc
         self.start, self.metrics, self.best = int(state["epoch"]), list(state["metrics"]), dict(state["best"])
         if self.start >= self.config.epochs:
             raise ConfigError(f"the checkpoint has {self.start} epochs already; raise --epochs to train more")
         self.say(f"resumed {self.out / LAST} after epoch {self.start}")
+
+    def _check_same_run(self, last: Path, state: dict[str, Any]) -> None:
+        have = state.get("dataset_identity")
+        if have != self.identity:
+            diff = "it records none (an older checkpoint)" if not isinstance(have, dict) else \
+                "differs in " + ", ".join(k for k in self.identity if have.get(k) != self.identity[k])
+            raise CheckpointMismatchError(f"{last} was trained on another dataset or another version of {self.ds.path} "
+                                          f"({diff}); resume on its dataset, or pass --resume --force to continue anyway")
+        changed = [f"{k} {state['config'].get(k)!r} -> {getattr(self.config, k)!r}" for k in TrainConfig.RESUMED
+                   if _plain(state["config"].get(k)) != _plain(getattr(self.config, k))]
+        if changed:
+            raise CheckpointMismatchError(f"{last} was trained with another config ({'; '.join(changed[:3])}); resume "
+                                          "with the same options, or pass --resume --force to continue anyway")
 
     def epoch(self, epoch: int, loader: OutreLoader, progress: bool) -> None:
         stall = loader.stats().get("stall_seconds", 0.0)
@@ -156,7 +188,8 @@ class _Run:
         if row["val_accuracy"] is not None and row["val_accuracy"] > self.best.get("val_accuracy", -1.0):
             self.best = {k: row[k] for k in ("epoch", "val_accuracy", "test_accuracy", "elapsed_seconds")}
             save_checkpoint(self.out / BEST, {"model": self.model.state_dict(), "epoch": epoch,
-                                              "config": self.config.as_dict(), "dataset": self.shape})
+                                              "config": self.config.as_dict(), "dataset": self.shape,
+                                              "dataset_identity": self.identity})
         save_checkpoint(self.out / LAST, self.state(epoch))
         write_metrics(self.out / METRICS, self.summary())
         self.say(_line(row))
@@ -177,13 +210,19 @@ class _Run:
 
     def state(self, epoch: int) -> dict[str, Any]:
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "epoch": epoch,
-                "config": self.config.as_dict(), "dataset": self.shape, "torch_rng": torch.get_rng_state(),
+                "config": self.config.as_dict(), "dataset": self.shape, "dataset_identity": self.identity,
+                "torch_rng": torch.get_rng_state(),
                 "metrics": self.metrics, "best": self.best}
 
     def summary(self) -> dict[str, Any]:
         return {"dataset": str(self.ds.path), "config": self.config.as_dict(), "epochs": self.metrics,
                 "best": self.best, "test_accuracy": self.best.get("test_accuracy"),
                 "time_to_best_seconds": self.best.get("elapsed_seconds")}
+
+
+def _plain(value: Any) -> Any:
+    """A config value as the checkpoint stores it (tuples become lists)."""
+    return list(value) if isinstance(value, tuple) else value
 
 
 def _line(row: dict[str, Any]) -> str:

@@ -157,7 +157,7 @@ def test_history_and_partition_mode_read_the_same_rows_with_the_tier(prof_ds: oa
         partition(prof_ds, 8, name="p8")
     feats = np.asarray(prof_ds.features[:])
     hid = 16
-    model = oa.GraphSAGE(prof_ds.feature_dim, hid, prof_ds.num_classes)
+    model = oa.GraphSAGE(prof_ds.feature_dim, hid, 2, prof_ds.num_classes)
     with oa.OutreLoader(prof_ds, fanouts=[5, 5], batch_size=64, backend="memory", partitions="p8", parts_per_batch=2,
                         history=oa.HistoryConfig(staleness=20, dim=hid),
                         gpu_cache_budget=100 * 4 * prof_ds.feature_dim) as loader:

@@ -8,6 +8,8 @@ sends stdout/stderr to files, runs the job and leaves with its exit code; ``SIGA
 
 * ``{"verb": "cli", "argv": [...]}``: ``outre_async.cli.main(argv)``, the real ``outre`` command;
   an exception escaping it prints its traceback and exits 1, as the installed script would;
+* ``{"verb": "call", "call": "module:function", "args": [...], "io": path}``: one reader (e.g. of
+  ``trust_calls``); an :class:`OutreError` prints one line and exits 2; the bytes read go to ``io``;
 * ``{"verb": "loader", "dataset": ..., "partitions": name or null}``: one epoch of a pread-backed
   ``OutreLoader`` taking every neighbour on two hops (so the epoch reads nearly every list); an
   :class:`OutreError` prints one line and exits 2 (the library's contract: a named error), anything
@@ -99,6 +101,8 @@ def _child(job: dict[str, Any], log: Path) -> int:
 
 
 def _job(job: dict[str, Any]) -> int:
+    if job["verb"] == "call":
+        return _call(job)
     if job["verb"] == "cli":
         from outre_async.cli import main as cli_main
 
@@ -114,6 +118,32 @@ def _job(job: dict[str, Any]) -> int:
         print(f"loader: error: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+def _call(job: dict[str, Any]) -> int:
+    """``module:function(*args)`` (e.g. a ``trust_calls`` reader); the bytes this process read meanwhile
+    (``rchar`` of ``/proc/self/io``) go to ``job["io"]``."""
+    import importlib
+
+    import outre_async as oa
+
+    module, name = job["call"].split(":")
+    fn = getattr(importlib.import_module(module), name)
+    before = _rchar()
+    try:
+        fn(*job["args"])
+    except oa.OutreError as exc:
+        print(f"{name}: error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if job.get("io"):
+            Path(job["io"]).write_text(str(_rchar() - before))
+    return 0
+
+
+def _rchar() -> int:
+    with open("/proc/self/io") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("rchar:"))
 
 
 # -- planning and judging jobs (used by the tests and benchmarks/reliability_sweep.py) -------------

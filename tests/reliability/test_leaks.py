@@ -60,3 +60,43 @@ def test_fifty_loaders_open_and_close_without_growing_rss(tmp_path: Path, backen
     else:  # the loaders did stage several MiB each: a leak of them would show
         assert io["staging_bytes_peak"] >= 2 << 20
     assert after - before < 20 << 20, f"RSS grew {(after - before) / 2**20:.1f} MiB over {LOADERS} loaders"
+
+
+CYCLES = 30
+
+
+@pytest.mark.timeout(600)
+def test_thirty_loaders_with_history_and_profile_open_and_close_without_growing_rss(tmp_path: Path) -> None:
+    """Issue 27: 30 open/close cycles of a loader with the history cache and a profile's plan (static
+    feature cache, history slots), each running a short epoch through a model that pulls and pushes:
+    RSS grows less than 20 MiB (the history table, static cache and plan are released at close)."""
+    import torch
+
+    from outre_async.plan import MissCosts
+
+    ds = generated(tmp_path / "g", "tiny", num_nodes=4_000, feature_dim=64)
+    opts = {"split": np.arange(2048), "fanouts": [5, 5], "batch_size": 128, "memory_budget": "16MiB",
+            "backend": "pread", "history": oa.HistoryConfig(staleness=20, dim=16)}
+    oa.profile(ds, name="leak", costs=MissCosts(row_us=20.0, list_us=2.0, recompute_us=50.0, backend="fixed"),
+               **opts)
+    probe = oa.OutreLoader(ds, profile="leak", **opts)
+    assert probe.config.history is not None and probe._static is not None  # the plan keeps both caches
+    probe.close()
+    model = oa.GraphSAGE(ds.feature_dim, 16, 2, ds.num_classes)
+
+    def cycle() -> int:
+        with oa.OutreLoader(ds, profile="leak", **opts) as loader:
+            batches = 0
+            for batch in loader:
+                with torch.no_grad():
+                    model(batch.x, batch.edge_index, history=batch.history)
+                batches += 1
+            assert loader.stats()["history"]["pushed"] > 0
+        return batches
+
+    cycle()
+    cycle()  # warm: kernels, allocator
+    before = rss_bytes()
+    assert sum(cycle() for _ in range(CYCLES)) == 16 * CYCLES
+    after = rss_bytes()
+    assert after - before < 20 << 20, f"RSS grew {(after - before) / 2**20:.1f} MiB over {CYCLES} loaders"

@@ -59,10 +59,59 @@ def test_bad_options_and_damaged_checkpoints_are_named_errors(tiny: Path, tmp_pa
     with pytest.raises(oa.ConfigError, match="divisible"):
         TrainConfig(model="gat", hidden=10, heads=4)
     (tmp_path / "last.pt").write_bytes(b"not a checkpoint")
-    with pytest.raises(oa.DatasetCorruptError, match="not a readable outre checkpoint"):
+    with pytest.raises(oa.CheckpointError, match="not a readable outre checkpoint"):
         load_checkpoint(tmp_path / "last.pt")
-    with pytest.raises(oa.ConfigError, match="no checkpoint"):
+    with pytest.raises(oa.CheckpointError, match="no checkpoint"):
         load_checkpoint(tmp_path / "missing.pt")
+
+
+@pytest.mark.timeout(120)
+def test_resume_on_another_dataset_or_options_is_refused_unless_forced(tiny: Path, tmp_path: Path, capsys) -> None:
+    """Another dataset of the very same shape (other edges): the identity differs, --resume is a one-line
+    error naming --force; --resume --force continues; changed options are refused the same way."""
+    other = generated(tmp_path / "other", "tiny", num_nodes=600, seed=99).path
+    out = tmp_path / "run"
+    assert main(["train", str(tiny), "--epochs", "1", "--out", str(out), *ARGS]) == 0
+    capsys.readouterr()
+    assert main(["train", str(other), "--epochs", "2", "--out", str(out), "--resume", *ARGS]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "another dataset" in err[0] and "--resume --force" in err[0], err
+    changed = [*ARGS[:4], "--batch-size", "128", *ARGS[6:]]
+    assert main(["train", str(tiny), "--epochs", "2", "--out", str(out), "--resume", *changed]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "batch_size 256 -> 128" in err[0] and "--resume --force" in err[0], err
+    assert main(["train", str(other), "--epochs", "2", "--out", str(out), "--resume", "--force", *ARGS]) == 0
+    assert load_checkpoint(out / "last.pt")["epoch"] == 2
+    assert main(["train", str(tiny), "--epochs", "3", "--out", str(tmp_path / "new"), "--force", *ARGS]) == 2
+
+
+@pytest.mark.parametrize(("key", "value", "match"), [
+    ("metrics", {"a": 1}, "metrics has type dict"),
+    ("metrics", [{"epoch": 1}], "elapsed_seconds"),
+    ("torch_rng", [1, 2, 3], "torch_rng has type list"),
+    ("torch_rng", torch.zeros(4, dtype=torch.float32), "torch_rng is a torch.float32"),
+    ("epoch", "1", "epoch has type str"),
+    ("epoch", True, "epoch has type bool"),
+    ("best", [], "best has type list"),
+])
+def test_a_checkpoint_with_wrongly_typed_entries_is_a_named_error(tiny: Path, tmp_path: Path, key, value,
+                                                                   match) -> None:
+    out = tmp_path / "run"
+    assert main(["train", str(tiny), "--epochs", "1", "--out", str(out), *ARGS]) == 0
+    state = load_checkpoint(out / "last.pt")
+    state[key] = value
+    torch.save(state, out / "last.pt")
+    with pytest.raises(oa.CheckpointError, match=match):
+        load_checkpoint(out / "last.pt")
+    with pytest.raises(oa.CheckpointError, match=match):  # the run refuses it before touching the model
+        oa_train(tiny, out)
+
+
+def oa_train(dataset: Path, out: Path) -> None:
+    from outre_async.trainer._run import run_train
+
+    config = TrainConfig(fanouts=(4, 4), hidden=16, batch_size=256, deterministic=True, backend="pread", epochs=2)
+    run_train(dataset, config, out, resume=True)
 
 
 def test_gcn_and_gat_train_too(tiny: Path, tmp_path: Path) -> None:
