@@ -16,8 +16,6 @@ from outre_async import _cli_checks as checks
 from outre_async._errors import ConfigError
 from outre_async._units import format_bytes
 
-from ._buckets import MIN_ROW_BYTES
-
 Say = Callable[[str], None]
 
 
@@ -51,6 +49,7 @@ def run_partition(args: argparse.Namespace, *, progress: bool, say: Say) -> dict
 
     from ._api import partition
     from ._batches import default_num_parts
+    from ._buckets import MIN_ROW_BYTES
 
     if args.first_level is not None and args.levels != 2:
         raise ConfigError(f"--first-level {args.first_level} needs --levels 2")

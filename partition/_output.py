@@ -29,12 +29,10 @@ replaces only an empty folder or a partition folder holding just the files its `
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import resource
 import time
-import zlib
 from pathlib import Path
 from typing import Any
 
@@ -48,40 +46,13 @@ from outre_async.store._overwrite import check_overwrite, meta_folder_names
 
 from ._buckets import Buckets, row_items
 from ._fennel import Assignment
+from ._format import FORMAT_NAME, FORMAT_VERSION, META_NAME, PARTITIONS_DIR, check_name, dataset_identity
 from ._outfile import OutFile
 from ._output_kernels import cut_chunk, edges_per_part, group_by_part, running_ends
 from ._stream import CscStream
 
-FORMAT_NAME = "outre-async-partitions"
-FORMAT_VERSION = 1
-META_NAME = "meta.json"
-PARTITIONS_DIR = "partitions"
 LARGE_FILES = ("adj_indices",)  # size-checked only; every other file is checksummed
 BUFFER_BYTES = 64 << 20  # the rows regrouping the partition-ordered files, all together
-
-
-def dataset_identity(ds: Dataset) -> dict[str, Any]:
-    """What ties partitions to one version of one dataset: counts, the manifest's hash (it holds the
-    checksums of indptr, labels and splits) and a checksum of the first and last MiB of ``indices``."""
-    manifest = (ds.path / "manifest.json").read_bytes()
-    return {"num_nodes": ds.num_nodes, "num_edges": ds.num_edges,
-            "manifest_sha256": hashlib.sha256(manifest).hexdigest(), "indices_probe_crc32": _probe(ds)}
-
-
-def _probe(ds: Dataset) -> int:
-    path = ds.path / ds.manifest.indices.file
-    size = path.stat().st_size
-    with open(path, "rb") as f:
-        head = f.read(1 << 20)
-        f.seek(max(0, size - (1 << 20)))
-        tail = f.read(1 << 20)
-    return zlib.crc32(tail, zlib.crc32(head))
-
-
-def check_name(name: str) -> str:
-    if not name or name.startswith(".") or "/" in name or "\\" in name or name != name.strip():
-        raise ConfigError(f"partition name {name!r} must be a plain folder name (no '/', not starting with '.')")
-    return name
 
 
 class PartitionWriter:

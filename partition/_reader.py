@@ -45,7 +45,7 @@ from outre_async.store._dataset import Dataset
 from outre_async.store._paths import confined
 
 from ._checks import ALLOWED_DTYPES, check_arrays, check_block
-from ._output import FORMAT_NAME, FORMAT_VERSION, META_NAME, PARTITIONS_DIR, check_name, dataset_identity
+from ._format import FORMAT_NAME, FORMAT_VERSION, META_NAME, PARTITIONS_DIR, check_name, dataset_identity
 
 _LOADED = ("assignment", "part_ptr", "part_nodes", "train_ptr", "train_nodes", "adj_ptr", "cross")
 _META_MAX_BYTES = 16 << 20  # a meta.json is a few KiB; a larger one is refused before it is read

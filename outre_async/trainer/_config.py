@@ -7,7 +7,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .._errors import ConfigError
-from ..sampling._sampler import check_fanouts
 
 MODELS = ("sage", "gcn", "gat")
 
@@ -45,6 +44,8 @@ class TrainConfig:
             v = getattr(self, name)
             if not math.isfinite(v) or v < 0 or (name == "lr" and v == 0) or (name == "dropout" and v >= 1):
                 raise ConfigError(f"{name} out of range: {v!r} (lr > 0, weight_decay >= 0, 0 <= dropout < 1)")
+        from ..sampling._sampler import check_fanouts  # here, not at import: the CLI parser reads MODELS
+
         object.__setattr__(self, "fanouts", check_fanouts(self.fanouts))
         if len(self.fanouts) != self.layers:
             raise ConfigError(f"--fanouts lists {len(self.fanouts)} hops but --layers is {self.layers}; "
