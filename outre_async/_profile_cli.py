@@ -32,7 +32,7 @@ def add_arguments(p: argparse.ArgumentParser, parse_fanouts: Callable[[str], Any
     p.add_argument("--batches", type=checks.count(), help="batches to pre-sample (default: one epoch)")
     p.add_argument("--backend", default="auto")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--name", default="default", help="folder under profile/ (default: default)")
+    p.add_argument("--name", default="default", help="folder under profile/")
 
 
 def run(args: argparse.Namespace, *, progress: bool, say: Say) -> dict[str, Any]:

@@ -111,8 +111,24 @@ def _build_parser() -> argparse.ArgumentParser:
         p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                        help="show progress bars (default: when stderr is a terminal)")
         _ARGS[name](p)
+        _show_defaults(p)
         p.set_defaults(handler=handler)
     return parser
+
+
+def _show_defaults(parser: argparse.ArgumentParser) -> None:
+    """Append ``(default: X)`` to the help of every option that takes a value and has a default.
+
+    Done here, once, rather than with ``ArgumentDefaultsHelpFormatter``: that formatter prints
+    nothing for an option without a help string, and would add ``(default: False)`` to every flag
+    (and ``[]`` to a repeatable option).
+    An option whose help already shows ``%(default)s`` is left as it is."""
+    for action in parser._actions:
+        if not action.option_strings or action.nargs == 0 or action.default in (None, argparse.SUPPRESS, []):
+            continue
+        text = action.help or ""
+        if "%(default)" not in text:
+            action.help = f"{text} (default: %(default)s)" if text else "default: %(default)s"
 
 
 def _progress(args: argparse.Namespace) -> bool:

@@ -27,7 +27,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=checks.seed, default=0)
     p.add_argument("--partitions", default=None, help="partition-based batches from partitions/NAME/")
     p.add_argument("--staleness", type=checks.count(), default=1, help="historical embedding cache (1: off)")
-    p.add_argument("--memory-budget", type=checks.byte_size(allocated=True), default=None)
+    p.add_argument("--memory-budget", type=checks.byte_size(allocated=True), default=None,
+                   help="RAM for the loader's feature buffer and caches, e.g. 2GiB (default: the loader's own sizes)")
     p.add_argument("--backend", choices=["auto", "io_uring", "pread", "memory"], default="auto")
     p.add_argument("--deterministic", action="store_true", help="plan order (ordered=True): the same run twice")
     p.add_argument("--eval-every", type=checks.count(), default=1, help="layer-wise inference every N epochs")
