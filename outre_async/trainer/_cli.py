@@ -57,7 +57,8 @@ def run_command(args: argparse.Namespace, say: Callable[[str], None], progress: 
     if args.nproc > 1 and "RANK" not in os.environ:  # the launcher: torchrun starts nproc copies of this command
         from ..distributed import launch
 
-        say(f"starting {args.nproc} ranks through torchrun (rank 0 reports)")
+        say(f"starting {args.nproc} data-parallel ranks through torchrun (rank 0 reports); --batch-size "
+            f"{args.batch_size} is per rank: {args.nproc * args.batch_size} seeds per step")
         launch("outre_async.cli", _without_nproc(args.argv), nproc=args.nproc, module=True)
         return {"nproc": args.nproc, "out": str(out)}
     return run_train(args.dataset, config, out, resume=args.resume, progress=progress, say=say,
