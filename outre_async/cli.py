@@ -136,8 +136,9 @@ def _progress(args: argparse.Namespace) -> bool:
 
 
 def _say(args: argparse.Namespace, text: str) -> None:
-    """Human output goes to stdout unless --json owns stdout."""
-    print(text, file=sys.stderr if args.json else sys.stdout)
+    """Human output goes to stdout unless --json owns stdout; flushed, so that a pipe or a file gets
+    each line when it is said, not when the block buffer fills (or the run ends)."""
+    print(text, file=sys.stderr if args.json else sys.stdout, flush=True)
 
 
 # -- generate --------------------------------------------------------------------------------------
