@@ -4,9 +4,10 @@
     python benchmarks/bench_cli_startup.py --dataset DS --repeats 9 --json startup.json
 
 Each command runs ``--repeats`` times as a fresh ``python -m outre_async.cli`` child (what the
-``outre`` entry point runs); the median, min and max wall time are printed, together with the
-heavy modules each left in ``sys.modules`` (from ``python -X importtime``: torch, torch_geometric,
-numba).  The figures depend on the machine's load: compare runs made side by side.  Nothing here is
+``outre`` entry point runs); the median, min and max wall time, the median CPU time (user + system:
+what the load of other processes changes least) and the heavy modules each imported (from
+``python -X importtime``: torch, torch_geometric, numba) are printed.  Run from another source tree's
+root (``cd OTHER && python /path/to/bench_cli_startup.py``) to time that tree's code.  The figures depend on the machine's load: compare runs made side by side.  Nothing here is
 asserted in CI; ``tests/test_cli.py`` checks instead that building the parser imports no torch.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -39,14 +41,17 @@ def commands(dataset: Path, scratch: Path) -> dict[str, list[str]]:
 
 def time_one(argv: list[str], repeats: int) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "outre_async.cli", *argv]
-    walls = []
+    walls, cpus = [], []
     for _ in range(repeats):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
         walls.append(time.perf_counter() - start)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     traced = subprocess.run([sys.executable, "-X", "importtime", *cmd[1:]], capture_output=True, text=True, check=False)
     imported = {line.rsplit("|", 1)[-1].strip() for line in traced.stderr.splitlines() if line.startswith("import time:")}
-    return {"median_s": statistics.median(walls), "min_s": min(walls), "max_s": max(walls),
+    return {"median_s": statistics.median(walls), "min_s": min(walls), "max_s": max(walls), "cpu_median_s": statistics.median(cpus),
             "heavy_imports": [m for m in HEAVY if m in imported]}
 
 
@@ -64,7 +69,7 @@ def main() -> None:
                            check=True, stdout=subprocess.DEVNULL)
         results = {name: time_one(argv, args.repeats) for name, argv in commands(dataset, Path(tmp)).items()}
     for name, r in results.items():
-        print(f"{name:38s} median {r['median_s']:6.2f} s  (min {r['min_s']:.2f}, max {r['max_s']:.2f})  "
+        print(f"{name:38s} median {r['median_s']:6.2f} s  (min {r['min_s']:.2f}, max {r['max_s']:.2f}), CPU {r['cpu_median_s']:.2f} s  "
               f"imports {', '.join(r['heavy_imports']) or 'none of ' + '/'.join(HEAVY)}")
     if args.json:
         args.json.write_text(json.dumps({"repeats": args.repeats, "results": results}, indent=2))

@@ -57,7 +57,6 @@ def test_streaming_rate_leaves_compile_time_out_and_never_prints_zero() -> None:
     graph streamed in milliseconds): the clock counts numba's compile events inside its block only,
     and the printed rate is in k edges/s below 0.1 M (it once read "0.00 M edges/s")."""
     import numba
-
     from outre_async.partition._api import _CompileClock
     from outre_async.partition._cli import _rate
 

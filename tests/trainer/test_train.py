@@ -107,6 +107,7 @@ def test_async_atomic_write_replaces_whole(tmp_path: Path) -> None:
     assert target.read_text() == "new" and [p.name for p in tmp_path.iterdir()] == ["m.json"]
 
 
+@pytest.mark.slow  # torchrun ranks
 @pytest.mark.timeout(295)
 def test_nproc_trains_data_parallel_through_torchrun(tiny: Path, tmp_path: Path, capsys) -> None:
     """`outre train --nproc 2`: torchrun starts two ranks (gloo), each trains its share of every epoch
