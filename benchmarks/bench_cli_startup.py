@@ -6,9 +6,10 @@
 Each command runs ``--repeats`` times as a fresh ``python -m outre_async.cli`` child (what the
 ``outre`` entry point runs); the median, min and max wall time, the median CPU time (user + system:
 what the load of other processes changes least) and the heavy modules each imported (from
-``python -X importtime``: torch, torch_geometric, numba) are printed.  Run from another source tree's
-root (``cd OTHER && python /path/to/bench_cli_startup.py``) to time that tree's code.  The figures depend on the machine's load: compare runs made side by side.  Nothing here is
-asserted in CI; ``tests/test_cli.py`` checks instead that building the parser imports no torch.
+``python -X importtime``: torch, torch_geometric, numba) are printed.  Run it from another source
+tree's root (``cd OTHER && python /path/to/bench_cli_startup.py``) to time that tree's code.  The
+figures depend on the machine's load: compare runs made side by side.  Nothing here is asserted in
+CI; ``tests/test_cli.py`` checks instead that building the parser imports no torch.
 """
 
 from __future__ import annotations
