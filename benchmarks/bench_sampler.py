@@ -144,8 +144,9 @@ def pyg_available() -> str | None:
     except ImportError as exc:
         return f"torch_geometric does not import: {exc}"
     if not (t.WITH_PYG_LIB or t.WITH_TORCH_SPARSE):
-        return ("neither pyg-lib nor torch-sparse imports; install the prebuilt wheels "
-                "(shared/wheels/README.md) in a benchmark environment to compare")
+        from outre_async.bench._systems import WHEELS_HINT
+
+        return f"neither pyg-lib nor torch-sparse imports; {WHEELS_HINT}"
     return None
 
 

@@ -11,7 +11,8 @@ import contextlib
 import math
 import shutil
 import tempfile
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,7 +64,7 @@ def run_quickstart(config: QuickstartConfig, *, directory: Path | None, progress
     tmp = None if directory is not None else Path(tempfile.mkdtemp(prefix="outre-quickstart-"))
     try:
         path = (directory or tmp) / "dataset"  # type: ignore[operator]
-        return _train(config, _dataset(config, path, progress, say), say, device)
+        return _train(config, _dataset(config, path, progress, say), say, device, progress)
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -82,7 +83,8 @@ def _dataset(config: QuickstartConfig, path: Path, progress: bool, say: Callable
     return ds
 
 
-def _train(config: QuickstartConfig, ds, say: Callable[[str], None], device: torch.device) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def _train(config: QuickstartConfig, ds, say: Callable[[str], None], device: torch.device,  # type: ignore[no-untyped-def]
+           progress: bool) -> dict[str, Any]:
     from .loader._loader import OutreLoader
 
     torch.manual_seed(config.seed)
@@ -96,10 +98,11 @@ def _train(config: QuickstartConfig, ds, say: Callable[[str], None], device: tor
         loaders = {split: loader(split) for split in ("train", "val", "test")}
         if history is not None:  # GraphSAGE trains with the cache; the MLP on the same batches, without
             loaders["mlp_train"], loaders["train"] = loaders["train"], loader("train", history=history)
-        return _compare(config, ds, loaders, say, device)
+        return _compare(config, ds, loaders, say, device, progress)
 
 
-def _compare(config: QuickstartConfig, ds, loaders, say: Callable[[str], None], device: torch.device) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def _compare(config: QuickstartConfig, ds, loaders, say: Callable[[str], None], device: torch.device,  # type: ignore[no-untyped-def]
+             progress: bool) -> dict[str, Any]:
     layers = len(config.fanouts)
     models: dict[str, torch.nn.Module] = {
         "graphsage": GraphSAGE(ds.feature_dim, config.hidden, layers, ds.num_classes).to(device),
@@ -108,9 +111,11 @@ def _compare(config: QuickstartConfig, ds, loaders, say: Callable[[str], None], 
     say(f"GraphSAGE {layers} layers, hidden {config.hidden}, fanouts {list(config.fanouts)}, "
         f"batch size {config.batch_size}, OutreLoader, on {device}")
     say(f"{'epoch':>5} {'loss':>8} {'train acc':>9} {'val acc':>8} {'time s':>7} {'batches/s':>9}")
-    history = _fit(models["graphsage"], loaders, config, say)
+    history = _fit(models["graphsage"], loaders, config, say, progress)
     test = evaluate(models["graphsage"], loaders["test"])
-    mlp_history = _fit(models["mlp"], {**loaders, "train": loaders.get("mlp_train", loaders["train"])}, config, None)
+    say(f"training the graph-blind MLP on the same batches for the comparison ({config.epochs} epochs)")
+    mlp_history = _fit(models["mlp"], {**loaders, "train": loaders.get("mlp_train", loaders["train"])}, config,
+                       None, progress, ticks=say)
     mlp_test = evaluate(models["mlp"], loaders["test"])
     say(f"test accuracy: GraphSAGE {test.accuracy:.3f}  vs  MLP on the same batches {mlp_test.accuracy:.3f}")
     stats = loaders["train"].stats()
@@ -132,11 +137,16 @@ def _compare(config: QuickstartConfig, ds, loaders, say: Callable[[str], None], 
     }
 
 
-def _fit(model, loaders, config: QuickstartConfig, say) -> list[dict[str, Any]]:  # type: ignore[no-untyped-def]
+def _fit(model, loaders, config: QuickstartConfig, say, progress: bool,  # type: ignore[no-untyped-def]
+         ticks: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    """Train ``config.epochs`` epochs; ``say`` gets a row per epoch (None: no rows).  Within an epoch,
+    a progress bar on stderr when ``progress``, else a line through ``ticks`` (default ``say``) every
+    quarter of the epoch, so a run whose output is a pipe or a file shows it is alive."""
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     history = []
     for epoch in range(1, config.epochs + 1):
-        train: EpochResult = train_epoch(model, loaders["train"], optimizer)
+        batches = _progress(loaders["train"], epoch, progress, ticks or say)
+        train: EpochResult = train_epoch(model, batches, optimizer)
         val = evaluate(model, loaders["val"])
         history.append({"epoch": epoch, "loss": train.loss, "train_accuracy": train.accuracy,
                         "val_accuracy": val.accuracy, "seconds": train.seconds, "batches": train.batches})
@@ -144,3 +154,23 @@ def _fit(model, loaders, config: QuickstartConfig, say) -> list[dict[str, Any]]:
             say(f"{epoch:>5} {train.loss:>8.4f} {train.accuracy:>9.3f} {val.accuracy:>8.3f} "
                 f"{train.seconds:>7.2f} {train.batches / max(train.seconds, 1e-9):>9.1f}")
     return history
+
+
+def _progress(loader, epoch: int, bar: bool, say: Callable[[str], None] | None) -> Iterable[Any]:  # type: ignore[no-untyped-def]
+    """``loader``'s batches, with a tqdm bar (stderr is a terminal) or a line every quarter epoch."""
+    total = len(loader)
+    if bar:
+        from tqdm import tqdm
+
+        return tqdm(loader, total=total, desc=f"epoch {epoch}", leave=False)
+    if say is None:
+        return loader
+    return _ticks(loader, total, epoch, say)
+
+
+def _ticks(batches: Iterable[Any], total: int, epoch: int, say: Callable[[str], None]) -> Iterator[Any]:
+    every, start = max(1, math.ceil(total / 4)), time.perf_counter()
+    for i, batch in enumerate(batches, 1):
+        yield batch
+        if i % every == 0 and i < total:
+            say(f"      epoch {epoch}: {i}/{total} batches, {time.perf_counter() - start:.1f} s")

@@ -112,8 +112,24 @@ def _build_parser() -> argparse.ArgumentParser:
         p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                        help="show progress bars (default: when stderr is a terminal)")
         _ARGS[name](p)
+        _show_defaults(p)
         p.set_defaults(handler=handler)
     return parser
+
+
+def _show_defaults(parser: argparse.ArgumentParser) -> None:
+    """Append ``(default: X)`` to the help of every option that takes a value and has a default.
+
+    Done here, once, rather than with ``ArgumentDefaultsHelpFormatter``: that formatter prints
+    nothing for an option without a help string, and would add ``(default: False)`` to every flag
+    (and ``[]`` to a repeatable option).
+    An option whose help already shows ``%(default)s`` is left as it is."""
+    for action in parser._actions:
+        if not action.option_strings or action.nargs == 0 or action.default in (None, argparse.SUPPRESS, []):
+            continue
+        text = action.help or ""
+        if "%(default)" not in text:
+            action.help = f"{text} (default: %(default)s)" if text else "default: %(default)s"
 
 
 def _progress(args: argparse.Namespace) -> bool:
@@ -121,8 +137,9 @@ def _progress(args: argparse.Namespace) -> bool:
 
 
 def _say(args: argparse.Namespace, text: str) -> None:
-    """Human output goes to stdout unless --json owns stdout."""
-    print(text, file=sys.stderr if args.json else sys.stdout)
+    """Human output goes to stdout unless --json owns stdout; flushed, so that a pipe or a file gets
+    each line when it is said, not when the block buffer fills (or the run ends)."""
+    print(text, file=sys.stderr if args.json else sys.stdout, flush=True)
 
 
 # -- generate --------------------------------------------------------------------------------------
@@ -191,7 +208,7 @@ def _report_written(args: argparse.Namespace, path: Path, seconds: float) -> dic
 
 
 def _args_convert(p: argparse.ArgumentParser) -> None:
-    from .ingest._convert import FORMATS  # choices from the registries (imported when the parser is built)
+    from .ingest._formats import FORMATS  # choices from the registries (imported when the parser is built)
 
     p.add_argument("src", type=Path, help="input: OGB raw folder, .npz, .pt (PyG Data), edge list")
     p.add_argument("out", type=Path, help="output dataset directory")
@@ -304,7 +321,7 @@ def _cmd_clean(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _args_quickstart(p: argparse.ArgumentParser) -> None:
-    from .features._backends import BACKENDS
+    from .features._backend_names import BACKENDS
 
     p.add_argument("--dir", type=Path, help="keep the generated dataset here (default: a temp dir, removed)")
     p.add_argument("--preset", default="quickstart")

@@ -6,15 +6,42 @@ summarises a dataset's partition folders; ``reorder`` writes a copy of the datas
 each partition's nodes are contiguous.  Importing this package never imports torch.
 """
 
-from outre_async.store._identity import dataset_identity
+from __future__ import annotations
 
-from ._api import default_name, partition
-from ._batches import MicroBatch, group_seeds, plan_partition_epoch
-from ._fennel import PartitionConfig
-from ._reader import AdjacencyBlock, PartitionSet, list_partitions, open_partitions
-from ._redundancy import redundancy_ratio
-from ._reorder import reorder
-from ._sampler import MacroStore, PartitionSampler
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names as mypy and editors see them; at run time each is imported on first use
+    from outre_async.store._identity import dataset_identity
+
+    from ._api import default_name, partition
+    from ._batches import MicroBatch, group_seeds, plan_partition_epoch
+    from ._fennel import PartitionConfig
+    from ._reader import AdjacencyBlock, PartitionSet, list_partitions, open_partitions
+    from ._redundancy import redundancy_ratio
+    from ._reorder import reorder
+    from ._sampler import MacroStore, PartitionSampler
+
+# name -> private module that defines it, imported on first attribute access (PEP 562): the CLI's
+# parsers import ``partition._cli`` and ``outre info`` reads ``_reader``, neither of which may pay
+# for numba's import and the kernels' loading (~0.4 s) before a verb runs.
+_LAZY = {
+    "default_name": "._api",
+    "partition": "._api",
+    "MicroBatch": "._batches",
+    "group_seeds": "._batches",
+    "plan_partition_epoch": "._batches",
+    "PartitionConfig": "._fennel",
+    "dataset_identity": "outre_async.store._identity",
+    "AdjacencyBlock": "._reader",
+    "PartitionSet": "._reader",
+    "list_partitions": "._reader",
+    "open_partitions": "._reader",
+    "redundancy_ratio": "._redundancy",
+    "reorder": "._reorder",
+    "MacroStore": "._sampler",
+    "PartitionSampler": "._sampler",
+}
 
 __all__ = [
     "AdjacencyBlock",
@@ -33,3 +60,16 @@ __all__ = [
     "redundancy_ratio",
     "reorder",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

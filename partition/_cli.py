@@ -16,13 +16,11 @@ from outre_async import _cli_checks as checks
 from outre_async._errors import ConfigError
 from outre_async._units import format_bytes
 
-from ._buckets import MIN_ROW_BYTES
-
 Say = Callable[[str], None]
 
 
 def add_partition_arguments(p: argparse.ArgumentParser) -> None:
-    from ._fennel import MODES, OBJECTIVES
+    from ._format import MODES, OBJECTIVES
 
     p.add_argument("dataset", type=Path)
     p.add_argument("--parts", type=checks.count(),
@@ -53,6 +51,7 @@ def run_partition(args: argparse.Namespace, *, progress: bool, say: Say) -> dict
 
     from ._api import partition
     from ._batches import default_num_parts
+    from ._buckets import MIN_ROW_BYTES
 
     if args.first_level is not None and args.levels != 2:
         raise ConfigError(f"--first-level {args.first_level} needs --levels 2")
@@ -82,12 +81,21 @@ def run_partition(args: argparse.Namespace, *, progress: bool, say: Say) -> dict
     q = meta["quality"]
     say(f"wrote {parts.path}: {parts.num_parts} parts, edge cut {q['edge_cut_fraction']:.4f}, "
         f"node balance {q['node_balance']:.3f}, train balance {_f(q['train_balance'])}, "
-        f"{meta['seconds']:.1f} s ({meta['edges_per_second'] / 1e6:.2f} M edges/s streaming), "
+        f"{meta['seconds']:.1f} s ({_rate(meta)}), "
         f"peak RSS {format_bytes(meta['peak_rss_bytes'])}")
     result = {"path": str(parts.path), **meta}
     if args.reorder is not None:
         result["reordered"] = _reorder(ds, parts.name, args.reorder, args.overwrite, args.write_buffer, say)
     return result
+
+
+def _rate(meta: dict[str, Any]) -> str:
+    """The streaming rate without the kernels' compile time (a first run in a fresh environment
+    compiles them: seconds that say nothing about streaming), in units that never print 0.00."""
+    rate = meta["edges_per_second"]
+    text = f"{rate / 1e6:.2f} M edges/s" if rate >= 1e5 else f"{rate / 1e3:.1f} k edges/s"
+    compiling = meta.get("compile_seconds", 0.0)
+    return f"{text} streaming" + (f", {compiling:.1f} s of it compiling the kernels" if compiling >= 0.05 else "")
 
 
 def add_reorder_arguments(p: argparse.ArgumentParser) -> None:

@@ -33,11 +33,9 @@ from outre_async.store._dataset import Dataset
 
 from ._bloom_kernels import bloom_chunk
 from ._fennel_kernels import FENNEL, LDG, fennel_chunk, init_heaps
+from ._format import MODES, OBJECTIVES
 from ._output_kernels import cut_chunk
 from ._stream import CscStream
-
-MODES = ("exact", "bloom")
-OBJECTIVES = ("fennel", "ldg")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

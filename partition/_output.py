@@ -47,22 +47,13 @@ from outre_async.store._overwrite import check_overwrite, meta_folder_names
 
 from ._buckets import Buckets, row_items
 from ._fennel import Assignment
+from ._format import FORMAT_NAME, FORMAT_VERSION, META_NAME, PARTITIONS_DIR, check_name
 from ._outfile import OutFile
 from ._output_kernels import cut_chunk, edges_per_part, group_by_part, running_ends
 from ._stream import CscStream
 
-FORMAT_NAME = "outre-async-partitions"
-FORMAT_VERSION = 1
-META_NAME = "meta.json"
-PARTITIONS_DIR = "partitions"
 LARGE_FILES = ("adj_indices",)  # size-checked only; every other file is checksummed
 BUFFER_BYTES = 64 << 20  # the rows regrouping the partition-ordered files, all together
-
-
-def check_name(name: str) -> str:
-    if not name or name.startswith(".") or "/" in name or "\\" in name or name != name.strip():
-        raise ConfigError(f"partition name {name!r} must be a plain folder name (no '/', not starting with '.')")
-    return name
 
 
 class PartitionWriter:

@@ -46,7 +46,7 @@ from outre_async.store._paths import confined
 from outre_async.store._safe_read import fd_exhausted, open_regular, read_json
 
 from ._checks import ALLOWED_DTYPES, check_arrays, check_block
-from ._output import FORMAT_NAME, FORMAT_VERSION, META_NAME, PARTITIONS_DIR, check_name
+from ._format import FORMAT_NAME, FORMAT_VERSION, META_NAME, PARTITIONS_DIR, check_name
 
 _LOADED = ("assignment", "part_ptr", "part_nodes", "train_ptr", "train_nodes", "adj_ptr", "cross")
 _META_MAX_BYTES = 16 << 20  # a meta.json is a few KiB; a larger one is refused before it is read

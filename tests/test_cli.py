@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -93,7 +96,11 @@ def test_quickstart_trains_graphsage_better_than_mlp(tmp_path: Path, capsys: pyt
     argv = ["quickstart", "--dir", str(tmp_path), "--preset", "tiny", "--epochs", "5",
             "--batch-size", "128", "--staleness", str(staleness), "--json"]
     assert main(argv) == 0
-    result = _json(capsys)
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    # not a terminal (captured): no bars, but a line each quarter epoch, for GraphSAGE and for the MLP
+    ticks = [line for line in captured.err.splitlines() if line.strip().startswith("epoch 1: ")]
+    assert len(ticks) >= 2 * 2 and "training the graph-blind MLP" in captured.err, captured.err
     history = result["loader_stats"].get("history")
     assert (history is None) == (staleness == 1)
     if history is not None:
@@ -107,3 +114,63 @@ def test_quickstart_trains_graphsage_better_than_mlp(tmp_path: Path, capsys: pyt
 
 def test_no_command_prints_help() -> None:
     assert main([]) == 2
+
+
+# -- a fast CLI: the parsers and the light verbs import neither torch, PyG nor numba -------------------
+
+HEAVY = ("torch", "torch_geometric", "numba")
+
+
+def test_parser_and_light_verbs_import_no_torch(tmp_path: Path) -> None:
+    """In a fresh interpreter (this one has long imported torch): building ``outre``'s parser,
+    ``outre --help``, ``outre train --help``, an argument error, ``outre info`` and ``outre clean`` leave
+    torch, torch_geometric and numba out of ``sys.modules``; ``train`` imports torch once it runs."""
+    from conftest import write_store
+
+    indptr = np.array([0, 1, 2, 3], dtype=np.int64)
+    write_store(tmp_path / "ds", indptr, np.array([1, 2, 0]), features=np.ones((3, 4), np.float32))
+    code = (
+        "import sys\n"
+        f"heavy = {HEAVY!r}\n"
+        "def loaded(): return sorted(set(heavy) & set(sys.modules))\n"
+        "from outre_async.cli import _build_parser, main\n"
+        "_build_parser()\n"
+        "assert not loaded(), ('parser', loaded())\n"
+        "assert main(['--help']) == 0 and not loaded(), ('--help', loaded())\n"
+        "for verb in ('train', 'bench', 'partition', 'reorder', 'stats', 'profile', 'quickstart'):\n"
+        "    assert main([verb, '--help']) == 0 and not loaded(), (verb, loaded())\n"
+        f"assert main(['train', {str(tmp_path / 'ds')!r}, '--epochs', '0']) == 2 and not loaded(), loaded()\n"
+        f"assert main(['info', {str(tmp_path / 'ds')!r}]) == 0 and not loaded(), ('info', loaded())\n"
+        f"assert main(['clean', {str(tmp_path)!r}]) == 0 and not loaded(), ('clean', loaded())\n"
+        # the check can fail: a verb that needs torch does import it when it runs
+        f"main(['train', {str(tmp_path / 'ds')!r}, '--epochs', '1', '--fanouts', 'x'])\n"
+        "assert 'torch' in sys.modules or 'numba' in sys.modules, 'train ran without importing anything'\n"
+    )
+    done = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def _verb_parsers() -> dict[str, argparse.ArgumentParser]:
+    from outre_async.cli import _build_parser
+
+    sub = next(a for a in _build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+def test_help_shows_every_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each option that takes a value and has a default shows it in ``outre VERB --help``, on the
+    option's own help lines (the defaults of train's and quickstart's main knobs included)."""
+    monkeypatch.setenv("COLUMNS", "1000")  # one line per option's help: no wrapping inside a value
+    checked = set()
+    for verb, parser in _verb_parsers().items():
+        lines = parser.format_help().splitlines()
+        for action in parser._actions:
+            if not action.option_strings or action.nargs == 0 or action.default in (None, argparse.SUPPRESS, []):
+                continue
+            at = next(i for i, line in enumerate(lines) if line.strip().startswith(", ".join(action.option_strings)))
+            shown = " ".join(lines[at:at + 2])
+            assert f"default: {action.default}" in shown, (verb, action.option_strings, shown)
+            checked.add((verb, action.option_strings[0]))
+    for knob in ("--hidden", "--epochs", "--batch-size", "--lr", "--fanouts", "--staleness"):
+        assert ("quickstart", knob) in checked and ("train", knob if knob != "--fanouts" else "--hidden") in checked
+    assert ("convert", "--memory-budget") in checked and ("bench", "--preset") in checked

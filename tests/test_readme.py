@@ -23,6 +23,12 @@ def test_readme_has_the_two_setup_commands_and_ci_runs_the_test_one() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     test_step = test_cmd.split("&&")[-1].strip()
     assert test_step in ci.splitlines(), f"CI must run the README test command {test_step!r}"
+    # the quick suite leaves the slow tests out; CI runs them after it, as the README says
+    slow_step = "python -m pytest -q -m slow"
+    assert slow_step in ci.splitlines(), f"CI must run the slow tests too: {slow_step!r}"
+    assert ci.splitlines().index(slow_step) > ci.splitlines().index(test_step)
+    assert f"`{slow_step}`" in (ROOT / "README.md").read_text(), "the README must say how to run the slow tests"
+    assert "not slow" in (ROOT / "pyproject.toml").read_text(), "the default pytest run must deselect the slow tests"
     assert "pip install --quiet torch==2.13.0" in ci
 
 
@@ -34,6 +40,7 @@ def test_partition_and_cache_install_under_outre_async() -> None:
     assert Path(outre_async.cache.__file__).parent.name == "cache"
 
 
+@pytest.mark.slow  # torchrun ranks, ~45 s
 @pytest.mark.timeout(295)
 def test_readme_torchrun_example_runs_on_two_ranks(tmp_path: Path) -> None:
     """The README's data-parallel script, extracted as written, run by torchrun (through the

@@ -21,16 +21,16 @@ DEFAULT_DATA_DIR = Path("~/.cache/outre-async/bench")
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true",
                    help="2 repeats of 10 batches per run, 90 s per run at most, a 3 s probe: under 10 minutes")
-    p.add_argument("--preset", default="igb-like", choices=list(BENCH_PRESETS), help="dataset + setup (default igb-like)")
+    p.add_argument("--preset", default="igb-like", choices=list(BENCH_PRESETS), help="dataset + setup")
     p.add_argument("--systems", help="comma-separated systems (default: pyg-mmap,pyg-mmap-random,sync,outre,outre-part,outre-hist; "
                                      "--quick: without pyg-mmap); "
                                      "a plug-in outside the package as module:Class")
     p.add_argument("--repeats", type=checks.count(), help="runs per system (default 3; --quick 2)")
     p.add_argument("--max-batches", type=checks.count(), help="batches per run instead of full epochs (labelled in the results)")
     p.add_argument("--cap", type=_cap, help="memory cap of every child, e.g. 1.5GiB, or 'none' (default: the preset's)")
-    p.add_argument("--out", type=Path, default=Path("results"), help="where the JSON/Markdown/PNG go (default results/)")
+    p.add_argument("--out", type=Path, default=Path("results"), help="where the JSON/Markdown/PNG go")
     p.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
-                   help="generated datasets, reused between runs (default ~/.cache/outre-async/bench)")
+                   help="generated datasets, reused between runs")
     p.add_argument("--timeout", type=checks.finite(positive=True), help="seconds per run before it is killed and recorded as a timeout")
     p.add_argument("--no-compute-only", dest="compute_only", action="store_false",
                    help="skip the compute-only/sampling-only limit runs (and compute-only-part, compute-only on "

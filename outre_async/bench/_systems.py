@@ -33,8 +33,13 @@ import numpy as np
 
 from .._errors import ConfigError
 
-WHEELS_HINT = ("pip install --no-deps ../shared/wheels/torch_scatter-*.whl ../shared/wheels/torch_sparse-*.whl "
-               "(and `pip install scipy` if importing torch_sparse asks for it)")
+# PyG publishes pyg-lib / torch-sparse wheels per torch release at https://data.pyg.org/whl/ and had none for
+# torch 2.13 when this was written; PyPI has torch-sparse / torch-scatter as source only (README, "Comparing with PyG").
+WHEELS_HINT = ("build torch-sparse from source: `pip install --no-build-isolation torch-scatter torch-sparse` "
+               "(torch installed first, a C++ compiler; about 45 min on 2 cores), or use prebuilt wheels: "
+               "`pip install torch-scatter torch-sparse -f https://data.pyg.org/whl/torch-${TORCH}+cpu.html` where PyG "
+               "lists this torch, `pip install --no-deps ../shared/wheels/torch_scatter-*.whl ../shared/wheels/torch_sparse-*.whl "
+               "scipy` in this project's workspace (README: Comparing with PyG)")
 
 
 class SystemSkipped(Exception):
@@ -142,7 +147,7 @@ class PygMmap(System):
 
     def skip_reason(self) -> str | None:
         if importlib.util.find_spec("torch_sparse") is None:
-            return f"torch_sparse is not installed; to run PyG's NeighborLoader: {WHEELS_HINT}"
+            return f"torch_sparse is not installed (PyG's NeighborLoader needs it here); {WHEELS_HINT}"
         return None
 
     def open(self, ds: Any, spec: RunSpec) -> Iterator[Any]:

@@ -6,17 +6,15 @@
 from __future__ import annotations
 
 import functools
-from typing import Any, Literal, get_args
+from typing import Any
 
 from .._errors import ConfigError
 from ..store._dataset import Dataset
+from ._backend_names import BACKENDS, Backend
 from ._disk_source import IOConfig
 from ._memory_source import MemorySource
 from ._pread_source import PreadSource
 from ._source import FeatureSource
-
-Backend = Literal["auto", "io_uring", "pread", "memory"]
-BACKENDS: tuple[Backend, ...] = get_args(Backend)
 
 
 @functools.cache

@@ -39,11 +39,9 @@ import numpy as np
 
 from .._errors import DirectIOUnsupported, ProbeError
 from ._disk_source import open_direct
+from ._probe_grid import DEPTHS, SECONDS, SIZES
 
 SCHEMA = "outre-probe/1"
-DEPTHS = (1, 4, 16, 64, 256)
-SIZES = (4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20)
-SECONDS = 0.4  # per cell: the default grid (25 cells) takes about 10 s
 ALIGN = 4096   # offsets are 4 KiB aligned, like a feature row's span
 BUFFER_CAP = 64 << 20  # the reads' scratch buffer at most (slots are shared beyond it)
 CHUNK_SECONDS = 0.05

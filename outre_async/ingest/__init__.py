@@ -1,13 +1,48 @@
 """Getting graphs into the store: importers (PyG, npz, OGB, edge lists larger than RAM), the external-memory
-CSC builder and the synthetic DC-SBM generator."""
+CSC builder and the synthetic DC-SBM generator.
 
-from ._arrays import write_dataset
-from ._convert import convert
-from ._edge_list import from_edge_list
-from ._gen_config import PRESETS, GeneratorConfig
-from ._generate import generate
-from ._npz import from_npz
-from ._ogb import from_ogb
-from ._pyg import from_pyg
+Names are imported on first use (PEP 562): the CLI's parsers read the registries (``_formats.FORMATS``)
+without loading numba's kernels.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names as mypy and editors see them; at run time each is imported on first use
+    from ._arrays import write_dataset
+    from ._convert import convert
+    from ._edge_list import from_edge_list
+    from ._gen_config import PRESETS, GeneratorConfig
+    from ._generate import generate
+    from ._npz import from_npz
+    from ._ogb import from_ogb
+    from ._pyg import from_pyg
+
+_LAZY = {
+    "write_dataset": "._arrays",
+    "convert": "._convert",
+    "from_edge_list": "._edge_list",
+    "PRESETS": "._gen_config",
+    "GeneratorConfig": "._gen_config",
+    "generate": "._generate",
+    "from_npz": "._npz",
+    "from_ogb": "._ogb",
+    "from_pyg": "._pyg",
+}
 
 __all__ = ["PRESETS", "GeneratorConfig", "convert", "from_edge_list", "from_npz", "from_ogb", "from_pyg", "generate", "write_dataset"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

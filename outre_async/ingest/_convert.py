@@ -32,6 +32,7 @@ from typing import Any
 from .._errors import ConfigError, InputFormatError
 from ..store._overwrite import check_overwrite, dataset_names
 from ._edge_list import BINARY_SUFFIXES, TEXT_SUFFIXES, from_binary_edges, from_text_edges
+from ._formats import FORMATS
 from ._npz import from_npz
 from ._ogb import from_ogb
 from ._pyg import from_pt
@@ -39,7 +40,6 @@ from ._source import PathLike, existing_path
 
 __all__ = ["FORMATS", "convert", "detect_format"]
 
-FORMATS = ("ogb", "npz", "pyg", "edgelist", "binary")
 
 
 def convert(src: PathLike, out: PathLike, *, format: str | None = None, **opts: Any) -> Path:

@@ -383,7 +383,15 @@ class OutreLoader:
         return (f"OutreLoader(dataset={str(self.dataset.path)!r}, input_nodes={split!r} ({len(self._setup.seeds)} seeds), "
                 f"fanouts={list(cfg.fanouts)}, batch_size={cfg.batch_size}, batches={len(self)}, "
                 f"order={'plan' if cfg.ordered else 'completion'}, backend={backend!r}, memory_budget={budget}, "
-                f"planned={format_bytes(self.memory.total)}{', partitions=' + repr(cfg.partitions) if cfg.partitions else ''})")
+                f"planned={format_bytes(self.memory.total)}{', partitions=' + repr(cfg.partitions) if cfg.partitions else ''}, "
+                f"state={self._state()})")
+
+    def _state(self) -> str:
+        """``open`` (resources held), ``closed`` (released by ``close()`` / ``aclose()``; the next
+        iteration opens them again) or ``not opened`` (nothing iterated or opened yet)."""
+        if self._res is not None:
+            return "open"
+        return "closed" if self._box.closed is not None else "not opened"
 
     def stats(self) -> dict[str, Any]:
         """Per-stage counters (design §9): batches, busy seconds, stall, queue depths, buffer and I/O

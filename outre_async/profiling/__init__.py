@@ -3,6 +3,22 @@ verb (``_cli``).  The room sits above the loader: it builds the loader's own :cl
 runs the loader's profiling (``loader/_profiling``, which ``OutreLoader(profile="auto")`` needs while
 it is built, so it cannot live up here); the plan itself (counts, costs, knapsack, files) is ``plan/``."""
 
-from ._api import profile
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._api import profile
 
 __all__ = ["profile"]
+
+
+def __getattr__(name: str) -> Any:
+    """``profile`` on first use: the CLI's ``outre profile`` and ``outre probe`` parsers live in this
+    room and must not load the loader (torch, numba) before a verb runs."""
+    if name == "profile":
+        from ._api import profile
+
+        globals()["profile"] = profile
+        return profile
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -32,13 +32,13 @@ def add_arguments(p: argparse.ArgumentParser, parse_fanouts: Callable[[str], Any
     p.add_argument("--batches", type=checks.count(), help="batches to pre-sample (default: one epoch)")
     p.add_argument("--backend", default="auto")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--name", default="default", help="folder under profile/ (default: default)")
+    p.add_argument("--name", default="default", help="folder under profile/")
     p.add_argument("--probe", action=argparse.BooleanOptionalAction, default=True,
                    help="probe the disk (cached per device, as `outre probe`) and record the reads in flight "
-                        "it gives (Little's law) in the profile (default: on; off with --backend memory)")
+                        "it gives (Little's law) in the profile (off with --backend memory)")
     p.add_argument("--probe-cache-dir", type=Path, help="default: $XDG_CACHE_HOME/outre/probe or ~/.cache/outre/probe")
     p.add_argument("--device", type=checks.device, default="auto",
-                   help="the training device the profile is for: auto (CUDA when present, the default), cpu, cuda "
+                   help="the training device the profile is for: auto (CUDA when present), cpu, cuda "
                         "or cuda:N (checked to exist; the loader it profiles copies batches there)")
 
 

@@ -53,7 +53,7 @@ def default_cache_dir(environ: Mapping[str, str] = os.environ) -> Path:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from ..features._disk_probe import DEPTHS, SECONDS, SIZES
+    from ..features._probe_grid import DEPTHS, SECONDS, SIZES
 
     p.add_argument("path", type=Path, help="a dataset folder, a file, or a folder to write a scratch file in")
     p.add_argument("--seconds", type=checks.finite(positive=True), default=SECONDS,

@@ -1,7 +1,31 @@
 """``outre train``: the training run (loader, layer-wise evaluation, checkpoints, metrics, plot).
-Sits on top: ``trainer -> layerwise, loader, nn``."""
+Sits on top: ``trainer -> layerwise, loader, nn``.
 
-from ._config import TrainConfig
-from ._run import build_model, run_train
+The names are imported on first access (PEP 562): ``outre``'s parser imports ``trainer._cli`` for
+``train``'s arguments, which must not pay for torch and PyG (~3 s) before the verb runs."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names as mypy and editors see them; at run time each is imported on first use
+    from ._config import TrainConfig
+    from ._run import build_model, run_train
+
+_LAZY = {"TrainConfig": "._config", "build_model": "._run", "run_train": "._run"}
 
 __all__ = ["TrainConfig", "build_model", "run_train"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -14,7 +14,7 @@ from ._config import MODELS, TrainConfig
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from ..features._backends import BACKENDS
+    from ..features._backend_names import BACKENDS
 
     p.add_argument("dataset", type=Path)
     p.add_argument("--model", choices=MODELS, default="sage")
@@ -30,7 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=checks.seed, default=0)
     p.add_argument("--partitions", default=None, help="partition-based batches from partitions/NAME/")
     p.add_argument("--staleness", type=checks.count(), default=1, help="historical embedding cache (1: off)")
-    p.add_argument("--memory-budget", type=checks.byte_size(allocated=True), default=None)
+    p.add_argument("--memory-budget", type=checks.byte_size(allocated=True), default=None,
+                   help="RAM for the loader's feature buffer and caches, e.g. 2GiB (default: the loader's own sizes)")
     p.add_argument("--backend", choices=BACKENDS, default="auto")
     p.add_argument("--deterministic", action="store_true", help="plan order (ordered=True): the same run twice")
     p.add_argument("--eval-every", type=checks.count(), default=1, help="layer-wise inference every N epochs")
@@ -65,7 +66,8 @@ def run_command(args: argparse.Namespace, say: Callable[[str], None], progress: 
     if args.nproc > 1 and "RANK" not in os.environ:  # the launcher: torchrun starts nproc copies of this command
         from ..distributed import launch
 
-        say(f"starting {args.nproc} ranks through torchrun (rank 0 reports)")
+        say(f"starting {args.nproc} data-parallel ranks through torchrun (rank 0 reports); --batch-size "
+            f"{args.batch_size} is per rank: {args.nproc * args.batch_size} seeds per step")
         launch("outre_async.cli", _without_nproc(args.argv), nproc=args.nproc, module=True)
         return {"nproc": args.nproc, "out": str(out)}
     if args.force and not args.resume:

@@ -7,9 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .._errors import ConfigError
-from .._rng import check_seed
 from ..machine._device import check_device_name
-from ..sampling._sampler import check_fanouts
 
 MODELS = ("sage", "gcn", "gat")
 
@@ -42,11 +40,15 @@ class TrainConfig:
         for name in ("layers", "hidden", "heads", "batch_size", "epochs", "staleness", "eval_every"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        from .._rng import check_seed  # here, not at import: _rng compiles numba kernels, the CLI parser reads MODELS
+
         object.__setattr__(self, "seed", check_seed(self.seed))
         for name in ("lr", "weight_decay", "dropout"):
             v = getattr(self, name)
             if not math.isfinite(v) or v < 0 or (name == "lr" and v == 0) or (name == "dropout" and v >= 1):
                 raise ConfigError(f"{name} out of range: {v!r} (lr > 0, weight_decay >= 0, 0 <= dropout < 1)")
+        from ..sampling._sampler import check_fanouts  # here, not at import: the CLI parser reads MODELS
+
         object.__setattr__(self, "fanouts", check_fanouts(self.fanouts))
         if len(self.fanouts) != self.layers:
             raise ConfigError(f"--fanouts lists {len(self.fanouts)} hops but --layers is {self.layers}; "

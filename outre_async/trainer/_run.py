@@ -38,6 +38,7 @@ from ..store._dataset import Dataset, open_dataset
 from ._config import TrainConfig
 from ._files import load_checkpoint, save_checkpoint, write_metrics
 from ._plot import plot_time_to_accuracy
+from ._report import cache_lines, epoch_cache_stats, setup_lines
 
 Say = Callable[[str], None]
 LAST, BEST, METRICS, PLOT = "last.pt", "best.pt", "metrics.json", "time_to_accuracy.png"
@@ -85,12 +86,14 @@ def _train(dataset: str | Path, config: TrainConfig, out: Path, *, resume: bool,
     say(f"{config.model} {config.layers} layers, hidden {config.hidden}, fanouts {list(config.fanouts)}, batch size "
         f"{config.batch_size}, {'plan' if config.deterministic else 'completion'} order, on {device}, "
         f"epochs {run.start + 1}..{config.epochs}")
-    say(f"{'epoch':>5} {'loss':>8} {'train':>6} {'val':>6} {'test':>6} {'batch/s':>8} {'stall s':>8} {'epoch s':>8} {'eval s':>7}")
     ranks = ctx.loader_options() if ctx is not None else {}
     with OutreLoader(ds, split="train", fanouts=list(config.fanouts), batch_size=config.batch_size, shuffle=True,
                      seed=config.seed, ordered=config.deterministic, memory_budget=config.memory_budget,
                      backend=config.backend, partitions=config.partitions, history=history,
                      profile=config.profile, **{"device": str(device), **ranks}) as loader:  # a rank's own device
+        for line in setup_lines(config, loader.stats(), ctx.world_size if ctx is not None else 1):
+            say(line)
+        say(f"{'epoch':>5} {'loss':>8} {'train':>6} {'val':>6} {'test':>6} {'batch/s':>8} {'stall s':>8} {'epoch s':>8} {'eval s':>7}")
         loader.set_epoch(run.start)  # carry the epoch numbering on: shuffles and sampling streams continue
         for epoch in range(run.start + 1, config.epochs + 1):
             run.epoch(epoch, loader, progress)
@@ -170,14 +173,16 @@ class _Run:
                                           "with the same options, or pass --resume --force to continue anyway")
 
     def epoch(self, epoch: int, loader: OutreLoader, progress: bool) -> None:
-        stall = loader.stats().get("stall_seconds", 0.0)
+        before = loader.stats()
         batches = tqdm(loader, total=len(loader), desc=f"epoch {epoch}", leave=False, disable=not progress)
         result = train_epoch(self.trained, batches, self.optimizer, every_step=self.every_step)
-        stall = loader.stats().get("stall_seconds", 0.0) - stall
+        after = loader.stats()
+        stall = after.get("stall_seconds", 0.0) - before.get("stall_seconds", 0.0)
         row: dict[str, Any] = {"epoch": epoch, "loss": result.loss, "train_accuracy": result.accuracy,
                                "batches": result.batches, "train_seconds": result.seconds,
                                "batches_per_second": result.batches / max(result.seconds, 1e-9),
-                               "stall_seconds": stall, "val_accuracy": None, "test_accuracy": None, "eval_seconds": 0.0}
+                               "stall_seconds": stall, "val_accuracy": None, "test_accuracy": None, "eval_seconds": 0.0,
+                               **epoch_cache_stats(before, after)}
         if not self.writes:  # another rank of a data-parallel run: rank 0 evaluates and writes
             return
         if epoch % self.config.eval_every == 0 or epoch == self.config.epochs:
@@ -193,6 +198,8 @@ class _Run:
         save_checkpoint(self.out / LAST, self.state(epoch))
         write_metrics(self.out / METRICS, self.summary())
         self.say(_line(row))
+        for line in cache_lines(row):
+            self.say(line)
 
     @torch.no_grad()
     def evaluate(self, progress: bool) -> dict[str, Any]:

@@ -57,6 +57,7 @@ def _runs(result: dict[str, Any], system: str) -> list[dict[str, Any]]:
     return [r for r in result["runs"] if r["system"] == system]
 
 
+@pytest.mark.slow  # the `suite` fixture: outre bench children, ~4 min on a loaded 2-core box
 def test_our_systems_run_and_consume_the_same_batches(suite: dict[str, Any]) -> None:
     result = suite["result"]
     metrics = {}
@@ -77,16 +78,19 @@ def test_our_systems_run_and_consume_the_same_batches(suite: dict[str, Any]) -> 
     assert result["summary"]["limit"]["limit_seconds"] > 0
 
 
+@pytest.mark.slow  # the `suite` fixture: outre bench children, ~4 min on a loaded 2-core box
 def test_pyg_mmap_runs_or_says_how_to_install_it(suite: dict[str, Any]) -> None:
     (run,) = _runs(suite["result"], "pyg-mmap")
     if importlib.util.find_spec("torch_sparse") is None:
         assert run["outcome"] == "skipped"
         assert "pip install" in run["message"] and "wheels/torch_sparse" in run["message"]
+        assert "pip install --no-build-isolation torch-scatter torch-sparse" in run["message"]  # works from a clone
     else:
         assert run["outcome"] == "ok", run
         assert run["metrics"]["batches"] == 2
 
 
+@pytest.mark.slow  # the `suite` fixture: outre bench children, ~4 min on a loaded 2-core box
 def test_outre_part_runs_partition_based_batches(suite: dict[str, Any]) -> None:
     """Partitions are part of every build: a skipped or failed ``outre-part`` is a failure here, not a
     recorded outcome that passes unnoticed."""
@@ -98,6 +102,7 @@ def test_outre_part_runs_partition_based_batches(suite: dict[str, Any]) -> None:
     assert suite["result"]["summary"]["systems"]["outre-part"]["ok_runs"] == 1
 
 
+@pytest.mark.slow  # the `suite` fixture: outre bench children, ~4 min on a loaded 2-core box
 def test_compute_only_part_trains_outre_parts_batches(suite: dict[str, Any]) -> None:
     """Beside the partition systems the suite runs compute-only on outre-part's own batches (uncapped),
     and reports outre-part's training step against it; outre-hist prunes its sampling (fewer rows)."""
@@ -115,6 +120,7 @@ def test_compute_only_part_trains_outre_parts_batches(suite: dict[str, Any]) -> 
     assert "| outre-part | " in Path(result["files"]["md"]).read_text().split("same batches")[-1]
 
 
+@pytest.mark.slow  # the `suite` fixture: outre bench children, ~4 min on a loaded 2-core box
 def test_outre_part_ordered_trains_on_the_same_batches_renumbered(suite: dict[str, Any]) -> None:
     """The partition-ordered copy gives ``outre-part``'s batches renumbered: the same rows, the same
     loss (same initial weights, same sub-graphs, same features).  Run here, beside the suite (its own
@@ -136,6 +142,7 @@ def test_outre_part_ordered_trains_on_the_same_batches_renumbered(suite: dict[st
     assert resolve_system("outre-part-ordered").prepare(str(path), spec)["ordered_reused"] is True
 
 
+@pytest.mark.slow  # the `suite` fixture: outre bench children, ~4 min on a loaded 2-core box
 def test_outre_hist_runs_with_the_history_cache(suite: dict[str, Any]) -> None:
     (run,) = _runs(suite["result"], "outre-hist")
     assert run["outcome"] == "ok", run
@@ -146,6 +153,7 @@ def test_outre_hist_runs_with_the_history_cache(suite: dict[str, Any]) -> None:
     assert "--set outre-hist.admission=grad --set outre-hist.staleness=7" in suite["result"]["command"]
 
 
+@pytest.mark.slow  # the `suite` fixture: outre bench children, ~4 min on a loaded 2-core box
 def test_a_failing_plugin_is_recorded_not_fatal(suite: dict[str, Any]) -> None:
     (run,) = _runs(suite["result"], "fakes:RaisingSystem")
     assert run["outcome"] == "error"
@@ -154,6 +162,7 @@ def test_a_failing_plugin_is_recorded_not_fatal(suite: dict[str, Any]) -> None:
     assert suite["result"]["summary"]["systems"]["fakes:RaisingSystem"]["ok_runs"] == 0
 
 
+@pytest.mark.slow  # the `suite` fixture: outre bench children, ~4 min on a loaded 2-core box
 def test_written_json_matches_the_schema_and_nothing_is_left_behind(suite: dict[str, Any]) -> None:
     result, root = suite["result"], suite["root"]
     written = json.loads(Path(result["files"]["json"]).read_text())
@@ -171,6 +180,7 @@ def test_written_json_matches_the_schema_and_nothing_is_left_behind(suite: dict[
         assert written["cap"]["applied"].startswith("uncapped")
 
 
+@pytest.mark.slow  # the `suite` fixture: outre bench children, ~4 min on a loaded 2-core box
 def test_schema_names_what_is_wrong(suite: dict[str, Any]) -> None:
     broken = json.loads(json.dumps(suite["result"]))
     del broken["runs"][0]["outcome"]

@@ -20,6 +20,7 @@ from outre_async.cli import main
 CAP = 768 << 20  # torch + numba + the model take ~0.45 GiB of RSS here; the loader's budget is 16 MiB
 
 
+@pytest.mark.slow  # a bench child with profiling, ~30 s
 def test_outre_auto_holds_its_budget_under_the_cap(tmp_path: Path) -> None:
     if os.geteuid() != 0 or _own_memory_cgroup(Path("/sys/fs/cgroup"))[0] is None:
         pytest.skip("needs root and a memory cgroup to cap the child")

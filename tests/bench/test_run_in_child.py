@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from outre_async.bench._run_in_child import _parse, child_command
 
 REQUEST = json.dumps({"system": "sync", "spec": {}})  # a spec without fields: the child reports an error
@@ -24,6 +26,7 @@ def test_child_command_is_in_safe_path_mode() -> None:
     assert child_command(REQUEST)[:2] == [sys.executable, "-P"]
 
 
+@pytest.mark.slow  # a bench child process, ~15 s
 def test_child_ignores_a_source_tree_in_its_working_directory(tmp_path: Path) -> None:
     cwd = _decoy_checkout(tmp_path)
     plain = subprocess.run([sys.executable, "-m", "outre_async.bench.child", REQUEST], cwd=cwd,

@@ -43,6 +43,7 @@ def _pids(out: Path) -> list[int]:
     return [int(p.read_text()) for p in sorted(out.glob("pid*"))]
 
 
+@pytest.mark.slow  # torchrun ranks, 30-50 s each
 @pytest.mark.timeout(295)
 def test_two_ranks_cover_the_split_and_train_like_one_process(ds: oa.Dataset, tmp_path: Path) -> None:
     launch(WORKER, ["train", str(ds.path), str(tmp_path)], nproc=2, timeout=270)
@@ -75,6 +76,7 @@ def test_two_ranks_cover_the_split_and_train_like_one_process(ds: oa.Dataset, tm
         np.testing.assert_allclose(ranks[0][f"p{i}"], p.detach().numpy(), atol=1e-5, rtol=0)
 
 
+@pytest.mark.slow  # torchrun ranks, 30-50 s each
 @pytest.mark.timeout(200)
 def test_a_failing_rank_ends_the_run_with_a_named_error(ds: oa.Dataset, tmp_path: Path) -> None:
     start = time.monotonic()
@@ -90,6 +92,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.slow  # torchrun ranks, 30-50 s each
 @pytest.mark.timeout(200)
 def test_the_surviving_rank_raises_distributed_error(ds: oa.Dataset, tmp_path: Path) -> None:
     """Without torchrun's agent to stop it, the rank left in an all-reduce gets DistributedError

@@ -85,6 +85,7 @@ def test_launch_checks_its_arguments(tmp_path: Path) -> None:
         launch(str(tmp_path / "missing.py"), nproc=1, timeout=0)
 
 
+@pytest.mark.slow  # torchrun ranks, ~20 s
 @pytest.mark.timeout(120)
 def test_launch_timeout_stops_every_rank(tmp_path: Path) -> None:
     script = tmp_path / "sleeper.py"

@@ -143,6 +143,7 @@ def test_sync_loop_pushes_are_written_on_the_loop_thread(dataset: oa.Dataset) ->
 
 
 # -- realised staleness never exceeds the bound -------------------------------------------------------
+@pytest.mark.slow  # 12 hypothesis examples of two epochs with injected delays: ~110 s on a loaded 2-core box
 @settings(max_examples=12, deadline=None)
 @given(seed=st.integers(0, 10**6), staleness=st.integers(2, 14), ordered=st.booleans(),
        samplers=st.integers(1, 3), extract_queue=st.integers(1, 4), ready_queue=st.integers(1, 3),

@@ -106,8 +106,14 @@ def test_repr_says_what_the_loader_is(dataset: oa.Dataset) -> None:
     loader = oa.OutreLoader(dataset, fanouts=[3, 2], batch_size=16, ordered=True, memory_budget="64MiB")
     text = repr(loader)
     for part in (str(dataset.path), "input_nodes='train' (150 seeds)", "fanouts=[3, 2]", "batch_size=16",
-                 "batches=10", "order=plan", "backend='auto'", "memory_budget=64.0 MiB"):
+                 "batches=10", "order=plan", "backend='auto'", "memory_budget=64.0 MiB", "state=not opened"):
         assert part in text, (part, text)
+    next(iter(loader))
+    assert "state=open)" in repr(loader)
+    loader.close()
+    assert repr(loader).endswith("state=closed)"), repr(loader)
+    assert len(list(loader)) == 10 and "state=open)" in repr(loader)  # iterating again reopens it
+    loader.close()
 
 
 # -- reproducibility ---------------------------------------------------------------------------------

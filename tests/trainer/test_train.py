@@ -39,6 +39,34 @@ def test_one_epoch_writes_checkpoint_and_metrics(tiny: Path, tmp_path: Path, cap
     assert "--resume" in capsys.readouterr().err
 
 
+def test_header_and_epoch_lines_say_what_is_on(tiny: Path, tmp_path: Path, capsys) -> None:
+    """A plain run says partitions, history and profile are off; with --partitions, --staleness and
+    --profile auto the header names each with what it runs with, and every epoch prints the history's
+    pulled/pushed rows and the profile's hit rates, the same figures metrics.json keeps."""
+    assert main(["train", str(tiny), "--epochs", "1", "--out", str(tmp_path / "plain"), *ARGS]) == 0
+    plain = capsys.readouterr().out
+    for line in ("partitions   off", "history      off", "profile      off", "memory       budget none"):
+        assert line in plain, (line, plain)
+    assert "history:" not in plain and "profile:" not in plain
+    assert main(["partition", str(tiny), "--parts", "4", "--name", "p4", "--no-progress"]) == 0
+    capsys.readouterr()
+    out = tmp_path / "on"
+    assert main(["train", str(tiny), "--epochs", "2", "--out", str(out), "--partitions", "p4", "--staleness", "3",
+                 "--profile", "auto", "--memory-budget", "32MiB", *ARGS]) == 0
+    text = capsys.readouterr().out
+    assert "partitions   on: p4 (4 parts" in text and "memory       budget 32.0 MiB" in text
+    assert "history      on: h^(L-1) rows up to 3 steps old" in text
+    assert "profile      on: auto-" in text and "splits the budget: " in text
+    epochs = json.loads((out / "metrics.json").read_text())["epochs"]
+    assert len(epochs) == 2 and sum(e["history"]["pushed"] for e in epochs) > 0
+    for e in epochs:
+        h, p = e["history"], e["profile"]
+        assert (f"history: pulled {h['pulled']:,} rows of h^(L-1) in {h['batches']:,} batches (oldest {h['max_age']} "
+                f"steps), pushed {h['pushed']:,} of {h['offered']:,} offered") in text
+        assert h["max_age"] <= 3 and h["pushed"] <= h["offered"]
+        assert f"profile: static feature cache hit rate {p['static_hit_rate']:.1%}" in text
+
+
 def test_resume_continues_the_uninterrupted_run(tiny: Path, tmp_path: Path) -> None:
     straight, split = tmp_path / "straight", tmp_path / "split"
     assert main(["train", str(tiny), "--epochs", "2", "--out", str(straight), *ARGS]) == 0
@@ -128,12 +156,15 @@ def test_async_atomic_write_replaces_whole(tmp_path: Path) -> None:
     assert target.read_text() == "new" and [p.name for p in tmp_path.iterdir()] == ["m.json"]
 
 
+@pytest.mark.slow  # torchrun ranks
 @pytest.mark.timeout(295)
-def test_nproc_trains_data_parallel_through_torchrun(tiny: Path, tmp_path: Path) -> None:
+def test_nproc_trains_data_parallel_through_torchrun(tiny: Path, tmp_path: Path, capsys) -> None:
     """`outre train --nproc 2`: torchrun starts two ranks (gloo), each trains its share of every epoch
     inside DDP, rank 0 alone evaluates and writes the files; both epochs take the same steps."""
     out = tmp_path / "ddp"
     assert main(["train", str(tiny), "--epochs", "2", "--out", str(out), "--nproc", "2", *ARGS]) == 0
+    assert "starting 2 data-parallel ranks through torchrun (rank 0 reports); --batch-size 256 is per rank: 512 seeds per step" \
+        in capsys.readouterr().out
     metrics = json.loads((out / "metrics.json").read_text())
     # 300 training nodes, global batches of 2 x 256: one full step of two batches, so one batch per rank
     assert [e["batches"] for e in metrics["epochs"]] == [1, 1]

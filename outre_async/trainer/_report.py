@@ -1,0 +1,91 @@
+"""What ``outre train`` prints besides the loss: which of partitions / history / profile are on (and
+with what) before the first epoch, and what each did in every epoch.
+
+Plain functions of :meth:`OutreLoader.stats` dicts, so a run's header and epoch lines say what the
+loader really runs with (a profile's split, the history table's size), not what was asked for.
+The epoch figures are differences of two ``stats()`` taken around the epoch (the loader's counters
+run over its whole life).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._units import format_bytes
+from ._config import TrainConfig
+
+
+def setup_lines(config: TrainConfig, stats: dict[str, Any], world_size: int) -> list[str]:
+    """The header lines under the model line: ranks, memory, partitions, history, profile."""
+    lines = []
+    if world_size > 1:
+        lines.append(f"ranks        {world_size} data-parallel ranks; --batch-size {config.batch_size} is per rank: "
+                     f"{world_size * config.batch_size} seeds per step (rank 0 reports)")
+    memory = stats.get("memory", {})
+    budget = memory.get("budget")
+    lines.append(f"memory       budget {'none (the loader sizes its buffer)' if budget is None else format_bytes(budget)}, "
+                 f"planned {format_bytes(memory.get('planned', 0))}"
+                 + (" (this rank's share of the host's)" if world_size > 1 and budget is not None else ""))
+    lists = stats.get("neighbor_lists")
+    if lists is not None:
+        lines.append(f"partitions   on: {lists['partitions']} ({lists['num_parts']} parts, {lists['parts_per_batch']} "
+                     f"per macro batch), neighbour cache {format_bytes(lists.get('global_cache_bytes', 0))}")
+    else:
+        lines.append("partitions   off (random batches; --partitions NAME for partition-based batches)")
+    history = stats.get("history")
+    if history is not None:
+        lines.append(f"history      on: h^(L-1) rows up to {history['staleness']} steps old, admission "
+                     f"{history['admission']}, table {format_bytes(history['bytes'])} ({history['slots']:,} slots x {history['dim']})")
+    else:
+        lines.append("history      off (--staleness 1; --staleness S > 1 caches h^(L-1))")
+    profile = stats.get("profile")
+    if profile is not None:
+        split = ", ".join(f"{part} {format_bytes(int(n))}" for part, n in (profile.get("planned_split") or {}).items())
+        lines.append(f"profile      on: {profile['name']} ({profile.get('cache_split')}) splits the budget: {split}")
+    else:
+        lines.append("profile      off (--profile NAME|auto with --memory-budget splits the budget between the caches)")
+    return lines
+
+
+def epoch_cache_stats(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """This epoch's history and profile figures (plain numbers: they go into metrics.json and last.pt)."""
+    out: dict[str, Any] = {}
+    hb, ha = before.get("history"), after.get("history")
+    if ha is not None and hb is not None:
+        ages = {int(age): n - int(hb["realised_staleness"].get(age, 0)) for age, n in ha["realised_staleness"].items()}
+        out["history"] = {key: int(ha[key]) - int(hb[key]) for key in ("pulled", "pushed", "offered", "batches")}
+        out["history"]["max_age"] = max((age for age, n in ages.items() if n > 0), default=0)
+    pa = after.get("profile")
+    if pa is not None:
+        out["profile"] = {
+            "static_hit_rate": _rate(before.get("profile", {}).get("static_cache"), pa.get("static_cache"), "hits", "lookups"),
+            "buffer_hit_rate": _rate(before.get("buffer"), after.get("buffer"), "hits", "rows"),
+        }
+        la, lb = after.get("neighbor_lists"), before.get("neighbor_lists") or {}
+        if la is not None:
+            got = {k: int(la[k]) - int(lb.get(k, 0)) for k in ("lists_from_global_cache", "lists_from_macro_batch", "lists_from_disk")}
+            out["profile"]["neighbor_cache_hit_rate"] = got["lists_from_global_cache"] / max(sum(got.values()), 1)
+    return out
+
+
+def _rate(before: dict[str, Any] | None, after: dict[str, Any] | None, hits: str, total: str) -> float:
+    if after is None:
+        return 0.0
+    b = before or {}
+    n = int(after.get(total, 0)) - int(b.get(total, 0))
+    return (int(after.get(hits, 0)) - int(b.get(hits, 0))) / n if n > 0 else 0.0
+
+
+def cache_lines(row: dict[str, Any]) -> list[str]:
+    """The lines under an epoch's row when history or a profile is on."""
+    lines = []
+    h = row.get("history")
+    if h is not None:
+        lines.append(f"      history: pulled {h['pulled']:,} rows of h^(L-1) in {h['batches']:,} batches "
+                     f"(oldest {h['max_age']} steps), pushed {h['pushed']:,} of {h['offered']:,} offered")
+    p = row.get("profile")
+    if p is not None:
+        lines.append(f"      profile: static feature cache hit rate {p['static_hit_rate']:.1%}, feature buffer "
+                     f"{p['buffer_hit_rate']:.1%}" + (f", neighbour cache {p['neighbor_cache_hit_rate']:.1%}"
+                                                       if "neighbor_cache_hit_rate" in p else ""))
+    return lines
