@@ -16,6 +16,15 @@ piece as the batch takes its rows, and :meth:`Pin.release` drops what is left (a
 shutdown).  Pinning never makes a batch wait: with only wanted rows on standby, a piece evicts the
 one pinned last (needed furthest ahead).
 
+Eviction policies (``policy=``, :data:`POLICIES`): ``"lru-lookahead"`` is the above (pins as a
+preference on two standby lists); ``"next-use"`` (issue 26, the default) keeps each pinned batch's
+seq per row, so a row's *next use* is the seq of the first queued batch needing it, and evicts the
+row whose next use is furthest (Belady within the window of queued batches), rows no queued batch
+needs first, least recently released first (LRU beyond the window).  Over outre-part's igb-like epoch
+it read fewer rows than the LRU + pins policy at the same buffer size (numbers in the commit and
+``benchmarks/simulate_cache_policies.py``); ``tests/features/test_next_use.py`` checks it against a
+windowed Belady reference.
+
 Waiting: a piece waits for a release only when every slot is held by a piece being read or copied
 (each of which finishes without needing more slots), so a buffer of any size ≥ 1 row never
 deadlocks; :meth:`extract` caps a piece at ``piece_rows`` so concurrent batches share the slots.
@@ -38,6 +47,22 @@ from . import _buffer_kernels as K
 
 if TYPE_CHECKING:
     from ._source import FeatureSource
+
+
+POLICIES: dict[str, str] = {
+    "next-use": "the row whose next use (first queued batch needing it) is furthest; rows no queued batch "
+                "needs first, least recently released first (Belady within the window, LRU beyond)",
+    "lru-lookahead": "least recently released slot first; rows of queued batches (look-ahead pins) evicted last",
+}
+POLICY = "next-use"  # the default eviction policy
+NEXT_USE_BUCKETS = 256  # next-use lists, one per queued seq modulo this (above any queue's span of seqs)
+
+
+def check_policy(policy: object) -> str:
+    """``policy`` if it names an eviction policy, else a :class:`ConfigError` naming the choices."""
+    if isinstance(policy, str) and policy in POLICIES:
+        return policy
+    raise ConfigError(f"eviction policy={policy!r} must be one of {tuple(POLICIES)}; pass one of those names")
 
 
 SLOT_ALIGN = 4096  # slots of sector-multiple rows can take O_DIRECT reads straight from the file
@@ -88,6 +113,7 @@ class Pin:
     buffer: FeatureBuffer
     ids: np.ndarray
     taken: int = 0
+    seq: int = -1  # the queued batch's seq (next-use eviction orders rows by it)
 
     def advance(self, n: int, *, withdrawn: bool = False) -> None:
         """The batch took its next ``n`` rows (they are held now): stop counting them
@@ -97,7 +123,7 @@ class Pin:
             if withdrawn:
                 self.buffer._pinned -= n
             else:
-                self.buffer._withdraw(self.ids[self.taken : self.taken + n])
+                self.buffer._withdraw(self.ids[self.taken : self.taken + n], self.seq)
             self.taken += n
 
     def counts(self, ids: np.ndarray, pos: int) -> bool:
@@ -113,7 +139,9 @@ class FeatureBuffer:
     """``num_slots`` rows of ``dim`` float32 values plus GNNDrive's mapping table and two standby
     lists (cold, wanted) and the per-node look-ahead counts."""
 
-    def __init__(self, num_nodes: int, num_slots: int, dim: int, *, min_slots: int = 1) -> None:
+    def __init__(self, num_nodes: int, num_slots: int, dim: int, *, min_slots: int = 1,
+                 policy: str = POLICY) -> None:
+        self.policy = check_policy(policy)
         if num_slots < max(min_slots, 1):
             raise ConfigError(
                 f"feature buffer of {num_slots=} rows is smaller than the {max(min_slots, 1)} rows asked for; "
@@ -121,7 +149,13 @@ class FeatureBuffer:
             )
         self.num_slots = num_slots
         self.data = page_aligned_zeros(num_slots, dim)
-        self._nodes, self._rec = K.new_state(num_nodes, num_slots)  # see _buffer_kernels
+        self._next_use = self.policy == "next-use"
+        if self._next_use:  # see _buffer_kernels: the occurrence chains and the next-use buckets
+            self._nodes, self._rec, self._head, self._occ, self._meta = K.new_next_use_state(
+                num_nodes, num_slots, NEXT_USE_BUCKETS, 1024)
+        else:
+            self._nodes, self._rec = K.new_state(num_nodes, num_slots)
+        self._last_seq = -1
         # one future per piece that reads rows, not one per row (a future per row cost ~1 µs each):
         # _reader[slot] is the reader id of a slot being read, _reads[id] its future
         self._reader = np.full(num_slots, -1, dtype=np.int64)
@@ -138,15 +172,26 @@ class FeatureBuffer:
         return self._nodes[:, K.WANTED]
 
     # -- look-ahead pinning ----------------------------------------------------------------------
-    def pin(self, ids: np.ndarray) -> Pin:
-        """Count ``ids`` as wanted by a queued batch (unique ids: the sampler's ``n_id``)."""
+    def pin(self, ids: np.ndarray, seq: int | None = None) -> Pin:
+        """Count ``ids`` as wanted by queued batch ``seq`` (unique ids: the sampler's ``n_id``;
+        ``seq`` None: the one after the last pinned, i.e. pins in the order batches will be used)."""
         ids = int64_ids(ids)
-        K.announce(ids, self._nodes, self._rec)
+        seq = self._last_seq + 1 if seq is None else int(seq)
+        self._last_seq = max(self._last_seq, seq)
+        if self._next_use:
+            if self._meta[K.FREE_COUNT] < len(ids):
+                self._occ = K.grow_occurrences(self._occ, self._meta, 2 * len(self._occ) + len(ids))
+            K.nu_announce(ids, seq, self._nodes, self._rec, self._head, self._occ, self._meta)
+        else:
+            K.announce(ids, self._nodes, self._rec)
         self._pinned += len(ids)
-        return Pin(self, ids)
+        return Pin(self, ids, seq=seq)
 
-    def _withdraw(self, ids: np.ndarray) -> None:
-        K.withdraw(ids, self._nodes, self._rec)
+    def _withdraw(self, ids: np.ndarray, seq: int) -> None:
+        if self._next_use:
+            K.nu_withdraw(ids, seq, self._nodes, self._rec, self._head, self._occ, self._meta)
+        else:
+            K.withdraw(ids, self._nodes, self._rec)
         self._pinned -= len(ids)
 
     def pinned_rows(self) -> int:
@@ -163,7 +208,7 @@ class FeatureBuffer:
         pos = 0
         while pos < len(ids):
             unpin = pin is not None and pin.counts(ids, pos)
-            acq = await self.acquire(ids[pos:], limit=limit, unpin=unpin)
+            acq = await self.acquire(ids[pos:], limit=limit, unpin=unpin, seq=pin.seq if pin is not None else -1)
             n = len(acq.ids)
             try:
                 if pin is not None:
@@ -174,23 +219,28 @@ class FeatureBuffer:
                 self.release(acq)
             pos += n
 
-    async def acquire(self, ids: np.ndarray, *, limit: int | None = None, unpin: bool = False) -> Acquisition:
+    async def acquire(self, ids: np.ndarray, *, limit: int | None = None, unpin: bool = False,
+                      seq: int = -1) -> Acquisition:
         """Hold slots for a prefix of ``ids`` (at least one row, at most ``limit``), waiting for a
         release only when no slot at all is on standby.  Empty ``ids``: an empty acquisition.
         ``unpin``: the rows taken leave the look-ahead counts too (the caller advances its pin with
-        ``withdrawn=True``)."""
+        ``withdrawn=True``; ``seq``: the pin's batch, which next-use eviction withdraws them from)."""
         ids = int64_ids(ids)
         limit = len(ids) if limit is None else limit
-        while (acq := self._try_acquire(ids, limit, unpin)) is None:
+        while (acq := self._try_acquire(ids, limit, unpin, seq)) is None:
             self.counters["acquire_waits"] += 1
             self._released.clear()
             await self._released.wait()
         return acq
 
-    def _try_acquire(self, ids: np.ndarray, limit: int, unpin: bool = False) -> Acquisition | None:
+    def _try_acquire(self, ids: np.ndarray, limit: int, unpin: bool = False, seq: int = -1) -> Acquisition | None:
         slots = np.empty(min(len(ids), limit), dtype=np.int64)
         actions = np.empty(len(slots), dtype=np.int8)
-        taken = int(K.acquire(ids, self._nodes, self._rec, slots, actions, limit, unpin))
+        if self._next_use:
+            taken = int(K.nu_acquire(ids, self._nodes, self._rec, self._head, self._occ, self._meta, slots, actions,
+                                     limit, seq if unpin else -1))
+        else:
+            taken = int(K.acquire(ids, self._nodes, self._rec, slots, actions, limit, unpin))
         if taken == 0 and len(slots):
             return None
         acq = Acquisition(ids=ids[:taken], slots=slots[:taken], actions=actions[:taken])
@@ -248,7 +298,13 @@ class FeatureBuffer:
         if acq.released:
             return
         acq.released = True
-        if copy_to is None:
+        if self._next_use:
+            if copy_to is None:
+                K.nu_release(acq.slots, self._nodes, self._rec, self._head, self._occ, self._meta)
+            else:
+                K.nu_gather_release(self.data, acq.slots, copy_to, self._nodes, self._rec, self._head, self._occ,
+                                    self._meta)
+        elif copy_to is None:
             K.release(acq.slots, self._nodes, self._rec)
         else:
             K.gather_release(self.data, acq.slots, copy_to, self._nodes, self._rec)
@@ -267,3 +323,7 @@ class FeatureBuffer:
         c["free_slots"] = self.free_slots()
         c["pinned_rows"] = self._pinned
         return c
+
+    def policy_stats(self) -> dict[str, str]:
+        """The eviction policy by name (``stats()`` holds numbers only)."""
+        return {"policy": self.policy}

@@ -17,6 +17,7 @@ from .._units import parse_bytes
 from ..cache._history_config import HistoryConfig
 from ..features import BACKENDS
 from ..features._disk_probe import DiskProbe
+from ..features._feature_buffer import check_policy
 from ..sampling._plan import check_rank
 from ..sampling._sampler import check_fanouts
 
@@ -57,6 +58,7 @@ class LoaderConfig:
     local_world_size: int | None = None  # ranks on this host: memory_budget is then the host's, split evenly
     profile: str | None = None  # profile/<name>/ whose plan splits memory_budget; "auto": profile now (issue 12)
     cache_split: str | float = "auto"  # with profile="auto": "auto" (knapsack), "outre" (alpha grid) or an alpha
+    buffer_policy: str = "next-use"  # the feature buffer's eviction policy (features._feature_buffer.POLICIES)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fanouts", check_fanouts(self.fanouts))
@@ -78,6 +80,7 @@ class LoaderConfig:
         if self.disk_probe is not None and not isinstance(self.disk_probe, DiskProbe):
             raise ConfigError(f"disk_probe must be a DiskProbe (outre_async.features.cached_probe / probe_disk) "
                               f"or None, got {type(self.disk_probe).__name__}")
+        check_policy(self.buffer_policy)
         if self.backend not in BACKENDS:
             raise ConfigError(f"backend={self.backend!r} must be one of {BACKENDS}")
 

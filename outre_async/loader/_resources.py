@@ -57,7 +57,7 @@ class Resources:
         owns_source = source is None
         if source is None:
             source = _open_source(cfg, ds, plan.source_options())
-        buffer = FeatureBuffer(ds.num_nodes, plan.buffer_rows, ds.feature_dim)
+        buffer = FeatureBuffer(ds.num_nodes, plan.buffer_rows, ds.feature_dim, policy=cfg.buffer_policy)
         matrices = BatchMemory(plan.batch_bytes, batch_row_bytes(ds.feature_dim), budget=cfg.budget_bytes)
         samplers: list[Sampler]
         if partitioned is not None:
