@@ -44,7 +44,7 @@ import numpy as np
 from .._errors import ConfigError, DatasetCorruptError, ExtractorError, PipelineClosed
 from ..store._dataset import Dataset
 from ._source import FeatureSource
-from ._staging import Arena, ReadPlan, StagingPool, gather_blocks, plan_reads, split_by_bytes
+from ._staging import DEFAULT_MERGE_GAP, Arena, ReadPlan, StagingPool, gather_blocks, plan_reads, split_by_bytes
 
 _ALIGNMENTS = (512, 4096)
 
@@ -60,7 +60,10 @@ class IOConfig:
     itself ~100 deep (80-91 % of fio's IOPS at 256, 65-79 % at 128); 32 pread threads, past which
     more threads cost more CPU than they add IOPS.
     ``max_read_bytes``: cap of one coalesced read.  ``max_gap_bytes``: rows whose spans are at most
-    this far apart are read together (reading a small hole costs less than another I/O).
+    this far apart are read together, the hole read and dropped (it costs less than another I/O:
+    ``_staging.merge_gap_bytes``; the loader takes it from ``disk_probe`` when it has one, else
+    this default, 64 KiB, near what the probe gives on the virtio disk here: 28-48 KiB at depth
+    64-256).
     ``max_stage_bytes``: staging memory of one request chunk (a chunk's reads never need more: a
     request is cut until each chunk fits, down to one row).  ``max_staging_bytes``: what the
     source's staging pool holds at most, in use plus cached (``None``: 4 x ``max_stage_bytes``); a
@@ -70,7 +73,7 @@ class IOConfig:
 
     max_in_flight: int | None = None
     max_read_bytes: int = 128 << 10
-    max_gap_bytes: int = 4096
+    max_gap_bytes: int = DEFAULT_MERGE_GAP
     max_stage_bytes: int = 64 << 20
     max_staging_bytes: int | None = None
     direct: bool = True

@@ -16,14 +16,18 @@ piece as the batch takes its rows, and :meth:`Pin.release` drops what is left (a
 shutdown).  Pinning never makes a batch wait: with only wanted rows on standby, a piece evicts the
 one pinned last (needed furthest ahead).
 
-Eviction policies (``policy=``, :data:`POLICIES`): ``"lru-lookahead"`` is the above (pins as a
-preference on two standby lists); ``"next-use"`` (issue 26, the default) keeps each pinned batch's
-seq per row, so a row's *next use* is the seq of the first queued batch needing it, and evicts the
-row whose next use is furthest (Belady within the window of queued batches), rows no queued batch
-needs first, least recently released first (LRU beyond the window).  Over outre-part's igb-like epoch
-it read fewer rows than the LRU + pins policy at the same buffer size (numbers in the commit and
-``benchmarks/simulate_cache_policies.py``); ``tests/features/test_next_use.py`` checks it against a
-windowed Belady reference.
+Eviction policies (``policy=``, :data:`POLICIES`): ``"lru-lookahead"`` (the default) is the above,
+pins as a preference on two standby lists; ``"next-use"`` (issue 26) keeps each pinned batch's seq
+per row, so a row's *next use* is the seq of the first queued batch needing it, and evicts the row
+whose next use is furthest (Belady within the window of queued batches), rows no queued batch needs
+first, least recently released first (LRU beyond the window); ``tests/features/test_next_use.py``
+checks it against a windowed Belady reference.  It is not the default because it measured the same:
+one epoch of outre-part's igb-like batches (1.6 GiB, 64 batches queued) read 1,116,094 rows with
+next-use and 1,115,393 with lru-lookahead, products-like (300 MiB) 1,926,102 and 1,928,733
+(``benchmarks/simulate_cache_policies.py --buffer-policy``): almost every eviction takes a row no
+queued batch needs, where both policies are LRU, and the order among wanted rows rarely decides;
+what cut the reads was the deeper window (``LoaderConfig.extract_capacity``).  Next-use costs 4 more
+bytes per node and 16 per pinned row.
 
 Waiting: a piece waits for a release only when every slot is held by a piece being read or copied
 (each of which finishes without needing more slots), so a buffer of any size ≥ 1 row never
@@ -50,11 +54,11 @@ if TYPE_CHECKING:
 
 
 POLICIES: dict[str, str] = {
+    "lru-lookahead": "least recently released slot first; rows of queued batches (look-ahead pins) evicted last",
     "next-use": "the row whose next use (first queued batch needing it) is furthest; rows no queued batch "
                 "needs first, least recently released first (Belady within the window, LRU beyond)",
-    "lru-lookahead": "least recently released slot first; rows of queued batches (look-ahead pins) evicted last",
 }
-POLICY = "next-use"  # the default eviction policy
+POLICY = "lru-lookahead"  # the default eviction policy (the module docstring says why)
 NEXT_USE_BUCKETS = 256  # next-use lists, one per queued seq modulo this (above any queue's span of seqs)
 
 

@@ -27,13 +27,46 @@ from __future__ import annotations
 import mmap
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ._staging_kernels import scatter_rows
 
+if TYPE_CHECKING:
+    from ._disk_probe import DiskProbe
+
 MIN_ARENA = 1 << 16
 GATHER_BLOCK = 1 << 20
+DEFAULT_MERGE_GAP = 64 << 10  # the hole read through between two needed rows when no probe says better
+SECTOR = 4096
+
+
+def merge_gap_bytes(iops: float | None, bytes_per_s: float | None, *, read_bytes: int = SECTOR,
+                    max_read: int = 128 << 10, default: int = DEFAULT_MERGE_GAP) -> int:
+    """The largest hole between two needed rows worth reading through rather than issuing one more read
+    (issue 26, merged reads): one extra read of ``read_bytes`` costs the device ``1 / iops`` seconds at
+    the depth the loader keeps in flight, reading ``g`` more bytes costs ``g / bytes_per_s`` at its
+    bandwidth, so holes up to ``bytes_per_s / iops`` bytes are cheaper read (rounded down to whole
+    4 KiB sectors, at most ``max_read``: a read never passes that cap anyway).  Without a measure
+    (either rate None or not positive): ``default``.  Pure: the caller takes the rates from a probe
+    (:func:`gap_from_probe`)."""
+    if not iops or not bytes_per_s or iops <= 0 or bytes_per_s <= 0:
+        return min(default, max_read)
+    gap = int(bytes_per_s / iops) - read_bytes  # the time of one extra read, in bytes, less the read's own
+    return max(0, min(max_read, gap - gap % SECTOR))
+
+
+def gap_from_probe(probe: DiskProbe | None, depth: int, read_bytes: int, *, max_read: int = 128 << 10) -> int:
+    """:func:`merge_gap_bytes` with the rates of a :class:`DiskProbe` at ``depth``: reads/s of
+    ``read_bytes`` reads and the best bandwidth among its read sizes at that depth (None: the default)."""
+    if probe is None:
+        return merge_gap_bytes(None, None, max_read=max_read)
+    below = [d for d in probe.depths if d <= depth] or [probe.depths[0]]
+    cells = [probe.cell(below[-1], size) for size in probe.sizes]
+    bandwidth = max((c.bytes_per_s for c in cells if c is not None), default=0.0)
+    return merge_gap_bytes(probe.iops_at(depth, read_bytes), bandwidth,
+                           read_bytes=max(read_bytes, SECTOR), max_read=max_read)
 
 
 @dataclass(frozen=True, slots=True)

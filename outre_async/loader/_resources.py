@@ -19,12 +19,15 @@ from typing import TYPE_CHECKING, Any
 
 from ..features import FeatureBuffer, FeatureSource, detect_io_uring, open_source
 from ..features._disk_probe import in_flight_for
+from ..features._staging import gap_from_probe
 from ..sampling._sampler import NeighborSampler
 from ..store._dataset import Dataset
 from ._batch import Sampler
 from ._batch_memory import BatchMemory
 from ._budget import MemoryPlan, batch_row_bytes
 from ._config import LoaderConfig
+
+DEFAULT_DEPTH_FOR_GAP = 256  # io_uring's default depth (IOConfig.max_in_flight), where no probe sized it
 
 if TYPE_CHECKING:
     from ._partition_mode import PartitionBatching
@@ -87,6 +90,9 @@ def _open_source(cfg: LoaderConfig, ds: Dataset, staging: dict[str, int]) -> Fea
     depth = io_depth(cfg, ds.row_layout.stride)
     if depth is not None:
         io_opts.setdefault("max_in_flight", depth)
+    if cfg.backend != "memory" and cfg.disk_probe is not None:  # merged reads: holes cheaper than a read
+        io_opts.setdefault("max_gap_bytes", gap_from_probe(cfg.disk_probe, depth or DEFAULT_DEPTH_FOR_GAP,
+                                                           ds.row_layout.stride))
     return open_source(ds, cfg.backend, **io_opts)  # type: ignore[arg-type]  # validated in LoaderConfig
 
 
