@@ -92,7 +92,7 @@ class OutreLoader:
                  parts_per_batch: int | None = None, interleave: int | None = None,
                  neighbor_cache: int | str = 0, history: HistoryConfig | None = None,
                  rank: int | None = None, world_size: int | None = None, local_world_size: int | None = None,
-                 profile: str | None = None, cache_split: str | float = "auto", buffer_policy: str = "next-use",
+                 profile: str | None = None, cache_split: str | float = "auto", buffer_policy: str = "lru-lookahead",
                  # the same knobs as one object, or a source the caller opened
                  config: LoaderConfig | None = None, source: FeatureSource | None = None,
                  # PyG NeighborLoader's names (see _pyg_names)
