@@ -18,6 +18,7 @@ from ..cache._history_config import HistoryConfig
 from ..features import BACKENDS
 from ..features._disk_probe import DiskProbe
 from ..features._feature_buffer import check_policy
+from ._layout import check_layout
 from ..sampling._plan import check_rank
 from ..sampling._sampler import check_fanouts
 
@@ -59,6 +60,7 @@ class LoaderConfig:
     profile: str | None = None  # profile/<name>/ whose plan splits memory_budget; "auto": profile now (issue 12)
     cache_split: str | float = "auto"  # with profile="auto": "auto" (knapsack), "outre" (alpha grid) or an alpha
     buffer_policy: str = "lru-lookahead"  # the feature buffer's eviction policy (features._feature_buffer.POLICIES)
+    layout: str = "auto"  # which copy is read: "auto" (the partition-ordered one when there), "original", "ordered", a path (_layout)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fanouts", check_fanouts(self.fanouts))
@@ -81,6 +83,7 @@ class LoaderConfig:
             raise ConfigError(f"disk_probe must be a DiskProbe (outre_async.features.cached_probe / probe_disk) "
                               f"or None, got {type(self.disk_probe).__name__}")
         check_policy(self.buffer_policy)
+        check_layout(self.layout)
         if self.backend not in BACKENDS:
             raise ConfigError(f"backend={self.backend!r} must be one of {BACKENDS}")
 

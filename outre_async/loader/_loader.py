@@ -49,6 +49,7 @@ from ._delivery import Delivery
 from ._epoch_io import IOMark, ProbeRate, epoch_io, probe_rate
 from ._extract_stage import ExtractStage
 from ._history import EpochHistory, build_owner
+from ._layout import choose_layout
 from ._out_of_turn import OutOfTurnMemory
 from ._pipeline import EpochParts
 from ._profiling import load_plan, profile_stats
@@ -93,6 +94,7 @@ class OutreLoader:
                  neighbor_cache: int | str = 0, history: HistoryConfig | None = None,
                  rank: int | None = None, world_size: int | None = None, local_world_size: int | None = None,
                  profile: str | None = None, cache_split: str | float = "auto", buffer_policy: str = "lru-lookahead",
+                 layout: str = "auto",
                  # the same knobs as one object, or a source the caller opened
                  config: LoaderConfig | None = None, source: FeatureSource | None = None,
                  # PyG NeighborLoader's names (see _pyg_names)
@@ -100,8 +102,14 @@ class OutreLoader:
                  pin_memory: bool = False, transform: Callable[[Any], Any] | None = None) -> None:
         split, cfg = loader_config(config, locals())
         self.transform = check_transform(transform)
-        ds = dataset if isinstance(dataset, Dataset) else open_dataset(dataset)
-        self.dataset = ds
+        original = dataset if isinstance(dataset, Dataset) else open_dataset(dataset)
+        # partition batches read the partition-ordered copy when there (issue 26; ``_layout``): a source
+        # the caller opened or a profile's rows name the original's rows, so those read the original
+        auto_original = cfg.layout == "auto" and (source is not None or cfg.profile is not None)
+        self._layout = choose_layout(original, "original" if auto_original else cfg.layout, cfg.partitions)
+        self.original_dataset = original
+        self.dataset = ds = self._layout.read  # what is sampled and read (n_id is mapped back in batches)
+        split = self._layout.split(split)
         self._setup = setup = loader_setup(ds, cfg, split, source)
         # profile=: the budget's split (issue 12); the config the loader runs with is then the plan's
         self._applied = load_plan(setup) if cfg.profile is not None else None
@@ -197,10 +205,11 @@ class OutreLoader:
         parts = self._epoch_parts(res, epoch, history)
         device = torch.device(self.config.device)
         labels = self.dataset.labels
+        to_original = self._layout.to_original if self._layout.ordered else None
 
         def wrap(eb: ExtractedBatch) -> OutreBatch:
             input_id = self._setup.seed_index.positions(eb.subgraph.n_id[: eb.subgraph.batch_size])
-            batch = to_batch(eb, labels, epoch, device, input_id)
+            batch = to_batch(eb, labels, epoch, device, input_id, to_original)
             if history is not None and eb.history is not None:
                 batch.__dict__["_outre_history"] = history.owner.record(eb.history, device)
             return batch
@@ -344,6 +353,7 @@ class OutreLoader:
         if self._applied is not None:
             out["profile"] = profile_stats(self._applied.info, out, self._static)
         out["epoch_io"] = self._epoch_io(res)
+        out["layout"] = self._layout.stats()
         return out
 
     def _epoch_io(self, res: Resources | None) -> dict[str, Any]:
