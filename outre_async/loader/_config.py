@@ -18,9 +18,9 @@ from ..cache._history_config import HistoryConfig
 from ..features import BACKENDS
 from ..features._disk_probe import DiskProbe
 from ..features._feature_buffer import check_policy
-from ._layout import check_layout
 from ..sampling._plan import check_rank
 from ..sampling._sampler import check_fanouts
+from ._layout import check_layout
 
 _AT_LEAST_ONE = ("batch_size", "num_samplers", "num_extractors")
 EXTRACT_QUEUE = 64  # the extract queue's default depth (see LoaderConfig.extract_capacity)
