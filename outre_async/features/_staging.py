@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 MIN_ARENA = 1 << 16
 GATHER_BLOCK = 1 << 20
-DEFAULT_MERGE_GAP = 64 << 10  # the hole read through between two needed rows when no probe says better
+DEFAULT_MERGE_GAP = 32 << 10  # the hole read through between two needed rows when no probe says better (IOConfig)
 SECTOR = 4096
 
 

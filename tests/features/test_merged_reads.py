@@ -26,7 +26,7 @@ def test_the_gap_is_the_bytes_one_extra_read_costs() -> None:
     assert merge_gap_bytes(1e6, 1e9) == 0  # a read cheaper than a sector of transfer: never read holes
     assert merge_gap_bytes(100, 1e10, max_read=128 << 10) == 128 << 10  # capped by the read size cap
     assert merge_gap_bytes(None, 1e9) == DEFAULT_MERGE_GAP == merge_gap_bytes(50_000, 0.0)
-    assert merge_gap_bytes(None, None, max_read=16 << 10) == 16 << 10
+    assert merge_gap_bytes(None, None, max_read=16 << 10) == 16 << 10 < DEFAULT_MERGE_GAP
     slower = [merge_gap_bytes(iops, 2e9) for iops in (1e3, 1e4, 1e5, 1e6)]
     assert slower == sorted(slower, reverse=True)  # more reads/s: smaller holes worth reading
 
