@@ -59,6 +59,7 @@ POLICIES: dict[str, str] = {
                 "needs first, least recently released first (Belady within the window, LRU beyond)",
 }
 POLICY = "lru-lookahead"  # the default eviction policy (the module docstring says why)
+READ_AHEAD = 1  # queued batches whose missing rows a piece reads along (:meth:`FeatureBuffer._read_ahead`)
 NEXT_USE_BUCKETS = 256  # next-use lists, one per queued seq modulo this (above any queue's span of seqs)
 
 
@@ -129,7 +130,8 @@ class Pin:
             else:
                 self.buffer._withdraw(self.ids[self.taken : self.taken + n], self.seq)
             self.taken += n
-
+        if self.taken >= len(self.ids) and self.buffer._pins.get(self.seq) is self:
+            del self.buffer._pins[self.seq]  # nothing left to read ahead for
     def counts(self, ids: np.ndarray, pos: int) -> bool:
         """Whether this pin's next rows are ``ids[pos:]`` (the batch's own ids, none taken out of turn)."""
         return self.ids is ids and self.taken == pos
@@ -144,7 +146,7 @@ class FeatureBuffer:
     lists (cold, wanted) and the per-node look-ahead counts."""
 
     def __init__(self, num_nodes: int, num_slots: int, dim: int, *, min_slots: int = 1,
-                 policy: str = POLICY) -> None:
+                 policy: str = POLICY, read_ahead: int = READ_AHEAD) -> None:
         self.policy = check_policy(policy)
         if num_slots < max(min_slots, 1):
             raise ConfigError(
@@ -160,6 +162,8 @@ class FeatureBuffer:
         else:
             self._nodes, self._rec = K.new_state(num_nodes, num_slots)
         self._last_seq = -1
+        self.read_ahead = read_ahead
+        self._pins: dict[int, Pin] = {}  # live pins by seq: read-ahead finds the next batches' rows here
         # one future per piece that reads rows, not one per row (a future per row cost ~1 µs each):
         # _reader[slot] is the reader id of a slot being read, _reads[id] its future
         self._reader = np.full(num_slots, -1, dtype=np.int64)
@@ -167,8 +171,9 @@ class FeatureBuffer:
         self._next_reader = 0
         self._released = asyncio.Event()
         self._pinned = 0
-        self.counters = {"acquire_waits": 0, "pieces": 0}  # rows per action: _actions (see stats)
+        self.counters = {"acquire_waits": 0, "pieces": 0, "read_ahead_rows": 0}  # rows per action: _actions (see stats)
         self._actions = np.zeros(3, dtype=np.int64)  # rows per action (HIT, READ, WAIT) so far
+        self._ahead_actions = np.zeros(3, dtype=np.int64)  # the same for rows read ahead (not batch rows)
 
     @property
     def _wanted(self) -> np.ndarray:
@@ -189,7 +194,8 @@ class FeatureBuffer:
         else:
             K.announce(ids, self._nodes, self._rec)
         self._pinned += len(ids)
-        return Pin(self, ids, seq=seq)
+        pin = self._pins[seq] = Pin(self, ids, seq=seq)
+        return pin
 
     def _withdraw(self, ids: np.ndarray, seq: int) -> None:
         if self._next_use:
@@ -214,14 +220,40 @@ class FeatureBuffer:
             unpin = pin is not None and pin.counts(ids, pos)
             acq = await self.acquire(ids[pos:], limit=limit, unpin=unpin, seq=pin.seq if pin is not None else -1)
             n = len(acq.ids)
+            ahead: Acquisition | None = None
             try:
                 if pin is not None:
                     pin.advance(n, withdrawn=unpin)
-                await self.fill(acq, source)
+                ahead = self._read_ahead(pin, limit - n)
+                await self.fill(acq, source, ahead)
                 self.release(acq, copy_to=out[pos : pos + n])
             finally:
                 self.release(acq)
+                if ahead is not None:
+                    self.release(ahead)
             pos += n
+
+    def _read_ahead(self, pin: Pin | None, room: int) -> Acquisition | None:
+        """Slots for the rows of the next ``read_ahead`` queued batches that no slot holds (at most
+        ``room``; never waits: None when no standby slot is left), read with this piece in one
+        request, so the source merges neighbouring rows of several batches into one read (the
+        window's union of missing rows, issue 26).  The rows stay pinned by their own batches, and
+        that batch finds them valid, or being read (it then awaits this piece's read)."""
+        if pin is None or self.read_ahead <= 0 or room <= 0:
+            return None
+        wanted = []
+        for seq in range(pin.seq + 1, pin.seq + 1 + self.read_ahead):
+            nxt = self._pins.get(seq)
+            if nxt is not None:
+                rest = nxt.ids[nxt.taken :]
+                wanted.append(rest[self._nodes[rest, K.SLOT] < 0])
+        ids = np.unique(np.concatenate(wanted))[:room] if wanted else np.zeros(0, np.int64)
+        if not len(ids):
+            return None
+        acq = self._try_acquire(ids, len(ids), count=False)
+        if acq is not None:
+            self.counters["read_ahead_rows"] += int(acq.read_mask.sum())
+        return acq
 
     async def acquire(self, ids: np.ndarray, *, limit: int | None = None, unpin: bool = False,
                       seq: int = -1) -> Acquisition:
@@ -237,7 +269,8 @@ class FeatureBuffer:
             await self._released.wait()
         return acq
 
-    def _try_acquire(self, ids: np.ndarray, limit: int, unpin: bool = False, seq: int = -1) -> Acquisition | None:
+    def _try_acquire(self, ids: np.ndarray, limit: int, unpin: bool = False, seq: int = -1, *,
+                     count: bool = True) -> Acquisition | None:
         slots = np.empty(min(len(ids), limit), dtype=np.int64)
         actions = np.empty(len(slots), dtype=np.int8)
         if self._next_use:
@@ -257,26 +290,37 @@ class FeatureBuffer:
         waiting = acq.slots[acq.actions == K.WAIT]
         if len(waiting):  # a WAIT row's reader has not settled yet
             acq.waits = [self._reads[r] for r in np.unique(self._reader[waiting]).tolist()]
-        self._count(acq.actions)
+        if count:
+            self._count(acq.actions)
+        else:
+            K.count_actions(acq.actions, self._ahead_actions)
         return acq
 
     def _count(self, actions: np.ndarray) -> None:
         self.counters["pieces"] += 1
         K.count_actions(actions, self._actions)
 
-    async def fill(self, acq: Acquisition, source: FeatureSource) -> None:
+    async def fill(self, acq: Acquisition, source: FeatureSource, ahead: Acquisition | None = None) -> None:
         """Read this piece's missing rows into their slots through ``source`` (its batched
-        ``read_rows_into`` hook), then await rows others are reading."""
-        read_slots = acq.slots[acq.read_mask]
+        ``read_rows_into`` hook), with the rows ``ahead`` holds for queued batches in the same
+        request (:meth:`_read_ahead`), then await rows others are reading."""
+        read_slots, read_ids = acq.slots[acq.read_mask], acq.ids[acq.read_mask]
+        if ahead is not None:
+            read_slots = np.concatenate([read_slots, ahead.slots[ahead.read_mask]])
+            read_ids = np.concatenate([read_ids, ahead.ids[ahead.read_mask]])
         try:
             if len(read_slots):
-                await source.read_rows_into(acq.ids[acq.read_mask], self.data, read_slots)
+                await source.read_rows_into(read_ids, self.data, read_slots)
                 K.mark_valid(read_slots, self._rec)
         except BaseException as exc:
             K.invalidate(read_slots, self._nodes, self._rec)
             self._settle(acq, exc)
+            if ahead is not None:
+                self._settle(ahead, exc)
             raise
         self._settle(acq, None)
+        if ahead is not None:
+            self._settle(ahead, None)
         for fut in acq.waits:
             await fut
 

@@ -40,11 +40,14 @@ def windowed_min_reads(batches: list[np.ndarray], cache_rows: int, window: int) 
     return reads
 
 
-def drive(batches: list[np.ndarray], cache_rows: int, window: int, policy: str = "next-use") -> int:
-    """Rows the buffer reads when batch ``t`` is extracted with batches ``t..t+window`` pinned."""
+def drive(batches: list[np.ndarray], cache_rows: int, window: int, policy: str = "next-use",
+          read_ahead: int = 0) -> int:
+    """Rows the buffer reads when batch ``t`` is extracted with batches ``t..t+window`` pinned (without
+    read-ahead: a batch reads only its own rows, as the reference does)."""
 
     async def body() -> int:
-        buf, src = FeatureBuffer(len(FEATURES), cache_rows, FEATURES.shape[1], policy=policy), ArraySource(FEATURES)
+        buf = FeatureBuffer(len(FEATURES), cache_rows, FEATURES.shape[1], policy=policy, read_ahead=read_ahead)
+        src = ArraySource(FEATURES)
         pins = {u: buf.pin(batches[u], u) for u in range(min(window + 1, len(batches)))}
         for t, ids in enumerate(batches):
             if t + window < len(batches) and t + window not in pins:
@@ -53,7 +56,9 @@ def drive(batches: list[np.ndarray], cache_rows: int, window: int, policy: str =
             await buf.extract(ids, out, src, pin=pins.pop(t))
             np.testing.assert_array_equal(out, FEATURES[ids])
         assert buf.pinned_rows() == 0 and buf.free_slots() == cache_rows and (buf._wanted == 0).all()
-        return int(buf.stats()["reads"])
+        assert not buf._pins  # every pin taken
+        assert len(src.rows_read) == buf.stats()["reads"] + buf.stats()["read_ahead_rows"]
+        return int(buf.stats()["reads"] + buf.stats()["read_ahead_rows"])
 
     return run(body(), timeout=30)
 
@@ -88,3 +93,15 @@ def test_an_unknown_policy_is_refused_with_the_choices() -> None:
     with pytest.raises(ConfigError, match="next-use"):
         FeatureBuffer(10, 4, 2, policy="belady")
     assert set(POLICIES) == {"next-use", "lru-lookahead"}
+
+
+@pytest.mark.parametrize("policy", ["next-use", "lru-lookahead"])
+@pytest.mark.parametrize("seed", range(6))
+def test_read_ahead_serves_the_same_rows_reading_the_next_batchs_missing_rows_with_this_one(seed: int,
+                                                                                            policy: str) -> None:
+    """Rows read ahead for the next queued batch come out bit-identical (``drive`` compares every batch),
+    nothing stays held or pinned, and every row read is counted once, as a batch read or a read-ahead."""
+    rng = np.random.default_rng(seed)
+    batches = [rng.choice(len(FEATURES), size=int(rng.integers(1, 9)), replace=False) for _ in range(30)]
+    for ahead in (1, 3):
+        drive(batches, int(rng.integers(10, 20)), int(rng.integers(0, 6)), policy, read_ahead=ahead)
