@@ -371,7 +371,3 @@ class FeatureBuffer:
         c["free_slots"] = self.free_slots()
         c["pinned_rows"] = self._pinned
         return c
-
-    def policy_stats(self) -> dict[str, str]:
-        """The eviction policy by name (``stats()`` holds numbers only)."""
-        return {"policy": self.policy}

@@ -354,6 +354,7 @@ class OutreLoader:
             out["profile"] = profile_stats(self._applied.info, out, self._static)
         out["epoch_io"] = self._epoch_io(res)
         out["layout"] = self._layout.stats()
+        out["buffer_policy"] = self.config.buffer_policy
         return out
 
     def _epoch_io(self, res: Resources | None) -> dict[str, Any]:
