@@ -44,6 +44,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--buffer-policy", help="the feature buffer's eviction policy (default: the loader's)")
     p.add_argument("--extract-queue", type=int, help="batches queued ahead of the extractors (the window; "
                                                      "default: the loader's, from the budget)")
+    p.add_argument("--layout", help="which copy partition batches read: auto (default), original, ordered or a path")
     p.add_argument("--max-gap", help="IOConfig.max_gap_bytes (default: the loader's)")
     p.add_argument("--cache-rows", default="100000,220000,300000", help="cache sizes C, in rows")
     p.add_argument("--seed", type=int, default=0)
@@ -61,6 +62,8 @@ def epoch_sequence(args: argparse.Namespace) -> tuple[np.ndarray, dict[str, Any]
         opts["memory_budget"] = args.memory_budget
     if args.buffer_policy:
         opts["buffer_policy"] = args.buffer_policy
+    if args.layout:
+        opts["layout"] = args.layout
     if args.extract_queue:
         opts["extract_queue"] = args.extract_queue
     if args.max_gap:
@@ -90,7 +93,7 @@ def epoch_sequence(args: argparse.Namespace) -> tuple[np.ndarray, dict[str, Any]
     return seq, {"batches": len(pieces), "seconds": seconds, "buffer_rows": s["buffer_rows"],
                  "epoch_io": s.get("epoch_io"), "buffer_reads": s.get("buffer", {}).get("reads"),
                  "backend": s.get("backend"), "extract_queue": loader.config.extract_capacity,
-                 "buffer_policy": loader.config.buffer_policy}
+                 "buffer_policy": loader.config.buffer_policy, "layout": s.get("layout")}
 
 
 def simulate(seq: np.ndarray, sizes: list[int]) -> list[dict[str, Any]]:
