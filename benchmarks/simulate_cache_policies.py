@@ -41,6 +41,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--ordered", action="store_true", help="plan order instead of completion order")
     p.add_argument("--probe-cache-dir", help="pass the device's cached probe as disk_probe= (measured if absent): "
                                               "reads in flight by Little's law, epoch_io against the probe")
+    p.add_argument("--buffer-policy", help="the feature buffer's eviction policy (default: the loader's)")
+    p.add_argument("--extract-queue", type=int, help="batches queued ahead of the extractors (the window; "
+                                                     "default: the loader's, from the budget)")
+    p.add_argument("--layout", help="which copy partition batches read: auto (default), original, ordered or a path")
+    p.add_argument("--max-gap", help="IOConfig.max_gap_bytes (default: the loader's)")
     p.add_argument("--cache-rows", default="100000,220000,300000", help="cache sizes C, in rows")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--epoch", type=int, default=0)
@@ -55,6 +60,14 @@ def epoch_sequence(args: argparse.Namespace) -> tuple[np.ndarray, dict[str, Any]
     opts: dict[str, Any] = {"backend": args.backend, "seed": args.seed, "ordered": args.ordered}
     if args.memory_budget:
         opts["memory_budget"] = args.memory_budget
+    if args.buffer_policy:
+        opts["buffer_policy"] = args.buffer_policy
+    if args.layout:
+        opts["layout"] = args.layout
+    if args.extract_queue:
+        opts["extract_queue"] = args.extract_queue
+    if args.max_gap:
+        opts["source_options"] = {"max_gap_bytes": oa._units.parse_bytes(args.max_gap)}
     if args.probe_cache_dir:
         from outre_async.features import cached_probe
 
@@ -79,7 +92,8 @@ def epoch_sequence(args: argparse.Namespace) -> tuple[np.ndarray, dict[str, Any]
     seq = np.concatenate(pieces).astype(np.int64) if pieces else np.zeros(0, np.int64)
     return seq, {"batches": len(pieces), "seconds": seconds, "buffer_rows": s["buffer_rows"],
                  "epoch_io": s.get("epoch_io"), "buffer_reads": s.get("buffer", {}).get("reads"),
-                 "backend": s.get("backend")}
+                 "backend": s.get("backend"), "extract_queue": loader.config.extract_capacity,
+                 "buffer_policy": loader.config.buffer_policy, "layout": s.get("layout")}
 
 
 def simulate(seq: np.ndarray, sizes: list[int]) -> list[dict[str, Any]]:
@@ -109,7 +123,8 @@ def main(argv: list[str] | None = None) -> None:
     table = simulate(seq, sizes)
     unique = int(len(np.unique(seq)))
     print(f"{loader['batches']} batches, {len(seq):,} rows gathered (each batch's once), {unique:,} unique; "
-          f"loader buffer {loader['buffer_rows']:,} rows ({loader['backend']}), epoch {loader['seconds']:.1f} s")
+          f"loader buffer {loader['buffer_rows']:,} rows ({loader['backend']}, {loader['buffer_policy']}, "
+          f"extract queue {loader['extract_queue']}), epoch {loader['seconds']:.1f} s")
     print("| C (rows) | LRU | static top-C by frequency (+ its C preloaded) | Belady MIN (optimal) |")
     print("|---|---|---|---|")
     for r in table:

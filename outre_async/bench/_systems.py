@@ -349,7 +349,10 @@ class OutrePart(Outre):
                 "neighbor_cache": int(spec.options.get("neighbor_cache", 64 << 20)),
                 # --max-batches N: the plan's first N macro/micro batches, not the first
                 # N to complete (the partition plan is built from the whole split)
-                "ordered": spec.max_batches > 0, "device": spec.device, **self.loader_options}
+                "ordered": spec.max_batches > 0, "device": spec.device,
+                # the original's layout even where outre-part-ordered's copy sits beside it (the loader
+                # would read it by default, issue 26): the two systems compare the two layouts
+                "layout": "original", **self.loader_options}
 
     def stats(self) -> dict[str, Any]:
         out = super().stats()

@@ -282,3 +282,238 @@ def gather_rows(data, slots, out) -> None:
         s = slots[i]
         for j in range(dim):
             out[i, j] = data[s, j]
+
+
+# -- next-use eviction (issue 26: Belady within the window of queued batches) ------------------------
+#
+# Same ``nodes`` and ``rec`` as above, plus the *occurrences* of each row in queued batches: every
+# pinned batch ``seq`` that needs node ``v`` is one record ``occ[o] = (SEQ, LINK)`` on ``v``'s chain
+# ``head[v] -> ... -> -1``, sorted by seq, so ``occ[head[v], SEQ]`` is the row's next use.  Free records
+# are chained from ``meta[FREE]`` (the Python side grows ``occ`` before an announce could run out).
+# ``rec`` has ``S + 1 + B`` rows: ``S`` is the cold list (rows with no known next use, evicted first,
+# least recently released first: LRU beyond the window) and ``S + 1 + (seq % B)`` the bucket of
+# standby rows whose next use is batch ``seq``.  Eviction takes the cold head, else the tail of the
+# non-empty bucket of the largest next use, scanning down from ``meta[HI]`` (the largest seq pinned):
+# with ``B`` above the span of queued seqs every bucket holds one seq and the choice is Belady's
+# within the window (rows of equal next use are interchangeable: both are used by that batch, so
+# the rows cached afterwards are the same whichever was kept).
+OCC_SEQ, OCC_LINK = 0, 1
+FREE, FREE_COUNT, HI, NUM_SLOTS, BUCKETS = 0, 1, 2, 3, 4  # fields of meta
+
+
+def new_next_use_state(num_nodes: int, num_slots: int, buckets: int,
+                       occurrences: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Fresh ``(nodes, rec, head, occ, meta)``: every slot empty on the cold list, no row pinned."""
+    nodes = np.zeros((num_nodes, 2), dtype=np.int32)
+    nodes[:, SLOT] = -1
+    rec = np.zeros((num_slots + 1 + buckets, 4), dtype=np.int64)
+    rec[:, NODE] = -1
+    for b in range(num_slots, num_slots + 1 + buckets):
+        rec[b, PREV] = rec[b, NEXT] = b
+    for i in range(num_slots):
+        rec[i, PREV] = i - 1 if i > 0 else num_slots
+        rec[i, NEXT] = i + 1 if i < num_slots - 1 else num_slots
+    if num_slots:
+        rec[num_slots, NEXT], rec[num_slots, PREV] = 0, num_slots - 1
+    head = np.full(num_nodes, -1, dtype=np.int32)
+    meta = np.array([-1, 0, -1, num_slots, buckets], dtype=np.int64)
+    occ = np.zeros((0, 2), dtype=np.int64)
+    return nodes, rec, head, grow_occurrences(occ, meta, occurrences), meta
+
+
+def grow_occurrences(occ: np.ndarray, meta: np.ndarray, size: int) -> np.ndarray:
+    """``occ`` enlarged to ``size`` records, the new ones chained onto the free list."""
+    old = len(occ)
+    if size <= old:
+        return occ
+    out = np.zeros((size, 2), dtype=np.int64)
+    out[:old] = occ
+    out[old:, OCC_LINK] = np.arange(old + 1, size + 1)
+    out[size - 1, OCC_LINK] = meta[FREE]
+    meta[FREE] = old
+    meta[FREE_COUNT] += size - old
+    return out
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _nu_list_of(nodes, rec, head, occ, meta, slot) -> np.int64:
+    """The standby list a slot with no refs belongs on: its next use's bucket, or cold."""
+    node = rec[slot, NODE]
+    s = meta[NUM_SLOTS]
+    if node < 0 or head[node] < 0:
+        return s
+    return s + 1 + occ[head[node], OCC_SEQ] % meta[BUCKETS]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _nu_insert(v, seq, head, occ, meta) -> bool:
+    """Add batch ``seq`` to ``v``'s chain (kept sorted); True when it became the next use."""
+    o = meta[FREE]
+    meta[FREE] = occ[o, OCC_LINK]
+    meta[FREE_COUNT] -= 1
+    occ[o, OCC_SEQ] = seq
+    h = head[v]
+    if h < 0 or occ[h, OCC_SEQ] > seq:
+        occ[o, OCC_LINK] = h
+        head[v] = o
+        return True
+    p = h
+    while occ[p, OCC_LINK] >= 0 and occ[occ[p, OCC_LINK], OCC_SEQ] <= seq:
+        p = occ[p, OCC_LINK]
+    occ[o, OCC_LINK] = occ[p, OCC_LINK]
+    occ[p, OCC_LINK] = o
+    return False
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _nu_remove(v, seq, head, occ, meta) -> bool:
+    """Drop batch ``seq`` from ``v``'s chain (no-op if absent); True when it was the next use."""
+    p = -1
+    o = head[v]
+    while o >= 0 and occ[o, OCC_SEQ] != seq:
+        p = o
+        o = occ[o, OCC_LINK]
+    if o < 0:
+        return False
+    if p < 0:
+        head[v] = occ[o, OCC_LINK]
+    else:
+        occ[p, OCC_LINK] = occ[o, OCC_LINK]
+    occ[o, OCC_LINK] = meta[FREE]
+    meta[FREE] = o
+    meta[FREE_COUNT] += 1
+    return p < 0
+
+
+@njit(cache=True, nogil=True)
+def nu_announce(ids, seq, nodes, rec, head, occ, meta) -> None:
+    """Batch ``seq`` needing ``ids`` was queued: count it, chain it, and move standby slots whose
+    next use became ``seq`` to its bucket.  The caller made sure ``len(ids)`` free records exist."""
+    if seq > meta[HI]:
+        meta[HI] = seq
+    for i in range(len(ids)):
+        v = ids[i]
+        nodes[v, WANTED] += 1
+        if _nu_insert(v, seq, head, occ, meta):
+            s = nodes[v, SLOT]
+            if s >= 0 and rec[s, STATE] < REF:
+                _unlink(rec, s)
+                _append(rec, s, _nu_list_of(nodes, rec, head, occ, meta, s))
+
+
+@njit(cache=True, nogil=True)
+def nu_withdraw(ids, seq, nodes, rec, head, occ, meta) -> None:
+    """Undo :func:`nu_announce` for ``ids`` of batch ``seq`` (taken, or dropped): standby slots whose
+    next use changed move to its new bucket (or the cold list's tail)."""
+    for i in range(len(ids)):
+        v = ids[i]
+        nodes[v, WANTED] -= 1
+        if _nu_remove(v, seq, head, occ, meta):
+            s = nodes[v, SLOT]
+            if s >= 0 and rec[s, STATE] < REF:
+                _unlink(rec, s)
+                _append(rec, s, _nu_list_of(nodes, rec, head, occ, meta, s))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def nu_evict_slot(nodes, rec, meta) -> np.int64:
+    """Evict a standby slot (-1 if none): the cold head, else the tail of the bucket of the furthest
+    next use; unmap the node whose row it held.  Branch-free store as in :func:`evict_lru_slot`."""
+    cold = meta[NUM_SLOTS]
+    s = rec[cold, NEXT]
+    if s == cold:
+        b = meta[BUCKETS]
+        hi = max(meta[HI], 0)
+        s = -1
+        for k in range(b):
+            bucket = cold + 1 + (hi - k) % b
+            if rec[bucket, PREV] != bucket:
+                s = rec[bucket, PREV]
+                break
+        if s < 0:
+            return s
+    _unlink(rec, s)
+    old = rec[s, NODE]
+    target = max(old, 0)
+    nodes[target, SLOT] = -1 if old >= 0 else nodes[target, SLOT]
+    return s
+
+
+@njit(cache=True, nogil=True)
+def nu_acquire(ids, nodes, rec, head, occ, meta, slots_out, action_out, limit, unpin_seq) -> np.int64:
+    """:func:`acquire` with next-use eviction; ``unpin_seq >= 0``: withdraw each row taken from
+    batch ``unpin_seq``'s pin in the same pass (the slot is held: only the chain changes)."""
+    n = min(len(ids), limit)
+    for i in range(n):
+        _prefetch_records(ids, nodes, rec, i, n)
+        v = ids[i]
+        s = nodes[v, SLOT]
+        if s >= 0:
+            state = rec[s, STATE]
+            if state > 0:
+                if state < REF:
+                    _unlink(rec, s)
+                rec[s, STATE] = state + REF
+                slots_out[i] = s
+                action_out[i] = HIT if state & 1 else WAIT
+                if unpin_seq >= 0:
+                    nodes[v, WANTED] -= 1
+                    _nu_remove(v, unpin_seq, head, occ, meta)
+                continue
+            nodes[v, SLOT] = -1
+            rec[s, NODE] = -1
+            _unlink(rec, s)
+            _append(rec, s, meta[NUM_SLOTS])
+        s = nu_evict_slot(nodes, rec, meta)
+        if s < 0:
+            return i
+        rec[s, NODE] = v
+        rec[s, STATE] = REF
+        nodes[v, SLOT] = s
+        if unpin_seq >= 0:
+            nodes[v, WANTED] -= 1
+            _nu_remove(v, unpin_seq, head, occ, meta)
+        slots_out[i] = s
+        action_out[i] = READ
+    return n
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _nu_release_one(nodes, rec, head, occ, meta, s) -> None:
+    state = rec[s, STATE] - REF
+    rec[s, STATE] = state
+    if state < REF:
+        _append(rec, s, _nu_list_of(nodes, rec, head, occ, meta, s))
+
+
+@njit(cache=True, nogil=True)
+def nu_release(slots, nodes, rec, head, occ, meta) -> None:
+    """:func:`release` with next-use lists: a slot nobody holds goes to its next use's bucket."""
+    n = len(slots)
+    for i in range(n):
+        prefetch(rec, slots[min(i + AHEAD, n - 1)])
+        _nu_release_one(nodes, rec, head, occ, meta, slots[i])
+
+
+@njit(cache=True, nogil=True)
+def nu_gather_release(data, slots, out, nodes, rec, head, occ, meta) -> None:
+    """:func:`gather_rows` then :func:`nu_release`, in one pass."""
+    dim = data.shape[1]
+    n = len(slots)
+    for i in range(n):
+        prefetch_row(data, slots[min(i + AHEAD, n - 1)])
+        prefetch(rec, slots[min(i + AHEAD, n - 1)])
+        s = slots[i]
+        for j in range(dim):
+            out[i, j] = data[s, j]
+        _nu_release_one(nodes, rec, head, occ, meta, s)
+
+
+@njit(cache=True, nogil=True)
+def nu_free_slots(rec, num_slots) -> np.int64:
+    """Slots nobody holds (the cold list and every bucket)."""
+    n = 0
+    for s in range(num_slots):
+        if rec[s, STATE] < REF:
+            n += 1
+    return n

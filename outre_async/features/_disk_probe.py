@@ -40,6 +40,7 @@ import numpy as np
 from .._errors import DirectIOUnsupported, ProbeError
 from ._disk_source import open_direct
 from ._probe_grid import DEPTHS, SECONDS, SIZES
+from ._staging import SECTOR, merge_gap_bytes
 
 SCHEMA = "outre-probe/1"
 ALIGN = 4096   # offsets are 4 KiB aligned, like a feature row's span
@@ -357,3 +358,15 @@ def scratch_file(folder: Path, nbytes: int = SCRATCH_BYTES) -> Iterator[Path]:
     finally:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
+
+
+def gap_from_probe(probe: DiskProbe | None, depth: int, read_bytes: int, *, max_read: int = 128 << 10) -> int:
+    """:func:`merge_gap_bytes` with the rates of a :class:`DiskProbe` at ``depth``: reads/s of
+    ``read_bytes`` reads and the best bandwidth among its read sizes at that depth (None: the default)."""
+    if probe is None:
+        return merge_gap_bytes(None, None, max_read=max_read)
+    below = [d for d in probe.depths if d <= depth] or [probe.depths[0]]
+    cells = [probe.cell(below[-1], size) for size in probe.sizes]
+    bandwidth = max((c.bytes_per_s for c in cells if c is not None), default=0.0)
+    return merge_gap_bytes(probe.iops_at(depth, read_bytes), bandwidth,
+                           read_bytes=max(read_bytes, SECTOR), max_read=max_read)

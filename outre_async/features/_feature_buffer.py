@@ -16,6 +16,26 @@ piece as the batch takes its rows, and :meth:`Pin.release` drops what is left (a
 shutdown).  Pinning never makes a batch wait: with only wanted rows on standby, a piece evicts the
 one pinned last (needed furthest ahead).
 
+Eviction policies (``policy=``, :data:`POLICIES`): ``"lru-lookahead"`` (the default) is the above,
+pins as a preference on two standby lists; ``"next-use"`` (issue 26) keeps each pinned batch's seq
+per row, so a row's *next use* is the seq of the first queued batch needing it, and evicts the row
+whose next use is furthest (Belady within the window of queued batches), rows no queued batch needs
+first, least recently released first (LRU beyond the window); ``tests/features/test_next_use.py``
+checks it against a windowed Belady reference.  It is not the default because it measured the same:
+one epoch of outre-part's igb-like batches (1.6 GiB, 64 batches queued) read 1,116,094 rows with
+next-use and 1,115,393 with lru-lookahead, products-like (300 MiB) 1,926,102 and 1,928,733
+(``benchmarks/simulate_cache_policies.py --buffer-policy``): almost every eviction takes a row no
+queued batch needs, where both policies are LRU, and the order among wanted rows rarely decides;
+what cut the reads was the deeper window (``LoaderConfig.extract_capacity``).  Next-use costs 4 more
+bytes per node and 16 per pinned row.
+
+Read-ahead (``read_ahead``, default 1): a piece also takes slots for the rows of the next queued
+batches that no slot holds and reads them in the same request, so the source merges neighbouring
+rows of several batches into one read (``_staging.plan_reads``); the rows stay pinned by their own
+batch, which finds them valid or awaits the read.  Never waits for slots (skipped when none is on
+standby).  igb-like, ordered copy: 1.003 M -> 0.992 M I/Os with 1 batch ahead, 0.993 M with 4 (the
+misses of a few batches are too sparse over 1 M rows to merge much more).
+
 Waiting: a piece waits for a release only when every slot is held by a piece being read or copied
 (each of which finishes without needing more slots), so a buffer of any size ≥ 1 row never
 deadlocks; :meth:`extract` caps a piece at ``piece_rows`` so concurrent batches share the slots.
@@ -37,14 +57,17 @@ from .._errors import ConfigError
 from . import _buffer_kernels as K
 from ._policies import check_policy
 
-POLICY = "lru-lookahead"  # the eviction policy the kernels implement (``_policies.EVICTION_POLICIES``)
-
 
 class SlotReader(Protocol):
     """What the buffer reads its missing rows through: a :class:`FeatureSource` or the tier below
     it (``_tier``): rows straight into slots of the buffer."""
 
     async def read_rows_into(self, ids: np.ndarray, buffer: np.ndarray, slots: np.ndarray, /) -> None: ...
+
+
+POLICY = "lru-lookahead"  # the default eviction policy (the module docstring says why)
+READ_AHEAD = 1  # queued batches whose missing rows a piece reads along (:meth:`FeatureBuffer._read_ahead`)
+NEXT_USE_BUCKETS = 256  # next-use lists, one per queued seq modulo this (above any queue's span of seqs)
 
 
 SLOT_ALIGN = 4096  # slots of sector-multiple rows can take O_DIRECT reads straight from the file
@@ -95,6 +118,7 @@ class Pin:
     buffer: FeatureBuffer
     ids: np.ndarray
     taken: int = 0
+    seq: int = -1  # the queued batch's seq (next-use eviction orders rows by it)
 
     def advance(self, n: int, *, withdrawn: bool = False) -> None:
         """The batch took its next ``n`` rows (they are held now): stop counting them
@@ -104,9 +128,10 @@ class Pin:
             if withdrawn:
                 self.buffer._pinned -= n
             else:
-                self.buffer._withdraw(self.ids[self.taken : self.taken + n])
+                self.buffer._withdraw(self.ids[self.taken : self.taken + n], self.seq)
             self.taken += n
-
+        if self.taken >= len(self.ids) and self.buffer._pins.get(self.seq) is self:
+            del self.buffer._pins[self.seq]  # nothing left to read ahead for
     def counts(self, ids: np.ndarray, pos: int) -> bool:
         """Whether this pin's next rows are ``ids[pos:]`` (the batch's own ids, none taken out of turn)."""
         return self.ids is ids and self.taken == pos
@@ -121,7 +146,7 @@ class FeatureBuffer:
     lists (cold, wanted) and the per-node look-ahead counts."""
 
     def __init__(self, num_nodes: int, num_slots: int, dim: int, *, min_slots: int = 1,
-                 policy: str = POLICY) -> None:
+                 policy: str = POLICY, read_ahead: int = READ_AHEAD) -> None:
         self.policy = check_policy(policy)
         if num_slots < max(min_slots, 1):
             raise ConfigError(
@@ -130,7 +155,15 @@ class FeatureBuffer:
             )
         self.num_slots = num_slots
         self.data = page_aligned_zeros(num_slots, dim)
-        self._nodes, self._rec = K.new_state(num_nodes, num_slots)  # see _buffer_kernels
+        self._next_use = self.policy == "next-use"
+        if self._next_use:  # see _buffer_kernels: the occurrence chains and the next-use buckets
+            self._nodes, self._rec, self._head, self._occ, self._meta = K.new_next_use_state(
+                num_nodes, num_slots, NEXT_USE_BUCKETS, 1024)
+        else:
+            self._nodes, self._rec = K.new_state(num_nodes, num_slots)
+        self._last_seq = -1
+        self.read_ahead = read_ahead
+        self._pins: dict[int, Pin] = {}  # live pins by seq: read-ahead finds the next batches' rows here
         # one future per piece that reads rows, not one per row (a future per row cost ~1 µs each):
         # _reader[slot] is the reader id of a slot being read, _reads[id] its future
         self._reader = np.full(num_slots, -1, dtype=np.int64)
@@ -138,8 +171,9 @@ class FeatureBuffer:
         self._next_reader = 0
         self._released = asyncio.Event()
         self._pinned = 0
-        self.counters = {"acquire_waits": 0, "pieces": 0}  # rows per action: _actions (see stats)
+        self.counters = {"acquire_waits": 0, "pieces": 0, "read_ahead_rows": 0}  # rows per action: _actions (see stats)
         self._actions = np.zeros(3, dtype=np.int64)  # rows per action (HIT, READ, WAIT) so far
+        self._ahead_actions = np.zeros(3, dtype=np.int64)  # the same for rows read ahead (not batch rows)
 
     @property
     def _wanted(self) -> np.ndarray:
@@ -147,15 +181,27 @@ class FeatureBuffer:
         return self._nodes[:, K.WANTED]
 
     # -- look-ahead pinning ----------------------------------------------------------------------
-    def pin(self, ids: np.ndarray) -> Pin:
-        """Count ``ids`` as wanted by a queued batch (unique ids: the sampler's ``n_id``)."""
+    def pin(self, ids: np.ndarray, seq: int | None = None) -> Pin:
+        """Count ``ids`` as wanted by queued batch ``seq`` (unique ids: the sampler's ``n_id``;
+        ``seq`` None: the one after the last pinned, i.e. pins in the order batches will be used)."""
         ids = int64_ids(ids)
-        K.announce(ids, self._nodes, self._rec)
+        seq = self._last_seq + 1 if seq is None else int(seq)
+        self._last_seq = max(self._last_seq, seq)
+        if self._next_use:
+            if self._meta[K.FREE_COUNT] < len(ids):
+                self._occ = K.grow_occurrences(self._occ, self._meta, 2 * len(self._occ) + len(ids))
+            K.nu_announce(ids, seq, self._nodes, self._rec, self._head, self._occ, self._meta)
+        else:
+            K.announce(ids, self._nodes, self._rec)
         self._pinned += len(ids)
-        return Pin(self, ids)
+        pin = self._pins[seq] = Pin(self, ids, seq=seq)
+        return pin
 
-    def _withdraw(self, ids: np.ndarray) -> None:
-        K.withdraw(ids, self._nodes, self._rec)
+    def _withdraw(self, ids: np.ndarray, seq: int) -> None:
+        if self._next_use:
+            K.nu_withdraw(ids, seq, self._nodes, self._rec, self._head, self._occ, self._meta)
+        else:
+            K.withdraw(ids, self._nodes, self._rec)
         self._pinned -= len(ids)
 
     def pinned_rows(self) -> int:
@@ -172,34 +218,66 @@ class FeatureBuffer:
         pos = 0
         while pos < len(ids):
             unpin = pin is not None and pin.counts(ids, pos)
-            acq = await self.acquire(ids[pos:], limit=limit, unpin=unpin)
+            acq = await self.acquire(ids[pos:], limit=limit, unpin=unpin, seq=pin.seq if pin is not None else -1)
             n = len(acq.ids)
+            ahead: Acquisition | None = None
             try:
                 if pin is not None:
                     pin.advance(n, withdrawn=unpin)
-                await self.fill(acq, source)
+                ahead = self._read_ahead(pin, limit - n)
+                await self.fill(acq, source, ahead)
                 self.release(acq, copy_to=out[pos : pos + n])
             finally:
                 self.release(acq)
+                if ahead is not None:
+                    self.release(ahead)
             pos += n
 
-    async def acquire(self, ids: np.ndarray, *, limit: int | None = None, unpin: bool = False) -> Acquisition:
+    def _read_ahead(self, pin: Pin | None, room: int) -> Acquisition | None:
+        """Slots for the rows of the next ``read_ahead`` queued batches that no slot holds (at most
+        ``room``; never waits: None when no standby slot is left), read with this piece in one
+        request, so the source merges neighbouring rows of several batches into one read (the
+        window's union of missing rows, issue 26).  The rows stay pinned by their own batches, and
+        that batch finds them valid, or being read (it then awaits this piece's read)."""
+        if pin is None or self.read_ahead <= 0 or room <= 0:
+            return None
+        wanted = []
+        for seq in range(pin.seq + 1, pin.seq + 1 + self.read_ahead):
+            nxt = self._pins.get(seq)
+            if nxt is not None:
+                rest = nxt.ids[nxt.taken :]
+                wanted.append(rest[self._nodes[rest, K.SLOT] < 0])
+        ids = np.unique(np.concatenate(wanted))[:room] if wanted else np.zeros(0, np.int64)
+        if not len(ids):
+            return None
+        acq = self._try_acquire(ids, len(ids), count=False)
+        if acq is not None:
+            self.counters["read_ahead_rows"] += int(acq.read_mask.sum())
+        return acq
+
+    async def acquire(self, ids: np.ndarray, *, limit: int | None = None, unpin: bool = False,
+                      seq: int = -1) -> Acquisition:
         """Hold slots for a prefix of ``ids`` (at least one row, at most ``limit``), waiting for a
         release only when no slot at all is on standby.  Empty ``ids``: an empty acquisition.
         ``unpin``: the rows taken leave the look-ahead counts too (the caller advances its pin with
-        ``withdrawn=True``)."""
+        ``withdrawn=True``; ``seq``: the pin's batch, which next-use eviction withdraws them from)."""
         ids = int64_ids(ids)
         limit = len(ids) if limit is None else limit
-        while (acq := self._try_acquire(ids, limit, unpin)) is None:
+        while (acq := self._try_acquire(ids, limit, unpin, seq)) is None:
             self.counters["acquire_waits"] += 1
             self._released.clear()
             await self._released.wait()
         return acq
 
-    def _try_acquire(self, ids: np.ndarray, limit: int, unpin: bool = False) -> Acquisition | None:
+    def _try_acquire(self, ids: np.ndarray, limit: int, unpin: bool = False, seq: int = -1, *,
+                     count: bool = True) -> Acquisition | None:
         slots = np.empty(min(len(ids), limit), dtype=np.int64)
         actions = np.empty(len(slots), dtype=np.int8)
-        taken = int(K.acquire(ids, self._nodes, self._rec, slots, actions, limit, unpin))
+        if self._next_use:
+            taken = int(K.nu_acquire(ids, self._nodes, self._rec, self._head, self._occ, self._meta, slots, actions,
+                                     limit, seq if unpin else -1))
+        else:
+            taken = int(K.acquire(ids, self._nodes, self._rec, slots, actions, limit, unpin))
         if taken == 0 and len(slots):
             return None
         acq = Acquisition(ids=ids[:taken], slots=slots[:taken], actions=actions[:taken])
@@ -212,26 +290,37 @@ class FeatureBuffer:
         waiting = acq.slots[acq.actions == K.WAIT]
         if len(waiting):  # a WAIT row's reader has not settled yet
             acq.waits = [self._reads[r] for r in np.unique(self._reader[waiting]).tolist()]
-        self._count(acq.actions)
+        if count:
+            self._count(acq.actions)
+        else:
+            K.count_actions(acq.actions, self._ahead_actions)
         return acq
 
     def _count(self, actions: np.ndarray) -> None:
         self.counters["pieces"] += 1
         K.count_actions(actions, self._actions)
 
-    async def fill(self, acq: Acquisition, source: SlotReader) -> None:
+    async def fill(self, acq: Acquisition, source: SlotReader, ahead: Acquisition | None = None) -> None:
         """Read this piece's missing rows into their slots through ``source`` (its batched
-        ``read_rows_into`` hook), then await rows others are reading."""
-        read_slots = acq.slots[acq.read_mask]
+        ``read_rows_into`` hook), with the rows ``ahead`` holds for queued batches in the same
+        request (:meth:`_read_ahead`), then await rows others are reading."""
+        read_slots, read_ids = acq.slots[acq.read_mask], acq.ids[acq.read_mask]
+        if ahead is not None:
+            read_slots = np.concatenate([read_slots, ahead.slots[ahead.read_mask]])
+            read_ids = np.concatenate([read_ids, ahead.ids[ahead.read_mask]])
         try:
             if len(read_slots):
-                await source.read_rows_into(acq.ids[acq.read_mask], self.data, read_slots)
+                await source.read_rows_into(read_ids, self.data, read_slots)
                 K.mark_valid(read_slots, self._rec)
         except BaseException as exc:
             K.invalidate(read_slots, self._nodes, self._rec)
             self._settle(acq, exc)
+            if ahead is not None:
+                self._settle(ahead, exc)
             raise
         self._settle(acq, None)
+        if ahead is not None:
+            self._settle(ahead, None)
         for fut in acq.waits:
             await fut
 
@@ -257,7 +346,13 @@ class FeatureBuffer:
         if acq.released:
             return
         acq.released = True
-        if copy_to is None:
+        if self._next_use:
+            if copy_to is None:
+                K.nu_release(acq.slots, self._nodes, self._rec, self._head, self._occ, self._meta)
+            else:
+                K.nu_gather_release(self.data, acq.slots, copy_to, self._nodes, self._rec, self._head, self._occ,
+                                    self._meta)
+        elif copy_to is None:
             K.release(acq.slots, self._nodes, self._rec)
         else:
             K.gather_release(self.data, acq.slots, copy_to, self._nodes, self._rec)

@@ -1,7 +1,7 @@
-"""Eviction policies of dynamic tiers, by name (the feature buffer's today; ``_tier``).
+"""Eviction policies of dynamic tiers, by name (the feature buffer's, ``_feature_buffer``; ``_tier``).
 
-``EVICTION_POLICIES`` holds what is built; ``PLANNED_POLICIES`` names what is planned (the I/O
-issue's next-use policy) so that asking for it says so instead of "unknown".
+``EVICTION_POLICIES`` holds what is built; ``PLANNED_POLICIES`` names what is planned, so that asking
+for one says so instead of "unknown" (none at the moment: next-use, issue 26, is built).
 """
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ from typing import Literal
 
 from .._errors import ConfigError
 
-EvictionPolicy = Literal["lru-lookahead"]
+EvictionPolicy = Literal["lru-lookahead", "next-use"]
 EVICTION_POLICIES: dict[str, str] = {
     "lru-lookahead": "least recently released slot first; rows of queued batches (look-ahead pins) evicted last",
+    "next-use": "the row whose next use (first queued batch needing it) is furthest; rows no queued batch "
+                "needs first, least recently released first (Belady within the window, LRU beyond)",
 }
-PLANNED_POLICIES: dict[str, str] = {
-    "next-use": "the row needed furthest ahead in the window of planned batches (Belady), the I/O issue's",
-}
+PLANNED_POLICIES: dict[str, str] = {}
 
 
 def check_policy(policy: object) -> str:

@@ -34,6 +34,23 @@ from ._staging_kernels import scatter_rows
 
 MIN_ARENA = 1 << 16
 GATHER_BLOCK = 1 << 20
+DEFAULT_MERGE_GAP = 32 << 10  # the hole read through between two needed rows when no probe says better (IOConfig)
+SECTOR = 4096
+
+
+def merge_gap_bytes(iops: float | None, bytes_per_s: float | None, *, read_bytes: int = SECTOR,
+                    max_read: int = 128 << 10, default: int = DEFAULT_MERGE_GAP) -> int:
+    """The largest hole between two needed rows worth reading through rather than issuing one more read
+    (issue 26, merged reads): one extra read of ``read_bytes`` costs the device ``1 / iops`` seconds at
+    the depth the loader keeps in flight, reading ``g`` more bytes costs ``g / bytes_per_s`` at its
+    bandwidth, so holes up to ``bytes_per_s / iops`` bytes are cheaper read (rounded down to whole
+    4 KiB sectors, at most ``max_read``: a read never passes that cap anyway).  Without a measure
+    (either rate None or not positive): ``default``.  Pure: the caller takes the rates from a probe
+    (``_disk_probe.gap_from_probe``)."""
+    if not iops or not bytes_per_s or iops <= 0 or bytes_per_s <= 0:
+        return min(default, max_read)
+    gap = int(bytes_per_s / iops) - read_bytes  # the time of one extra read, in bytes, less the read's own
+    return max(0, min(max_read, gap - gap % SECTOR))
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ can run: :class:`~outre_async.NeighborSampler` and the partition-mode ``Partitio
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
@@ -80,12 +81,15 @@ class OutreBatch(Data):
             callback()
 
 
-def to_batch(eb: ExtractedBatch, labels: np.ndarray | None, epoch: int,
-             input_id: np.ndarray | None = None) -> OutreBatch:
+def to_batch(eb: ExtractedBatch, labels: np.ndarray | None, epoch: int, input_id: np.ndarray | None = None,
+             to_original: Callable[[np.ndarray], np.ndarray] | None = None) -> OutreBatch:
     """Wrap an extracted batch as PyG ``Data`` on the host, sharing its arrays (no copy).  A loader
-    on a device copies it there through its copy engine (``_device_copy``, ``_delivery``)."""
+    on a device copies it there through its copy engine (``_device_copy``, ``_delivery``).
+    ``to_original``: the loader reads a partition-ordered copy (``_layout``); ``n_id`` is handed out
+    in the original's ids (``y`` is looked up in the copy's labels, by the copy's ids)."""
     sub = eb.subgraph
-    n_id = torch.from_numpy(np.asarray(sub.n_id, dtype=np.int64))
+    ids = np.asarray(sub.n_id, dtype=np.int64)
+    n_id = torch.from_numpy(ids if to_original is None else np.asarray(to_original(ids), dtype=np.int64))
     batch = OutreBatch(
         x=torch.from_numpy(eb.x),
         edge_index=torch.from_numpy(np.asarray(sub.edge_index, dtype=np.int64)),

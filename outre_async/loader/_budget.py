@@ -6,6 +6,7 @@ batch is expected to need (a probe of real batches, ``_batch_rows``; at most ``R
 most edges one batch can sample, the loader holds at most::
 
     slot table        8 N                                   (node -> slot map, look-ahead counts)
+    next-use chains   4 N + 16 R x (extract_queue + extractors)  (buffer_policy="next-use" only)
     feature buffer    rows x (4 dim + 40)                   (rows + bookkeeping: node, refs, LRU)
     staging           2 x extractors x S                    (two chunks in flight per extractor;
                                                              S = one staging arena, a power of two)
@@ -62,12 +63,14 @@ from ._config import EXTRACT_QUEUE, LoaderConfig
 SLOT_BYTES = 40     # per buffer slot besides its row: node id 8, refs 4, valid 1, LRU links 16, slack
 LEASE_BYTES = 33    # per row of a batch besides its features: labels 8, input_id 8 (per seed), piece ids + slots 16, actions 1
 NODE_BYTES = 8      # per node: its slot (4) and its look-ahead count (4), one int32 record (_buffer_kernels)
+NEXT_USE_NODE_BYTES = 4  # buffer_policy="next-use": per node, the head of its chain of queued uses
+NEXT_USE_PIN_BYTES = 16  # buffer_policy="next-use": per row of a queued batch, its use record (seq, link)
 MIN_ROWS_PER_EXTRACTOR = 128  # the buffer's floor: a piece of reads in flight for every extractor
 PIECE_ROWS_PER_EXTRACTOR = 4096  # the buffer's piece floor where the budget allows (module docstring)
 MIN_BATCHES = 2.2   # the pool's floor: the batch the consumer holds and the next one, + 10 % for
                     # batches larger than the probe's largest
 OUT_OF_TURN_MARGIN = 1.1  # ordered mode: a batch out of turn per sampler, + 10 % (as above)
-LOOKAHEAD_SHARE = 0.02  # the default extract queue deepens within this share of the budget
+LOOKAHEAD_SHARE = 0.04  # the default extract queue deepens within this share of the budget (issue 26)
 _SPAN_SLACK = 8192  # an aligned row span passes its row by at most two 4 KiB sectors
 
 
@@ -181,7 +184,10 @@ def extract_depth(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[s
     if budget is None:
         return EXTRACT_QUEUE
     room = min(int(LOOKAHEAD_SHARE * budget), budget - plan_memory_floor(cfg, sizes, source=source, extra=extra))
-    return least + max(0, min(EXTRACT_QUEUE - least, room // (8 * sizes.max_rows + 24 * sizes.max_edges)))
+    per_batch = 8 * sizes.max_rows + 24 * sizes.max_edges
+    if cfg.buffer_policy == "next-use":
+        per_batch += NEXT_USE_PIN_BYTES * sizes.max_rows
+    return least + max(0, min(EXTRACT_QUEUE - least, room // per_batch))
 
 
 def _least_pool(cfg: LoaderConfig, sizes: Sizes) -> int:
@@ -239,6 +245,8 @@ def _fixed_parts(cfg: LoaderConfig, sizes: Sizes, source: str, stage: int,
         "sampler scratch": cfg.num_samplers * (scratch * n + 3 * sub),
         "subgraphs": (cfg.extract_capacity + e + cfg.ready_capacity + 1) * sub,
     }
+    if cfg.buffer_policy == "next-use":  # its use chains: a head per node, a record per queued row
+        parts["next-use chains"] = NEXT_USE_NODE_BYTES * n + NEXT_USE_PIN_BYTES * r * (cfg.extract_capacity + e)
     if cfg.ordered:  # batches sent out of turn (``_out_of_turn``); the others' matrices are the pool's
         parts["reorder buffer"] = math.ceil(OUT_OF_TURN_MARGIN * cfg.num_samplers * expected_batch_bytes(cfg, sizes))
     if cfg.partitions is not None:

@@ -23,9 +23,10 @@ from ..machine._cores import sized_from_cores
 from ..machine._device import resolve_device
 from ..sampling._plan import check_rank
 from ..sampling._sampler import check_fanouts
+from ._layout import check_layout
 
 _AT_LEAST_ONE = ("batch_size", "num_samplers", "num_extractors", "device_depth")
-EXTRACT_QUEUE = 32  # the extract queue's default depth (see LoaderConfig.extract_capacity)
+EXTRACT_QUEUE = 64  # the extract queue's default depth (see LoaderConfig.extract_capacity)
 _NONE_OR_AT_LEAST_ONE = ("extract_queue", "ready_queue", "buffer_rows", "memory_budget", "max_in_flight",
                          "parts_per_batch", "interleave")
 
@@ -66,6 +67,7 @@ class LoaderConfig:
     cache_split: str | float = "auto"  # with profile="auto": "auto" (knapsack), "outre" (alpha grid) or an alpha
     gpu_cache_budget: int | str | None = None  # device bytes of the GPU feature tier (features._gpu_tier); 0/None: off
     buffer_policy: str = "lru-lookahead"  # the feature buffer's eviction policy (features.EVICTION_POLICIES)
+    layout: str = "auto"  # which copy is read: "auto" (the partition-ordered one when there), "original", "ordered", a path (_layout)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fanouts", check_fanouts(self.fanouts))
@@ -99,6 +101,7 @@ class LoaderConfig:
                               f"or None, got {type(self.disk_probe).__name__}")
         # "auto", "cuda" -> "cuda:0": one spelling per device; a device not here is refused now
         object.__setattr__(self, "device", str(resolve_device(self.device)))
+        check_layout(self.layout)
         if self.backend not in BACKENDS:
             raise ConfigError(f"backend={self.backend!r} must be one of {BACKENDS}")
 
@@ -115,8 +118,12 @@ class LoaderConfig:
         16, 1.28 M at 32 (-20 %) and 1.12 M at 64.  Each slot costs one worst-case subgraph in the
         plan (``8 R + 24 E``: 1 MB there, so 32 costs 26 MiB more than 4, 2.5 % of the buffer's rows;
         3.6 MB with fanouts 10,10 and batch 1024), so the default deepens the queue to
-        ``EXTRACT_QUEUE`` (32) only within 2 % of ``memory_budget`` and what the budget leaves
-        above the loader's floor (a budget at the floor keeps ``num_samplers + 2``).
+        ``EXTRACT_QUEUE`` (64) only within 4 % of ``memory_budget`` and what the budget leaves
+        above the loader's floor (a budget at the floor keeps ``num_samplers + 2``).  Issue 26
+        measured the window with ``benchmarks/simulate_cache_policies.py --extract-queue``: at 1.6 GiB
+        depth 32 read 1.281 M rows (1.22 x Belady MIN at its 266 k-row buffer), 64 read 1.116 M
+        (1.04 x MIN at 259 k rows), 128 read 1.116 M (1.01 x MIN at 243 k rows: the deeper queue's
+        subgraphs took the rows it saved), so 64.
         """
         return self.num_samplers + 2 if self.extract_queue is None else self.extract_queue
 

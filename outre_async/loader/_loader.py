@@ -57,6 +57,7 @@ from ._device_copy import CopyEngine, Transfer, wait_on_own_stream
 from ._epoch_io import IOMark, epoch_io, known_rate
 from ._extract_stage import ExtractStage
 from ._history import EpochHistory, EpochToken, build_owner
+from ._layout import choose_layout
 from ._out_of_turn import OutOfTurnMemory
 from ._pipeline import EpochParts
 from ._profiling import load_plan, profile_stats
@@ -102,7 +103,7 @@ class OutreLoader:
                  neighbor_cache: int | str = 0, history: HistoryConfig | None = None,
                  rank: int | None = None, world_size: int | None = None, local_world_size: int | None = None,
                  profile: str | None = None, cache_split: str | float = "auto",
-                 gpu_cache_budget: int | str | None = None, buffer_policy: str = "lru-lookahead",
+                 gpu_cache_budget: int | str | None = None, buffer_policy: str = "lru-lookahead", layout: str = "auto",
                  # the same knobs as one object, or a source the caller opened
                  config: LoaderConfig | None = None, source: FeatureSource | None = None,
                  # PyG NeighborLoader's names (see _pyg_names)
@@ -113,8 +114,14 @@ class OutreLoader:
                  **pyg_options: Any) -> None:
         split, cfg = loader_config(config, locals())
         self.transform = check_transform(transform)
-        ds = dataset if isinstance(dataset, Dataset) else open_dataset(dataset)
-        self.dataset = ds
+        original = dataset if isinstance(dataset, Dataset) else open_dataset(dataset)
+        # partition batches read the partition-ordered copy when there (issue 26; ``_layout``): a source
+        # the caller opened or a profile's rows name the original's rows, so those read the original
+        auto_original = cfg.layout == "auto" and (source is not None or cfg.profile is not None)
+        self._layout = choose_layout(original, "original" if auto_original else cfg.layout, cfg.partitions)
+        self.original_dataset = original
+        self.dataset = ds = self._layout.read  # what is sampled and read (n_id is mapped back in batches)
+        split = self._layout.split(split)
         self._setup = setup = loader_setup(ds, cfg, split, source)
         # profile=: the budget's split (issue 12); the config the loader runs with is then the plan's
         self._applied = load_plan(setup) if cfg.profile is not None else None
@@ -231,9 +238,11 @@ class OutreLoader:
         parts = self._epoch_parts(res, epoch, history)
         device = torch.device(self.config.device)
         labels = self.dataset.labels
+        to_original = self._layout.to_original if self._layout.ordered else None
 
         def build(eb: ExtractedBatch) -> OutreBatch:
-            return to_batch(eb, labels, epoch, self._setup.seed_index.positions(eb.subgraph.n_id[: eb.subgraph.batch_size]))
+            return to_batch(eb, labels, epoch, self._setup.seed_index.positions(eb.subgraph.n_id[: eb.subgraph.batch_size]),
+                            to_original)
 
         def handed(eb: ExtractedBatch, batch: OutreBatch) -> OutreBatch:
             """At hand-over, in step order: the GPU tier's rows join the misses (on the batch's device, after
@@ -424,6 +433,8 @@ class OutreLoader:
         if self._applied is not None:
             out["profile"] = profile_stats(self._applied.info, out, self._static)
         out["epoch_io"] = self._epoch_io(res)
+        out["layout"] = self._layout.stats()
+        out["buffer_policy"] = self.config.buffer_policy
         return out
 
     def _epoch_io(self, res: Resources | None) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..features import FeatureBuffer, FeatureSource, FeatureTier, detect_io_uring, open_source
-from ..features._disk_probe import in_flight_for
+from ..features._disk_probe import gap_from_probe, in_flight_for
 from ..features._gpu_tier import DeviceFeatureCache
 from ..features._static_cache import StaticFeatureCache
 from ..sampling._sampler import NeighborSampler
@@ -31,6 +31,8 @@ from ._budget import MemoryPlan, batch_row_bytes
 from ._config import LoaderConfig
 from ._device_copy import CopyEngine, copy_engine_for
 from ._tiers import build_tiers
+
+DEFAULT_DEPTH_FOR_GAP = 256  # io_uring's default depth (IOConfig.max_in_flight), where no probe sized it
 
 if TYPE_CHECKING:
     from ._delivery import EpochStream
@@ -104,6 +106,9 @@ def _open_source(cfg: LoaderConfig, ds: Dataset, staging: dict[str, int]) -> Fea
     depth = io_depth(cfg, ds.row_layout.stride)
     if depth is not None:
         io_opts.setdefault("max_in_flight", depth)
+    if cfg.backend != "memory" and cfg.disk_probe is not None:  # merged reads: holes cheaper than a read
+        io_opts.setdefault("max_gap_bytes", gap_from_probe(cfg.disk_probe, depth or DEFAULT_DEPTH_FOR_GAP,
+                                                           ds.row_layout.stride))
     return open_source(ds, cfg.backend, **io_opts)  # type: ignore[arg-type]  # validated in LoaderConfig
 
 

@@ -90,7 +90,7 @@ class SampleStage:
                 decision = made
             self.counters = self.counters.plus(subgraph, time.perf_counter() - start, cpu)
             lease = None if gate is None else await gate.admit(seq, subgraph.num_nodes, subgraph_bytes(subgraph))
-            pin = lookahead.pin(subgraph.n_id) if lookahead is not None else None
+            pin = lookahead.pin(subgraph.n_id, seq) if lookahead is not None else None
             try:
                 await out.send(SampledBatch(seq, subgraph, decision, pin, lease))
             except BaseException:

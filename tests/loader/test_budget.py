@@ -141,21 +141,21 @@ def test_an_ordered_budget_below_the_floor_names_the_minimum() -> None:
                     IGB_LIKE, source="disk")
 
 
-def test_the_default_extract_queue_deepens_within_two_percent_of_the_budget_and_its_room() -> None:
-    """Look-ahead depth (``extract_depth``): 32 on igb-like at 1.6 GiB (32 subgraphs of 1 MB fit in
-    2 %), the floor samplers + 2 at the floor budget, in between when the budget is tight, as given
+def test_the_default_extract_queue_deepens_within_four_percent_of_the_budget_and_its_room() -> None:
+    """Look-ahead depth (``extract_depth``): 64 on igb-like at 1.6 GiB (64 subgraphs of 1 MB fit in
+    4 %), the floor samplers + 2 at the floor budget, in between when the budget is tight, as given
     when given, and the ``subgraphs`` part counts the depth the plan returns."""
     cfg = oa.LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget="1.6GiB")
     sub = 8 * IGB_LIKE.max_rows + 24 * IGB_LIKE.max_edges
     plan = plan_memory(cfg, IGB_LIKE, source="disk")
-    assert plan.extract_queue == 32 and plan.parts["subgraphs"] == (32 + 2 + 2 + 1) * sub
+    assert plan.extract_queue == 64 and plan.parts["subgraphs"] == (64 + 2 + 2 + 1) * sub
     floor = plan_memory_floor(cfg, IGB_LIKE, source="disk")
     at_floor = oa.LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget=floor)
     assert plan_memory(at_floor, IGB_LIKE, source="disk").extract_queue == 4
     tight = oa.LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget=floor + 3 * sub + 1)  # room: 3 slots
     assert plan_memory(tight, IGB_LIKE, source="disk").extract_queue == 4 + 3
-    mid = oa.LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget=400 << 20)  # 2 %: 8 slots
-    assert plan_memory(mid, IGB_LIKE, source="disk").extract_queue == 4 + int(0.02 * (400 << 20)) // sub == 12
+    mid = oa.LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget=400 << 20)  # 4 %: 16 slots
+    assert plan_memory(mid, IGB_LIKE, source="disk").extract_queue == 4 + int(0.04 * (400 << 20)) // sub == 20
     given = oa.LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget="1.6GiB", extract_queue=3)
     assert plan_memory(given, IGB_LIKE, source="disk").extract_queue == 3
-    assert plan_memory(oa.LoaderConfig(fanouts=(10, 5), batch_size=512), IGB_LIKE, source="disk").extract_queue == 32
+    assert plan_memory(oa.LoaderConfig(fanouts=(10, 5), batch_size=512), IGB_LIKE, source="disk").extract_queue == 64

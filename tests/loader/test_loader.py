@@ -105,6 +105,30 @@ def test_set_epoch_replays_that_epoch(dataset: oa.Dataset) -> None:
         np.testing.assert_array_equal(e1, e2)
 
 
+@pytest.mark.parametrize("policy", ["next-use", "lru-lookahead"])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_each_eviction_policy_serves_every_batch_from_a_small_buffer_under_delays(dataset: oa.Dataset, policy: str,
+                                                                                   seed: int) -> None:
+    """Both buffer policies, a buffer of 48 rows (pieces, evictions of pinned rows, read-ahead) and a
+    deep queue: every batch's rows are the dataset's, nothing stays held or pinned."""
+
+    async def body() -> None:
+        loader = _loader(dataset, num_samplers=2, num_extractors=2, buffer_rows=48, extract_queue=12,
+                         buffer_policy=policy, source=FaultySource(dataset, seed=seed))
+        async with loader:
+            _chaos(loader, seed)
+            seqs = []
+            async for batch in loader:
+                _check_batch(dataset, batch)
+                seqs.append(batch.seq)
+            stats = loader.stats()
+            assert stats["buffer_policy"] == policy
+            assert stats["buffer"]["free_slots"] == 48 and stats["buffer"]["pinned_rows"] == 0
+        assert sorted(seqs) == list(range(len(loader)))
+
+    run(body())
+
+
 def test_async_matches_the_sync_baseline_batch_for_batch(dataset: oa.Dataset) -> None:
     sync = oa.SyncLoader(dataset, split="train", fanouts=[4, 3], batch_size=32, seed=7)
     expected = list(sync)
