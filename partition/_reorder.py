@@ -45,7 +45,8 @@ import numpy as np
 
 from outre_async._errors import ConfigError, PartitionCorruptError
 from outre_async._units import format_bytes
-from outre_async.store._dataset import Dataset, open_data_file, open_dataset
+from outre_async.store._dataset import Dataset, open_dataset
+from outre_async.store._file_reads import open_data_file
 from outre_async.store._overwrite import check_overwrite, dataset_names
 from outre_async.store._writer import DatasetWriter
 

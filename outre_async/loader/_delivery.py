@@ -32,7 +32,7 @@ import asyncio
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -320,6 +320,27 @@ class DeviceEpochStream(EpochStream[B]):
         await super()._shutdown()
         for eb, _, _ in self._resident.drain_nowait():
             eb.lease.release()  # copied or not: the engine's close waits for its copies
+
+
+class AsyncEpoch(Generic[B]):
+    """What ``async for`` iterates: the epoch's async generator behind a plain object, so that the
+    loader learns (``weakref.finalize``) the moment the user lets go of it; the generator itself is
+    finalized later, by a task of the event loop (see ``HistoryOwner.epoch``)."""
+
+    __slots__ = ("_agen", "__weakref__")
+
+    def __init__(self, agen: AsyncGenerator[B, None]) -> None:
+        self._agen = agen
+
+    def __aiter__(self) -> AsyncEpoch[B]:
+        return self
+
+    def __anext__(self) -> Awaitable[B]:
+        return self._agen.__anext__()
+
+    def aclose(self) -> Awaitable[None]:
+        """Close the epoch now (what leaving ``async for`` by an exception leaves to the event loop)."""
+        return self._agen.aclose()
 
 
 def _through_the_copier(eb: ExtractedBatch) -> Any:

@@ -27,11 +27,10 @@ import numbers
 import os
 import time
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
 import torch
 from numpy.typing import ArrayLike
 
@@ -43,8 +42,6 @@ from ..cache._history_config import HistoryConfig
 from ..features import FeatureSource
 from ..features._device_rows import assemble_x
 from ..features._disk_probe import DiskProbe
-from ..features._gpu_tier import DeviceFeatureCache
-from ..features._static_cache import StaticFeatureCache
 from ..machine._cores import sized_from_cores
 from ..sampling._plan import num_batches
 from ..store._dataset import Dataset, open_dataset
@@ -52,7 +49,7 @@ from ..store._safe_read import fd_exhausted
 from ._batch import ExtractedBatch, OutreBatch, SampledBatch, to_batch
 from ._budget import MemoryPlan, batch_row_bytes
 from ._config import BACKENDS, LoaderConfig
-from ._delivery import Delivery, EpochStream, ToDevice
+from ._delivery import AsyncEpoch, Delivery, EpochStream, ToDevice
 from ._device_copy import CopyEngine, Transfer, wait_on_own_stream
 from ._epoch_io import IOMark, epoch_io, known_rate
 from ._extract_stage import ExtractStage
@@ -66,7 +63,7 @@ from ._resources import ResourceBox, Resources
 from ._sample_stage import SampleStage
 from ._setup import loader_config, loader_setup
 from ._stats import queue_stats, resource_stats, stage_stats
-from ._tiers import gpu_cache, static_cache
+from ._tiers import tier_caches
 
 __all__ = ["BACKENDS", "LoaderConfig", "OutreLoader"]
 
@@ -126,7 +123,7 @@ class OutreLoader:
         # profile=: the budget's split (issue 12); the config the loader runs with is then the plan's
         self._applied = load_plan(setup) if cfg.profile is not None else None
         run_cfg = self._applied.config if self._applied is not None else cfg
-        self._gpu, self._static = self._caches(run_cfg)  # the GPU and static tiers' rows (``_tiers``)
+        self._gpu, self._static = tier_caches(setup, run_cfg, self._applied)  # the GPU and static tiers' rows (``_tiers``)
         self._history = build_owner(ds, run_cfg, setup.first_plan)
         self.memory = self._memory_plan(run_cfg)
         if run_cfg.extract_queue is None:  # the depth the plan counts (``_budget.extract_depth``)
@@ -141,27 +138,6 @@ class OutreLoader:
         self._box = ResourceBox()
         self._bridge: LoopThread | None = None
         self._finalizer: weakref.finalize | None = None
-
-    def _profile_rows(self, run_cfg: LoaderConfig) -> np.ndarray | None:
-        """With ``profile=``: the plan's neighbour lists to the partition batching; its hot rows (for the
-        static tier) returned."""
-        applied, partitioned = self._applied, self._setup.partitioned
-        if applied is None:
-            return None
-        if partitioned is not None:
-            partitioned.use_neighbor_cache(applied.neighbor_nodes, int(run_cfg.neighbor_cache))
-        return applied.static_rows
-
-    def _caches(self, run_cfg: LoaderConfig) -> tuple[DeviceFeatureCache | None, StaticFeatureCache | None]:
-        """The rows the GPU tier (``gpu_cache_budget``) and the static tier (``profile=``) hold (``_tiers``);
-        the ranking samples epoch 0's first batches with that epoch's own streams."""
-        setup = self._setup
-        static_rows = self._profile_rows(run_cfg)
-        place, partitioned = setup.place, setup.partitioned
-        base = partitioned.stream_base(0) if partitioned is not None else place.rank
-        gpu = gpu_cache(self.dataset, run_cfg, setup.first_plan, stream_base=base, stream_stride=place.world_size)
-        static = None if static_rows is None else static_cache(self.dataset, run_cfg, static_rows, gpu)
-        return gpu, static
 
     @property
     def _res(self) -> Resources | None:
@@ -220,7 +196,7 @@ class OutreLoader:
 
     def __aiter__(self) -> AsyncIterator[OutreBatch]:
         token = EpochToken()
-        epoch = _AsyncEpoch(self._one_epoch(token))
+        epoch = AsyncEpoch(self._one_epoch(token))
         weakref.finalize(epoch, token.abandon)  # the user let go of it: it delivers nothing more
         return epoch
 
@@ -449,27 +425,6 @@ class OutreLoader:
         info = self._applied.info if self._applied is not None else None
         return epoch_io(start, end, known_rate(self.config.disk_probe, info, self.dataset.row_layout.stride,
                                                end.io.get("max_in_flight")))
-
-
-class _AsyncEpoch:
-    """What ``async for`` iterates: the epoch's async generator behind a plain object, so that the
-    loader learns (``weakref.finalize``) the moment the user lets go of it; the generator itself is
-    finalized later, by a task of the event loop (see ``HistoryOwner.epoch``)."""
-
-    __slots__ = ("_agen", "__weakref__")
-
-    def __init__(self, agen: AsyncGenerator[OutreBatch, None]) -> None:
-        self._agen = agen
-
-    def __aiter__(self) -> _AsyncEpoch:
-        return self
-
-    def __anext__(self) -> Awaitable[OutreBatch]:
-        return self._agen.__anext__()
-
-    def aclose(self) -> Awaitable[None]:
-        """Close the epoch now (what leaving ``async for`` by an exception leaves to the event loop)."""
-        return self._agen.aclose()
 
 
 def _close_bridge(bridge: LoopThread, box: ResourceBox) -> None:

@@ -89,3 +89,16 @@ def build_tiers(source: FeatureSource, buffer: FeatureBuffer, *, num_extractors:
     if gpu is not None:
         top = make_tier("gpu", top, cache=gpu)
     return top
+
+
+def tier_caches(setup: Any, run_cfg: Any, applied: Any) -> tuple[DeviceFeatureCache | None, StaticFeatureCache | None]:
+    """The rows the GPU tier (``gpu_cache_budget``) and the static tier (``profile=``, the applied plan's
+    hot rows, less the GPU tier's) hold; the ranking samples epoch 0's first batches with that epoch's own
+    streams.  With a plan, its neighbour lists go to the partition batching first."""
+    place, partitioned = setup.place, setup.partitioned
+    if applied is not None and partitioned is not None:
+        partitioned.use_neighbor_cache(applied.neighbor_nodes, int(run_cfg.neighbor_cache))
+    base = partitioned.stream_base(0) if partitioned is not None else place.rank
+    gpu = gpu_cache(setup.dataset, run_cfg, setup.first_plan, stream_base=base, stream_stride=place.world_size)
+    static = None if applied is None else static_cache(setup.dataset, run_cfg, applied.static_rows, gpu)
+    return gpu, static

@@ -29,20 +29,18 @@ from __future__ import annotations
 import mmap
 import os
 import weakref
-import zlib
-from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .._errors import ConfigError, DatasetCorruptError, DatasetNotFoundError, DatasetReadError
+from .._errors import ConfigError, DatasetCorruptError, DatasetNotFoundError
 from .._units import available_memory
+from ._file_reads import blocks, check_disjoint, check_split, load_small, open_data_file, scan_indptr, scan_labels, scan_node_ids
 from ._layout import RowLayout
-from ._manifest import MANIFEST_NAME, SPLIT_NAMES, FileEntry, Manifest, read_manifest
+from ._manifest import MANIFEST_NAME, SPLIT_NAMES, Manifest, read_manifest
 from ._paths import confined
-from ._safe_read import open_regular
 
 
 class Dataset:
@@ -53,16 +51,16 @@ class Dataset:
         self.manifest = manifest
         self.indices_in_ram = indices_in_ram  # None: when it fits a quarter of the available memory
         self._mapped: list[tuple[int, Path, int]] = []  # (own fd, path, manifest size) of each map
-        _scan_indptr(path, manifest.indptr, manifest.num_edges)
+        scan_indptr(path, manifest.indptr, manifest.num_edges)
         if manifest.labels is not None:
-            _scan_labels(path, manifest.labels, manifest.num_classes)
+            scan_labels(path, manifest.labels, manifest.num_classes)
         for entry in (manifest.original_ids, manifest.new_ids):
             if entry is not None:
-                _scan_node_ids(path, entry, manifest.num_nodes)
-        self._splits = {name: _load_small(path, e) for name, e in manifest.splits.items()}
+                scan_node_ids(path, entry, manifest.num_nodes)
+        self._splits = {name: load_small(path, e) for name, e in manifest.splits.items()}
         for name, ids in self._splits.items():
-            _check_split(path, name, ids, manifest.num_nodes)
-        _check_disjoint(path, self._splits)
+            check_split(path, name, ids, manifest.num_nodes)
+        check_disjoint(path, self._splits)
 
     # -- sizes -----------------------------------------------------------------------------------
     @property
@@ -105,7 +103,7 @@ class Dataset:
     @cached_property
     def indptr(self) -> np.ndarray:
         """CSC offsets ``[N+1]`` (int64), loaded on first access."""
-        return _load_small(self.path, self.manifest.indptr)
+        return load_small(self.path, self.manifest.indptr)
 
     def indptr_map(self) -> np.ndarray:
         """``indptr`` memory-mapped read-only (validated on open): its pages are clean page cache the
@@ -136,7 +134,7 @@ class Dataset:
         """Class ids ``[N]`` (-1: unlabelled), loaded on first access; ``None`` without labels."""
         if self.manifest.labels is None:
             return None
-        return _load_small(self.path, self.manifest.labels)
+        return load_small(self.path, self.manifest.labels)
 
     @cached_property
     def indices(self) -> np.ndarray:
@@ -150,7 +148,7 @@ class Dataset:
         if in_ram is None:
             in_ram = e.nbytes <= available_memory() // 4
         if in_ram:
-            return _load_small(self.path, e)
+            return load_small(self.path, e)
         return self._map(e.file, np.dtype(e.dtype), e.shape)
 
     @cached_property
@@ -192,7 +190,7 @@ class Dataset:
         permutations of each other (their ranges were checked on open)."""
         m = self.manifest
         assert m.original_ids is not None and m.new_ids is not None  # callers check
-        to_old, to_new = _load_small(self.path, m.original_ids), _load_small(self.path, m.new_ids)
+        to_old, to_new = load_small(self.path, m.original_ids), load_small(self.path, m.new_ids)
         wrong = to_new[to_old] != np.arange(self.num_nodes, dtype=np.int64)
         if wrong.any():
             i = int(np.argmax(wrong))
@@ -221,7 +219,7 @@ class Dataset:
         It reads the file in blocks (never through a map: a file truncated meanwhile is a short read
         and a named error here, not a SIGBUS), holding one block at a time."""
         e, start = self.manifest.indices, 0
-        for part in _blocks(self.path, e, items=chunk):
+        for part in blocks(self.path, e, items=chunk):
             if len(part) and (part.min() < 0 or part.max() >= self.num_nodes):
                 raise DatasetCorruptError(
                     f"{self.path}: indices[{start}:{start + len(part)}] hold ids outside [0, {self.num_nodes}); re-convert"
@@ -307,112 +305,6 @@ def _check_files(root: Path, m: Manifest) -> None:
         os.close(open_data_file(p, expected))  # a regular file (no FIFO, device, folder) of the exact size
 
 
-_SCAN_ITEMS = 1 << 20  # items per block of the open-time scans (8 MiB of int64)
-
-
-def _load_small(root: Path, entry: FileEntry) -> np.ndarray:
-    """Read a whole file into one array (no intermediate copy) and check its checksum."""
-    out = np.empty(entry.shape, dtype=entry.dtype)
-    path = root / entry.file
-    try:
-        with _open_entry(root, entry) as f:
-            got = _read_full(f, memoryview(out).cast("B"))  # type: ignore[arg-type]  # an ndarray is a buffer
-    except _Failed as failed:
-        raise DatasetReadError(f"read failed ({failed.exc.strerror}); check the disk, then re-create the dataset",
-                               path=path, offset=failed.offset, errno=failed.exc.errno) from failed.exc
-    except OSError as exc:
-        raise DatasetReadError(f"cannot open ({exc.strerror})", path=path, offset=0, errno=exc.errno) from exc
-    if got != out.nbytes:
-        raise DatasetCorruptError(f"{root}: {entry.file} ends at byte {got}, expected {out.nbytes}; re-create the dataset")
-    if entry.crc32 is not None and zlib.crc32(memoryview(out).cast("B")) != entry.crc32:  # type: ignore[arg-type]
-        raise DatasetCorruptError(f"{root}: {entry.file} fails its checksum; re-create the dataset")
-    return out
-
-
-def _blocks(root: Path, entry: FileEntry, items: int = _SCAN_ITEMS) -> Iterator[np.ndarray]:
-    """The file's items in blocks of at most ``items`` (one reused buffer), then its checksum
-    is checked: bounded memory whatever the file's size."""
-    buf = np.empty(max(1, min(items, int(np.prod(entry.shape)))), dtype=entry.dtype)
-    crc = 0
-    path = root / entry.file
-    offset = 0
-    try:
-        with _open_entry(root, entry) as f:
-            while got := _read_full(f, memoryview(buf).cast("B"), offset):  # type: ignore[arg-type]
-                crc = zlib.crc32(memoryview(buf).cast("B")[:got], crc)  # type: ignore[arg-type]
-                offset += got
-                yield buf[: got // buf.itemsize]
-    except _Failed as failed:
-        raise DatasetReadError(f"read failed ({failed.exc.strerror}); check the disk, then re-create the dataset",
-                               path=path, offset=failed.offset, errno=failed.exc.errno) from failed.exc
-    except OSError as exc:
-        raise DatasetReadError(f"cannot open ({exc.strerror})", path=path, offset=0, errno=exc.errno) from exc
-    if entry.crc32 is not None and crc != entry.crc32:
-        raise DatasetCorruptError(f"{root}: {entry.file} fails its checksum; re-create the dataset")
-
-
-_FIX = "re-create the dataset"
-
-
-def open_data_file(path: Path, nbytes: int) -> int:
-    """A descriptor of the dataset file ``path`` through ``_safe_read``: a regular file of the size
-    the manifest gives, checked again at each open (it may have been swapped since :func:`open_dataset`)."""
-    try:
-        return open_regular(path, error=DatasetCorruptError, fix=_FIX, exact_bytes=nbytes)
-    except FileNotFoundError as exc:
-        raise DatasetCorruptError(f"{path.parent}: file {path.name} is missing; re-create the dataset") from exc
-
-
-def _open_entry(root: Path, entry: FileEntry) -> Any:
-    return os.fdopen(open_data_file(root / entry.file, entry.nbytes), "rb")
-
-
-class _Failed(Exception):
-    """An ``OSError`` at a byte offset of the file being read (turned into a named error by the caller)."""
-
-    def __init__(self, exc: OSError, offset: int) -> None:
-        super().__init__(str(exc))
-        self.exc, self.offset = exc, offset
-
-
-def _read_full(f: Any, view: memoryview, base: int = 0) -> int:
-    """Fill ``view`` from ``f`` (short reads looped); returns the bytes read (less only at end of file)."""
-    done = 0
-    try:
-        while done < len(view) and (got := f.readinto(view[done:])):
-            done += got
-    except OSError as exc:
-        raise _Failed(exc, base + done) from exc
-    return done
-
-
-def _scan_indptr(root: Path, entry: FileEntry, num_edges: int) -> None:
-    first, last = None, 0
-    for block in _blocks(root, entry):
-        if first is None:
-            first = int(block[0])
-        elif block[0] < last:
-            raise DatasetCorruptError(f"{root}: indptr is not monotone (non-decreasing); re-create the dataset")
-        if len(block) > 1 and (np.diff(block) < 0).any():
-            raise DatasetCorruptError(f"{root}: indptr is not monotone (non-decreasing); re-create the dataset")
-        last = int(block[-1])
-    if first != 0 or last != num_edges:
-        raise DatasetCorruptError(f"{root}: indptr must run from 0 to num_edges={num_edges}, runs {first}..{last}")
-
-
-def _scan_labels(root: Path, entry: FileEntry, num_classes: int) -> None:
-    for block in _blocks(root, entry):
-        if len(block) and (block.min() < -1 or block.max() >= num_classes):
-            raise DatasetCorruptError(f"{root}: labels fall outside [-1, num_classes={num_classes})")
-
-
-def _scan_node_ids(root: Path, entry: FileEntry, num_nodes: int) -> None:
-    for block in _blocks(root, entry):
-        if len(block) and (block.min() < 0 or block.max() >= num_nodes):
-            raise DatasetCorruptError(f"{root}: {entry.file} holds node ids outside [0, {num_nodes}); "
-                                      "re-create the reordered dataset")
-
-
 def _node_id_array(ids: Any, num_nodes: int, what: str) -> np.ndarray:
     arr = np.asarray(ids)
     if arr.size and not np.issubdtype(arr.dtype, np.integer):
@@ -422,23 +314,6 @@ def _node_id_array(ids: Any, num_nodes: int, what: str) -> np.ndarray:
         bad = int(arr.min()) if arr.min() < 0 else int(arr.max())
         raise ConfigError(f"{what} hold {bad}, outside [0, {num_nodes}); pass node ids of this dataset")
     return arr
-
-
-def _check_split(root: Path, name: str, ids: np.ndarray, num_nodes: int) -> None:
-    if len(ids) and (ids.min() < 0 or ids.max() >= num_nodes):
-        raise DatasetCorruptError(f"{root}: split {name!r} holds node ids outside [0, {num_nodes})")
-    if len(np.unique(ids)) != len(ids):
-        raise DatasetCorruptError(f"{root}: split {name!r} lists a node id more than once")
-
-
-def _check_disjoint(root: Path, splits: dict[str, np.ndarray]) -> None:
-    names = sorted(splits)
-    for i, a in enumerate(names):
-        for b in names[i + 1 :]:
-            both = np.intersect1d(splits[a], splits[b])
-            if len(both):
-                raise DatasetCorruptError(f"{root}: splits {a!r} and {b!r} share {len(both)} nodes "
-                                          f"(e.g. {int(both[0])}); re-create the dataset")
 
 
 def _random_access_map(fd: int, dtype: np.dtype, shape: tuple[int, ...], *, random: bool = True) -> np.ndarray:

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import ManifestError, OutreError
-from ._dataset import Dataset, open_data_file
+from ._dataset import Dataset
+from ._file_reads import open_data_file
 from ._manifest import MANIFEST_MAX_BYTES, MANIFEST_NAME
 from ._safe_read import read_capped
 
