@@ -107,6 +107,11 @@ class PartitionSet:
         return slot
 
     @property
+    def adj_itemsize(self) -> int:
+        """Bytes of one neighbour id in ``adj_indices`` (what a loaded adjacency block holds per edge)."""
+        return int(self._adj_dtype.itemsize)
+
+    @property
     def num_parts(self) -> int:
         return len(self.part_ptr) - 1
 

@@ -20,6 +20,13 @@ most edges one batch can sample, the loader holds at most::
                       default (ready_queue + extractors + 1) x b, b = r x (4 dim + 33))
     reorder buffer    ordered mode: 1.1 x samplers x b for batches sent out of turn (``_out_of_turn``)
     history table     4 N + C x (4 dim + 12 + samplers)     (with ``history=``: C cached h^(L-1) rows)
+    neighbor cache    neighbor_cache                        (``partitions=``: its lists and node -> slot index)
+    partition arrays  P                                     (``partitions=``: the partition set's O(N)
+                                                             arrays, every node's partition-order slot,
+                                                             the seeds grouped by partition)
+    macro adjacency   (2 x samplers + interleave) x M      (``partitions=``: M = the largest macro batch's
+                                                             adjacency block; ``macro_blocks``)
+    profile arrays    8 x (static + neighbour nodes)        (``profile=``: the plan's node lists)
 
 In ordered mode a batch's lease also counts its subgraph (``b`` adds ``8 r + 24 E``), as the
 reorder buffer may hold a batch past its queue slot; a batch sampled before an earlier one is sent
@@ -44,8 +51,7 @@ the staging line's place; an injected ``source=`` is its owner's and is not coun
 ``max_stage_bytes``, at least one read: ``max_read_bytes`` or one row span; halved while the
 minimum buffer and two expected batches would not fit). Not counted: the interpreter, torch and
 numba themselves (the *baseline* the benchmark subtracts), thread stacks, page cache of the memory-
-mapped ``indices`` (or ``indices`` itself when the dataset holds it in RAM), partition mode's
-macro-batch adjacency (``neighbor_cache`` has its own byte count), and batches the history cache's
+mapped ``indices`` (or ``indices`` itself when the dataset holds it in RAM), and batches the history cache's
 overtaking window holds back in completion order.
 """
 
@@ -85,6 +91,9 @@ class Sizes:
     max_rows: int       # R
     max_edges: int      # E
     batch_rows: int | None = None  # r, the rows one batch is expected to need (None: R)
+    partition_bytes: int = 0  # partition mode: the partition set's arrays, slots and grouped seeds (P)
+    macro_block_bytes: int = 0  # partition mode: the largest macro batch's adjacency block (M)
+    interleave: int = 0  # partition mode: macro batches interleaved (i)
 
     @property
     def expected_rows(self) -> int:
@@ -251,7 +260,17 @@ def _fixed_parts(cfg: LoaderConfig, sizes: Sizes, source: str, stage: int,
         parts["reorder buffer"] = math.ceil(OUT_OF_TURN_MARGIN * cfg.num_samplers * expected_batch_bytes(cfg, sizes))
     if cfg.partitions is not None:
         parts["neighbor cache"] = int(cfg.neighbor_cache)
+    if sizes.partition_bytes:  # partition mode's arrays in RAM and the macro blocks its samplers hold
+        parts["partition arrays"] = sizes.partition_bytes
+    if sizes.macro_block_bytes:
+        parts["macro adjacency"] = macro_blocks(cfg, sizes) * sizes.macro_block_bytes
     return parts | (extra or {})
+
+
+def macro_blocks(cfg: LoaderConfig, sizes: Sizes) -> int:
+    """Macro blocks held at once: one in use or loading per sampler, and the store's idle ones it keeps
+    for the interleaved macro batches (``MacroStore``: capacity samplers + interleave)."""
+    return 2 * cfg.num_samplers + sizes.interleave
 
 
 def _source_bytes(cfg: LoaderConfig, sizes: Sizes, source: str, stage: int) -> int:

@@ -148,6 +148,8 @@ class OutreLoader:
         extra = {"history table": history} if history else {}
         if self._static is not None:
             extra["static feature cache"] = self._static.nbytes
+        if self._applied is not None and self._applied.held_bytes:  # the profile's node lists it keeps
+            extra["profile arrays"] = self._applied.held_bytes
         if self._gpu is not None:  # its rows are device memory (not here); its node -> slot table is the host's
             extra["gpu tier index"] = self._gpu.index_bytes
         return self._setup.memory_plan(cfg, extra)

@@ -72,6 +72,27 @@ class PartitionBatching:
                    neighbor_cache_bytes=int(cfg.neighbor_cache) if cfg.profile is None else 0,
                    rank=rank, world_size=world_size)
 
+    def held_bytes(self) -> int:
+        """What partition mode holds in RAM besides the neighbour cache and the macro blocks: the
+        partition set's arrays, the partition-order slot of every node (``slot_of_node``, made by the
+        samplers) and the seeds grouped by partition (a memory plan part, ``_budget``)."""
+        p = self.parts
+        arrays = (p.assignment, p.part_ptr, p.part_nodes, p.train_ptr, p.train_nodes_all, p.adj_ptr, p.cross,
+                  self.ptr, self.grouped)
+        return sum(int(a.nbytes) for a in arrays) + len(p.part_nodes) * p.part_nodes.dtype.itemsize
+
+    def macro_block_bytes(self) -> int:
+        """The most bytes one macro batch's adjacency block can take (``MacroStore._load``): the
+        ``parts_per_batch`` largest partitions' node ids (int64), list offsets (int64) and lists, plus
+        the block's per-partition tables."""
+        p = self.parts
+        nodes = np.diff(p.part_ptr).astype(np.int64)
+        edges = (p.adj_ptr[p.part_ptr[1:]] - p.adj_ptr[p.part_ptr[:-1]]).astype(np.int64)
+        per_part = 16 * nodes + p.adj_itemsize * edges
+        k = min(self.parts_per_batch, len(per_part))
+        top = int(np.sort(per_part)[::-1][:k].sum())
+        return top + 8 + 4 * p.num_parts + 16 * k
+
     def use_neighbor_cache(self, nodes: np.ndarray, budget_bytes: int) -> None:
         """Hold the lists of ``nodes`` (a profile's plan) instead of the cross-partition ranking."""
         rank = np.zeros(len(self.parts.assignment), np.int64)

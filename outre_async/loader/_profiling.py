@@ -63,6 +63,12 @@ class AppliedPlan:
     neighbor_nodes: np.ndarray  # node ids whose lists the neighbour cache holds (partition mode)
     info: dict[str, Any]        # for stats()["profile"]
 
+    @property
+    def held_bytes(self) -> int:
+        """The plan's node lists the loader keeps (a memory plan part; the history candidates are the
+        history table's own ``nodes``, counted there)."""
+        return int(self.static_rows.nbytes + self.neighbor_nodes.nbytes)
+
 
 def profile_setup(cfg: LoaderConfig, seeds: np.ndarray) -> dict[str, Any]:
     """What a profile is tied to: every knob that changes the batches, their order or the budget."""

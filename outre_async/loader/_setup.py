@@ -92,7 +92,7 @@ def loader_setup(dataset: Dataset, config: LoaderConfig, split: Any, source: Fea
     sizes = Sizes(num_nodes=dataset.num_nodes, dim=dataset.feature_dim,
                   row_bytes=dataset.feature_dim * dataset.feature_dtype.itemsize, stride=dataset.row_layout.stride,
                   max_rows=max_rows, max_edges=max_edges_per_batch(config.batch_size, config.fanouts, dataset.num_edges),
-                  batch_rows=batch_rows)
+                  batch_rows=batch_rows, **_partition_sizes(partitioned))
     kind = "injected" if source is not None else "memory" if config.backend == "memory" else "disk"
     return LoaderSetup(dataset=dataset, config=config, split=split, seeds=seeds, seed_index=seed_index, place=place,
                        partitioned=partitioned, first_plan=first_plan, sizes=sizes, source=source, source_kind=kind)
@@ -104,6 +104,14 @@ def _plan(cfg: LoaderConfig, seeds: np.ndarray, place: RankPlace, partitioned: P
         return partitioned.plan(epoch)
     return plan_epoch(seeds, cfg.batch_size, shuffle=cfg.shuffle, seed=cfg.seed, epoch=epoch,
                       drop_last=cfg.drop_last, rank=place.rank, world_size=place.world_size)
+
+
+def _partition_sizes(partitioned: PartitionBatching | None) -> dict[str, int]:
+    """What partition mode holds in RAM, for the memory plan (``_budget``: partition arrays, macro adjacency)."""
+    if partitioned is None:
+        return {}
+    return {"partition_bytes": partitioned.held_bytes(), "macro_block_bytes": partitioned.macro_block_bytes(),
+            "interleave": partitioned.interleave}
 
 
 def _partition_batching(ds: Dataset, cfg: LoaderConfig, seeds: np.ndarray, place: RankPlace) -> PartitionBatching | None:

@@ -159,3 +159,24 @@ def test_the_default_extract_queue_deepens_within_four_percent_of_the_budget_and
     given = oa.LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget="1.6GiB", extract_queue=3)
     assert plan_memory(given, IGB_LIKE, source="disk").extract_queue == 3
     assert plan_memory(oa.LoaderConfig(fanouts=(10, 5), batch_size=512), IGB_LIKE, source="disk").extract_queue == 64
+
+
+def test_partition_mode_counts_its_arrays_and_macro_blocks_before_the_buffer() -> None:
+    """Partition mode's arrays in RAM (P) and its macro blocks ((2 samplers + interleave) x M) are
+    parts of the plan: the buffer and pool give up exactly their bytes, the floor rises by them, and
+    a budget below the new floor is the ConfigError naming it (issue 27: +36 MiB RSS at a 32 MiB budget)."""
+    cfg = _cfg(memory_budget=256 << 20, partitions="p", num_samplers=3)
+    bare = plan_memory(cfg, SIZES, source="disk")
+    held = replace(SIZES, partition_bytes=2_800_000, macro_block_bytes=500_000, interleave=4)
+    plan = plan_memory(cfg, held, source="disk")
+    assert plan.parts["partition arrays"] == 2_800_000
+    assert plan.parts["macro adjacency"] == (2 * 3 + 4) * 500_000 == 5_000_000
+    assert "partition arrays" not in bare.parts and "macro adjacency" not in bare.parts
+    assert plan.total <= 256 << 20
+    given_up = bare.parts["feature buffer"] + bare.parts["batches"] - plan.parts["feature buffer"] - plan.parts["batches"]
+    assert given_up == 7_800_000  # the two flexible parts shrink by exactly the new parts
+    floor, bare_floor = (plan_memory_floor(replace(cfg, memory_budget=1), s, source="disk") for s in (held, SIZES))
+    assert floor == bare_floor + 7_800_000
+    plan_memory(replace(cfg, memory_budget=floor), held, source="disk")  # the floor fits
+    with pytest.raises(oa.ConfigError, match=f"below the {floor} bytes.*partition arrays 2.7 MiB"):
+        plan_memory(replace(cfg, memory_budget=floor - 1), held, source="disk")

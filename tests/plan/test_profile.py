@@ -209,3 +209,33 @@ def test_from_numpy_of_the_feature_memmap_warns_and_reference_rows_does_not(ds: 
         torch.from_numpy(np.asarray(ds.features[:]))
     rows = reference_rows(ds)  # no warning (the suite would fail on one)
     np.testing.assert_array_equal(rows.numpy(), np.asarray(ds.features[:]))
+
+
+def test_memory_lists_partition_and_profile_parts_and_the_blocks_stay_within_them(ds: oa.Dataset) -> None:
+    """stats()["memory"] lists what partition mode and a profile keep in RAM (issue 27: outside the
+    plan they put RSS 13 % over the budget), each part equal to the arrays themselves, and the macro
+    blocks an epoch loads are each at most the planned block and never more than the planned count."""
+    oa.profile(ds, name="held", costs=COSTS, **OPTS)
+    loader = oa.OutreLoader(ds, profile="held", **OPTS)
+    try:
+        batching = loader._setup.partitioned
+        assert batching is not None
+        parts = batching.parts
+        arrays = (parts.assignment, parts.part_ptr, parts.part_nodes, parts.train_ptr, parts.train_nodes_all,
+                  parts.adj_ptr, parts.cross, batching.ptr, batching.grouped, parts.slot_of_node)
+        applied = _arrays(ds, "held")
+        most, held = 0, 0
+        for _ in loader:
+            store = batching._stores[-1]
+            blocks = list(store._blocks.values())
+            held = max(held, len(blocks))
+            most = max([most] + [m.block.nbytes + m.of_part.nbytes + m.base.nbytes for m in blocks])
+        memory = loader.stats()["memory"]
+        assert memory["partition arrays"] == sum(a.nbytes for a in arrays)
+        block = loader._setup.sizes.macro_block_bytes
+        assert memory["macro adjacency"] == (2 * loader.config.num_samplers + batching.interleave) * block
+        assert 0 < most <= block and held <= 2 * loader.config.num_samplers + batching.interleave
+        assert memory["profile arrays"] == 8 * (len(applied["static_rows"]) + len(applied["neighbor_nodes"])) > 0
+        assert memory["planned"] <= memory["budget"] == 6 << 20
+    finally:
+        loader.close()
