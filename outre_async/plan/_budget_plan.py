@@ -75,7 +75,7 @@ def predict(counts: Counts, costs: MissCosts, choice: Choice, *, sample_seconds:
     rows = float(counts.row_hot.sum())
     computed = counts.accesses * counts.epoch_batches / max(counts.batches, 1)
     reads_us = rows * costs.row_us + float(counts.list_hot.sum()) * costs.list_us
-    compute_us = computed * costs.recompute_us + counts.epoch_batches * costs.step_us  # step_us: per batch
+    compute_us = computed * costs.recompute_us
     saved_reads = choice.saved_us - choice.compute_saved_us
     serial = sample_seconds + (reads_us + compute_us) / 1e6
     overlap = sample_seconds + max(compute_us - choice.compute_saved_us, reads_us - saved_reads, 0.0) / 1e6

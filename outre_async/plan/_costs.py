@@ -5,15 +5,14 @@
   issue them (io_uring / pread read with ``O_DIRECT``, so the page cache does not flatter it);
 * ``list_us``: µs per in-neighbour list read from the dataset's ``indices`` (memory-mapped or in RAM,
   as the sampler's disk tier reads it) for random nodes;
-* ``recompute_us``: µs per batch row, at the margin, of one training step (forward, loss, backward,
-  the optimizer's step) of the library's GraphSAGE at the loader's depth and width (``len(fanouts)``
-  layers, ``dim -> hidden``) on synthetic batches of the profile's rows per batch (and twice that),
-  laid out as the sampler lays one out (``fanouts`` in-edges per node of each hop): what a pruned
-  subtree's rows would have cost the trainer.  Why the whole model: one ``dim -> hidden`` linear
-  layer, measured before, was 3.2 µs per row on igb-like against 15.7 µs per row the training step
-  really took, so the plan undervalued the history (whose items save compute) five times;
-* ``step_us``: a training step's fixed cost (dispatch, the optimizer, CUDA launches), per batch: the
-  epoch's compute is ``rows * recompute_us + batches * step_us``.
+* ``recompute_us``: µs per batch row of one training step (forward, loss, backward, the optimizer's
+  step) of the library's GraphSAGE at the loader's depth and width (``len(fanouts)`` layers,
+  ``dim -> hidden``) on a synthetic batch of the profile's rows per batch, laid out as the sampler
+  lays one out (``fanouts`` in-edges per node of each hop): what a pruned subtree's rows would have
+  cost the trainer, and what the epoch's compute costs (the step's fixed cost shared by its rows).
+  Why the whole model: one ``dim -> hidden`` linear layer, measured before, was 3.2 µs per row on
+  igb-like against 15.7 µs per row the training step really took, so the plan undervalued the
+  history (whose items save compute) five times and predicted a third of the epoch.
 
 Each figure is timed after an untimed warm-up (the first call compiles numba kernels, opens rings,
 allocates), repeated for ``budget_s`` seconds (at least ``repeats`` runs), outliers dropped
@@ -47,7 +46,6 @@ class MissCosts:
     list_us: float
     recompute_us: float
     backend: str
-    step_us: float = 0.0                                        # a training step's fixed cost, per batch
     device: str = "cpu"                                         # where recompute_us was measured
     spread: dict[str, float] = field(default_factory=dict)      # IQR / median of each figure's timings
     runs: dict[str, int] = field(default_factory=dict)          # timings taken per figure (after warm-up)
@@ -67,10 +65,9 @@ def measure_costs(ds: Dataset, *, backend: str, batch_rows: int, num_extractors:
     row, used = _in_thread(lambda: _row_cost(ds, backend, rows, num_extractors, rng, n, budget_s,
                                              source_options or {}, source))
     lst = _list_cost(ds, rng, n, budget_s)
-    rec, step_us = _recompute_cost(ds.feature_dim, hidden, n, list(fanouts), device, budget_s, rows)
+    rec = _recompute_cost(ds.feature_dim, hidden, n, list(fanouts), device, budget_s, rows)
     figures = {"row_us": row, "list_us": lst, "recompute_us": rec}
     return MissCosts(row_us=row.value, list_us=lst.value, recompute_us=rec.value, backend=used, device=device,
-                     step_us=step_us,
                      spread={k: round(t.spread, 4) for k, t in figures.items()},
                      runs={k: t.runs for k, t in figures.items()})
 
@@ -132,12 +129,14 @@ def _list_cost(ds: Dataset, rng: np.random.Generator, repeats: int, budget_s: fl
 
 
 def _recompute_cost(dim: int, hidden: int, repeats: int, fanouts: list[int], device: str, budget_s: float,
-                    batch_rows: int) -> tuple[Timing, float]:
-    """``(µs per row at the margin, µs per step fixed)``: one optimizer step timed on batches of about
-    ``batch_rows`` and ``2 * batch_rows`` rows, a line through the two.  Why two sizes: a step has a
-    fixed cost (dispatch, the optimizer, on CUDA the launches) that one 4096-row batch, measured
-    before, hid; on the tiny preset's 733-row batches it was 48 µs per row trained against 1 µs
-    measured, so the epoch was predicted 100 times too short."""
+                    batch_rows: int) -> Timing:
+    """µs per row of one optimizer step on a batch of about ``batch_rows`` rows.  Why the profile's
+    batch size and the optimizer: a step has a fixed cost (dispatch, the optimizer, on CUDA the
+    launches) that one 4096-row batch without the optimizer, measured before, hid: on the tiny
+    preset's 733-row batches it gave 1 µs per row against 27-50 µs per row the bench trained, and
+    the epoch was predicted 0.009 s for 0.4-1.0 s measured.  (A line through two sizes split the
+    fixed cost from the marginal one, but under load the difference of two noisy timings was
+    itself noise: a 1.1 s "fixed cost" once.)"""
     import torch
 
     from ..nn import GraphSAGE
@@ -146,36 +145,23 @@ def _recompute_cost(dim: int, hidden: int, repeats: int, fanouts: list[int], dev
     cuda = dev.type == "cuda"
     model = GraphSAGE(dim, hidden, max(len(fanouts), 2), 16).to(dev)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    fan = [f if f > 0 else 10 for f in fanouts] or [10]
+    x, edge_index = _synthetic_batch(dim, [f if f > 0 else 10 for f in fanouts] or [10], rows=max(1, batch_rows))
+    x, edge_index = x.to(dev), edge_index.to(dev)
+    target = torch.zeros(len(x), dtype=torch.long, device=dev)
 
-    def at(rows: int) -> tuple[Timing, int]:
-        x, edge_index = _synthetic_batch(dim, fan, rows=rows)
-        x, edge_index = x.to(dev), edge_index.to(dev)
-        target = torch.zeros(len(x), dtype=torch.long, device=dev)
+    def once() -> float:
+        if cuda:
+            torch.cuda.synchronize(dev)
+        start = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        torch.nn.functional.cross_entropy(model(x, edge_index), target).backward()
+        optimizer.step()
+        if cuda:
+            torch.cuda.synchronize(dev)
+        return (time.perf_counter() - start) * 1e6 / len(x)
 
-        def once() -> float:
-            if cuda:
-                torch.cuda.synchronize(dev)
-            start = time.perf_counter()
-            optimizer.zero_grad(set_to_none=True)
-            torch.nn.functional.cross_entropy(model(x, edge_index), target).backward()
-            optimizer.step()
-            if cuda:
-                torch.cuda.synchronize(dev)
-            return (time.perf_counter() - start) * 1e6
-
-        # warm-up: the first steps pay for allocation, dispatch set-up and (CUDA) the context and kernels' load
-        return timed(once, budget_s=budget_s / 2, min_n=repeats, warmup=3 if cuda else 1), len(x)
-
-    small, n1 = at(max(1, batch_rows))
-    large, n2 = at(2 * max(1, batch_rows))
-    per_row = (large.value - small.value) / max(n2 - n1, 1)
-    if per_row <= 0:  # noise swamped the slope: charge the whole step to its rows
-        per_row = large.value / n2
-    fixed = max(0.0, small.value - per_row * n1)
-    spread = max(small.spread, large.spread)
-    return Timing(value=per_row, spread=spread, runs=small.runs + large.runs,
-                  dropped=small.dropped + large.dropped), fixed
+    # warm-up: the first steps pay for allocation, dispatch set-up and (CUDA) the context and kernels' load
+    return timed(once, budget_s=budget_s, min_n=repeats, warmup=3 if cuda else 1)
 
 
 def _synthetic_batch(dim: int, fanouts: list[int], rows: int) -> tuple[Any, Any]:
