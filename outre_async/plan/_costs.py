@@ -47,6 +47,7 @@ class MissCosts:
     recompute_us: float
     backend: str
     device: str = "cpu"                                         # where recompute_us was measured
+    threads: int = 0                                            # torch's intra-op threads it ran with
     spread: dict[str, float] = field(default_factory=dict)      # IQR / median of each figure's timings
     runs: dict[str, int] = field(default_factory=dict)          # timings taken per figure (after warm-up)
 
@@ -66,8 +67,14 @@ def measure_costs(ds: Dataset, *, backend: str, batch_rows: int, num_extractors:
                                              source_options or {}, source))
     lst = _list_cost(ds, rng, n, budget_s)
     rec = _recompute_cost(ds.feature_dim, hidden, n, list(fanouts), device, budget_s, rows)
+    import torch  # loaded by the step above
+
+    # the trainer's threads, recorded: on a loaded CPU box two intra-op threads made one step 1-300x
+    # slower than one thread did (a thread waits for its descheduled peer), the first cause of an
+    # unstable recompute_us there (issue 25)
+    threads = torch.get_num_threads()
     figures = {"row_us": row, "list_us": lst, "recompute_us": rec}
-    return MissCosts(row_us=row.value, list_us=lst.value, recompute_us=rec.value, backend=used, device=device,
+    return MissCosts(row_us=row.value, list_us=lst.value, recompute_us=rec.value, backend=used, device=device, threads=threads,
                      spread={k: round(t.spread, 4) for k, t in figures.items()},
                      runs={k: t.runs for k, t in figures.items()})
 

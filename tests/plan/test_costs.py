@@ -46,7 +46,7 @@ def test_the_warm_up_is_not_timed_and_the_runs_adapt_to_the_budget() -> None:
 def test_measure_costs_records_the_device_and_spreads(ds: oa.Dataset) -> None:
     costs = measure_costs(ds, backend="memory", batch_rows=256, num_extractors=2, hidden=16, budget_s=0.05)
     meta = costs.to_json()
-    assert meta["device"] == "cpu" and meta["backend"] == "memory"
+    assert meta["device"] == "cpu" and meta["backend"] == "memory" and meta["threads"] == torch.get_num_threads()
     assert set(meta["spread"]) == set(meta["runs"]) == {"row_us", "list_us", "recompute_us"}
     assert all(n >= 3 for n in meta["runs"].values())
     assert all(v >= 0 for v in meta["spread"].values())
@@ -58,6 +58,6 @@ def test_the_profile_meta_holds_the_costs_schema(ds: oa.Dataset, device: str) ->
     meta = oa.profile(ds, name=f"costs-{device}", device=device, **OPTS)
     costs = meta["costs"]
     assert costs["device"] == str(torch.device(device if device == "cpu" else "cuda:0"))
-    assert {"row_us", "list_us", "recompute_us", "backend", "device", "spread", "runs", "sample_spread"} <= set(costs)
+    assert {"row_us", "list_us", "recompute_us", "backend", "device", "threads", "spread", "runs", "sample_spread"} <= set(costs)
     assert isinstance(costs["sample_spread"], float) and costs["sample_spread"] >= 0
     assert meta["predicted"]["sample_seconds"] > 0
