@@ -135,7 +135,7 @@ def run_profile(setup: LoaderSetup, cfg: LoaderConfig, *, name: str | None, max_
     costs = costs or measure_costs(ds, backend="memory" if kind == "memory" else cfg.backend,
                           batch_rows=max(1, counts.accesses // max(counts.batches, 1)),
                           num_extractors=cfg.num_extractors, hidden=h.dim if h else ds.feature_dim, seed=cfg.seed,
-                          fanouts=list(cfg.fanouts),
+                          fanouts=list(cfg.fanouts), device=cfg.device,
                           source_options={**mem.source_options(), **_io_options(cfg, ds.row_layout.stride)} if kind == "disk" else None)
     measured = time.perf_counter()
     list_bytes = None
@@ -148,7 +148,7 @@ def run_profile(setup: LoaderSetup, cfg: LoaderConfig, *, name: str | None, max_
     done = time.perf_counter()
     scale = counts.epoch_batches / max(counts.batches, 1)
     meta = {"setup": profile_setup(cfg, seeds), "cache_split": cfg.cache_split, "alpha": alpha,
-            "costs": costs.to_json(),
+            "costs": {**costs.to_json(), "sample_spread": round(counts.sample_spread, 4)},
             "memory": {"budget": cfg.budget_bytes, "fixed": mem.total - mem.parts["feature buffer"],
                        "feature_buffer": mem.parts["feature buffer"], "buffer_rows": mem.buffer_rows,
                        "cache_budget": cache_budget, "split": choice.bytes},

@@ -5,25 +5,31 @@
   issue them (io_uring / pread read with ``O_DIRECT``, so the page cache does not flatter it);
 * ``list_us``: µs per in-neighbour list read from the dataset's ``indices`` (memory-mapped or in RAM,
   as the sampler's disk tier reads it) for random nodes;
-* ``recompute_us``: µs per batch row of one training step (forward, loss, backward) of the library's
-  GraphSAGE at the loader's depth and width (``len(fanouts)`` layers, ``dim -> hidden``) on a
-  synthetic batch laid out as the sampler lays one out (``fanouts`` in-edges per node of each hop):
-  what a pruned subtree's rows would have cost the trainer, and what the epoch's compute costs.
+* ``recompute_us``: µs per batch row of one training step (forward, loss, backward, the optimizer's
+  step) of the library's GraphSAGE at the loader's depth and width (``len(fanouts)`` layers,
+  ``dim -> hidden``) on a synthetic batch of the profile's rows per batch, laid out as the sampler
+  lays one out (``fanouts`` in-edges per node of each hop): what a pruned subtree's rows would have
+  cost the trainer, and what the epoch's compute costs (the step's fixed cost shared by its rows).
   Why the whole model: one ``dim -> hidden`` linear layer, measured before, was 3.2 µs per row on
   igb-like against 15.7 µs per row the training step really took, so the plan undervalued the
   history (whose items save compute) five times and predicted a third of the epoch.
 
-Each figure is the median of ``repeats`` timings.  The measurement runs its own event loop in a
-short-lived thread, so it works under a running loop (Jupyter) too; the source it opens is closed.
+Each figure is timed after an untimed warm-up (the first call compiles numba kernels, opens rings,
+allocates), repeated for ``budget_s`` seconds (at least ``repeats`` runs), outliers dropped
+(``_timing``); ``spread`` and ``runs`` record each figure's IQR / median and run count, so that an
+unstable figure is visible in the profile.  ``recompute_us`` is measured on the training ``device``
+(model and batch there, a ``torch.cuda.synchronize`` around each timed step on CUDA): a GPU step is
+~100x cheaper per row than a CPU one, and so is what a history slot spares.  The measurement runs its
+own event loop in a short-lived thread, so it works under a running loop (Jupyter) too; the source it
+opens is closed.
 """
 
 from __future__ import annotations
 
 import asyncio
-import statistics
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -31,6 +37,7 @@ import numpy as np
 from ..features import FeatureSource, open_source
 from ..store._csc_kernels import gather_lists
 from ..store._dataset import Dataset
+from ._timing import BUDGET_S, Timing, more, robust, timed
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -39,6 +46,10 @@ class MissCosts:
     list_us: float
     recompute_us: float
     backend: str
+    device: str = "cpu"                                         # where recompute_us was measured
+    threads: int = 0                                            # torch's intra-op threads it ran with
+    spread: dict[str, float] = field(default_factory=dict)      # IQR / median of each figure's timings
+    runs: dict[str, int] = field(default_factory=dict)          # timings taken per figure (after warm-up)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -46,14 +57,26 @@ class MissCosts:
 
 def measure_costs(ds: Dataset, *, backend: str, batch_rows: int, num_extractors: int, hidden: int,
                   seed: int = 0, repeats: int = 3, source_options: dict[str, Any] | None = None,
-                  source: FeatureSource | None = None, fanouts: tuple[int, ...] | list[int] = (10, 10)) -> MissCosts:
+                  source: FeatureSource | None = None, fanouts: tuple[int, ...] | list[int] = (10, 10),
+                  device: str = "cpu", budget_s: float = BUDGET_S) -> MissCosts:
     """Measure the three costs (see the module); ``source`` reuses a caller's source (not closed)."""
     rng = np.random.default_rng(seed)
     rows = max(1, min(int(batch_rows), ds.num_nodes))
-    row_us, used = _in_thread(lambda: _row_cost(ds, backend, rows, num_extractors, rng, repeats,
-                                                source_options or {}, source))
-    return MissCosts(row_us=row_us, list_us=_list_cost(ds, rng, repeats),
-                     recompute_us=_recompute_cost(ds.feature_dim, hidden, repeats, list(fanouts)), backend=used)
+    n = max(1, repeats)
+    row, used = _in_thread(lambda: _row_cost(ds, backend, rows, num_extractors, rng, n, budget_s,
+                                             source_options or {}, source))
+    lst = _list_cost(ds, rng, n, budget_s)
+    rec = _recompute_cost(ds.feature_dim, hidden, n, list(fanouts), device, budget_s, rows)
+    import torch  # loaded by the step above
+
+    # the trainer's threads, recorded: on a loaded CPU box two intra-op threads made one step 1-300x
+    # slower than one thread did (a thread waits for its descheduled peer), the first cause of an
+    # unstable recompute_us there (issue 25)
+    threads = torch.get_num_threads()
+    figures = {"row_us": row, "list_us": lst, "recompute_us": rec}
+    return MissCosts(row_us=row.value, list_us=lst.value, recompute_us=rec.value, backend=used, device=device, threads=threads,
+                     spread={k: round(t.spread, 4) for k, t in figures.items()},
+                     runs={k: t.runs for k, t in figures.items()})
 
 
 def _in_thread(fn: Any) -> Any:
@@ -75,56 +98,77 @@ def _in_thread(fn: Any) -> Any:
 
 
 async def _row_cost(ds: Dataset, backend: str, rows: int, readers: int, rng: np.random.Generator, repeats: int,
-                    opts: dict[str, Any], given: FeatureSource | None) -> tuple[float, str]:
+                    budget_s: float, opts: dict[str, Any], given: FeatureSource | None) -> tuple[Timing, str]:
     source = given if given is not None else open_source(ds, backend, **opts)  # type: ignore[arg-type]
     try:
         outs = [np.empty((rows, ds.feature_dim), np.float32) for _ in range(readers)]
-        times = []
-        for _ in range(max(1, repeats)):
+
+        async def once() -> float:
             ids = [np.sort(rng.choice(ds.num_nodes, rows, replace=False)) for _ in range(readers)]
             start = time.perf_counter()
             await asyncio.gather(*(source.read_rows(i, o) for i, o in zip(ids, outs, strict=True)))
-            times.append((time.perf_counter() - start) * 1e6 / (rows * readers))
-        return statistics.median(times), source.backend
+            return (time.perf_counter() - start) * 1e6 / (rows * readers)
+
+        await once()  # warm-up: ring set-up, the kernels' first call
+        times: list[float] = []
+        started = time.perf_counter()
+        while more(len(times), started, budget_s=budget_s, min_n=repeats, max_n=4 * max(repeats, 5)):
+            times.append(await once())
+        return robust(times), source.backend
     finally:
         if given is None:
             await source.aclose()
 
 
-def _list_cost(ds: Dataset, rng: np.random.Generator, repeats: int) -> float:
+def _list_cost(ds: Dataset, rng: np.random.Generator, repeats: int, budget_s: float) -> Timing:
     count = max(1, min(4096, ds.num_nodes))
-    times = []
-    for _ in range(max(1, repeats)):
+
+    def once() -> float:
         nodes = rng.choice(ds.num_nodes, count, replace=False).astype(np.int64)
         total = int((ds.indptr[nodes + 1] - ds.indptr[nodes]).sum())
         out_ptr, out = np.empty(count + 1, np.int64), np.empty(total, ds.indices.dtype)
         ds.check_mapped()
         start = time.perf_counter()
         gather_lists(ds.indptr, ds.indices, nodes, out_ptr, out)
-        times.append((time.perf_counter() - start) * 1e6 / count)
-    return statistics.median(times)
+        return (time.perf_counter() - start) * 1e6 / count
+
+    return timed(once, budget_s=budget_s, min_n=repeats)  # the warm-up compiles gather_lists
 
 
-def _recompute_cost(dim: int, hidden: int, repeats: int, fanouts: list[int]) -> float:
+def _recompute_cost(dim: int, hidden: int, repeats: int, fanouts: list[int], device: str, budget_s: float,
+                    batch_rows: int) -> Timing:
+    """µs per row of one optimizer step on a batch of about ``batch_rows`` rows.  Why the profile's
+    batch size and the optimizer: a step has a fixed cost (dispatch, the optimizer, on CUDA the
+    launches) that one 4096-row batch without the optimizer, measured before, hid: on the tiny
+    preset's 733-row batches it gave 1 µs per row against 27-50 µs per row the bench trained, and
+    the epoch was predicted 0.009 s for 0.4-1.0 s measured.  (A line through two sizes split the
+    fixed cost from the marginal one, but under load the difference of two noisy timings was
+    itself noise: a 1.1 s "fixed cost" once.)"""
     import torch
 
     from ..nn import GraphSAGE
 
-    x, edge_index = _synthetic_batch(dim, [f if f > 0 else 10 for f in fanouts] or [10], rows=4096)
-    model = GraphSAGE(dim, hidden, max(len(fanouts), 2), 16)
-    target = torch.zeros(len(x), dtype=torch.long)
+    dev = torch.device(device)
+    cuda = dev.type == "cuda"
+    model = GraphSAGE(dim, hidden, max(len(fanouts), 2), 16).to(dev)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x, edge_index = _synthetic_batch(dim, [f if f > 0 else 10 for f in fanouts] or [10], rows=max(1, batch_rows))
+    x, edge_index = x.to(dev), edge_index.to(dev)
+    target = torch.zeros(len(x), dtype=torch.long, device=dev)
 
-    def step() -> None:
-        model.zero_grad(set_to_none=True)
-        torch.nn.functional.cross_entropy(model(x, edge_index), target).backward()
-
-    step()  # warm-up: the first call pays for allocation and dispatch set-up
-    times = []
-    for _ in range(max(1, repeats)):
+    def once() -> float:
+        if cuda:
+            torch.cuda.synchronize(dev)
         start = time.perf_counter()
-        step()
-        times.append((time.perf_counter() - start) * 1e6 / len(x))
-    return statistics.median(times)
+        optimizer.zero_grad(set_to_none=True)
+        torch.nn.functional.cross_entropy(model(x, edge_index), target).backward()
+        optimizer.step()
+        if cuda:
+            torch.cuda.synchronize(dev)
+        return (time.perf_counter() - start) * 1e6 / len(x)
+
+    # warm-up: the first steps pay for allocation, dispatch set-up and (CUDA) the context and kernels' load
+    return timed(once, budget_s=budget_s, min_n=repeats, warmup=3 if cuda else 1)
 
 
 def _synthetic_batch(dim: int, fanouts: list[int], rows: int) -> tuple[Any, Any]:

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..sampling._sampler import NeighborSampler
 from . import _profile_kernels as K
+from ._timing import Timing, robust
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -45,7 +46,8 @@ class Counts:
     batches: int
     epoch_batches: int
     accesses: int              # feature-row accesses pre-sampled (before the reuse filter)
-    sample_seconds: float      # time in the sampler itself over the pre-sampled batches
+    sample_seconds: float      # time in the sampler itself over the pre-sampled batches (outliers dropped)
+    sample_spread: float = 0.0  # IQR / median of the per-batch sampling times
 
 
 def presample(ds: Any, plan: Sequence[Any], *, fanouts: Sequence[int], seed: int, stream_base: int,
@@ -58,13 +60,15 @@ def presample(ds: Any, plan: Sequence[Any], *, fanouts: Sequence[int], seed: int
     layers = len(fanouts)
     acc, lists, app, pairs = [], [], [], []
     limit = min(len(plan), max(1, int(max_batches)))
-    sampling = 0.0
+    times: list[float] = []
+    if limit:  # warm-up, untimed: the first call compiles the sampler's kernels (a minute cold, issue 25)
+        sampler.sample(getattr(plan[0], "seeds", plan[0]), stream_base)
     for step in range(limit):
         item = plan[step]
         seeds = getattr(item, "seeds", item)
         start = time.perf_counter()
         sub = sampler.sample(seeds, stream_base + step)
-        sampling += time.perf_counter() - start
+        times.append(time.perf_counter() - start)
         n_id, b = sub.n_id, sub.batch_size
         n1 = sub.num_sampled_nodes[1] if layers > 1 else 0
         acc.append(n_id)
@@ -81,7 +85,7 @@ def presample(ds: Any, plan: Sequence[Any], *, fanouts: Sequence[int], seed: int
     mean_rows = sum(len(a) for a in acc) / max(len(acc), 1)
     reuse = max(1, int(buffer_rows // max(mean_rows, 1)))
     return _aggregate(ds.num_nodes, acc, lists, app, pairs, epoch_batches=len(plan), reuse=reuse,
-                      horizon=horizon, max_candidates=max_candidates, sample_seconds=sampling)
+                      horizon=horizon, max_candidates=max_candidates, sampling=robust(times))
 
 
 def _owned(sub: Any, b: int, n1: int, layers: int, on_disk: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -100,7 +104,7 @@ def _owned(sub: Any, b: int, n1: int, layers: int, on_disk: np.ndarray) -> tuple
 
 def _aggregate(n: int, acc: list[np.ndarray], lists: list[np.ndarray], app: list[tuple[np.ndarray, int, int]],
                pairs: list[tuple[np.ndarray, ...]], *, epoch_batches: int, reuse: int, horizon: int,
-               max_candidates: int, sample_seconds: float) -> Counts:
+               max_candidates: int, sampling: Timing) -> Counts:
     scale = epoch_batches / max(len(acc), 1)
     node = np.concatenate(acc) if acc else np.empty(0, np.int64)
     step = np.concatenate([np.full(len(a), i, np.int64) for i, a in enumerate(acc)]) if acc else node
@@ -119,7 +123,8 @@ def _aggregate(n: int, acc: list[np.ndarray], lists: list[np.ndarray], app: list
     return Counts(row_hot=row_reads * scale, list_hot=list_hot * scale, cand=cand, cand_hits=hits * scale,
                   cand_fresh=fresh, cand_rows=cand_rows * scale, attr_cand=attr[0], attr_node=attr[1],
                   attr_rows=attr[2] * scale, attr_lists=attr[3] * scale, batches=len(acc),
-                  epoch_batches=epoch_batches, accesses=len(node), sample_seconds=sample_seconds)
+                  epoch_batches=epoch_batches, accesses=len(node),
+                  sample_seconds=sampling.value * sampling.runs, sample_spread=sampling.spread)
 
 
 def _candidates(n: int, app: list[tuple[np.ndarray, int, int]], horizon: int,

@@ -80,7 +80,11 @@ def _summary(meta: dict[str, Any], say: Say) -> None:
     say(f"profile written to {meta['path']} ({meta['counts']['batches']} of {meta['counts']['epoch_batches']} "
         f"batches in {sec['total']:.1f} s)")
     say(f"costs: {costs['row_us']:.2f} us/feature row ({costs['backend']}), {costs['list_us']:.3f} us/list, "
-        f"{costs['recompute_us']:.2f} us/row recomputed")
+        f"{costs['recompute_us']:.2f} us/row recomputed on {costs.get('device', 'cpu')} ({costs.get('threads', '?')} threads)")
+    spread = costs.get("spread") or {}
+    if spread:  # IQR / median of each figure's repeated timings: a large one is an unsteady machine
+        say("spread (IQR/median): " + ", ".join(f"{k} {v:.0%}" for k, v in spread.items())
+            + f", sampling {costs.get('sample_spread', 0.0):.0%}")
     split = ", ".join(f"{k} {format_bytes(v)}" for k, v in mem["split"].items())
     say(f"budget {format_bytes(mem['budget'])}: fixed {format_bytes(mem['fixed'])}, feature buffer "
         f"{format_bytes(mem['feature_buffer'])}, caches {format_bytes(mem['cache_budget'])} -> {split}"
