@@ -294,7 +294,9 @@ class Outre(System):
         cached = sum(int(t["hits"]) for t in tiers.values() if t["tier"] != "source")
         return {"sample_seconds": s.get("sample_seconds", 0.0), "extract_seconds": s.get("extract_seconds", 0.0),
                 "rows_from_cache": cached if tiers else int(buf.get("hits", 0) + buf.get("waits", 0)),
-                "rows_from_disk": int(buf.get("reads", 0)),
+                # rows the device served this epoch (read-ahead included: a row read along for the next
+                # batch is a buffer hit there), not the buffer's own misses; before any epoch: the misses
+                "rows_from_disk": int((s.get("epoch_io") or {}).get("rows_from_disk", buf.get("reads", 0))),
                 "extra": {"backend": s.get("backend"), "buffer_rows": s.get("buffer_rows"),
                           "loader_stall_seconds": s.get("stall_seconds"), "io": s.get("io", {}),
                           "buffer": buf, "tiers": tiers,

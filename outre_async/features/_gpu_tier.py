@@ -128,6 +128,9 @@ class GpuTier(FeatureTier):
         if not self.cache.loaded and len(self.cache.nodes):
             raise ConfigError("the GPU tier's rows are not loaded; await cache.load(source) first")
 
+    def passed_down(self, ids: np.ndarray) -> np.ndarray:
+        return self._below.passed_down(ids[self.cache._slot_of[ids] < 0])
+
     async def _read_batch(self, ids: np.ndarray, out: np.ndarray, pin: Pin | None) -> DeviceRows | None:
         self._check_loaded()
         hit_pos, hit_slots, miss_pos = self.cache.split(ids)

@@ -53,6 +53,10 @@ class StaticFeatureCache:
             await source.read_rows(self.nodes[start:stop], self.rows[start:stop])
         self.loaded = True
 
+    def slots_of(self, ids: np.ndarray) -> np.ndarray:
+        """Row of each id in the cache, -1 for a miss, counting nothing (:meth:`lookup` counts)."""
+        return self._slot_of[ids]
+
     def lookup(self, ids: np.ndarray) -> np.ndarray:
         """Row of each id in the cache, -1 for a miss (ids are the sampler's, already in range)."""
         slots = self._slot_of[ids]
@@ -91,6 +95,9 @@ class StaticTier(FeatureTier):
             raise ConfigError(f"static cache over {cache.num_nodes} rows of dim {cache.dim}, its fallback has "
                               f"{fallback.num_rows} of dim {fallback.dim}")
         self.cache, self._below = cache, fallback
+
+    def passed_down(self, ids: np.ndarray) -> np.ndarray:
+        return self._below.passed_down(ids[self.cache.slots_of(ids) < 0])
 
     async def _read(self, ids: np.ndarray, out: np.ndarray, pin: Pin | None) -> None:
         slots = self.cache.lookup(ids)

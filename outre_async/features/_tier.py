@@ -91,6 +91,12 @@ class FeatureTier(abc.ABC):
     def stats(self) -> dict[str, Any]:
         """This tier's figures (``tier``, ``hits``, ``misses``, ``bytes_held``, ``hit_rate``, ...)."""
 
+    def passed_down(self, ids: np.ndarray) -> np.ndarray:
+        """The ids of a batch this tier would pass down, in order (a tier holding rows drops those; the
+        default holds none).  What the sampler pins in the buffer (look-ahead), so that the buffer's
+        pins, eviction and read-ahead never count rows a tier above it serves.  Counts nothing."""
+        return ids if self.fallback is None else self.fallback.passed_down(ids)
+
     # -- the chain ----------------------------------------------------------------------------------------
     def chain(self) -> list[FeatureTier]:
         """This tier and every fallback below it, top to bottom."""

@@ -59,7 +59,7 @@ async def run_stages(parts: EpochParts) -> None:
             samplers = [
                 tg.create_task(parts.sample_stage.worker(s, plan, extract, parts.executor, parts.stream_base,
                                                          parts.history, parts.stream_stride, parts.buffer,
-                                                         parts.gate))
+                                                         parts.gate, parts.tiers))
                 for s in parts.samplers
             ]
             extractors = [

@@ -32,7 +32,7 @@ from typing import TypeVar
 from ..aio._channel import Channel
 from ..aio._cpu_meter import thread_cpu_call
 from ..cache._history import HistoryDecision
-from ..features import FeatureBuffer
+from ..features import FeatureBuffer, FeatureTier
 from ..sampling._sampler import SampledSubgraph
 from ._batch import PlanItem, SampledBatch, Sampler
 from ._history import EpochHistory
@@ -75,7 +75,9 @@ class SampleStage:
     async def worker(self, sampler: Sampler, plan: Iterator[tuple[int, PlanItem]], out: Channel[SampledBatch],
                      executor: Executor, stream_base: int, history: EpochHistory | None = None,
                      stream_stride: int = 1, lookahead: FeatureBuffer | None = None,
-                     gate: OutOfTurnMemory | None = None) -> None:
+                     gate: OutOfTurnMemory | None = None, tiers: FeatureTier | None = None) -> None:
+        """Sample every item of ``plan`` onto ``out``; ``lookahead``: pin each batch's rows in the buffer,
+        only those the ``tiers`` above it pass down (their own rows are never read through it)."""
         for seq, item in plan:
             stream = stream_base + seq * stream_stride
             start = time.perf_counter()
@@ -90,7 +92,9 @@ class SampleStage:
                 decision = made
             self.counters = self.counters.plus(subgraph, time.perf_counter() - start, cpu)
             lease = None if gate is None else await gate.admit(seq, subgraph.num_nodes, subgraph_bytes(subgraph))
-            pin = lookahead.pin(subgraph.n_id, seq) if lookahead is not None else None
+            pin = None
+            if lookahead is not None:
+                pin = lookahead.pin(subgraph.n_id if tiers is None else tiers.passed_down(subgraph.n_id), seq)
             try:
                 await out.send(SampledBatch(seq, subgraph, decision, pin, lease))
             except BaseException:

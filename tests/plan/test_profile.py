@@ -239,3 +239,4 @@ def test_memory_lists_partition_and_profile_parts_and_the_blocks_stay_within_the
         assert memory["planned"] <= memory["budget"] == 6 << 20
     finally:
         loader.close()
+
