@@ -68,6 +68,18 @@ from .store import Dataset, DatasetWriter, RowLayout, choose_row_layout, open_da
 __version__ = "0.1.0"
 
 
+def _lazy_attribute(package: str, table: dict[str, str], name: str) -> Any:
+    """The body of a package's PEP 562 ``__getattr__`` (this one's and its subpackages'): ``name`` imported
+    from the private module ``table`` names for it, on first use, and kept in the package's namespace so
+    the next access is a plain lookup.  Why lazy: the CLI's parsers must not load torch or numba."""
+    module = table.get(name)
+    if module is None:
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, package), name)
+    setattr(sys.modules[package], name, value)
+    return value
+
+
 class _CheckoutSubpackages(importlib.abc.MetaPathFinder):
     """Finds ``outre_async.partition`` and ``outre_async.cache`` (those two names only) in the
     checkout's ``partition/`` and ``cache/``; their submodules are then found inside those folders."""
@@ -183,12 +195,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'outre_async' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+    return _lazy_attribute(__name__, _LAZY, name)
 
 
 def __dir__() -> list[str]:

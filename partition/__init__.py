@@ -8,8 +8,9 @@ each partition's nodes are contiguous.  Importing this package never imports tor
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from outre_async import _lazy_attribute
 
 if TYPE_CHECKING:  # the names as mypy and editors see them; at run time each is imported on first use
     from outre_async.store._identity import dataset_identity
@@ -63,12 +64,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+    return _lazy_attribute(__name__, _LAZY, name)
 
 
 def __dir__() -> list[str]:

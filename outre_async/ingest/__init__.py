@@ -7,8 +7,9 @@ without loading numba's kernels.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from .. import _lazy_attribute
 
 if TYPE_CHECKING:  # the names as mypy and editors see them; at run time each is imported on first use
     from ._arrays import write_dataset
@@ -36,12 +37,7 @@ __all__ = ["PRESETS", "GeneratorConfig", "convert", "from_edge_list", "from_npz"
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+    return _lazy_attribute(__name__, _LAZY, name)
 
 
 def __dir__() -> list[str]:

@@ -4,6 +4,7 @@ baseline."""
 
 from typing import Any
 
+from .. import _lazy_attribute
 from ._batch import OutreBatch
 from ._config import LoaderConfig
 from ._history import HistoryRecord
@@ -16,8 +17,4 @@ __all__ = ["HistoryRecord", "LoaderConfig", "OutreBatch", "OutreLoader", "SyncLo
 def __getattr__(name: str) -> Any:
     """``outre_async.loader.profile``, kept where it was published: it lives in the ``profiling``
     room above the loader (which builds on the loader's setup), so it is resolved on first use."""
-    if name == "profile":
-        from ..profiling import profile
-
-        return profile
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _lazy_attribute(__name__, {"profile": "..profiling"}, name)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .. import _lazy_attribute
+
 if TYPE_CHECKING:
     from ._api import profile
 
@@ -16,9 +18,4 @@ __all__ = ["profile"]
 def __getattr__(name: str) -> Any:
     """``profile`` on first use: the CLI's ``outre profile`` and ``outre probe`` parsers live in this
     room and must not load the loader (torch, numba) before a verb runs."""
-    if name == "profile":
-        from ._api import profile
-
-        globals()["profile"] = profile
-        return profile
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _lazy_attribute(__name__, {"profile": "._api"}, name)

@@ -6,8 +6,9 @@ The names are imported on first access (PEP 562): ``outre``'s parser imports ``t
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from .. import _lazy_attribute
 
 if TYPE_CHECKING:  # the names as mypy and editors see them; at run time each is imported on first use
     from ._config import TrainConfig
@@ -19,12 +20,7 @@ __all__ = ["TrainConfig", "build_model", "run_train"]
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+    return _lazy_attribute(__name__, _LAZY, name)
 
 
 def __dir__() -> list[str]:
