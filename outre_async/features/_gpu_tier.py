@@ -102,6 +102,10 @@ class DeviceFeatureCache:
             rows[start:stop].copy_(torch.from_numpy(staging[: stop - start]))  # synchronous from pageable memory
         self.rows, self.loaded = rows, True
 
+    def slots_of(self, ids: np.ndarray) -> np.ndarray:
+        """Row of each id on the device, -1 where not held, counting nothing (:meth:`split` counts)."""
+        return self._slot_of[ids]
+
     def split(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(hit_pos, hit_slots, miss_pos)``: positions of ``ids`` held here, their slots, the rest."""
         slots = self._slot_of[ids]
@@ -129,7 +133,7 @@ class GpuTier(FeatureTier):
             raise ConfigError("the GPU tier's rows are not loaded; await cache.load(source) first")
 
     def passed_down(self, ids: np.ndarray) -> np.ndarray:
-        return self._below.passed_down(ids[self.cache._slot_of[ids] < 0])
+        return self._below.passed_down(ids[self.cache.slots_of(ids) < 0])
 
     async def _read_batch(self, ids: np.ndarray, out: np.ndarray, pin: Pin | None) -> DeviceRows | None:
         self._check_loaded()
