@@ -197,7 +197,7 @@ def resolve_placement(cfg: HistoryConfig, device_type: str, row_bytes: int, devi
         return cfg.placement
     if device_type == "cpu":
         return "host"
-    budget = cfg.device_budget if cfg.device_budget is not None else int(DEVICE_SHARE * (device_memory or 0))
+    budget = int(cfg.device_budget) if cfg.device_budget is not None else int(DEVICE_SHARE * (device_memory or 0))
     return "device" if row_bytes <= budget else "host"
 
 

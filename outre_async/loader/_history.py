@@ -62,6 +62,7 @@ import torch
 from torch import Tensor
 
 from .._errors import HistoryError
+from ..cache._device_fence import after, mark
 from ..cache._history import (
     HistoryDecision,
     HistoryTable,
@@ -69,7 +70,6 @@ from ..cache._history import (
     decide,
     frontier_counts,
 )
-from ..cache._device_fence import after, mark
 from ..cache._history_config import (
     HistoryConfig,
     default_window,
