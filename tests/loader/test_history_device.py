@@ -81,6 +81,27 @@ def test_a_device_table_on_the_cpu_gives_the_host_table_s_batches_pulls_and_trai
     assert stats["device"]["resident"] == {}
 
 
+def test_the_memory_plan_counts_rows_on_another_device_out_of_memory_budget(dataset: oa.Dataset) -> None:
+    """Rows on a GPU are device memory: the host plan keeps the table's other parts, the feature
+    loader's other parts get the rows' bytes back, and ``stats()["device"]["resident"]`` lists them.  (``meta``
+    stands for the GPU here: the plan reads the table's bytes, not its data; on CUDA the CUDA test.)"""
+    from outre_async.cache._history import HistoryTable
+
+    with _loader(dataset, "device", memory_budget="24MiB", hist={"dim": 512}) as loader:
+        cfg, table = loader.config, loader._history.table
+        on_host = loader._memory_plan(cfg)
+        loader._history.table = HistoryTable(table.nodes, N, 512, device="meta")
+        on_gpu = loader._memory_plan(cfg)
+        resident = loader.stats()["device"]["resident"]
+    rows = table.num_slots * 4 * 512
+    assert on_host.parts["history table"] == table.nbytes(cfg.num_samplers)
+    assert on_gpu.parts["history table"] == table.nbytes(cfg.num_samplers) - rows
+    assert resident == {"history rows": rows}
+    # the same budget, the rows' bytes spent elsewhere: the buffer holds every row already, so the pool
+    assert on_gpu.total == on_host.total and on_host.buffer_rows == on_gpu.buffer_rows == N
+    assert on_gpu.parts["batches"] == on_host.parts["batches"] + rows
+
+
 def test_auto_keeps_the_rows_on_the_host_of_a_cpu_device(dataset: oa.Dataset) -> None:
     with _loader(dataset, "auto") as loader:
         assert loader.stats()["history"]["placement"] == "host"
