@@ -191,7 +191,7 @@ def test_cuda_device_table_pulls_equal_the_exact_recompute_and_leave_the_host_pl
                     with torch.no_grad():
                         model(batch.x, batch.edge_index, history=rec)
                     assert rec.pull_rows.device.type == "cuda"
-                    torch.testing.assert_close(rec.pull_rows, exact[batch.n_id[rec.pull_index]], atol=1e-5, rtol=0)
+                    torch.testing.assert_close(rec.pull_rows, exact[batch.n_id[rec.pull_index]], atol=1e-4, rtol=0)
                     pulled += len(rec.pull_index)
         stats = loader.stats()
     h = stats["history"]
@@ -217,7 +217,7 @@ def test_cuda_device_table_trains_as_the_host_table(dataset: oa.Dataset) -> None
     device, _, _ = _train(dataset, "device", device="cuda")
     for a, b in zip(host, device, strict=True):
         for x, y in zip(a, b, strict=True):
-            if x.dtype == torch.float32:
-                torch.testing.assert_close(x, y)
+            if x.dtype == torch.float32:  # the GPU's scatter-adds are not deterministic: close, not equal
+                torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-4)
             else:
                 assert torch.equal(x, y)
