@@ -358,7 +358,8 @@ class EpochHistory:
             raise HistoryError(f"history bound broken at step {step}: a pulled row is {int(ages.max())} steps old "
                                f"(staleness {owner.cfg.staleness}, stamp {int(stamps.min())}); this is a bug, please "
                                "report it with the loader's config")
-        owner.ages.update(ages.tolist())
+        values, counts = np.unique(ages, return_counts=True)  # one entry per age, not per row: ~3x less
+        owner.ages.update(dict(zip(values.tolist(), counts.tolist(), strict=True)))  # CPU per pull
         owner.counts.update(pulled=len(ages), batches=1)
         if rows.device != device:  # a host table: the gathered rows cross to the training device
             rows = rows.pin_memory().to(device, non_blocking=True)
