@@ -78,7 +78,11 @@ from outre_async._units import parse_bytes
 
 ADMISSIONS = ("auto", "all", "grad")
 PLACEMENTS = ("auto", "host", "device")
-DEVICE_SHARE = 0.25  # placement "auto": the share of a GPU's memory the rows may take by default
+# placement "auto": the share of a GPU's memory the rows may take by default.  A chosen bound, not a
+# measured one: it leaves three quarters to the model, its optimizer state and activations, the batches
+# in flight and the GPU feature tier, and still holds 20 GB of rows on an 80 GB GPU (40M slots of 128
+# floats; igb-like's table has 115k).  ``device_budget=`` replaces it.
+DEVICE_SHARE = 0.25
 
 
 @dataclass(frozen=True, kw_only=True, slots=True, eq=False)
