@@ -93,7 +93,7 @@ class Push:
     rows: Tensor | None          # None: the hook ran, rows follow (admission "grad") or there are none
     grad_norm: Tensor | None = None
     record: HistoryRecord | None = None  # told which rows admission "grad" refused (``refused_index``)
-    ready: Any = None            # a CUDA event after ``rows`` were made on the trainer's stream (None: ready)
+    ready: torch.cuda.Event | None = None  # a CUDA event after ``rows`` were made on the trainer's stream (None: ready)
 
 
 def build_owner(ds: Any, cfg: Any, plan: Iterable[Any]) -> HistoryOwner | None:
@@ -405,7 +405,8 @@ class HistoryRecord:
 
     def __init__(self, send: Callable[[Push], None], step: int, dim: int, admission: str, pull_index: Tensor,
                  pull_rows: Tensor, push_index: Tensor, push_slots: np.ndarray, *,
-                 pull_age: Tensor | None = None, rows_device: torch.device | str = "cpu", pulled: Any = None) -> None:
+                 pull_age: Tensor | None = None, rows_device: torch.device | str = "cpu",
+                 pulled: torch.cuda.Event | None = None) -> None:
         self._send, self.step, self.dim, self.admission = send, step, dim, admission
         self._rows_device, self._pulled = torch.device(rows_device), pulled
         self.pull_index, self.pull_rows, self.push_index, self.push_slots = pull_index, pull_rows, push_index, push_slots
@@ -441,7 +442,7 @@ class HistoryRecord:
             return h
         return h.index_copy(0, self.pull_index, after(self._pulled, self.pull_rows).to(h.dtype))
 
-    def _grad_hook(self, fresh: Tensor, ready: Any) -> Callable[[Tensor], None]:
+    def _grad_hook(self, fresh: Tensor, ready: torch.cuda.Event | None) -> Callable[[Tensor], None]:
         def hook(grad: Tensor) -> None:
             norm = grad[self.push_index].detach().norm(dim=1).to("cpu")  # the decision is the host's
             self._send(Push(self.step, self.push_slots, fresh, norm, record=self, ready=ready))
