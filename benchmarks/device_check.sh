@@ -94,7 +94,7 @@ step wheels 20 install_wheels
 
 step cuda_tests 80 "$PY" -m pytest -q -p no:cacheprovider -k cuda \
   tests/plan/test_profile.py tests/loader/test_device_copy.py tests/test_device.py \
-  tests/loader/test_history.py tests/distributed/test_session.py
+  tests/loader/test_history.py tests/loader/test_history_device.py tests/distributed/test_session.py
 
 step warmup 50 "$PY" -m outre_async.cli bench --preset tiny --systems outre-part --repeats 1 --max-batches 4 \
   --no-compute-only --probe-seconds 1 --device "$DEVICE" --data-dir "$DATA" --out "$OUT/warmup"

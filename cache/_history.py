@@ -1,10 +1,18 @@
 """The historical embedding table (OUTRE §4.3): candidates -> slots, rows of h^(L-1), push stamps.
 
 ``slot_of`` int32 [N] maps a candidate to its slot (-1: not a candidate) and never changes after
-construction, so sampler threads may read it.  ``rows`` [C, dim] float32 (pinned when the loader's
-device is CUDA) and ``stamp`` int64 [C] (the step of the row's push, -1: never pushed) change only
-through :meth:`HistoryTable.write`, which the loader calls on its loop thread only (design §7: one
-owner); samplers see a :meth:`valid` copy made on that thread, never the live stamps.
+construction, so sampler threads may read it.  ``rows`` [C, dim] float32 and ``stamp`` int64 [C]
+(the step of the row's push, -1: never pushed) change only through :meth:`HistoryTable.write`,
+which the loader calls on its loop thread only (design §7: one owner); samplers see a :meth:`valid`
+copy made on that thread, never the live stamps.
+
+The rows live on ``device``: the training device under ``HistoryConfig(placement="device")``, so
+:meth:`~HistoryTable.read` is a gather and :meth:`~HistoryTable.write` a scatter there (plain torch
+indexing: the same lines on a CPU device, which is how CI runs them, bit-identical to a host
+table), or the host (page-locked when the training device is CUDA).  Everything the pull decision
+reads (``slot_of``, ``stamp``, ``retired``) stays in host numpy arrays whatever the placement: the
+decision is made on the host (sampler threads, the loop thread's clock), and only the row movement
+changes place.
 
 :func:`decide` turns one sampled batch into its record: which hop-1 rows are pulled (the pruned
 ones, from which slots) and which rows are pushed (candidates at hop <= 1 whose h^(L-1) the batch
@@ -24,7 +32,7 @@ from outre_async._errors import ConfigError
 from outre_async.sampling._sampler import SampledSubgraph
 from outre_async.sampling._sampler_kernels import HistoryPrune
 
-from ._history_config import HistoryConfig, history_bytes, slots_for_budget
+from ._history_config import HistoryConfig, history_bytes, history_row_bytes, slots_for_budget
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,15 +50,21 @@ class HistoryDecision:
 
 
 class HistoryTable:
-    def __init__(self, candidates: np.ndarray, num_nodes: int, dim: int, *, pin: bool = False) -> None:
+    """The slot table (see the module); ``device``: where ``rows`` live, ``pin``: page-lock host rows."""
+
+    def __init__(self, candidates: np.ndarray, num_nodes: int, dim: int, *, pin: bool = False,
+                 device: str | torch.device = "cpu") -> None:
         if len(candidates) and (candidates.min() < 0 or candidates.max() >= num_nodes):
             raise ConfigError(f"history candidates must be node ids in [0, {num_nodes}); got "
                               f"{int(candidates.min())}..{int(candidates.max())}")
+        self.device = torch.device(device)
+        if pin and self.device.type != "cpu":
+            raise ConfigError(f"a history table on {self.device} cannot be page-locked; pin only host rows")
         self.nodes = np.asarray(candidates, dtype=np.int64)
         self.slot_of = np.full(num_nodes, -1, np.int32)
         self.slot_of[self.nodes] = np.arange(len(self.nodes), dtype=np.int32)
         self.dim = dim
-        rows = torch.zeros(len(self.nodes), dim, dtype=torch.float32)
+        rows = torch.zeros(len(self.nodes), dim, dtype=torch.float32, device=self.device)
         self.rows = rows.pin_memory() if pin else rows
         self.stamp = np.full(len(self.nodes), -1, np.int64)
         self.retired = np.zeros(len(self.nodes), np.bool_)  # refused by admission "grad": no new pulls
@@ -60,7 +74,18 @@ class HistoryTable:
         return len(self.nodes)
 
     def nbytes(self, num_samplers: int) -> int:
+        """The whole table's bytes (:func:`history_bytes`), wherever its parts live."""
         return history_bytes(len(self.slot_of), self.num_slots, self.dim, num_samplers)
+
+    @property
+    def device_bytes(self) -> int:
+        """Bytes held in a training device's own memory: the rows on a GPU, else 0 (a CPU device's
+        memory is the host's)."""
+        return 0 if self.device.type == "cpu" else history_row_bytes(self.num_slots, self.dim)
+
+    def host_bytes(self, num_samplers: int) -> int:
+        """Bytes of host memory (a part of ``memory_budget``): the whole table less :attr:`device_bytes`."""
+        return self.nbytes(num_samplers) - self.device_bytes
 
     def valid(self, horizon: int, staleness: int, jitter: float = 0.0) -> HistoryPrune:
         """The sampler's view: slots whose row, used at step ``horizon`` at the latest, is within its
@@ -75,9 +100,10 @@ class HistoryTable:
         return HistoryPrune(self.slot_of, np.zeros(self.num_slots, np.uint8))
 
     def write(self, slots: np.ndarray, rows: torch.Tensor, step: int) -> None:
-        """Store pushed rows (loop thread only)."""
+        """Store pushed rows (loop thread only): a scatter on the table's device (rows made elsewhere
+        are copied there first, as a host table's are)."""
         if len(slots):
-            self.rows[torch.from_numpy(slots)] = rows.to(self.rows.dtype)
+            self.rows[self._index(slots)] = rows.to(self.device, self.rows.dtype)
             self.stamp[slots] = step
             self.retired[slots] = False
 
@@ -88,8 +114,14 @@ class HistoryTable:
         self.retired[slots] = True
 
     def read(self, slots: np.ndarray) -> tuple[torch.Tensor, np.ndarray]:
-        """Copies of the rows and stamps of ``slots`` (loop thread only)."""
-        return self.rows[torch.from_numpy(slots)], self.stamp[slots].copy()
+        """Copies of the rows (a gather on the table's device) and host stamps of ``slots`` (loop thread only)."""
+        return self.rows[self._index(slots)], self.stamp[slots].copy()
+
+    def _index(self, slots: np.ndarray) -> torch.Tensor:
+        """``slots`` as an index on the table's device.  To a GPU the copy is issued without a wait
+        (``non_blocking``): from pageable memory the driver stages it before the call returns, and
+        the stream orders it before the gather or scatter that reads it."""
+        return torch.from_numpy(np.asarray(slots, dtype=np.int64)).to(self.device, non_blocking=True)
 
 
 def lifetimes(slots: np.ndarray, stamps: np.ndarray, staleness: int, jitter: float) -> np.ndarray:

@@ -50,6 +50,19 @@ a promise's reach.  ``window=`` overrides it.
 staleness]`` (:func:`~outre_async.cache._history.lifetimes`), so rows pushed together do not all
 expire together; the bound on the realised staleness is unchanged, rows are refreshed a little more
 often (mean lifetime ``(1 - jitter / 2) staleness``).
+
+``placement``: where the table's rows of h^(L-1) live (:func:`resolve_placement`).  ``"device"``: on
+the loader's ``device``, so a pull is a gather and a push a scatter there, with no host round trip
+(the rows are produced and consumed on that device); ``"host"``: in host memory (page-locked when the
+device is CUDA), each pull gathered on the host and copied over with its batch, each push copied
+back; ``"auto"`` (default): ``"device"`` when the device is a GPU and the rows, ``C x 4 dim`` bytes,
+fit in ``device_budget`` (default: a quarter of the GPU's memory, :data:`DEVICE_SHARE`), else
+``"host"``.  Only the rows move: the node -> slot map, the push stamps, the retired flags and the
+validity copies stay on the host, where the pull decision is made (the sampler decides on the
+host at sampling time, the loop thread keeps the one clock), so the staleness bound and the
+pipeline-lag rules are the same code whichever the placement.  ``budget`` still sizes the table as a
+whole (:func:`history_bytes`, wherever its parts live); the memory plan counts the host parts in
+``memory_budget`` and the rows as device memory (both as host memory on a CPU device).
 """
 
 from __future__ import annotations
@@ -64,6 +77,12 @@ from outre_async._errors import ConfigError
 from outre_async._units import parse_bytes
 
 ADMISSIONS = ("auto", "all", "grad")
+PLACEMENTS = ("auto", "host", "device")
+# placement "auto": the share of a GPU's memory the rows may take by default.  A chosen bound, not a
+# measured one: it leaves three quarters to the model, its optimizer state and activations, the batches
+# in flight and the GPU feature tier, and still holds 20 GB of rows on an 80 GB GPU (40M slots of 128
+# floats; igb-like's table has 115k).  ``device_budget=`` replaces it.
+DEVICE_SHARE = 0.25
 
 
 @dataclass(frozen=True, kw_only=True, slots=True, eq=False)
@@ -79,6 +98,8 @@ class HistoryConfig:
     profile_batches: int | None = None  # batches pre-sampled (hop 1 only) to rank candidates; None: one epoch
     warmup: int | None = None        # optimizer steps with no pulls (pushes still written); None: staleness
     jitter: float = 0.5              # a row's lifetime is drawn in [(1 - jitter) staleness, staleness]
+    placement: str = "auto"          # the rows on the loader's device ("device"), in host memory ("host") or "auto"
+    device_budget: int | str | None = None  # "auto": device bytes the rows may take; None: DEVICE_SHARE of the GPU
 
     def __post_init__(self) -> None:
         for name in ("staleness", "dim", "profile_batches"):
@@ -103,6 +124,14 @@ class HistoryConfig:
             raise ConfigError(f"history window={self.window!r} must be an int >= 0 (or None)")
         if self.admission not in ADMISSIONS:
             raise ConfigError(f"history admission={self.admission!r} must be one of {ADMISSIONS}")
+        if self.placement not in PLACEMENTS:
+            raise ConfigError(f"history placement={self.placement!r} must be one of {PLACEMENTS}")
+        if isinstance(self.device_budget, str):
+            object.__setattr__(self, "device_budget", parse_bytes(self.device_budget))
+        if self.device_budget is not None and (isinstance(self.device_budget, bool) or not isinstance(
+                self.device_budget, int) or self.device_budget < 0):
+            raise ConfigError(f"history device_budget={self.device_budget!r} must be a byte count >= 0 (or None: "
+                              f"{DEVICE_SHARE:.0%} of the GPU's memory)")
         if self.candidates is not None:
             ids = np.asarray(self.candidates)
             if ids.ndim != 1 or (ids.size and not np.issubdtype(ids.dtype, np.integer)):
@@ -152,6 +181,28 @@ def history_bytes(num_nodes: int, slots: int, dim: int, num_samplers: int) -> in
 
 def history_slot_bytes(dim: int, num_samplers: int) -> int:
     return 4 * dim + 8 + 4 + 1 + num_samplers
+
+
+def history_row_bytes(slots: int, dim: int) -> int:
+    """Bytes of the table's rows alone (float32 h^(L-1)): the part ``placement`` may put on the device."""
+    return 4 * dim * slots
+
+
+def resolve_placement(cfg: HistoryConfig, device_type: str, row_bytes: int, device_memory: int | None) -> str:
+    """Where the rows live, ``"host"`` or ``"device"`` (module docstring): ``cfg.placement``, with
+    ``"auto"`` made ``"device"`` on a GPU (``device_type`` not ``"cpu"``) whose budget holds
+    ``row_bytes`` (``cfg.device_budget``, else :data:`DEVICE_SHARE` of ``device_memory``, its total
+    bytes; unknown: 0).  ``"device"`` asked for rows larger than the whole device is a
+    :class:`ConfigError` (torch's out-of-memory would come later, from inside the first epoch)."""
+    if cfg.placement == "device" and device_memory is not None and row_bytes > device_memory:
+        raise ConfigError(f"history placement='device': the table's rows take {row_bytes} bytes, more than the "
+                          f"device's {device_memory}; lower the history budget, or use placement='host' or 'auto'")
+    if cfg.placement != "auto":
+        return cfg.placement
+    if device_type == "cpu":
+        return "host"
+    budget = int(cfg.device_budget) if cfg.device_budget is not None else int(DEVICE_SHARE * (device_memory or 0))
+    return "device" if row_bytes <= budget else "host"
 
 
 def slots_for_budget(budget: int, num_nodes: int, dim: int, num_samplers: int) -> int:

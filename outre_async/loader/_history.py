@@ -37,6 +37,13 @@ so every push lands before the next batch is delivered.  A push never half-write
 the loop.  Nothing is claimed at sampling time, so a batch dropped by a break, an exception or a
 cancellation leaves no state behind; a push that arrives after the loader closed is dropped.
 
+Where the rows are (``HistoryConfig.placement``, resolved by :func:`build_owner`): on the training
+device, a pull is a gather there at hand-over (:meth:`EpochHistory.record`) and a push keeps the
+fresh rows there (:meth:`HistoryRecord.exchange`) for a scatter on the loop thread (:meth:`HistoryOwner.apply`),
+with an event between the two threads' CUDA streams (``cache._device_fence``); on the host, the
+pulled rows are gathered there and copied over, and pushes copied back.  The decision (stamps,
+validity copies, the clock, the age check) is the same host code in both: only the rows move.
+
 Cancellation rule: only :meth:`HistoryOwner.epoch` awaits (the grace for a running epoch's iterator
 to go; cancelled, it has started nothing); :meth:`EpochHistory.close` ends the epoch's turn on the clock.
 """
@@ -55,6 +62,7 @@ import torch
 from torch import Tensor
 
 from .._errors import HistoryError
+from ..cache._device_fence import after, mark
 from ..cache._history import (
     HistoryDecision,
     HistoryTable,
@@ -62,7 +70,15 @@ from ..cache._history import (
     decide,
     frontier_counts,
 )
-from ..cache._history_config import HistoryConfig, default_window, min_lifetime, resolve_admission
+from ..cache._history_config import (
+    HistoryConfig,
+    default_window,
+    history_row_bytes,
+    min_lifetime,
+    resolve_admission,
+    resolve_placement,
+)
+from ..machine._device import device_memory
 from ..sampling._sampler import NeighborSampler, SampledSubgraph
 from ..sampling._sampler_kernels import HistoryPrune
 
@@ -77,6 +93,7 @@ class Push:
     rows: Tensor | None          # None: the hook ran, rows follow (admission "grad") or there are none
     grad_norm: Tensor | None = None
     record: HistoryRecord | None = None  # told which rows admission "grad" refused (``refused_index``)
+    ready: torch.cuda.Event | None = None  # a CUDA event after ``rows`` were made on the trainer's stream (None: ready)
 
 
 def build_owner(ds: Any, cfg: Any, plan: Iterable[Any]) -> HistoryOwner | None:
@@ -93,10 +110,13 @@ def build_owner(ds: Any, cfg: Any, plan: Iterable[Any]) -> HistoryOwner | None:
         counts, counted = frontier_counts(one_hop.sample, [getattr(item, "seeds", item) for item in plan],
                                           ds.num_nodes, h.profile_batches)
     candidates = choose_candidates(h, counts, cfg.num_samplers, counted)
-    table = HistoryTable(candidates, ds.num_nodes, h.dim, pin=torch.device(cfg.device).type == "cuda")
+    device = torch.device(cfg.device)
+    placement = resolve_placement(h, device.type, history_row_bytes(len(candidates), h.dim), device_memory(device))
+    table = HistoryTable(candidates, ds.num_nodes, h.dim, pin=placement == "host" and device.type == "cuda",
+                         device=device if placement == "device" else "cpu")
     window = 0 if cfg.ordered else default_window(h, cfg.num_samplers, cfg.num_extractors)  # stats() says which
     return HistoryOwner(table, h, num_layers=len(cfg.fanouts), window=window, num_samplers=cfg.num_samplers,
-                        indptr=ds.indptr, fanout=cfg.fanouts[1])
+                        indptr=ds.indptr, fanout=cfg.fanouts[1], placement=placement)
 
 
 class EpochToken:
@@ -139,8 +159,10 @@ class EpochToken:
 
 class HistoryOwner:
     def __init__(self, table: HistoryTable, cfg: HistoryConfig, *, num_layers: int, window: int,
-                 num_samplers: int, indptr: np.ndarray | None = None, fanout: int = -1) -> None:
+                 num_samplers: int, indptr: np.ndarray | None = None, fanout: int = -1,
+                 placement: str = "host") -> None:
         self.table, self.cfg, self.num_layers, self.window = table, cfg, num_layers, window
+        self.placement = placement  # "device": rows on the training device (a CPU one too), "host": in host memory
         self.indptr, self.fanout = indptr, fanout  # read-only: sampler threads use them in ``decide``
         self.num_samplers = num_samplers
         self.clock = 0
@@ -217,11 +239,16 @@ class HistoryOwner:
         if not len(push.slots):
             return
         self.counts.update(offered=len(push.slots), pushed=int(keep.sum()))
-        self.table.write(push.slots[keep], push.rows[torch.from_numpy(keep)], push.step)
+        rows = after(push.ready, push.rows)  # made on the trainer's stream: this one waits for it
+        if not keep.all():  # positions, not a host mask: no host sync on a device's rows
+            rows = rows[torch.from_numpy(np.flatnonzero(keep)).to(rows.device, non_blocking=True)]
+        self.table.write(push.slots[keep], rows, push.step)
 
     def stats(self) -> dict[str, Any]:
         return {"staleness": self.cfg.staleness, "admission": self.cfg.admission, "slots": self.table.num_slots,
                 "dim": self.table.dim, "window": self.window, "bytes": self.table.nbytes(self.num_samplers),
+                "placement": self.placement, "rows_on": str(self.table.device), "device_bytes": self.table.device_bytes,
+                "host_bytes": self.table.host_bytes(self.num_samplers),
                 "clock": self.clock, "started_at": self.first, **self.counts,
                 "realised_staleness": dict(sorted(self.ages.items()))}
 
@@ -331,14 +358,16 @@ class EpochHistory:
             raise HistoryError(f"history bound broken at step {step}: a pulled row is {int(ages.max())} steps old "
                                f"(staleness {owner.cfg.staleness}, stamp {int(stamps.min())}); this is a bug, please "
                                "report it with the loader's config")
-        owner.ages.update(ages.tolist())
+        values, counts = np.unique(ages, return_counts=True)  # one entry per age, not per row: ~3x less
+        owner.ages.update(dict(zip(values.tolist(), counts.tolist(), strict=True)))  # CPU per pull
         owner.counts.update(pulled=len(ages), batches=1)
-        if device.type != "cpu":
+        if rows.device != device:  # a host table: the gathered rows cross to the training device
             rows = rows.pin_memory().to(device, non_blocking=True)
         record = HistoryRecord(owner.send, step, owner.table.dim, owner.cfg.admission,
                                torch.from_numpy(decision.pull_local).to(device), rows,
                                torch.from_numpy(decision.push_local).to(device), decision.push_slots,
-                               pull_age=torch.from_numpy(ages).to(device))
+                               pull_age=torch.from_numpy(ages).to(device), rows_device=owner.table.device,
+                               pulled=mark(device))
         record.pull_degree = torch.from_numpy(decision.pull_degree).to(device)
         return record
 
@@ -365,15 +394,21 @@ class HistoryRecord:
       ``"grad"``: after ``backward()``, on the loader's thread, before the next batch is delivered),
       empty under ``"all"``;
     * ``admission`` (``"all"`` or ``"grad"``), ``dim``, ``pull_degree`` (long ``[p]``: the in-degree
-      a pulled node would have had in the batch, for GCN's normalisation)."""
+      a pulled node would have had in the batch, for GCN's normalisation).
+
+    ``rows_device`` is where pushed rows go (the table's device: no copy when it is the model's);
+    ``pulled``, a CUDA event after the pulled rows' gather, which the trainer's stream waits on
+    before it reads them (None: nothing to wait for)."""
 
     __slots__ = ("_send", "step", "dim", "admission", "pull_index", "pull_rows", "push_index", "push_slots",
-                 "pull_degree", "pull_age", "refused_index", "_done")
+                 "pull_degree", "pull_age", "refused_index", "_done", "_rows_device", "_pulled")
 
     def __init__(self, send: Callable[[Push], None], step: int, dim: int, admission: str, pull_index: Tensor,
                  pull_rows: Tensor, push_index: Tensor, push_slots: np.ndarray, *,
-                 pull_age: Tensor | None = None) -> None:
+                 pull_age: Tensor | None = None, rows_device: torch.device | str = "cpu",
+                 pulled: torch.cuda.Event | None = None) -> None:
         self._send, self.step, self.dim, self.admission = send, step, dim, admission
+        self._rows_device, self._pulled = torch.device(rows_device), pulled
         self.pull_index, self.pull_rows, self.push_index, self.push_slots = pull_index, pull_rows, push_index, push_slots
         self.pull_degree = torch.zeros(len(pull_index), dtype=torch.long)  # in-degree had they been expanded
         self.pull_age = pull_age if pull_age is not None else torch.zeros(len(pull_index), dtype=torch.long)
@@ -395,19 +430,20 @@ class HistoryRecord:
         if self._done:
             raise HistoryError(f"batch.history.exchange() called twice for the batch of step {self.step}")
         self._done = True
-        fresh = h[self.push_index].detach().to("cpu", torch.float32)
+        fresh = h[self.push_index].detach().to(self._rows_device, torch.float32)  # the table's device: no copy there
+        ready = mark(fresh.device)  # the loop thread's scatter waits for this stream's work so far
         if self.admission == "grad" and h.requires_grad:
             self._send(Push(self.step, self.push_slots, None))
-            h.register_hook(self._grad_hook(fresh))
+            h.register_hook(self._grad_hook(fresh, ready))
         else:
             self.refused_index = self.push_index[:0]
-            self._send(Push(self.step, self.push_slots, fresh))  # indexing copied: the push owns its rows
+            self._send(Push(self.step, self.push_slots, fresh, ready=ready))  # indexing copied: the push owns its rows
         if not len(self.pull_index):
             return h
-        return h.index_copy(0, self.pull_index, self.pull_rows.to(h.dtype))
+        return h.index_copy(0, self.pull_index, after(self._pulled, self.pull_rows).to(h.dtype))
 
-    def _grad_hook(self, fresh: Tensor) -> Callable[[Tensor], None]:
+    def _grad_hook(self, fresh: Tensor, ready: torch.cuda.Event | None) -> Callable[[Tensor], None]:
         def hook(grad: Tensor) -> None:
-            norm = grad[self.push_index].detach().norm(dim=1).to("cpu")
-            self._send(Push(self.step, self.push_slots, fresh, norm, record=self))
+            norm = grad[self.push_index].detach().norm(dim=1).to("cpu")  # the decision is the host's
+            self._send(Push(self.step, self.push_slots, fresh, norm, record=self, ready=ready))
         return hook

@@ -12,8 +12,10 @@ sampled subgraphs and gathered batches in flight (the formula, part by part, is 
 ``stats()["memory"]`` reports the parts).  Given a budget, the loader sizes the staging arenas and
 the buffer to fit it, or refuses it with a :class:`ConfigError` naming the minimum.  With ``history=``
 the table adds ``4 N + C (4 dim + 12 + num_samplers)`` bytes (C slots of h^(L-1) rows; the cache's
-``history_bytes``), counted as one more part of the plan before the feature buffer is sized; batches
-its overtaking window holds back in completion order are not counted (``_budget``).  With
+``history_bytes``), counted as one more part of the plan before the feature buffer is sized, less its
+rows, ``C x 4 dim`` bytes, when they live on a GPU (``HistoryConfig.placement``: device memory then,
+``stats()["device"]["resident"]``); batches its overtaking window holds back in completion order
+are not counted (``_budget``).  With
 ``ordered=True`` the batches the reorder buffer holds keep their leases on the pool of batch
 matrices or on the samplers' out-of-turn budget (``_out_of_turn``), both parts of the plan.  With
 ``gpu_cache_budget=`` the GPU tier's rows, ``min(budget // (4 dim), N) x 4 dim`` bytes, are device memory,
@@ -144,7 +146,8 @@ class OutreLoader:
         return self._box.res
 
     def _memory_plan(self, cfg: LoaderConfig) -> MemoryPlan:
-        history = self._history.table.nbytes(cfg.num_samplers) if self._history is not None else 0
+        # its host parts; rows on a GPU are device memory (``stats()["device"]["resident"]``)
+        history = self._history.table.host_bytes(cfg.num_samplers) if self._history is not None else 0
         extra = {"history table": history} if history else {}
         if self._static is not None:
             extra["static feature cache"] = self._static.nbytes
@@ -395,7 +398,7 @@ class OutreLoader:
         extract, ready = self._channels
         out["queues"] = queue_stats({"extract": extract.statistics(), "ready": ready.statistics()})
         out["device"] = {"device": self.config.device, "depth": self.config.device_depth,
-                         **self._delivery.device_counters}
+                         **self._delivery.device_counters, "resident": self._device_resident()}
         res = self._res
         out.update(resource_stats(res.snapshot() if res is not None else self._box.closed))
         # what the loader chose for this machine (``_cores``: the defaults sized from the usable cores)
@@ -413,6 +416,16 @@ class OutreLoader:
         out["epoch_io"] = self._epoch_io(res)
         out["layout"] = self._layout.stats()
         out["buffer_policy"] = self.config.buffer_policy
+        return out
+
+    def _device_resident(self) -> dict[str, int]:
+        """Bytes the loader keeps in the training device's own memory for the whole run (README, "Device
+        memory"), beside the batches in flight: the GPU tier's rows and the history's rows on a GPU."""
+        out = {}
+        if self._gpu is not None and self._gpu.device.type != "cpu":
+            out["gpu tier"] = self._gpu.nbytes
+        if self._history is not None and self._history.table.device_bytes:
+            out["history rows"] = self._history.table.device_bytes
         return out
 
     def _epoch_io(self, res: Resources | None) -> dict[str, Any]:

@@ -55,3 +55,13 @@ def resolve_device(name: str | torch.device, flag: str = "device") -> torch.devi
         raise DeviceNotFoundError(f"{flag}={name!r}: no such device on this machine; available: "
                                   f"{', '.join(available_devices())} (or auto)")
     return torch.device("cuda", index)
+
+
+def device_memory(device: torch.device) -> int | None:
+    """Total bytes of a GPU's memory (None for the CPU, whose memory ``memory_budget`` counts): what a
+    default device budget is a share of (the history's ``placement="auto"``)."""
+    import torch
+
+    if device.type != "cuda":
+        return None
+    return int(torch.cuda.get_device_properties(device).total_memory)

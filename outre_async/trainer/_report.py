@@ -35,7 +35,8 @@ def setup_lines(config: TrainConfig, stats: dict[str, Any], world_size: int) -> 
     history = stats.get("history")
     if history is not None:
         lines.append(f"history      on: h^(L-1) rows up to {history['staleness']} steps old, admission "
-                     f"{history['admission']}, table {format_bytes(history['bytes'])} ({history['slots']:,} slots x {history['dim']})")
+                     f"{history['admission']}, table {format_bytes(history['bytes'])} ({history['slots']:,} slots x {history['dim']}, "
+                     f"rows on {history.get('rows_on', 'cpu')})")
     else:
         lines.append("history      off (--staleness 1; --staleness S > 1 caches h^(L-1))")
     profile = stats.get("profile")

@@ -131,6 +131,65 @@ def test_a_retired_row_is_not_offered_again_until_its_next_write_but_stays_reada
     assert table.valid(horizon=7, staleness=3).valid.tolist() == [1, 1]
 
 
+# -- placement: the rows on the training device ------------------------------------------------------
+def test_placement_resolves_auto_by_the_device_and_its_budget() -> None:
+    from outre_async.cache._history_config import DEVICE_SHARE, resolve_placement
+
+    gib = 1 << 30
+    auto = HistoryConfig(staleness=5, dim=4)
+    assert resolve_placement(auto, "cpu", 10, None) == "host"  # a CPU device: nothing to move
+    assert resolve_placement(auto, "cuda", int(DEVICE_SHARE * 80 * gib), 80 * gib) == "device"  # fits the share
+    assert resolve_placement(auto, "cuda", int(DEVICE_SHARE * 80 * gib) + 1, 80 * gib) == "host"  # one byte over
+    assert resolve_placement(auto, "cuda", 1, None) == "host"  # unknown device memory: no default budget
+    budget = HistoryConfig(staleness=5, dim=4, device_budget="1MiB")
+    assert budget.device_budget == 1 << 20
+    assert [resolve_placement(budget, "cuda", n, 80 * gib) for n in (1 << 20, (1 << 20) + 1)] == ["device", "host"]
+    assert resolve_placement(HistoryConfig(staleness=5, dim=4, device_budget=0), "cuda", 1, 80 * gib) == "host"
+    for placement in ("host", "device"):  # asked for: kept, on any device
+        cfg = HistoryConfig(staleness=5, dim=4, placement=placement)
+        assert resolve_placement(cfg, "cpu", 10, None) == resolve_placement(cfg, "cuda", 10, gib) == placement
+    with pytest.raises(oa.ConfigError, match="more than the device's") as err:
+        resolve_placement(HistoryConfig(staleness=5, dim=4, placement="device"), "cuda", gib + 1, gib)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("kw", [{"placement": "gpu"}, {"placement": None}, {"device_budget": -1},
+                                {"device_budget": True}, {"device_budget": 1.5}])
+def test_bad_placement_knobs_are_one_line_config_errors(kw: dict) -> None:
+    with pytest.raises(oa.ConfigError, match="placement|device_budget") as err:
+        HistoryConfig(staleness=5, dim=4, **kw)
+    assert "\n" not in str(err.value)
+
+
+def test_a_table_on_another_device_gathers_and_scatters_there_and_counts_its_rows_as_that_device_s() -> None:
+    """``meta`` stands for a GPU (no data, every shape and device rule of torch): the rows move, the
+    stamps and validity stay host numpy, and only the rows leave the host's bytes."""
+    host, dev = HistoryTable(np.arange(4), 6, 3), HistoryTable(np.arange(4), 6, 3, device="meta")
+    for table in (host, dev):
+        table.write(np.array([1, 2]), torch.ones(2, 3), step=5)
+    rows, stamps = dev.read(np.array([2, 0]))
+    assert rows.device.type == "meta" and rows.shape == (2, 3) and stamps.tolist() == [5, -1]
+    np.testing.assert_array_equal(dev.valid(6, 3).valid, host.valid(6, 3).valid)
+    assert isinstance(dev.stamp, np.ndarray) and isinstance(dev.valid(6, 3).valid, np.ndarray)
+    assert host.device_bytes == 0 and host.host_bytes(2) == host.nbytes(2) == history_bytes(6, 4, 3, 2)
+    assert dev.device_bytes == 4 * 3 * 4 and dev.host_bytes(2) == dev.nbytes(2) - 48 == 4 * 6 + 4 * (8 + 4 + 1 + 2)
+    with pytest.raises(oa.ConfigError, match="page-locked"):
+        HistoryTable(np.arange(4), 6, 3, pin=True, device="meta")
+
+
+def test_a_device_table_on_the_cpu_reads_bit_for_bit_what_the_host_table_reads() -> None:
+    rng = np.random.default_rng(0)
+    host, dev = HistoryTable(np.arange(50), 80, 7), HistoryTable(np.arange(50), 80, 7, device="cpu")
+    for step in range(20):
+        slots = rng.choice(50, size=int(rng.integers(0, 20)), replace=False)
+        rows = torch.from_numpy(rng.standard_normal((len(slots), 7)))  # float64: both cast alike
+        host.write(slots, rows, step)
+        dev.write(slots, rows, step)
+        pull = rng.choice(50, size=15)
+        (a, sa), (b, sb) = host.read(pull), dev.read(pull)
+        assert torch.equal(a, b) and a.dtype == torch.float32 and np.array_equal(sa, sb)
+
+
 # -- lifetimes: rows pushed together do not expire together -----------------------------------------
 def test_lifetimes_spread_over_the_jitter_span_and_never_exceed_the_staleness() -> None:
     slots = np.arange(5000)

@@ -85,12 +85,13 @@ def test_staleness_one_is_bit_identical_to_no_history(dataset: oa.Dataset) -> No
 
 
 # -- the exact-recompute oracle -------------------------------------------------------------------
-async def _oracle_epochs(ds: oa.Dataset, *, ordered: bool, seed: int, epochs: int, stop_at: int | None = None) -> int:
+async def _oracle_epochs(ds: oa.Dataset, *, ordered: bool, seed: int, epochs: int, stop_at: int | None = None,
+                         placement: str = "host") -> int:
     model = _model(seed).eval()
     exact = _exact_hidden(ds, model)
     pulled = 0
     loader = _loader(ds, 1000, fanouts=[-1, -1], ordered=ordered, source=FaultySource(ds, seed=seed),
-                     num_samplers=2, num_extractors=2)
+                     num_samplers=2, num_extractors=2, hist={"placement": placement})
     async with loader:
         loader._res.samplers[:] = [DelayedSampler(s, seed + i) for i, s in enumerate(loader._res.samplers)]
         for epoch in range(epochs):
@@ -112,10 +113,13 @@ async def _enumerate(loader):  # type: ignore[no-untyped-def]
         i += 1
 
 
-@pytest.mark.parametrize("ordered", [False, True])
+@pytest.mark.parametrize(("ordered", "placement"), [(False, "host"), (True, "host"), (False, "device")])
 @pytest.mark.parametrize("seed", [1, 2])
-def test_every_pulled_row_equals_the_exact_recompute(dataset: oa.Dataset, ordered: bool, seed: int) -> None:
-    pulled = run(_oracle_epochs(dataset, ordered=ordered, seed=seed, epochs=3), timeout=120)
+def test_every_pulled_row_equals_the_exact_recompute(dataset: oa.Dataset, ordered: bool, seed: int,
+                                                     placement: str) -> None:
+    """``placement="device"`` on the CPU device: the device table's gathers and scatters (the same
+    torch lines as on a GPU) against the oracle."""
+    pulled = run(_oracle_epochs(dataset, ordered=ordered, seed=seed, epochs=3, placement=placement), timeout=120)
     assert pulled > 100  # the cache was used, not only consulted
 
 
@@ -147,15 +151,16 @@ def test_sync_loop_pushes_are_written_on_the_loop_thread(dataset: oa.Dataset) ->
 @settings(max_examples=12, deadline=None)
 @given(seed=st.integers(0, 10**6), staleness=st.integers(2, 14), ordered=st.booleans(),
        samplers=st.integers(1, 3), extract_queue=st.integers(1, 4), ready_queue=st.integers(1, 3),
-       window=st.sampled_from([None, 0, 1, 5]))
+       window=st.sampled_from([None, 0, 1, 5]), placement=st.sampled_from(["host", "device"]))
 def test_realised_staleness_never_exceeds_the_bound(dataset: oa.Dataset, seed: int, staleness: int, ordered: bool,
                                                    samplers: int, extract_queue: int, ready_queue: int,
-                                                   window: int | None) -> None:
+                                                   window: int | None, placement: str) -> None:
     async def body() -> dict:
         model = _model(seed)
         opt = torch.optim.SGD(model.parameters(), lr=0.05)
         loader = _loader(dataset, staleness, ordered=ordered, num_samplers=samplers, extract_queue=extract_queue,
-                         ready_queue=ready_queue, source=FaultySource(dataset, seed=seed), hist={"window": window})
+                         ready_queue=ready_queue, source=FaultySource(dataset, seed=seed),
+                         hist={"window": window, "placement": placement})
         async with loader:
             loader._res.samplers[:] = [DelayedSampler(s, seed + i) for i, s in enumerate(loader._res.samplers)]
             for _ in range(2):
@@ -680,9 +685,9 @@ def test_wrong_width_and_a_second_exchange_are_history_errors(dataset: oa.Datase
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_cuda_pins_the_table_and_pulls_onto_the_device(dataset: oa.Dataset) -> None:
+def test_cuda_pins_a_host_table_and_pulls_onto_the_device(dataset: oa.Dataset) -> None:
     model = _model().cuda().eval()
-    with _loader(dataset, 1000, fanouts=[-1, -1], device="cuda") as loader:
+    with _loader(dataset, 1000, fanouts=[-1, -1], device="cuda", hist={"placement": "host"}) as loader:
         assert loader._history.table.rows.is_pinned()
         for _ in range(2):
             for batch in loader:
