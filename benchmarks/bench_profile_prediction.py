@@ -16,9 +16,17 @@ each component beside what the epoch measured of it:
   summed over extractors: wall time of the reads in flight, not the disk's own);
 * ``stall``: what the trainer waited for batches (the part of the loader the overlap did not hide).
 
+* ``loader_cpu``: the profile's ``loader_cpu_seconds`` vs the epoch's sampling, extraction and I/O
+  thread CPU.
+
+``--compare-with REV`` profiles with the code of git revision ``REV`` too (its tree exported to a
+temp folder and put first on ``sys.path`` of a child that profiles), each repeat running both
+profiles and the epoch each planned, alternately, so that the two predictions meet the same load:
+the before and after of a change to the profile, side by side.  The epochs run this checkout's loader.
+
 Profiling and epochs alternate, so a burst of load on the shared machine falls on both alike; the
 load average is recorded around every repeat.  The summary is the median ratio predicted / measured
-and its range.  Nothing here is asserted in CI.
+and its range, per variant.  Nothing here is asserted in CI.
 """
 
 from __future__ import annotations
@@ -27,6 +35,9 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -50,6 +61,7 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--cap", default="", help="memory cap of the epoch's child, e.g. 2.5GiB (default: none)")
     p.add_argument("--timeout", type=float, default=900)
+    p.add_argument("--compare-with", default="", metavar="REV", help="also profile with this git revision's code")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args()
     from outre_async._units import parse_bytes
@@ -58,14 +70,18 @@ def main() -> None:
                    batch_size=args.batch_size, hidden=args.hidden, lr=0.01, seed=0, max_batches=args.max_batches,
                    options={"parts": args.parts, "parts_per_batch": args.parts_per_batch,
                             "memory_budget": args.memory_budget, "staleness": args.staleness, "warmup": 0})
-    system = OutreAuto()
-    OutrePart.prepare(system, str(args.dataset), spec)  # the partitions, once (untimed)
+    OutrePart.prepare(OutreAuto(), str(args.dataset), spec)  # the partitions, once (untimed)
     cap = parse_bytes(args.cap) if args.cap else None
-    rows = []
-    for i in range(args.repeats):
-        rows.append(_repeat(i, system, spec, args, cap))
-        print(json.dumps(_short(rows[-1])), flush=True)
-    summary = _summary(rows)
+    with tempfile.TemporaryDirectory(prefix="outre-predict-") as tmp:
+        variants = {"this": str(Path(__file__).resolve().parents[1])}
+        if args.compare_with:
+            variants = {args.compare_with: _export(args.compare_with, Path(tmp)), **variants}
+        rows = []
+        for i in range(args.repeats):
+            for name, root in variants.items():
+                rows.append({"variant": name, **_repeat(i, root, spec, args, cap)})
+                print(json.dumps({"variant": name, **_short(rows[-1])}), flush=True)
+    summary = {name: _summary([r for r in rows if r["variant"] == name]) for name in variants}
     print(json.dumps(summary, indent=1))
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -73,12 +89,41 @@ def main() -> None:
                                         "summary": summary}, indent=1))
 
 
-def _repeat(i: int, system: OutreAuto, spec: RunSpec, args: argparse.Namespace, cap: int | None) -> dict[str, Any]:
+def _export(rev: str, tmp: Path) -> str:
+    """The tree of ``rev`` (the repository this script is in) under ``tmp``; its root."""
+    repo = Path(__file__).resolve().parents[1]
+    archive = subprocess.run(["git", "-C", str(repo), "archive", rev], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, check=True)
+    return str(tmp)
+
+
+_PROFILE = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from outre_async.bench._cache_systems import OutreAuto
+from outre_async.bench._systems import RunSpec
+spec = json.loads(sys.argv[2])
+spec = RunSpec(**{**spec, "fanouts": tuple(spec["fanouts"])})
+print("PROFILE " + OutreAuto().prepare(spec.dataset, spec)["profile"])
+"""
+
+
+def _profile(root: str, spec: RunSpec) -> Path:
+    """Profile ``spec`` with the code under ``root`` in a child (``OutreAuto.prepare``); the profile's folder."""
+    from dataclasses import asdict
+
+    done = subprocess.run([sys.executable, "-P", "-c", _PROFILE, root, json.dumps(asdict(spec))],
+                          capture_output=True, text=True, check=True)
+    line = [x for x in done.stdout.splitlines() if x.startswith("PROFILE ")][-1]
+    return Path(line.removeprefix("PROFILE "))
+
+
+def _repeat(i: int, root: str, spec: RunSpec, args: argparse.Namespace, cap: int | None) -> dict[str, Any]:
     load0 = os.getloadavg()[0]
     start = time.perf_counter()
-    prep = system.prepare(str(args.dataset), spec)
+    folder = _profile(root, spec)
     profile_s = time.perf_counter() - start
-    meta = json.loads((Path(prep["profile"]) / "meta.json").read_text())
+    meta = json.loads((folder / "meta.json").read_text())
     run = run_in_child("outre-auto", spec, cap_bytes=cap, timeout_s=args.timeout, dataset_dir=args.dataset)
     if run.get("outcome") != "ok":
         raise SystemExit(f"repeat {i}: {run.get('outcome')}: {run.get('message')}")
@@ -93,11 +138,17 @@ def _repeat(i: int, system: OutreAuto, spec: RunSpec, args: argparse.Namespace, 
             "ratio": pred["epoch_seconds"] / m["epoch_seconds"],
             "components": {"sample": _ratio(pred["sample_seconds"], m["sample_seconds"]),
                            "compute": _ratio(pred["compute_seconds"], m["train_seconds"]),
-                           "reads": _ratio(pred["read_seconds"], m["extract_seconds"])},
+                           "reads": _ratio(pred["read_seconds"], m["extract_seconds"]),
+                           "loader_cpu": _ratio(pred.get("loader_cpu_seconds", 0.0), _loader_cpu(m))},
             "rows_from_disk": m.get("rows_from_disk"), "rows_requested": m["rows_requested"], "batches": m["batches"],
             "cpu_seconds": {**(m.get("extra", {}).get("cpu_seconds") or {}), "process_user": m["user_cpu_seconds"],
                             "process_sys": m["sys_cpu_seconds"]},
             "plan": meta["plan"], "gpu_tier": meta.get("gpu_tier")}
+
+
+def _loader_cpu(m: dict[str, Any]) -> float:
+    cpu = m.get("extra", {}).get("cpu_seconds") or {}
+    return sum(float(v) for v in cpu.values() if v is not None)
 
 
 def _ratio(a: float, b: float) -> float | None:
