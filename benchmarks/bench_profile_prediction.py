@@ -136,6 +136,7 @@ def _repeat(i: int, root: str, spec: RunSpec, args: argparse.Namespace, cap: int
     return {"repeat": i, "load_before": load0, "load_after": os.getloadavg()[0], "profile_seconds": profile_s,
             "costs": meta["costs"], "predicted": pred, "measured": measured,
             "ratio": pred["epoch_seconds"] / m["epoch_seconds"],
+            "model_check": _model_check(pred, meta, m),
             "components": {"sample": _ratio(pred["sample_seconds"], m["sample_seconds"]),
                            "compute": _ratio(pred["compute_seconds"], m["train_seconds"]),
                            "reads": _ratio(pred["read_seconds"], m["extract_seconds"]),
@@ -144,6 +145,19 @@ def _repeat(i: int, root: str, spec: RunSpec, args: argparse.Namespace, cap: int
             "cpu_seconds": {**(m.get("extra", {}).get("cpu_seconds") or {}), "process_user": m["user_cpu_seconds"],
                             "process_sys": m["sys_cpu_seconds"]},
             "plan": meta["plan"], "gpu_tier": meta.get("gpu_tier")}
+
+
+def _model_check(pred: dict[str, float], meta: dict[str, Any], m: dict[str, Any]) -> float | None:
+    """The epoch the profile's formula gives from what the epoch itself measured of compute (its
+    steps) and of the loader's CPU, with the profile's reads, over the measured epoch: the model's
+    error apart from the costs' (a machine's load moves between the profile and the epoch; this does
+    not).  None for a profile without the loader's CPU (before it was modelled)."""
+    if "loader_cpu_seconds" not in pred:
+        return None
+    from outre_async.plan._budget_plan import epoch_seconds
+
+    got = epoch_seconds(m["train_seconds"], pred["read_seconds"], _loader_cpu(m), meta["costs"].get("device", "cpu"))
+    return round(got / m["epoch_seconds"], 3)
 
 
 def _loader_cpu(m: dict[str, Any]) -> float:
@@ -163,12 +177,16 @@ def _short(row: dict[str, Any]) -> dict[str, Any]:
             "predicted": {k: round(row["predicted"][k], 2) for k in ("sample_seconds", "compute_seconds",
                                                                      "read_seconds")},
             "costs": {k: round(row["costs"][k], 3) for k in ("row_us", "list_us", "recompute_us")},
+            "model_check": row["model_check"], "measured_us_per_row": round(row["measured"]["compute"] * 1e6 /
+                                                                          max(row["rows_requested"], 1), 2),
             "load": [round(row["load_before"], 2), round(row["load_after"], 2)]}
 
 
 def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     ratios = [r["ratio"] for r in rows]
+    checks = [r["model_check"] for r in rows if r["model_check"] is not None]
     return {"ratios": [round(r, 3) for r in ratios], "median_ratio": round(statistics.median(ratios), 3),
+            "model_checks": checks,
             "max_over_min": round(max(ratios) / min(ratios), 3),
             "predicted_s": [round(r["predicted"]["epoch_seconds"], 2) for r in rows],
             "measured_s": [round(r["measured"]["epoch"], 2) for r in rows],

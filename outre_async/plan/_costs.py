@@ -97,12 +97,10 @@ def measure_costs(ds: Dataset, *, backend: str, batch_rows: int, num_extractors:
     figures = _Figures(ds, rng, rows, list(fanouts), device, hidden, list(shapes), gpu_rows)
     timings = _in_thread(lambda: _rounds(figures, backend, num_extractors, source_options or {}, source,
                                          max(1, repeats), budget_s))
-    import torch  # loaded by the step above
-
     # the trainer's threads, recorded: on a loaded CPU box two intra-op threads made one step 1-300x
     # slower than one thread did (a thread waits for its descheduled peer), the first cause of an
     # unstable recompute_us there (issue 25)
-    threads = torch.get_num_threads()
+    threads = figures.threads
     got = {k: robust(v) for k, v in timings.items() if k != "backend"}
     return MissCosts(row_us=got["row_us"].value, list_us=got["list_us"].value, recompute_us=got["recompute_us"].value,
                      backend=timings["backend"], device=device, threads=threads, row_cpu_us=got["row_cpu_us"].value,
@@ -135,6 +133,10 @@ async def _rounds(figures: _Figures, backend: str, readers: int, opts: dict[str,
     """Every figure once per round, rounds repeated (at least ``min_rounds``, then while ``budget_s``
     per figure lasts): a burst of load on a shared machine then falls on every figure alike, rather
     than on whichever was being timed (module docstring).  The first round is the untimed warm-up."""
+    import torch
+
+    # the caller's (the trainer's) intra-op threads in this thread too: OpenMP's count is per thread
+    torch.set_num_threads(figures.threads)
     source = given if given is not None else open_source(figures.ds, backend, **opts)  # type: ignore[arg-type]
     try:
         reader = _RowReader(source, figures, readers)
@@ -188,7 +190,10 @@ class _Figures:
 
     def __init__(self, ds: Dataset, rng: np.random.Generator, rows: int, fanouts: list[int], device: str,
                  hidden: int, shapes: list[BatchShape], gpu_rows: int) -> None:
+        import torch
+
         self.ds, self.rng, self.rows, self.gpu_rows = ds, rng, rows, gpu_rows
+        self.threads = torch.get_num_threads()
         self._step = _TrainStep(ds.feature_dim, hidden, max(ds.num_classes, 2), fanouts, device, shapes, rows)
         self._slots = rng.standard_normal((min(ds.num_nodes, 4 * rows), ds.feature_dim), dtype=np.float32)
         self._batch = np.empty((rows, ds.feature_dim), np.float32)
