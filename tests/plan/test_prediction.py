@@ -8,6 +8,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+import torch
 from conftest import generated
 
 import outre_async as oa
@@ -19,6 +20,7 @@ from outre_async.plan._knapsack import Choice
 from outre_async.sampling import NeighborSampler
 from outre_async.sampling._plan import plan_epoch
 
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"))]
 OPTS = {"fanouts": [5, 5], "batch_size": 64, "memory_budget": "6MiB", "backend": "memory", "seed": 7}
 
 
@@ -97,10 +99,12 @@ def test_presample_keeps_the_shapes_of_batches_it_sampled(ds: oa.Dataset) -> Non
     assert counts.row_access is not None and counts.row_access.sum() == pytest.approx(counts.accesses * len(plan) / 8)
 
 
-def test_the_gpu_tier_s_costs_are_measured_through_its_assembly_on_the_device(ds: oa.Dataset) -> None:
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_gpu_tier_s_costs_are_measured_through_its_assembly_on_the_device(ds: oa.Dataset, device: str) -> None:
     shape = BatchShape(edge_index=np.array([[1, 2, 3], [0, 0, 1]]), num_nodes=4, batch_size=1)
     costs = measure_costs(ds, backend="memory", batch_rows=128, num_extractors=2, hidden=8, budget_s=0.02,
-                          shapes=[shape], gpu_rows=64, device="cpu")
+                          shapes=[shape], gpu_rows=64, device=device)
+    assert costs.device == device
     assert costs.gpu_hit_us > 0 and costs.gpu_miss_us > 0
     assert {"gpu_hit_us", "gpu_miss_us"} <= set(costs.runs) and costs.runs["gpu_hit_us"] == costs.runs["row_us"]
 
