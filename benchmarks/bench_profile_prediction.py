@@ -58,6 +58,7 @@ def main() -> None:
     p.add_argument("--memory-budget", default="256MiB")
     p.add_argument("--staleness", type=int, default=100)
     p.add_argument("--max-batches", type=int, default=0, help="0: full epochs (the prediction is scaled to N)")
+    p.add_argument("--step-ms", type=float, default=0.0, help="the training step replaced by a wait (outre bench --step-ms)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--cap", default="", help="memory cap of the epoch's child, e.g. 2.5GiB (default: none)")
     p.add_argument("--timeout", type=float, default=900)
@@ -68,6 +69,7 @@ def main() -> None:
 
     spec = RunSpec(dataset=str(args.dataset), fanouts=tuple(int(f) for f in args.fanouts.split(",")),
                    batch_size=args.batch_size, hidden=args.hidden, lr=0.01, seed=0, max_batches=args.max_batches,
+                   step_ms=args.step_ms,
                    options={"parts": args.parts, "parts_per_batch": args.parts_per_batch,
                             "memory_budget": args.memory_budget, "staleness": args.staleness, "warmup": 0})
     OutrePart.prepare(OutreAuto(), str(args.dataset), spec)  # the partitions, once (untimed)
@@ -156,7 +158,9 @@ def _model_check(pred: dict[str, float], meta: dict[str, Any], m: dict[str, Any]
         return None
     from outre_async.plan._budget_plan import epoch_seconds
 
-    got = epoch_seconds(m["train_seconds"], pred["read_seconds"], _loader_cpu(m), meta["costs"].get("device", "cpu"))
+    costs = meta["costs"]
+    on_cores = costs.get("device", "cpu").split(":")[0] == "cpu" and not costs.get("step_us")
+    got = epoch_seconds(m["train_seconds"], pred["read_seconds"], _loader_cpu(m), on_cores)
     return round(got / m["epoch_seconds"], 3)
 
 

@@ -112,10 +112,12 @@ def base_memory(cfg: LoaderConfig, sizes: Sizes, kind: str) -> tuple[MemoryPlan,
 
 
 def run_profile(setup: LoaderSetup, cfg: LoaderConfig, *, name: str | None, max_batches: int, progress: bool = False,
-                costs: MissCosts | None = None) -> Profile:
+                costs: MissCosts | None = None, step_seconds: float | None = None) -> Profile:
     """Profile the plan of ``setup`` with ``cfg`` (its config with the history and the split to profile
     for) and choose the split (module docstring); written when ``name`` is given.  ``costs`` replaces
-    the measurement (a plan is then a function of the seed alone: the tests)."""
+    the measurement (a plan is then a function of the seed alone: the tests); ``step_seconds``: the
+    training step is a fixed wait of that long per batch (``outre bench --step-ms``), so a batch row
+    costs no compute and a history slot spares none (``MissCosts.step_us``)."""
     from tqdm import tqdm
 
     ds, seeds, partitioned, sizes, kind = setup.dataset, setup.seeds, setup.partitioned, setup.sizes, setup.source_kind
@@ -144,6 +146,8 @@ def run_profile(setup: LoaderSetup, cfg: LoaderConfig, *, name: str | None, max_
                           fanouts=list(cfg.fanouts), device=cfg.device, shapes=counts.shapes,
                           gpu_rows=len(held) if held is not None else 0,
                           source_options={**mem.source_options(), **_io_options(cfg, ds.row_layout.stride)} if kind == "disk" else None)
+    if step_seconds is not None:
+        costs = dataclasses.replace(costs, recompute_us=0.0, step_us=float(step_seconds) * 1e6)
     measured = time.perf_counter()
     list_bytes = None
     if partitioned is not None:

@@ -20,7 +20,9 @@ rest reads):
 
 On a CPU device the trainer's intra-op threads already use every core, so the loader's CPU work
 takes its cores from the steps and adds to them: ``epoch = max(compute + loader_cpu, reads)``.  On
-an accelerator the three overlap: ``epoch = max(compute, reads, loader_cpu)``.  (The sum ``sample +
+an accelerator the three overlap: ``epoch = max(compute, reads, loader_cpu)``; so do they when the
+step is a fixed wait (``costs.step_us``, ``outre bench --step-ms``: a sleep that leaves the cores
+to the loader, ``batches x step_us`` of compute whatever the rows).  (The sum ``sample +
 max(compute, reads)`` used before ignored the loader's CPU on a CPU device: measured epochs on the
 mid-size graph were compute + 2-8 s of stall with the reads predicted at half the compute.)
 ``benchmarks/bench_profile_prediction.py`` sets the prediction and each part against measured epochs.
@@ -107,7 +109,7 @@ def predict(counts: Counts, costs: MissCosts, choice: Choice, *, sample_seconds:
     rows = float(counts.row_hot.sum())
     computed = counts.accesses * counts.epoch_batches / max(counts.batches, 1)
     reads_us = rows * costs.row_us + float(counts.list_hot.sum()) * costs.list_us
-    compute_us = computed * costs.recompute_us
+    compute_us = computed * costs.recompute_us + counts.epoch_batches * costs.step_us
     per = device_row_us(costs, len(counts.row_hot), gpu_held)
     if per is not None:
         access = counts.row_access if counts.row_access is not None else np.zeros(len(per))
@@ -121,18 +123,18 @@ def predict(counts: Counts, costs: MissCosts, choice: Choice, *, sample_seconds:
     copy_cpu = computed * costs.copy_us * (compute_left / compute_us if compute_us > 0 else 0.0)
     loader_cpu = sample_seconds + (io_cpu + copy_cpu) / 1e6
     loader_cpu_no_cache = sample_seconds + (rows * costs.row_cpu_us + computed * costs.copy_us) / 1e6
-    return {"epoch_seconds_no_cache": epoch_seconds(compute_us / 1e6, reads_us / 1e6, loader_cpu_no_cache,
-                                                    costs.device),
-            "epoch_seconds": epoch_seconds(compute_left / 1e6, reads_left / 1e6, loader_cpu, costs.device),
+    on_cores = costs.device.split(":")[0] == "cpu" and costs.step_us == 0
+    return {"epoch_seconds_no_cache": epoch_seconds(compute_us / 1e6, reads_us / 1e6, loader_cpu_no_cache, on_cores),
+            "epoch_seconds": epoch_seconds(compute_left / 1e6, reads_left / 1e6, loader_cpu, on_cores),
             "epoch_seconds_serial": max(0.0, serial - choice.saved_us / 1e6),
             "compute_seconds": compute_left / 1e6, "read_seconds": reads_left / 1e6,
             "loader_cpu_seconds": loader_cpu, "saved_seconds": choice.saved_us / 1e6, "sample_seconds": sample_seconds,
             "rows_read_no_cache": rows, "lists_read_no_cache": float(counts.list_hot.sum())}
 
 
-def epoch_seconds(compute: float, reads: float, loader_cpu: float, device: str) -> float:
-    """The epoch from its three resources (module docstring): on a CPU device the loader's CPU work
-    adds to the steps (they share the cores), on an accelerator everything overlaps."""
-    if device.split(":")[0] == "cpu":
+def epoch_seconds(compute: float, reads: float, loader_cpu: float, on_cores: bool) -> float:
+    """The epoch from its three resources (module docstring): when the steps run on the cores (a CPU
+    device, a real step) the loader's CPU work adds to them, otherwise everything overlaps."""
+    if on_cores:
         return max(compute + loader_cpu, reads)
     return max(compute, reads, loader_cpu)

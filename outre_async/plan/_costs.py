@@ -77,6 +77,8 @@ class MissCosts:
     copy_us: float = 0.0        # host CPU per batch row gathered from the buffer's slots into the batch matrix
     gpu_hit_us: float = 0.0     # GPU tier: µs per batch row gathered from the device table (0: no tier)
     gpu_miss_us: float = 0.0    # GPU tier: µs per batch row that misses it (copied from the host matrix)
+    step_us: float = 0.0        # a training step that is a fixed wait per batch (``outre bench --step-ms``;
+                                # recompute_us is then 0): off the cores, its rows spare nothing
     spread: dict[str, float] = field(default_factory=dict)      # IQR / median of each figure's timings
     runs: dict[str, int] = field(default_factory=dict)          # timings taken per figure (after warm-up)
 

@@ -41,10 +41,10 @@ NONE = Choice(features=np.empty(0, np.int64), history=np.empty(0, np.int64), nei
 
 
 def test_the_loader_s_cpu_adds_to_the_steps_on_a_cpu_device_and_overlaps_on_an_accelerator() -> None:
-    assert epoch_seconds(10.0, 4.0, 3.0, "cpu") == 13.0  # the steps and the loader share the cores
-    assert epoch_seconds(10.0, 14.0, 3.0, "cpu") == 14.0  # the disk is the bound
-    assert epoch_seconds(10.0, 4.0, 3.0, "cuda:0") == 10.0
-    assert epoch_seconds(1.0, 4.0, 6.0, "cuda") == 6.0  # a loader-bound GPU epoch
+    assert epoch_seconds(10.0, 4.0, 3.0, True) == 13.0  # the steps and the loader share the cores
+    assert epoch_seconds(10.0, 14.0, 3.0, True) == 14.0  # the disk is the bound
+    assert epoch_seconds(10.0, 4.0, 3.0, False) == 10.0
+    assert epoch_seconds(1.0, 4.0, 6.0, False) == 6.0  # a loader-bound GPU epoch
     costs = MissCosts(row_us=10.0, list_us=1.0, recompute_us=2.0, backend="fixed", row_cpu_us=3.0, copy_us=0.5)
     got = predict(_counts(), costs, NONE, sample_seconds=0.5)
     rows, computed = 400.0, 1000 * 20 / 10
@@ -55,6 +55,22 @@ def test_the_loader_s_cpu_adds_to_the_steps_on_a_cpu_device_and_overlaps_on_an_a
     assert got["epoch_seconds"] == pytest.approx(max(compute + cpu, reads))
     gpu = predict(_counts(), dataclasses.replace(costs, device="cuda:0"), NONE, sample_seconds=0.5)
     assert gpu["epoch_seconds"] == pytest.approx(max(compute, reads, cpu))
+    # outre bench --step-ms: a fixed wait per batch, off the cores, whatever the rows
+    wait = predict(_counts(), dataclasses.replace(costs, recompute_us=0.0, step_us=8000.0), NONE, sample_seconds=0.5)
+    assert wait["compute_seconds"] == pytest.approx(20 * 8000.0 / 1e6)
+    assert wait["epoch_seconds"] == pytest.approx(max(20 * 8000.0 / 1e6, reads, cpu))
+
+
+def test_a_proxy_step_is_a_fixed_wait_per_batch_and_its_rows_spare_nothing(ds: oa.Dataset) -> None:
+    costs = MissCosts(row_us=20.0, list_us=2.0, recompute_us=5.0, backend="fixed")
+    history = oa.HistoryConfig(staleness=20, dim=16)
+    real = oa.profile(ds, name="real-step", costs=costs, history=history, **OPTS)
+    wait = oa.profile(ds, name="proxy-step", costs=costs, history=history, step_seconds=0.008, **OPTS)
+    assert wait["costs"]["recompute_us"] == 0.0 and wait["costs"]["step_us"] == 8000.0
+    assert wait["predicted"]["compute_seconds"] == pytest.approx(wait["counts"]["epoch_batches"] * 0.008)
+    assert real["predicted"]["compute_seconds"] > 0 and real["costs"]["step_us"] == 0.0
+    with pytest.raises(oa.ConfigError, match="step_seconds"):
+        oa.profile(ds, name="bad-step", costs=costs, step_seconds=float("nan"), **OPTS)
 
 
 def test_the_gpu_tier_s_costs_per_hit_and_miss_go_into_the_prediction() -> None:
