@@ -24,7 +24,10 @@ an accelerator the three overlap: ``epoch = max(compute, reads, loader_cpu)``; s
 step is a fixed wait (``costs.step_us``, ``outre bench --step-ms``: a sleep that leaves the cores
 to the loader, ``batches x step_us`` of compute whatever the rows).  (The sum ``sample +
 max(compute, reads)`` used before ignored the loader's CPU on a CPU device: measured epochs on the
-mid-size graph were compute + 2-8 s of stall with the reads predicted at half the compute.)
+mid-size graph were the steps + 1-8 s of stall with the reads predicted at half the steps, the
+loader's thread CPU 2-3 s; with one torch thread it predicted 0.78-0.81 of the measured epoch, this
+0.82-1.19.  With a fixed wait for a step it charged the measured GraphSAGE step: igb-like under
+``--step-ms 8`` was predicted 3.0x and 7.0x the measured epoch, now 1.26x and 0.80x.)
 ``benchmarks/bench_profile_prediction.py`` sets the prediction and each part against measured epochs.
 """
 

@@ -228,8 +228,8 @@ class _TrainStep:
     layers, ``dim -> hidden -> classes``, the loss on the seeds as ``outre train`` and the bench take
     it) on the pre-sampled batches' own topology, round robin (random features: values do not change
     the cost).  Why real shapes: a synthetic tree batch of the same rows (no shared neighbours, one
-    edge per row, the loss on every row) timed 1.3-1.5x the real batches' step on the mid-size graph,
-    and the prediction with it (train 17-21 s measured, 28-29 s predicted).  Why the profile's batch
+    edge per row, the loss on every row) timed 1.27x (one torch thread) to 1.5x (two) the step on real
+    batches of the mid-size graph (14,000 rows, 17,000 edges), interleaved in one process.  Why the profile's batch
     size and the optimizer: a step has a fixed cost (dispatch, the optimizer, on CUDA the launches)
     that one 4096-row batch without the optimizer, measured before, hid (1 µs per row against 27-50
     µs per row trained on the tiny preset).  Without shapes (costs measured on their own), a
