@@ -20,7 +20,7 @@ import argparse
 import json
 import statistics
 import time
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -70,8 +70,7 @@ def main() -> None:
         seconds = time.perf_counter() - start
         if costs is None:
             c = meta["costs"]
-            costs = MissCosts(row_us=c["row_us"], list_us=c["list_us"], recompute_us=c["recompute_us"],
-                              backend=c["backend"])
+            costs = MissCosts(**{f.name: c[f.name] for f in fields(MissCosts) if f.name in c})
         runs = [run_in_child("outre-auto", spec, cap_bytes=preset.cap_bytes, timeout_s=args.timeout, dataset_dir=path)
                 for _ in range(args.repeats)]
         rows.append(_row(split, meta, seconds, runs, args.max_batches))

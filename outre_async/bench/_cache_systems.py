@@ -73,8 +73,10 @@ class OutreAuto(OutrePart):
 
         out = super().prepare(dataset_dir, spec)
         start = time.perf_counter()
+        # --step-ms: the step the child runs is a fixed wait, and the plan and its prediction model that
         meta = profile(open_dataset(dataset_dir), name=self._profile_name(spec), max_batches=spec.options.get(
-            "profile_batches"), cache_split=self._split(spec), **self._options(spec))
+            "profile_batches"), cache_split=self._split(spec), step_seconds=spec.step_ms / 1e3 if spec.step_ms > 0 else None,
+            **self._options(spec))
         out.update(profile=meta["path"], profile_seconds=time.perf_counter() - start,
                    predicted_epoch_seconds=meta["predicted"]["epoch_seconds"], split=meta["memory"]["split"],
                    alpha=meta.get("alpha"))

@@ -15,10 +15,14 @@ is built, and every step prices the loader's own memory plan, ``_budget``), so i
 ``profiling`` room above it.
 
 With ``gpu_cache_budget`` (``_tiers``), the GPU tier is a tier of its own budget (device memory): it
-holds the rows met most often in the plan's first batches, so the knapsack sees those rows' host reads
-as spared (zero: they are served on the device, :func:`host_counts`) and buys other rows; its host table (``4 N``)
-comes out of the cache budget.  The costs per GPU hit and miss are not measured (``meta["gpu_tier"]``
-reports its rows and the row reads it spares).
+holds the rows met most often in the plan's first batches, so the host tiers never read those rows
+(:func:`host_counts`: their reads, and the reads a history would spare under them, are zero) and the
+knapsack buys other rows; its host table (``4 N``) comes out of the cache budget.  The tier is not
+free: its own costs per hit (a gather from the device table) and per miss (the host row copied to
+the device) are measured on the training device with the other costs (``meta["costs"]["gpu_hit_us"]``,
+``["gpu_miss_us"]``), priced into what a history slot spares and into the predicted epoch
+(``plan._budget_plan``); ``meta["gpu_tier"]`` reports its rows, the row reads it spares and its
+assembly's predicted seconds per epoch.
 
 ``profile=NAME`` reads ``profile/NAME/`` (refused with a named error if it was measured on another
 dataset, another version of it, or another loader setup); ``profile="auto"`` reads
@@ -108,10 +112,12 @@ def base_memory(cfg: LoaderConfig, sizes: Sizes, kind: str) -> tuple[MemoryPlan,
 
 
 def run_profile(setup: LoaderSetup, cfg: LoaderConfig, *, name: str | None, max_batches: int, progress: bool = False,
-                costs: MissCosts | None = None) -> Profile:
+                costs: MissCosts | None = None, step_seconds: float | None = None) -> Profile:
     """Profile the plan of ``setup`` with ``cfg`` (its config with the history and the split to profile
     for) and choose the split (module docstring); written when ``name`` is given.  ``costs`` replaces
-    the measurement (a plan is then a function of the seed alone: the tests)."""
+    the measurement (a plan is then a function of the seed alone: the tests); ``step_seconds``: the
+    training step is a fixed wait of that long per batch (``outre bench --step-ms``), so a batch row
+    costs no compute and a history slot spares none (``MissCosts.step_us``)."""
     from tqdm import tqdm
 
     ds, seeds, partitioned, sizes, kind = setup.dataset, setup.seeds, setup.partitioned, setup.sizes, setup.source_kind
@@ -132,18 +138,22 @@ def run_profile(setup: LoaderSetup, cfg: LoaderConfig, *, name: str | None, max_
                            assignment=partitioned.parts.assignment if partitioned is not None else None,
                            progress=bar.update)
     sampled = time.perf_counter()
+    host, gpu, held = host_counts(counts, cfg, ds, plan,
+                                  stream_base=partitioned.stream_base(0) if partitioned is not None else 0)
     costs = costs or measure_costs(ds, backend="memory" if kind == "memory" else cfg.backend,
                           batch_rows=max(1, counts.accesses // max(counts.batches, 1)),
                           num_extractors=cfg.num_extractors, hidden=h.dim if h else ds.feature_dim, seed=cfg.seed,
-                          fanouts=list(cfg.fanouts), device=cfg.device,
+                          fanouts=list(cfg.fanouts), device=cfg.device, shapes=counts.shapes,
+                          gpu_rows=len(held) if held is not None else 0,
                           source_options={**mem.source_options(), **_io_options(cfg, ds.row_layout.stride)} if kind == "disk" else None)
+    if step_seconds is not None:
+        costs = dataclasses.replace(costs, recompute_us=0.0, step_us=float(step_seconds) * 1e6)
     measured = time.perf_counter()
     list_bytes = None
     if partitioned is not None:
         list_bytes = np.diff(ds.indptr) * ds.indices.dtype.itemsize + 16
-    host, gpu = host_counts(counts, cfg, ds, plan, stream_base=partitioned.stream_base(0) if partitioned is not None else 0)
     inp = knapsack_input(host, costs, num_nodes=ds.num_nodes, dim=ds.feature_dim, hist_dim=h.dim if h else None,
-                         num_samplers=cfg.num_samplers, list_bytes=list_bytes)
+                         num_samplers=cfg.num_samplers, list_bytes=list_bytes, gpu_held=held)
     choice, alpha = choose(inp, cache_budget, cfg.cache_split)
     done = time.perf_counter()
     scale = counts.epoch_batches / max(counts.batches, 1)
@@ -154,8 +164,8 @@ def run_profile(setup: LoaderSetup, cfg: LoaderConfig, *, name: str | None, max_
                        "cache_budget": cache_budget, "split": choice.bytes},
             "plan": {"static_rows": len(choice.features), "history_slots": len(choice.history),
                      "neighbor_lists": len(choice.neighbors), "saved_us": choice.saved_us},
-            "predicted": predict(host, costs, choice, sample_seconds=counts.sample_seconds * scale),
-            "gpu_tier": gpu,
+            "predicted": predict(host, costs, choice, sample_seconds=counts.sample_seconds * scale, gpu_held=held),
+            "gpu_tier": gpu_info(gpu, host, costs, held),
             "counts": {"batches": counts.batches, "epoch_batches": counts.epoch_batches, "candidates": len(counts.cand),
                        "accesses": counts.accesses},
             "seconds": {"presample": sampled - started, "costs": measured - sampled, "solve": done - measured,
@@ -168,18 +178,35 @@ def run_profile(setup: LoaderSetup, cfg: LoaderConfig, *, name: str | None, max_
 
 
 def host_counts(counts: Counts, cfg: LoaderConfig, ds: Any, plan: Any, *,
-                stream_base: int = 0) -> tuple[Counts, dict[str, Any] | None]:
-    """The counts the host's caches compete for: with ``gpu_cache_budget``, the rows the GPU tier will
-    hold (ranked as the loader ranks them, ``_tiers.gpu_rows``) are read from the device, never from
-    the host tiers, so their host reads are zero and the knapsack buys other rows."""
+                stream_base: int = 0) -> tuple[Counts, dict[str, Any] | None, np.ndarray | None]:
+    """The counts the host's caches compete for, the GPU tier's figures and its rows (None, None
+    without ``gpu_cache_budget``): the rows the tier will hold (ranked as the loader ranks them,
+    ``_tiers.gpu_rows``) are read from the device, never from the host tiers, so their host reads
+    are zero, as are the reads of them a history would spare, and the knapsack buys other rows."""
     rows = gpu_rows(ds, cfg, plan, stream_base=stream_base)
     if rows is None:
-        return counts, None
+        return counts, None, None
     host = counts.row_hot.copy()
     host[rows] = 0.0
+    held = np.zeros(len(host), bool)
+    held[rows] = True
     info = {"rows": len(rows), "bytes": gpu_cache_bytes(len(rows), ds.feature_dim),
             "row_reads_spared": float(counts.row_hot[rows].sum())}
-    return dataclasses.replace(counts, row_hot=host), info
+    return (dataclasses.replace(counts, row_hot=host, attr_rows=np.where(held[counts.attr_node], 0.0, counts.attr_rows)),
+            info, rows)
+
+
+def gpu_info(info: dict[str, Any] | None, counts: Counts, costs: MissCosts,
+             held: np.ndarray | None) -> dict[str, Any] | None:
+    """``meta["gpu_tier"]``: :func:`host_counts`' figures and the tier's accesses per epoch, hits and
+    misses, at its measured costs (the assembly's seconds per epoch, before the history's savings)."""
+    if info is None or held is None:
+        return info
+    access = counts.row_access if counts.row_access is not None else np.zeros(len(counts.row_hot))
+    hits = float(access[held].sum())
+    misses = float(access.sum()) - hits
+    return {**info, "hits": hits, "misses": misses, "hit_us": costs.gpu_hit_us, "miss_us": costs.gpu_miss_us,
+            "assembly_seconds": (hits * costs.gpu_hit_us + misses * costs.gpu_miss_us) / 1e6}
 
 
 def load_plan(setup: LoaderSetup) -> AppliedPlan:

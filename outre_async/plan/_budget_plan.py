@@ -8,9 +8,27 @@ Byte prices (the loader's own accounting, so that the plan and the memory plan a
 
 Predicted epoch time.  The knapsack's objective is the serial sum ``rows read x row_us + lists read
 x list_us + rows computed x recompute_us`` minus what the plan saves (``epoch_seconds_serial``).  The
-loader overlaps reading with training, so the prediction (``epoch_seconds``) is ``sample + max(compute,
-reads)``, each side less its own savings (the histories' spared rows are compute, the rest reads).
-Both are reported; ``benchmarks/bench_alpha_sweep.py`` sets them against measured epochs.
+loader overlaps reading with training; what it cannot overlap is work on the same resource.  Three
+resources, each less its share of the plan's savings (the histories' spared rows are compute, the
+rest reads):
+
+* ``compute``: the training steps (``rows x recompute_us``), plus with a GPU tier its assembly on the
+  device (``accesses x gpu_hit_us`` for the rows it holds, ``x gpu_miss_us`` for the rest);
+* ``reads``: the disk, ``rows read x row_us + lists x list_us`` (wall time at the loader's depth);
+* ``loader_cpu``: the loader's own CPU work: sampling, the reads' CPU (``rows read x row_cpu_us``)
+  and the gathers into batch matrices (``rows delivered x copy_us``).
+
+On a CPU device the trainer's intra-op threads already use every core, so the loader's CPU work
+takes its cores from the steps and adds to them: ``epoch = max(compute + loader_cpu, reads)``.  On
+an accelerator the three overlap: ``epoch = max(compute, reads, loader_cpu)``; so do they when the
+step is a fixed wait (``costs.step_us``, ``outre bench --step-ms``: a sleep that leaves the cores
+to the loader, ``batches x step_us`` of compute whatever the rows).  (The sum ``sample +
+max(compute, reads)`` used before ignored the loader's CPU on a CPU device: measured epochs on the
+mid-size graph were the steps + 1-8 s of stall with the reads predicted at half the steps, the
+loader's thread CPU 2-3 s; with one torch thread it predicted 0.78-0.81 of the measured epoch, this
+0.82-1.19.  With a fixed wait for a step it charged the measured GraphSAGE step: igb-like under
+``--step-ms 8`` was predicted 3.0x and 7.0x the measured epoch, now 1.26x and 0.80x.)
+``benchmarks/bench_profile_prediction.py`` sets the prediction and each part against measured epochs.
 """
 
 from __future__ import annotations
@@ -39,10 +57,24 @@ def check_split(split: object) -> str | float:
     raise ConfigError(f"cache_split={split!r} must be 'auto', 'outre' or an alpha in [0, 1] (embeddings' share)")
 
 
+def device_row_us(costs: MissCosts, num_nodes: int, gpu_held: np.ndarray | None) -> np.ndarray | None:
+    """µs the GPU tier's assembly spends on one access of each node's row: ``gpu_hit_us`` for the
+    rows it holds, ``gpu_miss_us`` for the others (float64 [N]); None without a tier."""
+    if gpu_held is None:
+        return None
+    per = np.full(num_nodes, costs.gpu_miss_us)
+    per[gpu_held] = costs.gpu_hit_us
+    return per
+
+
 def knapsack_input(counts: Counts, costs: MissCosts, *, num_nodes: int, dim: int, hist_dim: int | None,
-                   num_samplers: int, list_bytes: np.ndarray | None) -> KnapsackInput:
+                   num_samplers: int, list_bytes: np.ndarray | None,
+                   gpu_held: np.ndarray | None = None) -> KnapsackInput:
     """The knapsack's view of a profile (module docstring for the prices); no history without
-    ``hist_dim``, no neighbour lists without ``list_bytes`` (not partition mode)."""
+    ``hist_dim``, no neighbour lists without ``list_bytes`` (not partition mode).  With a GPU tier
+    (``gpu_held``: its node ids; ``counts`` already without their host reads, ``_profiling.host_counts``),
+    a history slot also spares the tier's assembly of its subtree's rows, each at the tier's own
+    measured cost per hit or miss (:func:`device_row_us`)."""
     use_hist = hist_dim is not None and len(counts.cand) > 0
     c = len(counts.cand) if use_hist else 0
     attr = Attribution(cand=counts.attr_cand, node=counts.attr_node, rows=counts.attr_rows,
@@ -53,10 +85,14 @@ def knapsack_input(counts: Counts, costs: MissCosts, *, num_nodes: int, dim: int
     else:
         list_hot, lb = counts.list_hot, list_bytes
         tables["neighbors"] = 4 * num_nodes + 8
+    own = counts.cand_rows[:c] * costs.recompute_us
+    per = device_row_us(costs, num_nodes, gpu_held)
+    if per is not None and c and counts.attr_access is not None:
+        own = own + np.bincount(counts.attr_cand, weights=counts.attr_access * per[counts.attr_node], minlength=c)
     return KnapsackInput(
         row_hot=counts.row_hot, list_hot=list_hot, list_bytes=lb,
         hist_nodes=counts.cand[:c], hist_fresh=counts.cand_fresh[:c],
-        hist_own=counts.cand_rows[:c] * costs.recompute_us, attribution=attr,
+        hist_own=own, attribution=attr,
         row_us=costs.row_us, list_us=costs.list_us, row_bytes=4 * dim + 8,
         slot_bytes=history_slot_bytes(hist_dim or 1, num_samplers), tables=tables)
 
@@ -70,18 +106,38 @@ def choose(inp: KnapsackInput, budget: int, split: str | float) -> tuple[Choice,
     return alpha_choice(inp, max(0, budget), float(split), beta=OUTRE_BETA), float(split)
 
 
-def predict(counts: Counts, costs: MissCosts, choice: Choice, *, sample_seconds: float) -> dict[str, Any]:
+def predict(counts: Counts, costs: MissCosts, choice: Choice, *, sample_seconds: float,
+            gpu_held: np.ndarray | None = None) -> dict[str, Any]:
     """Epoch time without caches and with the plan (seconds; see the module docstring)."""
     rows = float(counts.row_hot.sum())
     computed = counts.accesses * counts.epoch_batches / max(counts.batches, 1)
     reads_us = rows * costs.row_us + float(counts.list_hot.sum()) * costs.list_us
-    compute_us = computed * costs.recompute_us
+    compute_us = computed * costs.recompute_us + counts.epoch_batches * costs.step_us
+    per = device_row_us(costs, len(counts.row_hot), gpu_held)
+    if per is not None:
+        access = counts.row_access if counts.row_access is not None else np.zeros(len(per))
+        compute_us += float(access @ per)
     saved_reads = choice.saved_us - choice.compute_saved_us
     serial = sample_seconds + (reads_us + compute_us) / 1e6
-    overlap = sample_seconds + max(compute_us - choice.compute_saved_us, reads_us - saved_reads, 0.0) / 1e6
-    return {"epoch_seconds_no_cache": sample_seconds + max(compute_us, reads_us) / 1e6, "epoch_seconds": overlap,
+    reads_left = max(0.0, reads_us - saved_reads)
+    compute_left = max(0.0, compute_us - choice.compute_saved_us)
+    # the loader's CPU, each part shrinking with the savings of the resource it serves
+    io_cpu = rows * costs.row_cpu_us * (reads_left / reads_us if reads_us > 0 else 0.0)
+    copy_cpu = computed * costs.copy_us * (compute_left / compute_us if compute_us > 0 else 0.0)
+    loader_cpu = sample_seconds + (io_cpu + copy_cpu) / 1e6
+    loader_cpu_no_cache = sample_seconds + (rows * costs.row_cpu_us + computed * costs.copy_us) / 1e6
+    on_cores = costs.device.split(":")[0] == "cpu" and costs.step_us == 0
+    return {"epoch_seconds_no_cache": epoch_seconds(compute_us / 1e6, reads_us / 1e6, loader_cpu_no_cache, on_cores),
+            "epoch_seconds": epoch_seconds(compute_left / 1e6, reads_left / 1e6, loader_cpu, on_cores),
             "epoch_seconds_serial": max(0.0, serial - choice.saved_us / 1e6),
-            "compute_seconds": max(0.0, compute_us - choice.compute_saved_us) / 1e6,
-            "read_seconds": max(0.0, reads_us - saved_reads) / 1e6,
-            "saved_seconds": choice.saved_us / 1e6, "sample_seconds": sample_seconds,
+            "compute_seconds": compute_left / 1e6, "read_seconds": reads_left / 1e6,
+            "loader_cpu_seconds": loader_cpu, "saved_seconds": choice.saved_us / 1e6, "sample_seconds": sample_seconds,
             "rows_read_no_cache": rows, "lists_read_no_cache": float(counts.list_hot.sum())}
+
+
+def epoch_seconds(compute: float, reads: float, loader_cpu: float, on_cores: bool) -> float:
+    """The epoch from its three resources (module docstring): when the steps run on the cores (a CPU
+    device, a real step) the loader's CPU work adds to them, otherwise everything overlaps."""
+    if on_cores:
+        return max(compute + loader_cpu, reads)
+    return max(compute, reads, loader_cpu)

@@ -19,14 +19,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from ..sampling._sampler import NeighborSampler
 from . import _profile_kernels as K
+from ._costs import BatchShape
 from ._timing import Timing, robust
+
+SHAPES = 3  # pre-sampled batches kept for timing the training step on (``_costs.BatchShape``)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -48,6 +51,9 @@ class Counts:
     accesses: int              # feature-row accesses pre-sampled (before the reuse filter)
     sample_seconds: float      # time in the sampler itself over the pre-sampled batches (outliers dropped)
     sample_spread: float = 0.0  # IQR / median of the per-batch sampling times
+    row_access: np.ndarray | None = None  # float64 [N]: feature-row accesses per epoch (before the buffer)
+    attr_access: np.ndarray | None = None  # float64 [k]: accesses of ``attr_node`` under ``attr_cand``
+    shapes: tuple[BatchShape, ...] = ()    # a few pre-sampled batches' topology (the step is timed on them)
 
 
 def presample(ds: Any, plan: Sequence[Any], *, fanouts: Sequence[int], seed: int, stream_base: int,
@@ -61,6 +67,8 @@ def presample(ds: Any, plan: Sequence[Any], *, fanouts: Sequence[int], seed: int
     acc, lists, app, pairs = [], [], [], []
     limit = min(len(plan), max(1, int(max_batches)))
     times: list[float] = []
+    keep = {limit * (i + 1) // (SHAPES + 1) for i in range(SHAPES)} if limit else set()
+    shapes: list[BatchShape] = []
     if limit:  # warm-up, untimed: the first call compiles the sampler's kernels (a minute cold, issue 25)
         sampler.sample(getattr(plan[0], "seeds", plan[0]), stream_base)
     for step in range(limit):
@@ -72,6 +80,9 @@ def presample(ds: Any, plan: Sequence[Any], *, fanouts: Sequence[int], seed: int
         n_id, b = sub.n_id, sub.batch_size
         n1 = sub.num_sampled_nodes[1] if layers > 1 else 0
         acc.append(n_id)
+        if step in keep:
+            shapes.append(BatchShape(edge_index=np.asarray(sub.edge_index, np.int64), num_nodes=len(n_id),
+                                     batch_size=int(b)))
         expanded = n_id[: sum(sub.num_sampled_nodes[:-1])]
         on_disk = np.ones(len(expanded), bool)
         if assignment is not None and hasattr(item, "parts"):
@@ -84,8 +95,9 @@ def presample(ds: Any, plan: Sequence[Any], *, fanouts: Sequence[int], seed: int
             progress(1)
     mean_rows = sum(len(a) for a in acc) / max(len(acc), 1)
     reuse = max(1, int(buffer_rows // max(mean_rows, 1)))
-    return _aggregate(ds.num_nodes, acc, lists, app, pairs, epoch_batches=len(plan), reuse=reuse,
-                      horizon=horizon, max_candidates=max_candidates, sampling=robust(times))
+    counts = _aggregate(ds.num_nodes, acc, lists, app, pairs, epoch_batches=len(plan), reuse=reuse,
+                        horizon=horizon, max_candidates=max_candidates, sampling=robust(times))
+    return replace(counts, shapes=tuple(shapes))
 
 
 def _owned(sub: Any, b: int, n1: int, layers: int, on_disk: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -124,7 +136,8 @@ def _aggregate(n: int, acc: list[np.ndarray], lists: list[np.ndarray], app: list
                   cand_fresh=fresh, cand_rows=cand_rows * scale, attr_cand=attr[0], attr_node=attr[1],
                   attr_rows=attr[2] * scale, attr_lists=attr[3] * scale, batches=len(acc),
                   epoch_batches=epoch_batches, accesses=len(node),
-                  sample_seconds=sampling.value * sampling.runs, sample_spread=sampling.spread)
+                  sample_seconds=sampling.value * sampling.runs, sample_spread=sampling.spread,
+                  row_access=row_access * scale, attr_access=attr[4] * scale)
 
 
 def _candidates(n: int, app: list[tuple[np.ndarray, int, int]], horizon: int,

@@ -4,8 +4,12 @@ A profile's prediction multiplies a few µs per row by millions of rows, so one 
 orders of magnitude: the first call of a numba kernel compiles it (seconds), the first read of a cold
 file pays for the page cache, a neighbour's job steals the core for one run.  Each cost is therefore
 timed repeatedly for a small time budget (at least ``min_n``, at most ``max_n`` runs), the timings
-outside Tukey's fences (1.5 IQR beyond the quartiles) are dropped and the rest averaged; the spread
-(IQR / median) goes into the profile's meta so that an unstable measurement is visible there.
+outside Tukey's fences (1.5 IQR beyond the quartiles) are dropped and the median of the rest is the
+figure; the spread (IQR / median) goes into the profile's meta so that an unstable measurement is
+visible there.  Why the median and not the mean of the kept timings: on the shared 2-core machine a
+burst of load slows a run of consecutive timings by 2-4x, often inside the fences of a handful of
+runs; the mean moved with each burst (predicted epochs 1.4x apart between two profiles minutes
+apart), the median only when most of the runs fell in one.
 """
 
 from __future__ import annotations
@@ -23,21 +27,21 @@ MAX_RUNS = 50
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Timing:
-    value: float    # mean of the timings kept
+    value: float    # median of the timings kept
     spread: float   # (Q3 - Q1) / median of all the timings: 0 for a steady measurement
     runs: int       # timings taken
     dropped: int    # of which outside the fences
 
 
 def robust(times: Sequence[float]) -> Timing:
-    """The mean of ``times`` inside Tukey's fences, with their spread (see the module)."""
+    """The median of ``times`` inside Tukey's fences, with their spread (see the module)."""
     a = np.asarray(times, np.float64)
     if len(a) == 0:
         return Timing(value=0.0, spread=0.0, runs=0, dropped=0)
     q1, med, q3 = np.percentile(a, [25, 50, 75])
     iqr = q3 - q1
     kept = a[(a >= q1 - 1.5 * iqr) & (a <= q3 + 1.5 * iqr)]
-    return Timing(value=float(kept.mean()), spread=float(iqr / med) if med > 0 else 0.0, runs=len(a),
+    return Timing(value=float(np.median(kept)), spread=float(iqr / med) if med > 0 else 0.0, runs=len(a),
                   dropped=len(a) - len(kept))
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from numpy.typing import ArrayLike
 
+from .._errors import ConfigError
 from ..cache._history_config import HistoryConfig
 from ..loader._loader import OutreLoader
 from ..loader._profiling import run_profile
@@ -31,11 +32,14 @@ from ..store._dataset import Dataset, open_dataset
 def profile(dataset: Dataset | str | os.PathLike[str], *, fanouts: Sequence[int], batch_size: int,
             memory_budget: int | str, name: str = "default", split: str | ArrayLike = "train",
             history: HistoryConfig | None = None, cache_split: str | float = "auto", max_batches: int | None = None,
-            progress: bool = False, costs: MissCosts | None = None, **options: Any) -> dict[str, Any]:
+            progress: bool = False, costs: MissCosts | None = None, step_seconds: float | None = None,
+            **options: Any) -> dict[str, Any]:
     """Profile the loader ``OutreLoader(dataset, split=, fanouts=, batch_size=, memory_budget=, history=,
     **options)`` would be over its first ``max_batches`` batches (None: one whole epoch) and write
     ``profile/<name>/``; returns the profile's meta (costs, split, predicted epoch time, seconds).
-    ``costs`` (a :class:`~outre_async.plan.MissCosts`) skips measuring them."""
+    ``costs`` (a :class:`~outre_async.plan.MissCosts`) skips measuring them; ``step_seconds`` models
+    the training step as a fixed wait per batch (``outre bench --step-ms``: the loader-bound regime of
+    a GPU, measured on a CPU), in place of the measured step per row."""
     # the loader's own keyword surface (an unknown option is its TypeError), defaults filled in
     values = inspect.signature(OutreLoader.__init__).bind(None, dataset, split=split, fanouts=fanouts,
                                                           batch_size=batch_size, memory_budget=memory_budget,
@@ -50,5 +54,8 @@ def profile(dataset: Dataset | str | os.PathLike[str], *, fanouts: Sequence[int]
         cfg = dataclasses.replace(cfg, extract_queue=memory.extract_queue)
     cfg = dataclasses.replace(cfg, history=history, cache_split=check_split(cache_split), profile=None)
     batches = len(setup.first_plan) if max_batches is None else int(max_batches)
-    prof = run_profile(setup, cfg, name=name, max_batches=max(1, batches), progress=progress, costs=costs)
+    if step_seconds is not None and not (0 <= step_seconds < float("inf")):
+        raise ConfigError(f"step_seconds={step_seconds!r} must be a finite number of seconds >= 0 (or None)")
+    prof = run_profile(setup, cfg, name=name, max_batches=max(1, batches), progress=progress, costs=costs,
+                       step_seconds=step_seconds)
     return {"path": str(prof.path), **prof.meta}

@@ -89,7 +89,13 @@ def _summary(meta: dict[str, Any], say: Say) -> None:
     say(f"budget {format_bytes(mem['budget'])}: fixed {format_bytes(mem['fixed'])}, feature buffer "
         f"{format_bytes(mem['feature_buffer'])}, caches {format_bytes(mem['cache_budget'])} -> {split}"
         + (f" (alpha {meta['alpha']})" if meta.get("alpha") is not None else ""))
-    say(f"predicted epoch: {pred['epoch_seconds']:.2f} s (no caches: {pred['epoch_seconds_no_cache']:.2f} s)")
+    say(f"predicted epoch: {pred['epoch_seconds']:.2f} s (no caches: {pred['epoch_seconds_no_cache']:.2f} s): "
+        f"compute {pred['compute_seconds']:.2f} s, reads {pred['read_seconds']:.2f} s, "
+        f"loader CPU {pred.get('loader_cpu_seconds', 0.0):.2f} s")
+    tier = meta.get("gpu_tier")
+    if tier and "hit_us" in tier:  # the GPU tier's own measured costs (issue 25 item 2)
+        say(f"GPU tier: {tier['rows']} rows, {tier['hit_us']:.3f} us/hit, {tier['miss_us']:.3f} us/miss, "
+            f"assembly {tier['assembly_seconds']:.2f} s per epoch")
     io = meta.get("io") or {}
     if io.get("max_in_flight"):
         say(f"reads in flight: {io['max_in_flight']} (Little's law on the disk probe, {io['read_bytes']} B reads"
