@@ -1,0 +1,67 @@
+"""The I/O plan of a window of queued batches (issue 26 item 2): which missing rows are read together.
+
+Why a window, and why tumbling: the rows one batch misses are sparse over the file (on igb-like's
+partition-ordered copy, ~5 k of 1 M rows per batch, 1.13 rows per merged read), but consecutive
+partition batches miss rows of the same few partitions, so the union of K batches' missing rows is
+K times denser and merges into far fewer reads (replaying one epoch's Belady misses with a 28 KiB
+gap: K=1 1.00 M reads, K=8 0.72 M, K=16 0.51 M).  Reading the next batch's rows with each batch (a
+sliding window of one) never forms that union: each read holds one new batch's misses.  So the
+buffer plans *tumbling* windows: a batch that no window planned reads its own missing rows together
+with rows of the queued batches after it (:func:`plan_window`), and those batches, planned, read
+only what is left; the next unplanned batch starts the next window.
+
+Which rows of the queued batches: only those that share a merged read with another row of the plan
+(ids at most ``near`` apart: the source's gap rule, ``_staging.merge_gap_bytes``, in rows).  A row
+alone in its read gains nothing from being read early (one I/O now or one later) and would take a
+slot from rows needed sooner, so it is left for its own batch: on igb-like that kept the rows read
+near Belady's MIN while the reads fell (``benchmarks/simulate_cache_policies.py``).
+
+The budget: a window's rows land in the buffer's slots, held until the read completes, then they
+stay on standby pinned by their batches (their next use).  :func:`plan_window` takes whole batches
+while the rows it plans fit ``room`` (the extracting piece's share of the slots, at most the slots
+on standby), so a plan never holds more than that share and other extractors still find slots; the
+first batch that does not fit ends the window (and plans its own).  Pure: arrays in, arrays out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+EMPTY = np.zeros(0, np.int64)
+
+
+def merged_rows(own: np.ndarray, queued: np.ndarray, near: int) -> np.ndarray:
+    """The rows of ``queued`` (sorted unique, none in ``own``) that share a read with another row of
+    ``own ∪ queued`` when rows at most ``near`` ids apart merge (``near`` < 1: none)."""
+    if near < 1 or not len(queued):
+        return EMPTY
+    rows = np.union1d(own, queued)
+    close = np.diff(rows) <= near
+    lone = np.ones(len(rows), dtype=bool)  # alone in its read: no neighbour within near on either side
+    lone[1:] &= ~close
+    lone[:-1] &= ~close
+    return queued[~lone[np.searchsorted(rows, queued)]]
+
+
+def plan_window(own: np.ndarray, missing: Sequence[np.ndarray], room: int, near: int) -> tuple[np.ndarray, int]:
+    """``(rows, batches)``: of the queued batches' ``missing`` rows (in queue order; none of them in
+    ``own``, the extracting piece's own reads), the rows that merge (:func:`merged_rows`) for the
+    longest prefix ``missing[:batches]`` whose planned rows fit ``room``; sorted unique.  Nothing
+    fits, or ``room <= 0``: no rows, 0 batches."""
+    if room <= 0 or not len(missing):
+        return EMPTY, 0
+
+    def planned(k: int) -> np.ndarray:
+        return merged_rows(own, np.unique(np.concatenate(missing[:k])).astype(np.int64, copy=False), near)
+
+    lo, hi, best = 0, len(missing), EMPTY  # planned(k) only grows with k: the largest k that fits
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        rows = planned(mid)
+        if len(rows) <= room:
+            lo, best = mid, rows
+        else:
+            hi = mid - 1
+    return best, lo
