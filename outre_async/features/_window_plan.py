@@ -65,3 +65,4 @@ def plan_window(own: np.ndarray, missing: Sequence[np.ndarray], room: int, near:
         else:
             hi = mid - 1
     return best, lo
+
