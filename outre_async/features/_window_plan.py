@@ -13,8 +13,11 @@ only what is left; the next unplanned batch starts the next window.
 Which rows of the queued batches: only those that share a merged read with another row of the plan
 (ids at most ``near`` apart: the source's gap rule, ``_staging.merge_gap_bytes``, in rows).  A row
 alone in its read gains nothing from being read early (one I/O now or one later) and would take a
-slot from rows needed sooner, so it is left for its own batch: on igb-like that kept the rows read
-near Belady's MIN while the reads fell (``benchmarks/simulate_cache_policies.py``).
+slot from rows needed sooner, so it is left for its own batch: on igb-like (next-use eviction,
+windows of 16) that cut the rows read from 1.39 M to 1.33 M for the same reads (0.66 M).  Bounding
+the plan by the slots no queued batch needs as well cut them to 1.29 M; lru-lookahead, 1.24 M
+(``benchmarks/simulate_cache_policies.py``, where the consumer takes batches at once).  With an
+8 ms step (``outre bench --step-ms 8``) the extract queue stays full and the rows were 1.04x MIN.
 
 The budget: a window's rows land in the buffer's slots, held until the read completes, then they
 stay on standby pinned by their batches (their next use).  :func:`plan_window` takes whole batches
