@@ -261,9 +261,8 @@ class FeatureBuffer:
             queued.append(nxt)
         if not queued:
             return None
-        missing = [(rest := p.ids[p.taken :])[self._nodes[rest, K.SLOT] < 0] for p in queued]
-        room = min(room, self.cold_slots())
-        ids, batches = plan_window(own, missing, room, self.merge_rows)
+        missing = ((rest := p.ids[p.taken :])[self._nodes[rest, K.SLOT] < 0] for p in queued)  # lazily
+        ids, batches = plan_window(own, missing, min(room, self.cold_slots()), self.merge_rows)
         for p in queued[:batches]:
             p.planned = True
         if not len(ids):
