@@ -92,6 +92,7 @@ def epoch_sequence(args: argparse.Namespace) -> tuple[np.ndarray, dict[str, Any]
     seq = np.concatenate(pieces).astype(np.int64) if pieces else np.zeros(0, np.int64)
     return seq, {"batches": len(pieces), "seconds": seconds, "buffer_rows": s["buffer_rows"],
                  "epoch_io": s.get("epoch_io"), "buffer_reads": s.get("buffer", {}).get("reads"),
+                 "windows": {k: s.get("buffer", {}).get(k) for k in ("windows", "window_batches", "read_ahead_rows")},
                  "backend": s.get("backend"), "extract_queue": loader.config.extract_capacity,
                  "buffer_policy": loader.config.buffer_policy, "layout": s.get("layout")}
 
@@ -135,8 +136,9 @@ def main(argv: list[str] | None = None) -> None:
     if io.get("ios"):
         at = next(r for r in table if r["cache_rows"] == loader["buffer_rows"])
         print(f"loader read {io['rows_from_disk']:,} rows in {io['ios']:,} I/Os ({io['rows_per_io']} rows/I/O, "
-              f"{io['reads_per_s']:,.0f} reads/s): {io['rows_from_disk'] / max(at['belady_min'], 1):.2f} x MIN "
-              f"at its buffer size")
+              f"{io['bytes_read'] / 2**30:.2f} GiB, {io['reads_per_s']:,.0f} reads/s): "
+              f"{io['rows_from_disk'] / max(at['belady_min'], 1):.3f} x MIN at its buffer size; "
+              f"window reads: {loader['windows']}")
     if args.json:
         Path(args.json).write_text(json.dumps({
             "args": vars(args), "host": platform.node(), "batches": loader["batches"], "accesses": len(seq),

@@ -230,6 +230,14 @@ class _DiskSource(FeatureSource):
         self._counters.update(reads_submitted=0, runs=0, bytes_read=0, short_reads_resubmitted=0,
                               errors=0, io_cpu_seconds=0.0)
 
+    @property
+    def merge_rows(self) -> int:
+        """Ids at most this far apart merge: the hole between their spans is at most ``max_gap_bytes``
+        (exact where each row's span is its stride, i.e. strides that are multiples of the alignment;
+        a sector shared by smaller rows counted as one alignment more)."""
+        gap, stride = self.config.max_gap_bytes, self.file.stride
+        return gap // stride + 1 if stride % self.align == 0 else (gap + self.align) // stride
+
     def _open_file(self) -> tuple[int, bool, int]:
         """Open the feature file for reading: ``(fd, direct, align)``, O_DIRECT where it works."""
         return open_direct(self.file.path, self.config.direct)

@@ -32,6 +32,12 @@ class FeatureSource(abc.ABC):
         self._closed = False
         self._counters: dict[str, Any] = {"calls": 0, "rows": 0, "unique_rows": 0, "row_copies": 0}
 
+    @property
+    def merge_rows(self) -> int:
+        """Rows at most this many ids apart share one read (0: reads never merge, e.g. in memory);
+        the feature buffer's window plan reads ahead only rows that merge (``_window_plan``)."""
+        return 0
+
     async def read_rows(self, ids: np.ndarray, out: np.ndarray) -> None:
         """Fill ``out[i, :] = features[ids[i]]``.
 

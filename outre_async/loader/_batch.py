@@ -82,19 +82,24 @@ class OutreBatch(Data):
 
 
 def to_batch(eb: ExtractedBatch, labels: np.ndarray | None, epoch: int, input_id: np.ndarray | None = None,
-             to_original: Callable[[np.ndarray], np.ndarray] | None = None) -> OutreBatch:
+             to_original: Callable[[np.ndarray], np.ndarray] | None = None,
+             edges_to_original: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None) -> OutreBatch:
     """Wrap an extracted batch as PyG ``Data`` on the host, sharing its arrays (no copy).  A loader
     on a device copies it there through its copy engine (``_device_copy``, ``_delivery``).
     ``to_original``: the loader reads a partition-ordered copy (``_layout``); ``n_id`` is handed out
-    in the original's ids (``y`` is looked up in the copy's labels, by the copy's ids)."""
+    in the original's ids (``y`` is looked up in the copy's labels, by the copy's ids), and ``e_id`` in
+    the original's CSC positions through ``edges_to_original(e_id, target node of each edge)``."""
     sub = eb.subgraph
     ids = np.asarray(sub.n_id, dtype=np.int64)
     n_id = torch.from_numpy(ids if to_original is None else np.asarray(to_original(ids), dtype=np.int64))
+    e_id = None if sub.e_id is None else np.asarray(sub.e_id, dtype=np.int64)
+    if e_id is not None and edges_to_original is not None:
+        e_id = edges_to_original(e_id, ids[np.asarray(sub.edge_index[1], dtype=np.int64)])
     batch = OutreBatch(
         x=torch.from_numpy(eb.x),
         edge_index=torch.from_numpy(np.asarray(sub.edge_index, dtype=np.int64)),
         n_id=n_id,
-        e_id=None if sub.e_id is None else torch.from_numpy(np.asarray(sub.e_id, dtype=np.int64)),
+        e_id=None if e_id is None else torch.from_numpy(e_id),
         input_id=None if input_id is None else torch.from_numpy(input_id),
         batch_size=int(sub.batch_size),
         num_sampled_nodes=list(sub.num_sampled_nodes),

@@ -19,8 +19,10 @@ same samples, ``tests/partition/test_reorder.py``), so the loader samples and re
 ids and hands out ``n_id`` mapped back to the original's (``Dataset.original_ids``); ``y`` comes from
 the copy's labels, which the reorderer permuted with the nodes, so it equals the original's for those
 ids; seeds given as node ids are mapped in (``ids_of_original``), a split name names the copy's own
-split (the same seeds renumbered, in the same order, so ``input_id`` is the same).  ``e_id`` is a CSC
-position of the copy's graph, not of the original's.
+split (the same seeds renumbered, in the same order, so ``input_id`` is the same).  ``e_id`` is mapped
+back too (:meth:`Layout.edges_to_original`): the copy keeps each node's in-edge list in the original's
+order, so an edge at offset ``k`` of the copy's list of node ``t`` is at offset ``k`` of the original's
+list of node ``original_ids[t]``; no edge mapping needs storing.
 """
 
 from __future__ import annotations
@@ -53,6 +55,16 @@ class Layout:
     def to_original(self, ids: np.ndarray) -> np.ndarray:
         """Node ids of the read copy as ids of the original (the same array when reading the original)."""
         return self.read.original_ids(ids) if self.ordered else ids
+
+    def edges_to_original(self, e_id: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """CSC positions of the read copy as the original's: ``e_id[i]`` is an in-edge of the copy's node
+        ``targets[i]`` (the same array when reading the original).  Lists keep their order in the copy
+        (``partition/_reorder``), so only the list's start moves."""
+        if not self.ordered:
+            return e_id
+        t = np.asarray(targets, dtype=np.int64)
+        return (np.asarray(e_id, dtype=np.int64) - self.read.indptr[t]
+                + self.original.indptr[self.read.original_ids(t)])
 
     def split(self, split: Any) -> Any:
         """The split in the read copy's ids: a name as is (the copy has the same splits renumbered),

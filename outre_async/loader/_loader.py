@@ -220,10 +220,11 @@ class OutreLoader:
         device = torch.device(self.config.device)
         labels = self.dataset.labels
         to_original = self._layout.to_original if self._layout.ordered else None
+        edges_to_original = self._layout.edges_to_original if self._layout.ordered else None
 
         def build(eb: ExtractedBatch) -> OutreBatch:
             return to_batch(eb, labels, epoch, self._setup.seed_index.positions(eb.subgraph.n_id[: eb.subgraph.batch_size]),
-                            to_original)
+                            to_original, edges_to_original)
 
         def handed(eb: ExtractedBatch, batch: OutreBatch) -> OutreBatch:
             """At hand-over, in step order: the GPU tier's rows join the misses (on the batch's device, after

@@ -70,7 +70,8 @@ class Resources:
         owns_source = source is None
         if source is None:
             source = _open_source(cfg, ds, plan.source_options())
-        buffer = FeatureBuffer(ds.num_nodes, plan.buffer_rows, ds.feature_dim, policy=cfg.buffer_policy)
+        buffer = FeatureBuffer(ds.num_nodes, plan.buffer_rows, ds.feature_dim, policy=cfg.buffer_policy,
+                               merge_rows=source.merge_rows)
         engine = copy_engine_for(torch.device(cfg.device), cfg.device_depth)  # None on the CPU
         matrices = BatchMemory(plan.batch_bytes, batch_row_bytes(ds.feature_dim), budget=cfg.budget_bytes,
                                registry=engine.registry if engine is not None else None)

@@ -47,7 +47,8 @@ def drive(batches: list[np.ndarray], cache_rows: int, window: int, policy: str =
     read-ahead: a batch reads only its own rows, as the reference does)."""
 
     async def body() -> int:
-        buf = FeatureBuffer(len(FEATURES), cache_rows, FEATURES.shape[1], policy=policy, read_ahead=read_ahead)
+        buf = FeatureBuffer(len(FEATURES), cache_rows, FEATURES.shape[1], policy=policy, read_ahead=read_ahead,
+                            merge_rows=2 if read_ahead else 0)
         src = ArraySource(FEATURES)
         pins = {u: buf.pin(batches[u], u) for u in range(min(window + 1, len(batches)))}
         for t, ids in enumerate(batches):

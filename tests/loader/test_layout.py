@@ -48,8 +48,25 @@ def test_batches_from_the_ordered_copy_equal_the_originals(dataset: oa.Dataset, 
         assert np.array_equal(a.y.numpy(), b.y.numpy())
         assert np.array_equal(a.y.numpy(), dataset.labels[a.n_id.numpy()])
         assert np.array_equal(a.edge_index.numpy(), b.edge_index.numpy())
+        assert np.array_equal(a.e_id.numpy(), b.e_id.numpy())  # the original's CSC positions
         assert np.array_equal(a.input_id.numpy(), b.input_id.numpy())
         assert a.batch_size == b.batch_size
+
+
+def test_e_id_of_the_ordered_copy_names_the_original_edge(dataset: oa.Dataset) -> None:
+    """Each edge's e_id points, in the original's CSC, at its own source in the target's list (not a
+    tautology of the mapping: the copy's positions differ for almost every edge)."""
+    got, _ = _batches(dataset, backend="memory")
+    indptr, indices = dataset.indptr, dataset.indices
+    moved = 0
+    for b in got:
+        n_id, (src, dst), e_id = b.n_id.numpy(), b.edge_index.numpy(), b.e_id.numpy()
+        assert np.array_equal(indices[e_id], n_id[src])
+        t = n_id[dst]
+        assert ((e_id >= indptr[t]) & (e_id < indptr[t + 1])).all()
+        copy = oa.open_dataset(ordered_copy_path(dataset, "p8"))
+        moved += int((copy.indptr[copy.ids_of_original(t)] != indptr[t]).sum())
+    assert moved > 0
 
 
 def test_seeds_given_as_ids_are_the_originals(dataset: oa.Dataset) -> None:

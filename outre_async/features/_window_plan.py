@@ -1,0 +1,70 @@
+"""The I/O plan of a window of queued batches (issue 26 item 2): which missing rows are read together.
+
+Why a window, and why tumbling: the rows one batch misses are sparse over the file (on igb-like's
+partition-ordered copy, ~5 k of 1 M rows per batch, 1.13 rows per merged read), but consecutive
+partition batches miss rows of the same few partitions, so the union of K batches' missing rows is
+K times denser and merges into far fewer reads (replaying one epoch's Belady misses with a 28 KiB
+gap: K=1 1.00 M reads, K=8 0.72 M, K=16 0.51 M).  Reading the next batch's rows with each batch (a
+sliding window of one) never forms that union: each read holds one new batch's misses.  So the
+buffer plans *tumbling* windows: a batch that no window planned reads its own missing rows together
+with rows of the queued batches after it (:func:`plan_window`), and those batches, planned, read
+only what is left; the next unplanned batch starts the next window.
+
+Which rows of the queued batches: only those that share a merged read with another row of the plan
+(ids at most ``near`` apart: the source's gap rule, ``_staging.merge_gap_bytes``, in rows).  A row
+alone in its read gains nothing from being read early (one I/O now or one later) and would take a
+slot from rows needed sooner, so it is left for its own batch: on igb-like (next-use eviction,
+windows of 16) that cut the rows read from 1.39 M to 1.33 M for the same reads (0.66 M).  Bounding
+the plan by the slots no queued batch needs as well cut them to 1.29 M; lru-lookahead, 1.24 M
+(``benchmarks/simulate_cache_policies.py``, where the consumer takes batches at once).  With an
+8 ms step (``outre bench --step-ms 8``) the extract queue stays full and the rows were 1.04x MIN.
+
+The budget: a window's rows land in the buffer's slots, held until the read completes, then they
+stay on standby pinned by their batches (their next use).  :func:`plan_window` takes whole batches
+while the rows it plans fit ``room`` (the extracting piece's share of the slots, at most the slots
+on standby), so a plan never holds more than that share and other extractors still find slots; the
+first batch that does not fit ends the window (and plans its own).  Pure: arrays in, arrays out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+EMPTY = np.zeros(0, np.int64)
+
+
+def merged_rows(own: np.ndarray, queued: np.ndarray, near: int) -> np.ndarray:
+    """The rows of ``queued`` (sorted unique, none in ``own``) that share a read with another row of
+    ``own ∪ queued`` when rows at most ``near`` ids apart merge (``near`` < 1: none)."""
+    if near < 1 or not len(queued):
+        return EMPTY
+    rows = np.union1d(own, queued)
+    close = np.diff(rows) <= near
+    lone = np.ones(len(rows), dtype=bool)  # alone in its read: no neighbour within near on either side
+    lone[1:] &= ~close
+    lone[:-1] &= ~close
+    return queued[~lone[np.searchsorted(rows, queued)]]
+
+
+def plan_window(own: np.ndarray, missing: Iterable[np.ndarray], room: int, near: int) -> tuple[np.ndarray, int]:
+    """``(rows, batches)``: of the queued batches' ``missing`` rows (in queue order; none of them in
+    ``own``, the extracting piece's own reads), the rows that merge (:func:`merged_rows`) for the
+    longest prefix ``missing[:batches]`` whose planned rows fit ``room``; sorted unique.  Nothing
+    fits, or ``room <= 0``: no rows, 0 batches.
+
+    The planned rows only grow with the prefix, so batches are added one at a time until one does
+    not fit, and ``missing`` is consumed lazily (a generator: a batch's missing rows are looked up
+    only if the window gets that far).  A search from the middle cost papers-like's tiny buffer
+    (8 k slots, 31 k-row batches: nothing fits) a union of 8 batches' rows per batch."""
+    rows, union, k = EMPTY, EMPTY, 0
+    if room <= 0:
+        return rows, 0
+    for more in missing:
+        union = np.union1d(union, more).astype(np.int64, copy=False)
+        planned = merged_rows(own, union, near)
+        if len(planned) > room:
+            break
+        rows, k = planned, k + 1
+    return rows, k
