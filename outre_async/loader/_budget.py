@@ -18,7 +18,8 @@ most edges one batch can sample, the loader holds at most::
     batches           a byte pool for batch matrices in flight, real rows x (4 dim + 33) each
                       (matrix, labels, input_id, piece ids + slots, actions; ``_batch_memory``;
                       default (ready_queue + extractors + 1) x b, b = r x (4 dim + 33))
-    reorder buffer    ordered mode: 1.1 x samplers x b for batches sent out of turn (``_out_of_turn``)
+    reorder buffer    ordered mode, or history in completion order: 1.1 x samplers x b for batches
+                      sent out of turn (``_out_of_turn``)
     history table     4 N + C x (4 dim + 12 + samplers)     (with ``history=``: C cached h^(L-1) rows)
     neighbor cache    neighbor_cache                        (``partitions=``: its lists and node -> slot index)
     partition arrays  P                                     (``partitions=``: the partition set's O(N)
@@ -31,7 +32,12 @@ most edges one batch can sample, the loader holds at most::
 In ordered mode a batch's lease also counts its subgraph (``b`` adds ``8 r + 24 E``), as the
 reorder buffer may hold a batch past its queue slot; a batch sampled before an earlier one is sent
 only within the ``reorder buffer`` part (else when its turn comes), every other batch's matrix comes
-from the pool, so what the reorder buffer holds is inside those two parts whatever the delays.
+from the pool, so what the reorder buffer holds is inside those two parts whatever the delays.  The
+same holds with ``history=`` in completion order (``LoaderConfig.holds_back``): its overtaking window
+holds back a batch that arrives before the batches it must follow (``_delivery._Windowed``), and such
+a batch keeps its lease.  Before issue 27 it gave the lease back and stayed outside the plan: on
+partition batches (50k nodes, dim 64, 48 MiB) up to 8 were held at once while one sampler loaded a
+macro block.
 The feature buffer is a cache (a batch streams through it in pieces), so it needs only
 ``min(N, 128 x extractors)`` rows; the ``batches`` pool must hold two real batches (the one the
 consumer's loop still holds and the next, ``_batch_memory``) plus 10 % for batches larger than the
@@ -50,9 +56,8 @@ the staging line's place; an injected ``source=`` is its owner's and is not coun
 ``S`` is the largest power of two at most 1/8 of the budget over ``2 x extractors`` (at most
 ``max_stage_bytes``, at least one read: ``max_read_bytes`` or one row span; halved while the
 minimum buffer and two expected batches would not fit). Not counted: the interpreter, torch and
-numba themselves (the *baseline* the benchmark subtracts), thread stacks, page cache of the memory-
-mapped ``indices`` (or ``indices`` itself when the dataset holds it in RAM), and batches the history cache's
-overtaking window holds back in completion order.
+numba themselves (the *baseline* the benchmark subtracts), thread stacks, and page cache of the memory-
+mapped ``indices`` (or ``indices`` itself when the dataset holds it in RAM).
 """
 
 from __future__ import annotations
@@ -75,7 +80,7 @@ MIN_ROWS_PER_EXTRACTOR = 128  # the buffer's floor: a piece of reads in flight f
 PIECE_ROWS_PER_EXTRACTOR = 4096  # the buffer's piece floor where the budget allows (module docstring)
 MIN_BATCHES = 2.2   # the pool's floor: the batch the consumer holds and the next one, + 10 % for
                     # batches larger than the probe's largest
-OUT_OF_TURN_MARGIN = 1.1  # ordered mode: a batch out of turn per sampler, + 10 % (as above)
+OUT_OF_TURN_MARGIN = 1.1  # ordered mode or history: a batch out of turn per sampler, + 10 % (as above)
 LOOKAHEAD_SHARE = 0.04  # the default extract queue deepens within this share of the budget (issue 26)
 _SPAN_SLACK = 8192  # an aligned row span passes its row by at most two 4 KiB sectors
 
@@ -120,7 +125,7 @@ class MemoryPlan:
 
     @property
     def out_of_turn_bytes(self) -> int:
-        """Ordered mode: the budget of batches sent out of turn (``_out_of_turn``); 0 otherwise."""
+        """The budget of batches sent out of turn (``_out_of_turn``; ``LoaderConfig.holds_back``); 0 otherwise."""
         return self.parts.get("reorder buffer", 0)
 
     def source_options(self) -> dict[str, int]:
@@ -204,8 +209,9 @@ def _least_pool(cfg: LoaderConfig, sizes: Sizes) -> int:
 
 
 def expected_batch_bytes(cfg: LoaderConfig, sizes: Sizes) -> int:
-    """``b``: what one batch of the expected rows costs in flight (ordered mode: with its subgraph)."""
-    sub = 8 * sizes.expected_rows + 24 * sizes.max_edges if cfg.ordered else 0
+    """``b``: what one batch of the expected rows costs in flight (with its subgraph where delivery
+    may hold it back, ``LoaderConfig.holds_back``)."""
+    sub = 8 * sizes.expected_rows + 24 * sizes.max_edges if cfg.holds_back else 0
     return sizes.expected_rows * batch_row_bytes(sizes.dim) + sub
 
 
@@ -256,7 +262,7 @@ def _fixed_parts(cfg: LoaderConfig, sizes: Sizes, source: str, stage: int,
     }
     if cfg.buffer_policy == "next-use":  # its use chains: a head per node, a record per queued row
         parts["next-use chains"] = NEXT_USE_NODE_BYTES * n + NEXT_USE_PIN_BYTES * r * (cfg.extract_capacity + e)
-    if cfg.ordered:  # batches sent out of turn (``_out_of_turn``); the others' matrices are the pool's
+    if cfg.holds_back:  # batches sent out of turn (``_out_of_turn``); the others' matrices are the pool's
         parts["reorder buffer"] = math.ceil(OUT_OF_TURN_MARGIN * cfg.num_samplers * expected_batch_bytes(cfg, sizes))
     if cfg.partitions is not None:
         parts["neighbor cache"] = int(cfg.neighbor_cache)
