@@ -18,8 +18,7 @@ most edges one batch can sample, the loader holds at most::
     batches           a byte pool for batch matrices in flight, real rows x (4 dim + 33) each
                       (matrix, labels, input_id, piece ids + slots, actions; ``_batch_memory``;
                       default (ready_queue + extractors + 1) x b, b = r x (4 dim + 33))
-    reorder buffer    ordered mode, or history in completion order: 1.1 x samplers x b for batches
-                      sent out of turn (``_out_of_turn``)
+    reorder buffer    ordered mode: 1.1 x samplers x b for batches sent out of turn (``_out_of_turn``)
     history table     4 N + C x (4 dim + 12 + samplers)     (with ``history=``: C cached h^(L-1) rows)
     neighbor cache    neighbor_cache                        (``partitions=``: its lists and node -> slot index)
     partition arrays  P                                     (``partitions=``: the partition set's O(N)
@@ -32,12 +31,16 @@ most edges one batch can sample, the loader holds at most::
 In ordered mode a batch's lease also counts its subgraph (``b`` adds ``8 r + 24 E``), as the
 reorder buffer may hold a batch past its queue slot; a batch sampled before an earlier one is sent
 only within the ``reorder buffer`` part (else when its turn comes), every other batch's matrix comes
-from the pool, so what the reorder buffer holds is inside those two parts whatever the delays.  The
-same holds with ``history=`` in completion order (``LoaderConfig.holds_back``): its overtaking window
-holds back a batch that arrives before the batches it must follow (``_delivery._Windowed``), and such
-a batch keeps its lease.  Before issue 27 it gave the lease back and stayed outside the plan: on
-partition batches (50k nodes, dim 64, 48 MiB) up to 8 were held at once while one sampler loaded a
-macro block.
+from the pool, so what the reorder buffer holds is inside those two parts whatever the delays.  With
+``history=`` in completion order (``LoaderConfig.holds_back``) the overtaking window holds back a batch
+that arrives before the batches it must follow (``_delivery._Windowed``); such a batch keeps its lease
+(and ``b`` its subgraph), and the samplers' gate gives it no out-of-turn budget: a batch sampled before
+an earlier one waits to be sent until its turn, so every held batch's matrix is the pool's.  Before
+issue 27 a held batch gave its lease back and stayed outside the plan (partition batches, 50k nodes,
+dim 64, staleness 8, 48 MiB: up to 8 held at once).  Why no reorder buffer part there: 1.1 x samplers
+x b (5.6 MB at 48 MiB) came out of the static cache, which then read 3.7x the rows, and two epochs
+took 2.6x as long (3.9-4.8 s against 1.5-1.7 s before); with none they took 1.3x (8.1-8.9 s against
+6.5-6.6 s, the machine busier), and at 64 MiB as long as before.
 The feature buffer is a cache (a batch streams through it in pieces), so it needs only
 ``min(N, 128 x extractors)`` rows; the ``batches`` pool must hold two real batches (the one the
 consumer's loop still holds and the next, ``_batch_memory``) plus 10 % for batches larger than the
@@ -80,7 +83,7 @@ MIN_ROWS_PER_EXTRACTOR = 128  # the buffer's floor: a piece of reads in flight f
 PIECE_ROWS_PER_EXTRACTOR = 4096  # the buffer's piece floor where the budget allows (module docstring)
 MIN_BATCHES = 2.2   # the pool's floor: the batch the consumer holds and the next one, + 10 % for
                     # batches larger than the probe's largest
-OUT_OF_TURN_MARGIN = 1.1  # ordered mode or history: a batch out of turn per sampler, + 10 % (as above)
+OUT_OF_TURN_MARGIN = 1.1  # ordered mode: a batch out of turn per sampler, + 10 % (as above)
 LOOKAHEAD_SHARE = 0.04  # the default extract queue deepens within this share of the budget (issue 26)
 _SPAN_SLACK = 8192  # an aligned row span passes its row by at most two 4 KiB sectors
 
@@ -125,7 +128,7 @@ class MemoryPlan:
 
     @property
     def out_of_turn_bytes(self) -> int:
-        """The budget of batches sent out of turn (``_out_of_turn``; ``LoaderConfig.holds_back``); 0 otherwise."""
+        """Ordered mode: the budget of batches sent out of turn (``_out_of_turn``); 0 otherwise."""
         return self.parts.get("reorder buffer", 0)
 
     def source_options(self) -> dict[str, int]:
@@ -262,7 +265,7 @@ def _fixed_parts(cfg: LoaderConfig, sizes: Sizes, source: str, stage: int,
     }
     if cfg.buffer_policy == "next-use":  # its use chains: a head per node, a record per queued row
         parts["next-use chains"] = NEXT_USE_NODE_BYTES * n + NEXT_USE_PIN_BYTES * r * (cfg.extract_capacity + e)
-    if cfg.holds_back:  # batches sent out of turn (``_out_of_turn``); the others' matrices are the pool's
+    if cfg.ordered:  # batches sent out of turn (``_out_of_turn``); the others' matrices are the pool's
         parts["reorder buffer"] = math.ceil(OUT_OF_TURN_MARGIN * cfg.num_samplers * expected_batch_bytes(cfg, sizes))
     if cfg.partitions is not None:
         parts["neighbor cache"] = int(cfg.neighbor_cache)

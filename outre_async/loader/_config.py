@@ -132,8 +132,8 @@ class LoaderConfig:
         """Whether delivery may hold a batch that arrives before an earlier one: plan order
         (``ordered``), or completion order with the history cache, whose overtaking window hands a
         batch out only after the batches more than ``window`` places before it (``_delivery._Windowed``).
-        Such batches keep their matrices, so the samplers' out-of-turn gate and the plan's ``reorder
-        buffer`` part bound them (``_out_of_turn``, ``_budget``)."""
+        Such batches keep their matrices (leases), and the samplers' gate keeps them inside the plan:
+        the pool's, or the ``reorder buffer`` part's in ordered mode (``_out_of_turn``, ``_budget``)."""
         return self.ordered or (self.history is not None and self.history.enabled)
 
     @property

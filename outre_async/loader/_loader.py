@@ -14,8 +14,9 @@ the buffer to fit it, or refuses it with a :class:`ConfigError` naming the minim
 the table adds ``4 N + C (4 dim + 12 + num_samplers)`` bytes (C slots of h^(L-1) rows; the cache's
 ``history_bytes``), counted as one more part of the plan before the feature buffer is sized.  With
 ``ordered=True`` the batches the reorder buffer holds keep their leases on the pool of batch
-matrices or on the samplers' out-of-turn budget (``_out_of_turn``), both parts of the plan; so do
-the batches the history's overtaking window holds back in completion order.  With
+matrices or on the samplers' out-of-turn budget (``_out_of_turn``), both parts of the plan; the
+batches the history's overtaking window holds back in completion order keep theirs on the pool (the
+gate gives them no out-of-turn budget).  With
 ``gpu_cache_budget=`` the GPU tier's rows, ``min(budget // (4 dim), N) x 4 dim`` bytes, are device memory,
 outside ``memory_budget``; its ``4 N`` node -> slot table is a host part (``gpu tier index``; ``_tiers``).
 """

@@ -150,16 +150,16 @@ def test_an_ordered_budget_below_the_floor_names_the_minimum() -> None:
 
 def test_history_in_completion_order_counts_the_batches_its_window_holds_back() -> None:
     """Issue 27: the history's overtaking window holds back a batch that arrives before the ones it must
-    follow, and that batch keeps its matrix, so the plan has the reorder buffer's part and subgraphs in
-    ``b``, as in plan order (history off, or ordered, unchanged); the floor rises with them."""
+    follow, and that batch keeps its matrix and subgraph, so ``b`` counts subgraphs as in plan order;
+    every batch is sent in its turn (no out-of-turn budget: held batches are the pool's), so there is no
+    reorder buffer part.  The floor rises with ``b``."""
     hist = oa.HistoryConfig(staleness=8, dim=32)
-    ordered = plan_memory(oa.LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget="1.6GiB", ordered=True),
-                          IGB_LIKE, source="disk")
     cfg = oa.LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget="1.6GiB", history=hist)
-    assert cfg.holds_back and not replace(cfg, history=None).holds_back
+    assert cfg.holds_back and not replace(cfg, history=None).holds_back and replace(cfg, ordered=True).holds_back
     plan = plan_memory(cfg, IGB_LIKE, source="disk")
-    assert plan.parts["reorder buffer"] == plan.out_of_turn_bytes == ordered.parts["reorder buffer"]
+    assert "reorder buffer" not in plan.parts and plan.out_of_turn_bytes == 0
     assert expected_batch_bytes(cfg, IGB_LIKE) == 17_101 * batch_row_bytes(1024) + 8 * 17_101 + 24 * 30_720
+    assert expected_batch_bytes(replace(cfg, history=None), IGB_LIKE) == 17_101 * batch_row_bytes(1024)
     off = oa.HistoryConfig(staleness=1, dim=32)  # staleness 1: no history, nothing held back
     assert not off.enabled and "reorder buffer" not in plan_memory(replace(cfg, history=off), IGB_LIKE,
                                                                      source="disk").parts
