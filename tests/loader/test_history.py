@@ -195,8 +195,9 @@ def test_batches_the_window_holds_back_keep_their_leases_within_the_plan(dataset
 
     async def body() -> None:
         model = _model(seed)
-        loader = _loader(dataset, 8, hist={"window": 0}, num_samplers=3, memory_budget="4MiB",
-                         source=FaultySource(dataset, seed=seed))
+        # a small buffer: every batch reads (with the source's seeded delays), so extractors finish out of order
+        loader = _loader(dataset, 8, hist={"window": 0}, num_samplers=3, num_extractors=3, buffer_rows=48,
+                         memory_budget="4MiB", source=FaultySource(dataset, seed=seed))
         planned = loader.memory.parts
         async with loader:
             loader._res.samplers[:] = [DelayedSampler(s, seed + i) for i, s in enumerate(loader._res.samplers)]
@@ -211,7 +212,7 @@ def test_batches_the_window_holds_back_keep_their_leases_within_the_plan(dataset
                 assert s["out_of_turn"]["used"] == s["batch_matrices"]["used"] == 0
 
     run(body(), timeout=60)
-    assert sum(map(len, seen)) > 0  # batches were held: the check above had something to check
+    assert sum(map(len, seen)) > 0  # batches were held (4-11 hand-outs met one in 8 runs): the check checked something
 
 
 # -- completion order's window (issue 28.7) ---------------------------------------------------------
