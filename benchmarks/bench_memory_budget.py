@@ -23,8 +23,9 @@ forward (``--history``) has freed its MiB-sized temporaries, they and the loader
 come from the heap instead, and the heap's free part grows over an epoch while the bytes in use stay
 flat (``mallinfo2``, 48 MiB budget: free 15 -> 25 MiB, in use 164 MiB throughout; ``malloc_trim`` at
 the end gave all of it back; the model alone or the loader alone does not grow so): with
-``--partitions 64 --profile --history 8`` at 32 MiB, 3 of 9 runs reached the cap that way, the group's
-memory all anonymous (no page cache left), the process's heap 163 MiB.  So by default the child
+``--partitions 64 --profile --history 8`` at 32 MiB, 4 of 14 runs reached the cap that way (2 of 10
+killed, 2 of 4 stopped with the group's OOM killer off: its memory all anonymous, no page cache left,
+the process's heap 163 MiB), none of 10 at 48 MiB.  So by default the child
 holds the threshold at glibc's own default of 128 KiB (``mallopt``, as ``MALLOC_MMAP_THRESHOLD_=131072``
 does; ``malloc: "pinned"`` in the results): the cap then checks what the loader and the model hold,
 not what the allocator keeps for later.  ``--malloc glibc`` leaves the threshold dynamic.  A
