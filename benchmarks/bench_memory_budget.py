@@ -11,11 +11,25 @@ child warms up first (imports, numba kernels, one tiny loader, every page of ``i
 ``indices``), takes the group's usage as its *baseline*, sets the cap to baseline + 1.1 x budget,
 resets the peaks, then runs two epochs over ``--seeds`` random training nodes with
 ``OutreLoader(memory_budget=budget)`` (with ``--history``, a GraphSAGE model pulls and pushes through
-the cache; its own working set, measured by one forward over a worst-case synthetic batch, is added
-to the cap and reported as ``model``) and reports: the group's peak over the baseline (anonymous
+the cache; its own working set, measured by forwards over a worst-case synthetic batch through the
+history hook, is added to the cap and reported as ``model``) and reports: the group's peak over the baseline (anonymous
 memory plus page cache charged to it), the process's peak RSS over its warm RSS, and the loader's
 own plan (``stats()["memory"]``).  A child killed by the cap counts as an OOM kill.  Budgets below
 the loader's floor are reported with the ConfigError (and its minimum) instead of a run.
+
+The allocator (``--malloc``).  glibc raises its mmap threshold to the size of the largest mapped block
+freed (up to 32 MiB) and then keeps up to twice that much free heap untrimmed.  Once the model's
+forward (``--history``) has freed its MiB-sized temporaries, they and the loader's per-batch arrays
+come from the heap instead, and the heap's free part grows over an epoch while the bytes in use stay
+flat (``mallinfo2``, 48 MiB budget: free 15 -> 25 MiB, in use 164 MiB throughout; ``malloc_trim`` at
+the end gave all of it back; the model alone or the loader alone does not grow so): with
+``--partitions 64 --profile --history 8`` at 32 MiB, 4 of 14 runs reached the cap that way (2 of 10
+killed, 2 of 4 stopped with the group's OOM killer off: its memory all anonymous, no page cache left,
+the process's heap 163 MiB), none of 10 at 48 MiB.  So by default the child
+holds the threshold at glibc's own default of 128 KiB (``mallopt``, as ``MALLOC_MMAP_THRESHOLD_=131072``
+does; ``malloc: "pinned"`` in the results): the cap then checks what the loader and the model hold,
+not what the allocator keeps for later.  ``--malloc glibc`` leaves the threshold dynamic.  A
+training process under a hard cap can pin it the same way.
 
 Needs root and a cgroup memory controller; otherwise runs uncapped and says so.  Nothing here is
 asserted in CI.
@@ -65,6 +79,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                                           "pulling and pushing through it")
     p.add_argument("--profile", action="store_true",
                    help="profile each setting first (fixed miss costs) and let its plan split the budget")
+    p.add_argument("--malloc", choices=("pinned", "glibc"), default="pinned",
+                   help="pinned: glibc's mmap threshold held at its 128 KiB default in the child (module "
+                        "docstring); glibc: its dynamic threshold")
     p.add_argument("--json", help="write the results to this file")
     p.add_argument("--child", help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -120,6 +137,8 @@ async def _epochs(ds: oa.Dataset, spec: dict[str, Any], epochs: int) -> dict[str
 
 def child(spec_json: str) -> None:
     spec = json.loads(spec_json)
+    if spec.get("malloc", "pinned") == "pinned" and not _pin_mmap_threshold():
+        spec["malloc"] = "glibc (mallopt not available)"
     ds = oa.open_dataset(spec["dataset"])
     int(np.asarray(ds.indices).sum()) + int(np.asarray(ds.indptr).sum())  # every topology page, in the baseline
     warm = dict(spec, budget=None, batch=8, seeds=16, partitions=None, history=0, profile=None)
@@ -147,15 +166,22 @@ def child(spec_json: str) -> None:
     if group is not None:
         peak = _read(group / ("memory.max_usage_in_bytes" if v1 else "memory.peak")) - base
     print(json.dumps({**out, "seconds": round(time.perf_counter() - t, 2), "baseline_bytes": base,
+                      "malloc": spec.get("malloc", "pinned"),
                       "model_allowance": allowance,
                       "cgroup_peak_over_baseline": peak, "rss_peak_over_warm": _status("VmHWM") - rss0}))
 
 
 def _model_allowance(ds: oa.Dataset, spec: dict[str, Any]) -> int:
-    """The model's own working set (not the loader's, so not in ``memory_budget``): one forward of the
-    GraphSAGE model over a synthetic batch of the largest size the fanouts allow, RSS peak over RSS
-    before.  It warms torch's kernels too; the cap is then baseline + 1.1 x budget + this."""
+    """The model's own working set (not the loader's, so not in ``memory_budget``): the GraphSAGE model's
+    forward over a synthetic batch of the largest size the fanouts allow, through the history hook as
+    the loop runs it (every row but one pushed, one pulled: the hook's two copies of h^(L-1) at their
+    largest), RSS peak over RSS before, the largest of ``ALLOWANCE_FORWARDS`` forwards.  Freed heap
+    that glibc keeps resident would serve part of a forward without raising RSS (the measure drifted
+    12-22 MiB from run to run that way), so it is trimmed first.  It warms torch's kernels too; the
+    cap is then baseline + 1.1 x budget + this."""
     import torch
+
+    from outre_async.loader._history import HistoryRecord
 
     fan = [max(f, 1) for f in spec["fanouts"]]
     nodes, edges, frontier = spec["batch"], 0, spec["batch"]
@@ -166,12 +192,48 @@ def _model_allowance(ds: oa.Dataset, spec: dict[str, Any]) -> int:
     model = oa.GraphSAGE(ds.feature_dim, HIDDEN, 2, max(ds.num_classes, 2))
     x = torch.randn(nodes, ds.feature_dim)
     edge_index = torch.randint(0, nodes, (2, edges))
-    Path("/proc/self/clear_refs").write_text("5")
-    rss0 = _status("VmRSS")
-    with torch.no_grad():
-        model(x, edge_index)
+    pushes: list[Any] = []
+    peak = 0
+    for _ in range(ALLOWANCE_FORWARDS):
+        record = HistoryRecord(pushes.append, 0, HIDDEN, "all", torch.tensor([nodes - 1]), torch.zeros(1, HIDDEN),
+                               torch.arange(nodes - 1), np.arange(nodes - 1))
+        _trim_heap()
+        Path("/proc/self/clear_refs").write_text("5")
+        rss0 = _status("VmRSS")
+        with torch.no_grad():
+            model(x, edge_index, history=record)
+        peak = max(peak, _status("VmHWM") - rss0)
+        pushes.clear()
     del x, edge_index
-    return max(_status("VmHWM") - rss0, 0)
+    return peak
+
+
+ALLOWANCE_FORWARDS = 3
+
+
+def _libc() -> Any:
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    return ctypes.CDLL(name) if name else None
+
+
+def _trim_heap() -> None:
+    """Give glibc's free heap back to the system (``malloc_trim``), where there is glibc."""
+    libc = _libc()
+    if libc is not None and hasattr(libc, "malloc_trim"):
+        libc.malloc_trim(0)
+
+
+M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter (malloc.h)
+MMAP_THRESHOLD = 128 << 10  # glibc's default, held fixed
+
+
+def _pin_mmap_threshold() -> bool:
+    """Hold glibc's mmap threshold at its default (module docstring); whether it could be."""
+    libc = _libc()
+    return bool(libc is not None and hasattr(libc, "mallopt") and libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD))
 
 
 # -- the parent ----------------------------------------------------------------------------------
@@ -195,7 +257,7 @@ def run_one(spec: dict[str, Any]) -> dict[str, Any]:
         if capped:
             cap.remove()  # type: ignore[union-attr]
     row: dict[str, Any] = {"capped": cap.describe().split(" ")[0] if capped else cap.describe(),
-                           "returncode": proc.returncode, "oom_kills": kills}
+                           "returncode": proc.returncode, "oom_kills": kills, "malloc": spec.get("malloc")}
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if lines:
         row.update(json.loads(lines[-1]))
@@ -228,7 +290,8 @@ def main(argv: list[str] | None = None) -> int:
                 for budget in (parse_bytes(b) for b in args.budgets.split(",")):
                     spec = {"dataset": str(ds.path), "backend": backend, "batch": batch, "budget": budget,
                             "fanouts": [int(f) for f in args.fanouts.split(",")], "seeds": args.seeds,
-                            "ordered": args.ordered, "partitions": part_name, "history": args.history}
+                            "ordered": args.ordered, "partitions": part_name, "history": args.history,
+                            "malloc": args.malloc}
                     if args.profile:
                         spec["profile"] = make_profile(ds, spec)
                     runs = [run_one(spec) for _ in range(args.repeats)]
@@ -272,7 +335,8 @@ def summarize(backend: str, batch: int, budget: int, runs: list[dict[str, Any]])
                rss_peak_over_warm=None if rss is None else format_bytes(int(rss)),
                rss_peak_vs_budget=None if rss is None else round(rss / budget, 3),
                planned=format_bytes(runs[0]["plan"]["planned"]) if "plan" in runs[0] else None,
-               seconds=med("seconds"), batches=med("batches"), capped=runs[0]["capped"])
+               seconds=med("seconds"), batches=med("batches"), capped=runs[0]["capped"],
+               malloc=runs[0].get("malloc"))
     if "stderr_tail" in runs[0]:
         out["stderr_tail"] = runs[0]["stderr_tail"]
     return out

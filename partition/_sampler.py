@@ -91,6 +91,13 @@ class MacroStore:
                 del self._users[key]
             self._evict()
 
+    def drop_idle(self) -> None:
+        """Forget every block no sampler uses: the loader's opening that made this store closed (its
+        counters stay for ``stats()``; a later opening makes its own store)."""
+        with self._lock:
+            for k in [k for k in self._blocks if k not in self._users]:
+                del self._blocks[k]
+
     def _evict(self) -> None:
         idle = [k for k in self._blocks if k not in self._users]
         for k in idle[: max(0, len(idle) - self.capacity)]:

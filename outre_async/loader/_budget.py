@@ -31,7 +31,16 @@ most edges one batch can sample, the loader holds at most::
 In ordered mode a batch's lease also counts its subgraph (``b`` adds ``8 r + 24 E``), as the
 reorder buffer may hold a batch past its queue slot; a batch sampled before an earlier one is sent
 only within the ``reorder buffer`` part (else when its turn comes), every other batch's matrix comes
-from the pool, so what the reorder buffer holds is inside those two parts whatever the delays.
+from the pool, so what the reorder buffer holds is inside those two parts whatever the delays.  With
+``history=`` in completion order (``LoaderConfig.holds_back``) the overtaking window holds back a batch
+that arrives before the batches it must follow (``_delivery._Windowed``); such a batch keeps its lease
+(and ``b`` its subgraph), and the samplers' gate gives it no out-of-turn budget: a batch sampled before
+an earlier one waits to be sent until its turn, so every held batch's matrix is the pool's.  Before
+issue 27 a held batch gave its lease back and stayed outside the plan (partition batches, 50k nodes,
+dim 64, staleness 8, 48 MiB: up to 8 held at once).  Why no reorder buffer part there: 1.1 x samplers
+x b (5.6 MB at 48 MiB) came out of the static cache, which then read 3.7x the rows, and two epochs
+took 2.6x as long (3.9-4.8 s against 1.5-1.7 s before); with none they took 1.3x (8.1-8.9 s against
+6.5-6.6 s, the machine busier), and at 64 MiB as long as before.
 The feature buffer is a cache (a batch streams through it in pieces), so it needs only
 ``min(N, 128 x extractors)`` rows; the ``batches`` pool must hold two real batches (the one the
 consumer's loop still holds and the next, ``_batch_memory``) plus 10 % for batches larger than the
@@ -50,9 +59,8 @@ the staging line's place; an injected ``source=`` is its owner's and is not coun
 ``S`` is the largest power of two at most 1/8 of the budget over ``2 x extractors`` (at most
 ``max_stage_bytes``, at least one read: ``max_read_bytes`` or one row span; halved while the
 minimum buffer and two expected batches would not fit). Not counted: the interpreter, torch and
-numba themselves (the *baseline* the benchmark subtracts), thread stacks, page cache of the memory-
-mapped ``indices`` (or ``indices`` itself when the dataset holds it in RAM), and batches the history cache's
-overtaking window holds back in completion order.
+numba themselves (the *baseline* the benchmark subtracts), thread stacks, and page cache of the memory-
+mapped ``indices`` (or ``indices`` itself when the dataset holds it in RAM).
 """
 
 from __future__ import annotations
@@ -204,8 +212,9 @@ def _least_pool(cfg: LoaderConfig, sizes: Sizes) -> int:
 
 
 def expected_batch_bytes(cfg: LoaderConfig, sizes: Sizes) -> int:
-    """``b``: what one batch of the expected rows costs in flight (ordered mode: with its subgraph)."""
-    sub = 8 * sizes.expected_rows + 24 * sizes.max_edges if cfg.ordered else 0
+    """``b``: what one batch of the expected rows costs in flight (with its subgraph where delivery
+    may hold it back, ``LoaderConfig.holds_back``)."""
+    sub = 8 * sizes.expected_rows + 24 * sizes.max_edges if cfg.holds_back else 0
     return sizes.expected_rows * batch_row_bytes(sizes.dim) + sub
 
 

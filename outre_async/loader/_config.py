@@ -128,6 +128,15 @@ class LoaderConfig:
         return self.num_samplers + 2 if self.extract_queue is None else self.extract_queue
 
     @property
+    def holds_back(self) -> bool:
+        """Whether delivery may hold a batch that arrives before an earlier one: plan order
+        (``ordered``), or completion order with the history cache, whose overtaking window hands a
+        batch out only after the batches more than ``window`` places before it (``_delivery._Windowed``).
+        Such batches keep their matrices (leases), and the samplers' gate keeps them inside the plan:
+        the pool's, or the ``reorder buffer`` part's in ordered mode (``_out_of_turn``, ``_budget``)."""
+        return self.ordered or (self.history is not None and self.history.enabled)
+
+    @property
     def ready_capacity(self) -> int:
         return self.num_extractors if self.ready_queue is None else self.ready_queue
 

@@ -74,9 +74,12 @@ class _Windowed(_AsCompleted):
     before ``j - window`` has been, so at most ``j + window`` batches precede it (the history
     cache's staleness bound rests on this), and, when its history decision has ``wait_gap = g > 0``
     (it pulls a row that batch ``j - g`` promised, ``_history.EpochHistory.promise``), only once every
-    batch up to ``j - g`` has been.  No deadlock: the lowest batch not handed out yet waits for no
-    one (both rules name only earlier batches).  A batch held back gives its matrix lease back at
-    once, so the batches it waits for can always be extracted."""
+    batch up to ``j - g`` has been.  The lowest batch not handed out yet waits for no one (both rules
+    name only earlier batches).  A batch held back keeps its matrix lease, as in plan order: the
+    samplers' out-of-turn gate (``_out_of_turn``, on whenever this order is, ``LoaderConfig.holds_back``)
+    bounds what held batches take and says why the batches they wait for can always be extracted.
+    (Until issue 27 a held batch gave its lease back, so the pool let more be extracted while it
+    still held its matrix: memory outside the plan.)"""
 
     def __init__(self, window: int) -> None:
         self.window, self.low = window, 0
@@ -98,7 +101,6 @@ class _Windowed(_AsCompleted):
             if self._eligible(eb):
                 return self._handed(eb)
             self.held[eb.seq] = eb
-            eb.lease.release()
 
     def _handed(self, eb: ExtractedBatch) -> ExtractedBatch:
         self.done.add(eb.seq)

@@ -14,10 +14,11 @@ the buffer to fit it, or refuses it with a :class:`ConfigError` naming the minim
 the table adds ``4 N + C (4 dim + 12 + num_samplers)`` bytes (C slots of h^(L-1) rows; the cache's
 ``history_bytes``), counted as one more part of the plan before the feature buffer is sized, less its
 rows, ``C x 4 dim`` bytes, when they live on a GPU (``HistoryConfig.placement``: device memory then,
-``stats()["device"]["resident"]``); batches its overtaking window holds back in completion order
-are not counted (``_budget``).  With
+``stats()["device"]["resident"]``).  With
 ``ordered=True`` the batches the reorder buffer holds keep their leases on the pool of batch
-matrices or on the samplers' out-of-turn budget (``_out_of_turn``), both parts of the plan.  With
+matrices or on the samplers' out-of-turn budget (``_out_of_turn``), both parts of the plan; the
+batches the history's overtaking window holds back in completion order keep theirs on the pool (the
+gate gives them no out-of-turn budget).  With
 ``gpu_cache_budget=`` the GPU tier's rows, ``min(budget // (4 dim), N) x 4 dim`` bytes, are device memory,
 outside ``memory_budget``; its ``4 N`` node -> slot table is a host part (``gpu tier index``; ``_tiers``).
 """
@@ -279,13 +280,13 @@ class OutreLoader:
         else:
             stream_base = epoch * max(len(plan), 1) * world + self._setup.place.rank
         self._channels = extract, ready = self._new_channels()
-        if cfg.ordered:
+        if cfg.holds_back:  # plan order, or history's overtaking window: held batches keep their leases
             self._gate = OutOfTurnMemory(self.memory.out_of_turn_bytes, batch_row_bytes(self.dataset.feature_dim))
         return EpochParts(
             plan=plan, samplers=res.samplers, executor=res.executor, buffer=res.buffer, tiers=res.tiers,
             extract=extract, ready=ready, num_extractors=cfg.num_extractors, stream_base=stream_base,
             sample_stage=self._sample, extract_stage=self._extract, matrices=res.matrices, history=history,
-            gate=self._gate if cfg.ordered else None, stream_stride=world,
+            gate=self._gate if cfg.holds_back else None, stream_stride=world,
         )
 
     # -- sync API --------------------------------------------------------------------------------

@@ -1,8 +1,10 @@
 """Ordered delivery's memory: samplers send batches in plan order, or out of turn within a byte budget.
 
 With ``ordered=True`` the consumer takes batches in plan order, so a batch that is ready before an
-earlier one waits in the reorder buffer (``_delivery``) with its matrix.  What keeps those matrices
-inside the memory plan is this gate between the samplers and the extract channel:
+earlier one waits in the reorder buffer (``_delivery``) with its matrix; with ``history=`` in
+completion order the history's overtaking window holds such batches back too (``_delivery._Windowed``,
+``LoaderConfig.holds_back``).  What keeps those matrices inside the memory plan is this gate between
+the samplers and the extract channel:
 
 * a sampled batch is *in turn* when every earlier batch of the plan is already on the extract
   channel; it passes at once, and its extractor reserves its matrix from the pool of batch matrices

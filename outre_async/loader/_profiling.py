@@ -99,7 +99,9 @@ def base_memory(cfg: LoaderConfig, sizes: Sizes, kind: str) -> tuple[MemoryPlan,
     # the buffer's default: (extractors + 1) batches of the probed real rows (it is a cache that
     # batches stream through, _budget); the static cache then competes for the rest
     rows = min((cfg.num_extractors + 1) * sizes.expected_rows, sizes.num_nodes)
-    bare = dataclasses.replace(cfg, buffer_rows=rows, neighbor_cache=0, history=None, profile=None)
+    # history stays on: in completion order the leases of batches it may hold back count their subgraphs
+    # (``LoaderConfig.holds_back``), so the pool the caches leave room for is the loader's
+    bare = dataclasses.replace(cfg, buffer_rows=rows, neighbor_cache=0, profile=None)
     try:
         mem = plan_memory(bare, sizes, source=kind)
     except ConfigError:  # the default buffer does not fit: the budget sizes it, nothing is left for caches

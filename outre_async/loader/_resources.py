@@ -56,8 +56,10 @@ class Resources:
 
     def __init__(self, loop: asyncio.AbstractEventLoop, source: FeatureSource, owns_source: bool,
                  buffer: FeatureBuffer, matrices: BatchMemory, samplers: list[Sampler],
-                 executor: ThreadPoolExecutor, tiers: FeatureTier, engine: CopyEngine | None = None) -> None:
+                 executor: ThreadPoolExecutor, tiers: FeatureTier, engine: CopyEngine | None = None,
+                 partitioned: PartitionBatching | None = None) -> None:
         self.loop, self.source, self.owns_source, self.buffer = loop, source, owns_source, buffer
+        self.partitioned = partitioned  # gets its samplers back at close (``PartitionBatching.release``)
         self.tiers = tiers
         self.matrices, self.engine = matrices, engine
         self.samplers, self.executor = samplers, executor
@@ -82,7 +84,7 @@ class Resources:
             samplers = [NeighborSampler(ds, list(cfg.fanouts), seed=cfg.seed) for _ in range(cfg.num_samplers)]
         executor = ThreadPoolExecutor(cfg.num_samplers, thread_name_prefix="outre-sampler")
         tiers = build_tiers(source, buffer, num_extractors=cfg.num_extractors, static=static, gpu=gpu)
-        return cls(loop, source, owns_source, buffer, matrices, samplers, executor, tiers, engine)
+        return cls(loop, source, owns_source, buffer, matrices, samplers, executor, tiers, engine, partitioned)
 
     def snapshot(self) -> ResourceStats:
         return ResourceStats(backend=self.source.backend, buffer=self.buffer.stats(), io=self.source.stats(),
@@ -98,6 +100,8 @@ class Resources:
                 self.engine.close()
             self.matrices.close()
             self.executor.shutdown(wait=True)
+            if self.partitioned is not None:  # the samplers are done: their scratch and macro blocks go
+                self.partitioned.release(self.samplers)
 
 
 def _open_source(cfg: LoaderConfig, ds: Dataset, staging: dict[str, int]) -> FeatureSource:

@@ -8,7 +8,14 @@ from dataclasses import replace
 import pytest
 
 import outre_async as oa
-from outre_async.loader._budget import SLOT_BYTES, Sizes, batch_row_bytes, plan_memory, plan_memory_floor
+from outre_async.loader._budget import (
+    SLOT_BYTES,
+    Sizes,
+    batch_row_bytes,
+    expected_batch_bytes,
+    plan_memory,
+    plan_memory_floor,
+)
 from outre_async.sampling._plan import max_edges_per_batch
 
 SIZES = Sizes(num_nodes=200_000, dim=128, row_bytes=512, stride=512, max_rows=62_464, max_edges=61_440)
@@ -139,6 +146,26 @@ def test_an_ordered_budget_below_the_floor_names_the_minimum() -> None:
     with pytest.raises(oa.ConfigError, match=f"memory_budget={floor - 1} .* below the {floor} bytes.*reorder buffer"):
         plan_memory(oa.LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget=floor - 1, ordered=True),
                     IGB_LIKE, source="disk")
+
+
+def test_history_in_completion_order_counts_the_batches_its_window_holds_back() -> None:
+    """Issue 27: the history's overtaking window holds back a batch that arrives before the ones it must
+    follow, and that batch keeps its matrix and subgraph, so ``b`` counts subgraphs as in plan order;
+    every batch is sent in its turn (no out-of-turn budget: held batches are the pool's), so there is no
+    reorder buffer part.  The floor rises with ``b``."""
+    hist = oa.HistoryConfig(staleness=8, dim=32)
+    cfg = oa.LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget="1.6GiB", history=hist)
+    assert cfg.holds_back and not replace(cfg, history=None).holds_back and replace(cfg, ordered=True).holds_back
+    plan = plan_memory(cfg, IGB_LIKE, source="disk")
+    assert "reorder buffer" not in plan.parts and plan.out_of_turn_bytes == 0
+    assert expected_batch_bytes(cfg, IGB_LIKE) == 17_101 * batch_row_bytes(1024) + 8 * 17_101 + 24 * 30_720
+    assert expected_batch_bytes(replace(cfg, history=None), IGB_LIKE) == 17_101 * batch_row_bytes(1024)
+    off = oa.HistoryConfig(staleness=1, dim=32)  # staleness 1: no history, nothing held back
+    assert not off.enabled and "reorder buffer" not in plan_memory(replace(cfg, history=off), IGB_LIKE,
+                                                                     source="disk").parts
+    floor = plan_memory_floor(replace(cfg, memory_budget=1), IGB_LIKE, source="disk")
+    assert floor > plan_memory_floor(oa.LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget=1), IGB_LIKE,
+                                     source="disk")
 
 
 def test_the_default_extract_queue_deepens_within_four_percent_of_the_budget_and_its_room() -> None:
