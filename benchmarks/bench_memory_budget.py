@@ -56,6 +56,7 @@ import numpy as np
 import outre_async as oa
 from outre_async._units import format_bytes, parse_bytes
 from outre_async.bench._cgroup import MemoryCap, open_cap
+from outre_async.machine._allocator import pin_mmap_threshold, trim_heap
 
 CAP_FACTOR = 1.1
 _OPEN_CAP = 64 << 30  # the group's limit until the child sets its own
@@ -137,7 +138,7 @@ async def _epochs(ds: oa.Dataset, spec: dict[str, Any], epochs: int) -> dict[str
 
 def child(spec_json: str) -> None:
     spec = json.loads(spec_json)
-    if spec.get("malloc", "pinned") == "pinned" and not _pin_mmap_threshold():
+    if spec.get("malloc", "pinned") == "pinned" and not pin_mmap_threshold():
         spec["malloc"] = "glibc (mallopt not available)"
     ds = oa.open_dataset(spec["dataset"])
     int(np.asarray(ds.indices).sum()) + int(np.asarray(ds.indptr).sum())  # every topology page, in the baseline
@@ -197,7 +198,7 @@ def _model_allowance(ds: oa.Dataset, spec: dict[str, Any]) -> int:
     for _ in range(ALLOWANCE_FORWARDS):
         record = HistoryRecord(pushes.append, 0, HIDDEN, "all", torch.tensor([nodes - 1]), torch.zeros(1, HIDDEN),
                                torch.arange(nodes - 1), np.arange(nodes - 1))
-        _trim_heap()
+        trim_heap()
         Path("/proc/self/clear_refs").write_text("5")
         rss0 = _status("VmRSS")
         with torch.no_grad():
@@ -209,31 +210,6 @@ def _model_allowance(ds: oa.Dataset, spec: dict[str, Any]) -> int:
 
 
 ALLOWANCE_FORWARDS = 3
-
-
-def _libc() -> Any:
-    import ctypes
-    import ctypes.util
-
-    name = ctypes.util.find_library("c")
-    return ctypes.CDLL(name) if name else None
-
-
-def _trim_heap() -> None:
-    """Give glibc's free heap back to the system (``malloc_trim``), where there is glibc."""
-    libc = _libc()
-    if libc is not None and hasattr(libc, "malloc_trim"):
-        libc.malloc_trim(0)
-
-
-M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter (malloc.h)
-MMAP_THRESHOLD = 128 << 10  # glibc's default, held fixed
-
-
-def _pin_mmap_threshold() -> bool:
-    """Hold glibc's mmap threshold at its default (module docstring); whether it could be."""
-    libc = _libc()
-    return bool(libc is not None and hasattr(libc, "mallopt") and libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD))
 
 
 # -- the parent ----------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from ..cache._history_config import history_for
 from ..distributed import DistributedContext
 from ..layerwise import inference
 from ..loader._loader import OutreLoader
+from ..machine._allocator import pin_unless_user_chose
 from ..machine._device import resolve_device
 from ..nn import GAT, GCN, GraphSAGE
 from ..partition._output import dataset_identity
@@ -83,6 +84,8 @@ def _train(dataset: str | Path, config: TrainConfig, out: Path, *, resume: bool,
     elif (out / LAST).exists() and (ctx is None or ctx.rank == 0):
         raise ConfigError(f"{out} holds a run already ({LAST}); pass --resume to continue it or choose another --out")
     history = history_for(config.staleness, config.hidden)
+    # our own process: keep glibc's heap from growing past a budget the user set (machine/_allocator)
+    pinned_heap = config.memory_budget is not None and pin_unless_user_chose()
     say(f"{config.model} {config.layers} layers, hidden {config.hidden}, fanouts {list(config.fanouts)}, batch size "
         f"{config.batch_size}, {'plan' if config.deterministic else 'completion'} order, on {device}, "
         f"epochs {run.start + 1}..{config.epochs}")
@@ -93,6 +96,9 @@ def _train(dataset: str | Path, config: TrainConfig, out: Path, *, resume: bool,
                      profile=config.profile, **{"device": str(device), **ranks}) as loader:  # a rank's own device
         for line in setup_lines(config, loader.stats(), ctx.world_size if ctx is not None else 1):
             say(line)
+        if pinned_heap:
+            say("allocator    glibc's mmap threshold held at 128 KiB, so freed blocks leave the heap and the budget "
+                "holds (set MALLOC_MMAP_THRESHOLD_ to choose)")
         say(f"{'epoch':>5} {'loss':>8} {'train':>6} {'val':>6} {'test':>6} {'batch/s':>8} {'stall s':>8} {'epoch s':>8} {'eval s':>7}")
         loader.set_epoch(run.start)  # carry the epoch numbering on: shuffles and sampling streams continue
         for epoch in range(run.start + 1, config.epochs + 1):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from conftest import generated
 
 import outre_async as oa
 from outre_async.cli import main
+from outre_async.machine._allocator import glibc_allocator
 from outre_async.trainer import TrainConfig
 from outre_async.trainer._files import awrite_atomic, load_checkpoint
 
@@ -47,7 +49,7 @@ def test_header_and_epoch_lines_say_what_is_on(tiny: Path, tmp_path: Path, capsy
     plain = capsys.readouterr().out
     for line in ("partitions   off", "history      off", "profile      off", "memory       budget none"):
         assert line in plain, (line, plain)
-    assert "history:" not in plain and "profile:" not in plain
+    assert "history:" not in plain and "profile:" not in plain and "allocator" not in plain  # no budget: untouched
     assert main(["partition", str(tiny), "--parts", "4", "--name", "p4", "--no-progress"]) == 0
     capsys.readouterr()
     out = tmp_path / "on"
@@ -57,6 +59,8 @@ def test_header_and_epoch_lines_say_what_is_on(tiny: Path, tmp_path: Path, capsy
     assert "partitions   on: p4 (4 parts" in text and "memory       budget 32.0 MiB" in text
     assert "history      on: h^(L-1) rows up to 3 steps old" in text
     assert "profile      on: auto-" in text and "splits the budget: " in text
+    if glibc_allocator() and "MALLOC_MMAP_THRESHOLD_" not in os.environ:  # a budget: the heap is held to it
+        assert "allocator    glibc's mmap threshold held at 128 KiB" in text
     epochs = json.loads((out / "metrics.json").read_text())["epochs"]
     assert len(epochs) == 2 and sum(e["history"]["pushed"] for e in epochs) > 0
     for e in epochs:
