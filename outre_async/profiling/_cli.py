@@ -40,6 +40,9 @@ def add_arguments(p: argparse.ArgumentParser, parse_fanouts: Callable[[str], Any
     p.add_argument("--device", type=checks.device, default="auto",
                    help="the training device the profile is for: auto (CUDA when present), cpu, cuda "
                         "or cuda:N (checked to exist; the loader it profiles copies batches there)")
+    p.add_argument("--step-ms", type=checks.finite(nonnegative=True), metavar="MS",
+                   help="price the training step as a fixed wait of MS milliseconds, as `outre bench --step-ms` "
+                        "runs it, instead of timing the model's step (default: timed)")
 
 
 def run(args: argparse.Namespace, *, progress: bool, say: Say) -> dict[str, Any]:
@@ -70,7 +73,8 @@ def run(args: argparse.Namespace, *, progress: bool, say: Say) -> dict[str, Any]
         options["disk_probe"] = probe_for_loader(features, args.probe_cache_dir or default_cache_dir(), say)
     meta = profile(args.dataset, fanouts=list(args.fanouts), batch_size=args.batch_size,
                    memory_budget=args.memory_budget, name=args.name, history=history, cache_split=split,
-                   max_batches=args.batches, progress=progress, **options)
+                   max_batches=args.batches, progress=progress,
+                   step_seconds=None if args.step_ms is None else args.step_ms / 1e3, **options)
     _summary(meta, say)
     return meta
 

@@ -176,6 +176,12 @@ def test_outre_profile_verb(ds: oa.Dataset, capsys: pytest.CaptureFixture[str]) 
     assert main([*argv[:-2], "--split", "half"]) == 2
     assert "--split" in capsys.readouterr().err
     assert main([*argv[:12], "--staleness", "3"]) == 2  # --staleness without --hidden
+    # --step-ms prices the step as the bench's fixed wait (what `outre bench --step-ms` runs)
+    assert main([*argv[:-2], "--step-ms", "8", "--name", "cli-wait", "--json"]) == 0
+    costs = json.loads(capsys.readouterr().out)["costs"]
+    assert costs["step_us"] == 8000.0 and costs["recompute_us"] == 0.0
+    assert main([*argv[:-2], "--step-ms", "-1"]) == 2
+    assert "--step-ms" in capsys.readouterr().err
 
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"))]
