@@ -34,7 +34,7 @@ from .._errors import ConfigError
 from ._device_rows import DeviceRows
 from ._feature_buffer import Pin
 from ._source import FeatureSource
-from ._tier import FeatureTier, tier_counts
+from ._tier import CachedTier, FeatureTier, tier_counts
 
 LOAD_CHUNK = 1 << 14  # rows per read while loading the device rows
 
@@ -116,24 +116,18 @@ class DeviceFeatureCache:
         return hit_pos, slots[hit_pos].astype(np.int64), np.flatnonzero(~held)
 
 
-class GpuTier(FeatureTier):
+class GpuTier(CachedTier):
     """The :class:`DeviceFeatureCache` over ``fallback`` (see the module)."""
 
     name = "gpu"
 
     def __init__(self, fallback: FeatureTier, cache: DeviceFeatureCache) -> None:
-        super().__init__(fallback, fallback.num_rows, fallback.dim)
-        if (cache.num_nodes, cache.dim) != (fallback.num_rows, fallback.dim):
-            raise ConfigError(f"GPU tier over {cache.num_nodes} rows of dim {cache.dim}, its fallback has "
-                              f"{fallback.num_rows} of dim {fallback.dim}")
-        self.cache, self._below = cache, fallback
+        super().__init__(fallback, cache, "GPU tier")
+        self.cache: DeviceFeatureCache = cache
 
     def _check_loaded(self) -> None:
         if not self.cache.loaded and len(self.cache.nodes):
             raise ConfigError("the GPU tier's rows are not loaded; await cache.load(source) first")
-
-    def passed_down(self, ids: np.ndarray) -> np.ndarray:
-        return self._below.passed_down(ids[self.cache.slots_of(ids) < 0])
 
     async def _read_batch(self, ids: np.ndarray, out: np.ndarray, pin: Pin | None) -> DeviceRows | None:
         self._check_loaded()

@@ -19,7 +19,7 @@ from .._errors import ConfigError
 from ._feature_buffer import Pin
 from ._source import FeatureSource
 from ._static_kernels import merge_static_rows
-from ._tier import FeatureTier, tier_counts
+from ._tier import CachedTier, FeatureTier, tier_counts
 
 LOAD_CHUNK = 1 << 14  # rows per read while loading (the source stages them within its own budget)
 
@@ -82,7 +82,7 @@ class StaticFeatureCache:
                 "hit_rate": c["hits"] / c["rows"] if c["rows"] else 0.0}
 
 
-class StaticTier(FeatureTier):
+class StaticTier(CachedTier):
     """The static cache over ``fallback``: hits merged from :class:`StaticFeatureCache`, misses read
     by the fallback into the prefix of ``out`` (GraphBolt's ``CPUCachedFeature(fallback, cache)``).
     The batch's look-ahead ``pin`` goes down with the misses (the buffer below advances it)."""
@@ -90,14 +90,8 @@ class StaticTier(FeatureTier):
     name = "static"
 
     def __init__(self, fallback: FeatureTier, cache: StaticFeatureCache) -> None:
-        super().__init__(fallback, fallback.num_rows, fallback.dim)
-        if (cache.num_nodes, cache.dim) != (fallback.num_rows, fallback.dim):
-            raise ConfigError(f"static cache over {cache.num_nodes} rows of dim {cache.dim}, its fallback has "
-                              f"{fallback.num_rows} of dim {fallback.dim}")
-        self.cache, self._below = cache, fallback
-
-    def passed_down(self, ids: np.ndarray) -> np.ndarray:
-        return self._below.passed_down(ids[self.cache.slots_of(ids) < 0])
+        super().__init__(fallback, cache, "static cache")
+        self.cache: StaticFeatureCache = cache
 
     async def _read(self, ids: np.ndarray, out: np.ndarray, pin: Pin | None) -> None:
         slots = self.cache.lookup(ids)

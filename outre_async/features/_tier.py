@@ -133,6 +133,22 @@ class FeatureTier(abc.ABC):
         return int64_ids(arr)
 
 
+class CachedTier(FeatureTier):
+    """A tier holding some rows itself over ``fallback`` (the static and GPU tiers): ``cache`` has
+    ``num_nodes``, ``dim`` and ``slots_of(ids)`` (< 0 where it holds no row), must cover the same rows
+    as its fallback, and passes down exactly the ids it does not hold."""
+
+    def __init__(self, fallback: FeatureTier, cache: Any, label: str) -> None:
+        super().__init__(fallback, fallback.num_rows, fallback.dim)
+        if (cache.num_nodes, cache.dim) != (fallback.num_rows, fallback.dim):
+            raise ConfigError(f"{label} over {cache.num_nodes} rows of dim {cache.dim}, its fallback has "
+                              f"{fallback.num_rows} of dim {fallback.dim}")
+        self.cache, self._below = cache, fallback
+
+    def passed_down(self, ids: np.ndarray) -> np.ndarray:
+        return self._below.passed_down(ids[self.cache.slots_of(ids) < 0])
+
+
 def tier_counts(hits: int, misses: int) -> dict[str, int | float]:
     """The contract's three counters with the hit rate (over rows asked)."""
     rows = hits + misses
