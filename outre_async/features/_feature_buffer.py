@@ -40,13 +40,21 @@ find them valid or await the read.  Never waits for slots.  igb-like, ordered co
 epoch (``benchmarks/simulate_cache_policies.py``): a sliding read-ahead of the next batch 1.005 M
 I/Os for 1.14 M rows (1.03x Belady's MIN); windows of up to 8 batches 0.83 M I/Os, 1.23 M rows
 (1.11x); 16: 0.71 M, 1.24 M (1.12x); 24: 0.68 M, 1.25 M.  Rows read early hold slots until their
-batch comes, which is what costs the rows above MIN.
+batch comes, which is what costs the rows above MIN.  A window is read as one request per batch it
+serves (``_window_plan.window_groups``: each merged read goes with the first batch that needs it; the
+piece's own request takes those that hold its rows), at that batch's priority (``_read_priority``), in
+tasks of the buffer's (:meth:`aclose` ends them): read as one request, every batch of the window waited
+for all of it and the next window was planned only then, so the disk idled between windows.
+
+Copies: a piece of at least ``COPY_OFF_LOOP_BYTES`` is copied into the batch matrix by the buffer's copy
+thread (:meth:`_copy_out`), so the event loop reaps and submits reads meanwhile.
 
 Waiting: a piece waits for a release only when every slot is held by a piece being read or copied
 (each of which finishes without needing more slots), so a buffer of any size ≥ 1 row never
 deadlocks; :meth:`extract` caps a piece at ``piece_rows`` so concurrent batches share the slots.
 
-Only the event loop thread touches this object (no locks).  Cancellation rule: a cancelled
+Only the event loop thread touches this object's state (no locks); the copy thread only reads slots a
+piece holds and writes that piece's part of a batch matrix.  Cancellation rule: a cancelled
 :meth:`fill` still lets the reads it submitted finish inside the source, marks its unread rows
 invalid so nobody waits on them forever; :meth:`extract` releases its piece and leaves no slot held.
 """
@@ -54,6 +62,8 @@ invalid so nobody waits on them forever; :meth:`extract` releases its piece and 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -62,7 +72,9 @@ import numpy as np
 from .._errors import ConfigError
 from . import _buffer_kernels as K
 from ._policies import check_policy
-from ._window_plan import plan_window
+from ._disk_source import uncancellable
+from ._read_priority import URGENT, read_priority
+from ._window_plan import plan_window, window_groups
 
 
 class SlotReader(Protocol):
@@ -77,6 +89,7 @@ READ_AHEAD = 16  # queued batches after an unplanned one that its window may rea
 NEXT_USE_BUCKETS = 256  # next-use lists, one per queued seq modulo this (above any queue's span of seqs)
 
 
+COPY_OFF_LOOP_BYTES = 1 << 20  # pieces at least this large are copied by the copy thread (``_copy_out``)
 SLOT_ALIGN = 4096  # slots of sector-multiple rows can take O_DIRECT reads straight from the file
 
 
@@ -126,6 +139,7 @@ class Pin:
     ids: np.ndarray
     taken: int = 0
     seq: int = -1  # the queued batch's seq (next-use eviction orders rows by it)
+    order: int = -1  # pinned-order number, across epochs too: the priority of the batch's reads (``_read_priority``)
     planned: bool = False  # an earlier batch's window read its missing rows (``_read_ahead``)
 
     def advance(self, n: int, *, withdrawn: bool = False) -> None:
@@ -180,8 +194,13 @@ class FeatureBuffer:
         self._next_reader = 0
         self._released = asyncio.Event()
         self._pinned = 0
+        self._pin_order = 0
+        self._window_reads: set[asyncio.Task[None]] = set()  # a window's later requests (``_read_window``)
+        self._copier: ThreadPoolExecutor | None = None  # copies large pieces off the loop (``_copy_out``)
         # rows per action: _actions (see stats); windows: window plans read, window_batches: batches they planned
-        self.counters = {"acquire_waits": 0, "pieces": 0, "read_ahead_rows": 0, "windows": 0, "window_batches": 0}
+        # window_requests: the requests those windows were read in (``_window_plan.window_groups``)
+        self.counters = {"acquire_waits": 0, "pieces": 0, "read_ahead_rows": 0, "windows": 0, "window_batches": 0,
+                         "window_requests": 0}
         self._actions = np.zeros(3, dtype=np.int64)  # rows per action (HIT, READ, WAIT) so far
         self._ahead_actions = np.zeros(3, dtype=np.int64)  # the same for rows read ahead (not batch rows)
 
@@ -204,7 +223,8 @@ class FeatureBuffer:
         else:
             K.announce(ids, self._nodes, self._rec)
         self._pinned += len(ids)
-        pin = self._pins[seq] = Pin(self, ids, seq=seq)
+        self._pin_order += 1
+        pin = self._pins[seq] = Pin(self, ids, seq=seq, order=self._pin_order)
         return pin
 
     def _withdraw(self, ids: np.ndarray, seq: int) -> None:
@@ -234,23 +254,26 @@ class FeatureBuffer:
             try:
                 if pin is not None:
                     pin.advance(n, withdrawn=unpin)
-                ahead = self._read_ahead(pin, limit - n, acq.ids[acq.read_mask])
-                await self.fill(acq, source, ahead)
-                self.release(acq, copy_to=out[pos : pos + n])
+                ahead = self._read_ahead(pin, limit - n, acq.ids[acq.read_mask], source)
+                with read_priority(pin.order if pin is not None else URGENT):
+                    await self.fill(acq, source, ahead)
+                await self._copy_out(acq, out[pos : pos + n])
             finally:
                 self.release(acq)
                 if ahead is not None:
                     self.release(ahead)
             pos += n
 
-    def _read_ahead(self, pin: Pin | None, room: int, own: np.ndarray) -> Acquisition | None:
+    def _read_ahead(self, pin: Pin | None, room: int, own: np.ndarray, source: SlotReader) -> Acquisition | None:
         """Slots for the window's rows (``_window_plan``): when no window planned this batch, the
         missing rows (no slot holds them) that share a merged read, of up to ``read_ahead`` queued
         batches after it, whole batches while the rows planned fit ``room`` and the standby slots no
-        queued batch needs; read with this piece in one request, so the source merges neighbouring
-        rows of the window into few reads.  Never waits
-        (None when nothing is planned or no slot is on standby).  The rows stay pinned by their own
-        batches, which find them valid, or being read (they then await this piece's read)."""
+        queued batch needs.  The rows whose merged reads hold a row of the piece are returned, to be
+        read in the piece's request; the rest are read now, one request per batch they serve first
+        (:meth:`_read_window`), so the source merges neighbouring rows of the window into few reads
+        and each batch goes as soon as its own request is in.  Never waits (None when nothing is
+        planned, no slot is on standby or no planned row merges with the piece's).  The rows stay
+        pinned by their own batches, which find them valid, or being read (they then await the read)."""
         if pin is None or self.read_ahead <= 0 or room <= 0 or pin.planned or self.merge_rows < 1:
             return None
         queued = []
@@ -261,18 +284,94 @@ class FeatureBuffer:
             queued.append(nxt)
         if not queued:
             return None
-        missing = ((rest := p.ids[p.taken :])[self._nodes[rest, K.SLOT] < 0] for p in queued)  # lazily
-        ids, batches = plan_window(own, missing, min(room, self.cold_slots()), self.merge_rows)
+        seen: list[np.ndarray] = []  # the missing rows plan_window looked at, batch by batch
+
+        def missing() -> Iterator[np.ndarray]:  # lazily: a batch's rows are looked up only if the window gets that far
+            for p in queued:
+                rest = p.ids[p.taken :]
+                seen.append(rest[self._nodes[rest, K.SLOT] < 0])
+                yield seen[-1]
+
+        ids, batches = plan_window(own, missing(), min(room, self.cold_slots()), self.merge_rows)
         for p in queued[:batches]:
             p.planned = True
         if not len(ids):
             return None
         acq = self._try_acquire(ids, len(ids), count=False)
-        if acq is not None:
-            self.counters["windows"] += 1
-            self.counters["window_batches"] += batches
-            self.counters["read_ahead_rows"] += int(acq.read_mask.sum())
-        return acq
+        if acq is None:
+            return None
+        self.counters["windows"] += 1
+        self.counters["window_batches"] += batches
+        self.counters["read_ahead_rows"] += int(acq.read_mask.sum())
+        group = window_groups(own, ids, seen[:batches], self.merge_rows)[: len(acq.ids)]  # acq: a prefix of ids
+        with_piece = None
+        for g in np.unique(group).tolist():  # requests started in the order of the batches they serve
+            part = self._split(acq, group == g)
+            if g == 0:
+                with_piece = part
+            else:
+                self._read_window(part, source, queued[g - 1].order)
+        return with_piece
+
+    async def _copy_out(self, acq: Acquisition, out: np.ndarray) -> None:
+        """Copy the piece's rows into ``out`` and release its slots.  A large piece is copied by the
+        buffer's copy thread (the kernel releases the GIL), so the event loop goes on reaping and
+        submitting reads meanwhile: copied on the loop, a batch's ~60 MB (igb-like) held the loop
+        for tens of ms, longer than the 256 reads in flight last, and the disk sat idle.  The slots
+        stay held, so no read lands in them, until the copy ends, even if the caller is cancelled."""
+        if out.nbytes < COPY_OFF_LOOP_BYTES:
+            self.release(acq, copy_to=out)
+            return
+        if self._copier is None:
+            self._copier = ThreadPoolExecutor(1, thread_name_prefix="outre-copy")
+        loop = asyncio.get_running_loop()
+        try:
+            await uncancellable(loop.run_in_executor(self._copier, K.gather_rows, self.data, acq.slots, out))
+        finally:
+            self.release(acq)
+
+    def _split(self, acq: Acquisition, mask: np.ndarray) -> Acquisition:
+        """The rows ``mask`` picks out of a window's acquisition (every one a read), with a reader of their
+        own: a batch waiting on one of them then waits for that request only."""
+        part = Acquisition(ids=acq.ids[mask], slots=acq.slots[mask], actions=acq.actions[mask])
+        read = part.slots[part.read_mask]
+        if len(read):
+            self._reads.pop(acq.reader, None)  # nobody awaits it yet: the acquisition was just made
+            part.reader = self._next_reader
+            self._next_reader += 1
+            self._reader[read] = part.reader
+            self._reads[part.reader] = asyncio.get_running_loop().create_future()
+        return part
+
+    def _read_window(self, part: Acquisition, source: SlotReader, priority: int) -> None:
+        """Read one request of a window in a task of the buffer's (awaited by the batches that need its rows,
+        cancelled and awaited by :meth:`aclose`), at the priority of the batch it serves first."""
+
+        async def read() -> None:
+            try:
+                with read_priority(priority):
+                    await self.fill(part, source)
+            except Exception:  # noqa: S110  # fill settled the request's future with it: its batches raise it
+                pass
+            finally:
+                self.release(part)
+
+        self.counters["window_requests"] += 1
+        task = asyncio.get_running_loop().create_task(read())  # started in order: the source queues by priority
+        self._window_reads.add(task)
+        task.add_done_callback(self._window_reads.discard)
+
+    async def aclose(self) -> None:
+        """Cancel the window requests still reading and wait for them (the source lets the reads they
+        submitted finish first: the kernel writes into the slots until then)."""
+        tasks = list(self._window_reads)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        if self._copier is not None:  # no copy runs: every piece awaits its own copy
+            self._copier.shutdown(wait=True)
+            self._copier = None
 
     async def acquire(self, ids: np.ndarray, *, limit: int | None = None, unpin: bool = False,
                       seq: int = -1) -> Acquisition:

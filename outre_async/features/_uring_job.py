@@ -11,6 +11,7 @@ import asyncio
 import numpy as np
 
 from .._errors import OutreError
+from ._read_priority import URGENT
 from ._staging import Arena, ReadPlan
 
 
@@ -21,7 +22,7 @@ class UringJob:
 
     __slots__ = ("token", "addrs", "lengths", "offsets", "tags", "needs", "done", "iov", "iov_first",
                  "iov_addrs", "iov_counts", "kept", "next", "inflight", "left", "stopped", "error",
-                 "waiter", "resume", "queued", "settled")
+                 "waiter", "resume", "queued", "settled", "priority")
 
     def __init__(self, token: int, plan: ReadPlan) -> None:
         n = plan.num_reads
@@ -44,6 +45,7 @@ class UringJob:
         self.resume: list[int] = []         # reads to resubmit (short reads)
         self.queued = False
         self.settled = False
+        self.priority = URGENT              # submitted before jobs of larger priority (``_read_priority``)
 
     @classmethod
     def staged(cls, token: int, plan: ReadPlan, arena: Arena) -> UringJob:

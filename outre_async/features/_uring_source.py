@@ -6,9 +6,11 @@ How it works, and why:
   event loop; an eventfd is registered with it (``io_uring_register_eventfd``) and watched with
   ``loop.add_reader``.  The kernel bumps the eventfd whenever it posts a completion; the loop then
   calls :meth:`UringSource._reap`, which drains the completion queue and resolves requests.
-* **A shared in-flight budget.**  Every ``read_rows`` chunk becomes a :class:`_Job` appended to one
-  FIFO queue; :meth:`UringSource._pump` prepares SQEs from the queue while fewer than
-  ``max_in_flight`` reads are outstanding, then makes ONE ``io_uring_submit`` for all of them.  The
+* **A shared in-flight budget.**  Every ``read_rows`` chunk becomes a :class:`_Job` in one queue,
+  ordered by the priority of the batch it serves, then by arrival (``_read_priority``: a window's
+  later requests must not hold back an earlier batch's own reads); :meth:`UringSource._pump` prepares
+  SQEs from the queue's head while fewer than ``max_in_flight`` reads are outstanding, then makes ONE
+  ``io_uring_submit`` for all of them.  The
   pump runs when work arrives and after every reap, so completions of one batch immediately make
   room for the next batch's reads: the device queue stays fed across batch boundaries and
   concurrent callers share it.
@@ -40,9 +42,9 @@ from __future__ import annotations
 
 import asyncio
 import errno as errno_mod
+import heapq
 import os
 import time
-from collections import deque
 from typing import Any
 
 import numpy as np
@@ -51,6 +53,7 @@ from .._errors import ConfigError, OutreError, PipelineClosed
 from ..store._dataset import Dataset
 from . import _uring_kernels as K
 from ._disk_source import FeatureFile, IOConfig, _DiskSource, uncancellable
+from ._read_priority import READ_PRIORITY
 from ._staging import Arena, ReadPlan, resume_at
 from ._uring_job import UringJob as _Job
 
@@ -79,7 +82,8 @@ class UringSource(_DiskSource):
         self._cqe_res = np.zeros(self.REAP_SLICE, dtype=np.int32)
         self._bad = np.zeros((self.REAP_SLICE, 2), dtype=np.int64)  # (read, res) of incomplete reads
         self._jobs: dict[int, _Job] = {}
-        self._queue: deque[_Job] = deque()
+        self._queue: list[tuple[int, int, _Job]] = []  # a heap: (priority, arrival, job)
+        self._arrivals = 0
         self._token = 0
         self._broken: OutreError | None = None
         self._idle: asyncio.Future[None] | None = None
@@ -146,6 +150,7 @@ class UringSource(_DiskSource):
         return self._launch(_Job.staged(self._token, plan, arena))
 
     def _launch(self, job: _Job) -> _Job:
+        job.priority = READ_PRIORITY.get()
         self._jobs[job.token] = job
         self._counters["runs"] += len(job.offsets)
         self._enqueue(job)
@@ -182,7 +187,8 @@ class UringSource(_DiskSource):
     def _enqueue(self, job: _Job) -> None:
         if not job.queued:
             job.queued = True
-            self._queue.append(job)
+            self._arrivals += 1
+            heapq.heappush(self._queue, (job.priority, self._arrivals, job))
 
     # -- submission --------------------------------------------------------------------------------
     def _pump(self) -> None:
@@ -190,13 +196,13 @@ class UringSource(_DiskSource):
         budget = self.depth - self._flight.now
         queue, count, batch = self._queue, 0, []
         while budget > count and queue:
-            job = queue[0]
+            job = queue[0][2]
             if job.has_work():
                 n = self._prepare(job, budget - count)
                 batch.append((job, n))
                 count += n
             if not job.has_work():
-                queue.popleft()
+                heapq.heappop(queue)
                 job.queued = False
         if count:
             self._flight.change(count)

@@ -25,12 +25,19 @@ while the rows it plans fit ``room`` (the extracting piece's share of the slots,
 on standby), so a plan never holds more than that share and other extractors still find slots; the
 first batch that does not fit ends the window (and plans its own).
 
+Which request reads what (:func:`window_groups`): the window is not read as one request.  Its merged
+reads (*extents*: rows at most ``near`` ids apart, the same rule the source merges by, so splitting
+the plan between requests along extents merges exactly as one request would) are grouped by the
+first batch that needs a row of them: the extracting piece's own rows are group 0 (read with the
+piece), a queued batch ``k`` of the window group ``k``.  Each group is one request with its own
+priority (``_read_priority``), so the batches of a window go one after another as their reads land,
+instead of all at the end, and the next window starts while this one's last reads are in flight.
 Pure: arrays in, arrays out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -109,3 +116,23 @@ def _planned_from(own: np.ndarray, batches: list[np.ndarray], near: int) -> tupl
     start[order] = np.maximum(present, near_from)
     return rows, start[len(own) :]
 
+
+def window_groups(own: np.ndarray, rows: np.ndarray, missing: Sequence[np.ndarray], near: int) -> np.ndarray:
+    """The request group of each planned row (``rows``, sorted unique, none in ``own``): 0 if its extent
+    (the rows of ``own ∪ rows`` chained by gaps of at most ``near`` ids) holds a row of ``own``, else
+    ``k`` for the first queued batch ``missing[k-1]`` that misses a row of its extent."""
+    if not len(rows):
+        return np.zeros(0, np.int64)
+    union = np.union1d(own, rows)
+    extent = np.concatenate([[0], np.cumsum(np.diff(union) > max(near, 0))])
+    first = np.full(len(union), len(missing) + 1, np.int64)  # the group each union row asks for
+    first[np.searchsorted(union, own)] = 0
+    if missing:
+        asked = np.concatenate(missing).astype(np.int64, copy=False)
+        by = np.repeat(np.arange(1, len(missing) + 1, dtype=np.int64), [len(m) for m in missing])
+        pos = np.minimum(np.searchsorted(union, asked), len(union) - 1)
+        inside = union[pos] == asked
+        np.minimum.at(first, pos[inside], by[inside])
+    group = np.full(int(extent[-1]) + 1, len(missing) + 1, np.int64)
+    np.minimum.at(group, extent, first)
+    return group[extent[np.searchsorted(union, rows)]]

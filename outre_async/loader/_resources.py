@@ -93,6 +93,7 @@ class Resources:
 
     async def close(self) -> None:
         try:
+            await self.buffer.aclose()  # its window requests read through the source: before the source closes
             if self.owns_source:
                 await self.source.aclose()
         finally:

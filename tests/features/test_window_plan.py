@@ -60,11 +60,12 @@ class Recording(FeatureBuffer):
 
     windows: list[tuple[int, int, int]]
 
-    def _read_ahead(self, pin: Pin | None, room: int, own: np.ndarray) -> Acquisition | None:
-        cold = self.cold_slots()
-        acq = super()._read_ahead(pin, room, own)
-        if acq is not None:
-            self.windows.append((len(acq.ids), room, cold))
+    def _read_ahead(self, pin: Pin | None, room: int, own: np.ndarray, source: Any) -> Acquisition | None:
+        cold, before = self.cold_slots(), self.counters["read_ahead_rows"]
+        acq = super()._read_ahead(pin, room, own, source)
+        rows = self.counters["read_ahead_rows"] - before  # every request of the window, the piece's and the rest
+        if rows:
+            self.windows.append((rows, room, cold))
         return acq
 
 
