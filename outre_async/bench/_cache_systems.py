@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ._systems import OutrePart, RunSpec, _partition_name, register_system
+from ._systems import OutrePart, RunSpec, _partition_name, disk_grid, register_system
 
 
 @register_system
@@ -28,7 +28,7 @@ class OutreHist(OutrePart):
                                   memory_budget=spec.options.get("memory_budget"),
                                   parts_per_batch=int(spec.options.get("parts_per_batch", 4)),
                                   neighbor_cache=int(spec.options.get("neighbor_cache", 64 << 20)),
-                                  history=history, device=spec.device, **self.loader_options)
+                                  history=history, device=spec.device, **disk_grid(ds, spec), **self.loader_options)
         return iter(self.loader)
 
     def stats(self) -> dict[str, Any]:
@@ -74,9 +74,10 @@ class OutreAuto(OutrePart):
         out = super().prepare(dataset_dir, spec)
         start = time.perf_counter()
         # --step-ms: the step the child runs is a fixed wait, and the plan and its prediction model that
-        meta = profile(open_dataset(dataset_dir), name=self._profile_name(spec), max_batches=spec.options.get(
+        ds = open_dataset(dataset_dir)
+        meta = profile(ds, name=self._profile_name(spec), max_batches=spec.options.get(
             "profile_batches"), cache_split=self._split(spec), step_seconds=spec.step_ms / 1e3 if spec.step_ms > 0 else None,
-            **self._options(spec))
+            **self._options(spec), **disk_grid(ds, spec))
         out.update(profile=meta["path"], profile_seconds=time.perf_counter() - start,
                    predicted_epoch_seconds=meta["predicted"]["epoch_seconds"], split=meta["memory"]["split"],
                    alpha=meta.get("alpha"))
@@ -86,7 +87,7 @@ class OutreAuto(OutrePart):
         from ..loader import OutreLoader
 
         # opened here, in the untimed setup: the static feature cache is read once per run, not per epoch
-        self.loader = OutreLoader(ds, profile=self._profile_name(spec), **self._options(spec)).start()
+        self.loader = OutreLoader(ds, profile=self._profile_name(spec), **self._options(spec), **disk_grid(ds, spec)).start()
         return iter(self.loader)
 
     def _options(self, spec: RunSpec) -> dict[str, Any]:

@@ -43,6 +43,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", type=checks.device, default="auto",
                    help="training device: auto (CUDA when present, the default), cpu, cuda or cuda:N; the "
                         "loaders copy their batches there")
+    p.add_argument("--disk-grid", action="store_true",
+                   help="give the outre systems the device's probe grid (outre probe's, cached per device; measured "
+                        "once, ~10 s, untimed): reads in flight and merge holes from it, and each run reports the "
+                        "disk's limit for the reads it issued (epoch_io limit_seconds, vs_limit)")
+    p.add_argument("--probe-cache-dir", type=Path, help="where --disk-grid's probe is cached "
+                   "(default: $XDG_CACHE_HOME/outre/probe or ~/.cache/outre/probe)")
     p.add_argument("--set", dest="set_options", action="append", type=_system_option, default=[],
                    metavar="SYSTEM.KEY=VALUE",
                    help="change one option of one system for this run, e.g. outre-hist.admission=grad or "
@@ -68,7 +74,8 @@ def run_command(args: argparse.Namespace, say: Callable[[str], None]) -> dict[st
         "seed": args.seed, "out_dir": args.out, "data_dir": args.data_dir.expanduser(), "timeout_s": args.timeout,
         "compute_only": args.compute_only, "probe_seconds": args.probe_seconds, "command": _command_line(args),
         "systems": systems, "set_options": _merge_set_options(args.set_options),
-        "step_ms": args.step_ms, "device": args.device,
+        "step_ms": args.step_ms, "device": args.device, "disk_grid": args.disk_grid,
+        "probe_cache_dir": args.probe_cache_dir,
     }
     options = {k: v for k, v in options.items() if v is not None or k == "cap"}
     config = SuiteConfig.quick_of(**options) if args.quick else SuiteConfig(**options)
@@ -129,6 +136,8 @@ def _command_line(args: argparse.Namespace) -> str:
             words += ["--" + flag.replace("_", "-"), str(value)]
     if args.step_ms:
         words += ["--step-ms", f"{args.step_ms:g}"]
+    if args.disk_grid:
+        words += ["--disk-grid"]
     if args.device != "auto":
         words += ["--device", args.device]
     words += ["--out", str(args.out), "--seed", str(args.seed)] + ([] if args.compute_only else ["--no-compute-only"])

@@ -51,6 +51,8 @@ class SuiteConfig:
     set_options: dict[str, dict[str, Any]] = field(default_factory=dict)  # --set: system -> {key: value}
     step_ms: float = 0.0   # --step-ms: > 0 replaces the training step by a wait of this many ms
     device: str = "auto"   # --device: auto, cpu, cuda or cuda:N (resolved once, by the harness)
+    disk_grid: bool = False  # --disk-grid: the outre systems read with the device's probe grid (cached)
+    probe_cache_dir: Path | None = None  # --probe-cache-dir: where that grid is cached (None: the CLI's default)
 
     def __post_init__(self) -> None:
         get_preset(self.preset)
@@ -112,6 +114,12 @@ def run_suite(config: SuiteConfig, say: Callable[[str], None] = print) -> dict[s
     spec = RunSpec(dataset=str(path), fanouts=preset.fanouts, batch_size=preset.batch_size, hidden=preset.hidden,
                    lr=preset.lr, seed=config.seed, max_batches=config.max_batches, val_nodes=config.val_nodes,
                    step_ms=config.step_ms, device=device)
+    if config.disk_grid:  # measured once per device (untimed), read again by each outre child
+        from ..profiling._probe_cli import default_cache_dir, probe_for_loader
+
+        cache_dir = config.probe_cache_dir or default_cache_dir()
+        probe_for_loader(ds.features_path, cache_dir, say)
+        spec = replace(spec, probe_cache_dir=str(cache_dir))
     started = dt.datetime.now().astimezone()
     machine = machine_facts(path)
     say(f"probing random {ds.row_layout.stride}-byte reads on {ds.features_path.name} for {config.probe_seconds:.0f} s ...")

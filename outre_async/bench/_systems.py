@@ -62,6 +62,7 @@ class RunSpec:
     step_ms: float = 0.0          # > 0: the training step is a fixed wait of this many ms (--step-ms)
     device: str = "cpu"           # the training device (--device, resolved by the harness: "cpu", "cuda:0")
     options: dict[str, Any] = field(default_factory=dict)  # this system's own options (from the preset)
+    probe_cache_dir: str = ""     # --disk-grid: the outre systems' loaders get the device's cached probe grid
 
 
 class System:
@@ -284,7 +285,7 @@ class Outre(System):
         seeds, shuffle = run_seeds(ds, spec)
         self.loader = OutreLoader(ds, split=seeds, fanouts=list(spec.fanouts), batch_size=spec.batch_size,
                                   seed=spec.seed, shuffle=shuffle, memory_budget=spec.options.get("memory_budget"),
-                                  device=spec.device, **self.loader_options)
+                                  device=spec.device, **disk_grid(ds, spec), **self.loader_options)
         return iter(self.loader)
 
     def stats(self) -> dict[str, Any]:
@@ -299,7 +300,7 @@ class Outre(System):
                 "rows_from_disk": int((s.get("epoch_io") or {}).get("rows_from_disk", buf.get("reads", 0))),
                 "extra": {"backend": s.get("backend"), "buffer_rows": s.get("buffer_rows"),
                           "loader_stall_seconds": s.get("stall_seconds"), "io": s.get("io", {}),
-                          "buffer": buf, "tiers": tiers,
+                          "buffer": buf, "tiers": tiers, "epoch_io": s.get("epoch_io"),
                           # thread CPU of each stage (issue 15): what the loader takes from training
                           "cpu_seconds": {"sample": s.get("sample_cpu_seconds"),
                                           "extract": s.get("extract_cpu_seconds"),
@@ -340,7 +341,7 @@ class OutrePart(Outre):
     def open(self, ds: Any, spec: RunSpec) -> Iterator[Any]:
         from ..loader import OutreLoader
 
-        self.loader = OutreLoader(ds, **self.loader_kwargs(spec))
+        self.loader = OutreLoader(ds, **self.loader_kwargs(spec), **disk_grid(ds, spec))
         return iter(self.loader)
 
     def loader_kwargs(self, spec: RunSpec) -> dict[str, Any]:
@@ -360,6 +361,24 @@ class OutrePart(Outre):
         out = super().stats()
         out["extra"]["neighbor_lists"] = self.loader.stats().get("neighbor_lists")
         return out
+
+
+def disk_grid(ds: Any, spec: RunSpec) -> dict[str, Any]:
+    """``{"disk_probe": grid}`` with ``--disk-grid`` (the harness cached the grid of the features' device),
+    else nothing: the loader's defaults."""
+    if not spec.probe_cache_dir:
+        return {}
+    from pathlib import Path
+
+    from .._errors import ConfigError
+    from ..features._disk_probe import read_cached
+
+    cache = Path(spec.probe_cache_dir)
+    grid = read_cached(ds.features_path, cache) or read_cached(ds.features_path, cache, direct=False)
+    if grid is None:
+        raise ConfigError(f"--disk-grid: no probe of {ds.features_path}'s device in {cache}; run outre probe "
+                          f"{ds.features_path} --cache-dir {cache}")
+    return {"disk_probe": grid}
 
 
 def _partition_name(spec: RunSpec) -> str:

@@ -71,8 +71,8 @@ import numpy as np
 
 from .._errors import ConfigError
 from . import _buffer_kernels as K
-from ._policies import check_policy
 from ._disk_source import uncancellable
+from ._policies import check_policy
 from ._read_priority import URGENT, read_priority
 from ._window_plan import plan_window, window_groups
 

@@ -149,3 +149,36 @@ def test_bench_flags_are_checked_before_anything_runs(tmp_path: Path, capsys: py
     assert main([*base, "--device", "cuda:99", "--systems", "sync"]) == 2
     err = capsys.readouterr().err
     assert "no such device" in err and "available: cpu" in err and len(err.strip().splitlines()) == 1
+
+
+def test_disk_grid_gives_the_outre_systems_the_devices_probe_and_a_disk_limit(tiny: Path, tmp_path: Path) -> None:
+    """``--disk-grid``: the loader reads with the cached grid of the features' device (its reads in flight
+    come from it) and the run reports the disk's limit for the reads it issued; no grid cached for a
+    device is a named error, not a silent default."""
+    from outre_async.bench._systems import Outre, disk_grid
+    from outre_async.features._disk_probe import DEPTHS, SIZES, DiskProbe, ProbeCell, cache_file, device_of, in_flight_for
+
+    ds = oa.open_dataset(tiny)
+    cache = tmp_path / "probe"
+    with pytest.raises(oa.ConfigError, match="--disk-grid: no probe"):
+        disk_grid(ds, _spec(tiny, probe_cache_dir=str(cache)))
+    device = device_of(ds.features_path)
+    cells = tuple(ProbeCell(depth=d, size=z, iops=float(min(d, 8) * 10000 // (1 + z // 65536)),
+                            bytes_per_s=float(min(d, 8) * 10000 // (1 + z // 65536) * z), reads=1, seconds=0.4)
+                  for d in DEPTHS for z in SIZES)
+    probe = DiskProbe(path=str(ds.features_path), file_bytes=1, direct=True, device=device, measured_at=time.time(),
+                      seconds_per_cell=0.4, cells=cells)
+    cache.mkdir()
+    cache_file(cache, device, True).write_text(__import__("json").dumps(probe.to_json()))
+    spec = _spec(tiny, probe_cache_dir=str(cache), options={"memory_budget": "16MiB"})
+    assert disk_grid(ds, spec)["disk_probe"].cells == cells
+    system = Outre()
+    try:
+        for _ in system.open(ds, spec):
+            pass
+        extra = system.stats()["extra"]
+    finally:
+        system.close()
+    assert extra["io"]["max_in_flight"] == in_flight_for(probe, ds.row_layout.stride)  # from the grid
+    assert extra["epoch_io"]["ios"] > 0  # the tiny graph's rows came from the disk
+    assert extra["epoch_io"]["limit_seconds"] > 0 and extra["epoch_io"]["vs_limit"] > 0

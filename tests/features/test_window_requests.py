@@ -16,8 +16,7 @@ import pytest
 from conftest import run
 
 import outre_async as oa
-from outre_async.features import _buffer_kernels
-from outre_async.features import detect_io_uring, open_source
+from outre_async.features import _buffer_kernels, detect_io_uring, open_source
 from outre_async.features._feature_buffer import COPY_OFF_LOOP_BYTES, FeatureBuffer
 from outre_async.features._read_priority import READ_PRIORITY, URGENT, read_priority
 from outre_async.features._window_plan import plan_window, window_groups
@@ -28,7 +27,7 @@ pytestmark = pytest.mark.timeout(120)
 def reference_groups(own: set[int], rows: list[int], missing: list[set[int]], near: int) -> list[int]:
     union = sorted(own | set(rows))
     extents, cur = [], [union[0]]
-    for a, b in zip(union, union[1:]):
+    for a, b in zip(union, union[1:], strict=False):
         if b - a <= near:
             cur.append(b)
         else:
@@ -107,7 +106,7 @@ def test_batches_of_a_window_go_as_their_own_request_lands() -> None:
         await second
         await buf.extract(batches[3], outs[3], src, pin=pins[3])
         assert len(src.requests) == 4  # nothing read twice
-        for b, out in zip(batches, outs):
+        for b, out in zip(batches, outs, strict=True):
             assert out.tobytes() == features[b].tobytes()
         await buf.aclose()
         assert buf.free_slots() == buf.num_slots and buf.pinned_rows() == 0

@@ -13,7 +13,7 @@ from conftest import generated
 import outre_async as oa
 from outre_async.features import detect_io_uring
 from outre_async.features._disk_probe import DiskProbe, ProbeCell, in_flight_for
-from outre_async.loader._epoch_io import IOMark, ProbeRate, epoch_io, probe_rate
+from outre_async.loader._epoch_io import IOMark, ProbeRate, disk_limit_seconds, epoch_io, known_rate, probe_rate
 from outre_async.plan import MissCosts
 
 NEEDS_URING = pytest.mark.skipif(not detect_io_uring(), reason="io_uring unavailable here")
@@ -47,6 +47,34 @@ def test_probe_rate_takes_the_depth_at_or_below() -> None:
     assert probe_rate(by_depth, 16, 4096, True).iops_at_depth == 60.0
     assert probe_rate(by_depth, 999, 4096, False) == ProbeRate(iops_at_depth=65.0, peak_iops=65.0, depth=999,
                                                                read_bytes=4096, direct=False)
+
+
+def test_the_disk_limit_is_reads_at_their_mean_size_or_bytes_over_bandwidth() -> None:
+    """A read costs 10 µs + its bytes at 1 GB/s (the linear model the grid is interpolated by)."""
+    cost = {4096: 10e-6 + 4096e-9, 65536: 10e-6 + 65536e-9}
+    cells = tuple(ProbeCell(depth=d, size=z, iops=1 / t, bytes_per_s=z / t, reads=1, seconds=1.0)
+                  for d in (64, 256) for z, t in cost.items())
+    probe = DiskProbe(path="f", file_bytes=1 << 30, direct=True, device={"key": "k"}, measured_at=0.0,
+                      seconds_per_cell=0.4, cells=cells)
+    rate = known_rate(probe, None, 4096, 256)
+    assert rate is not None and [z for z, _ in rate.read_seconds] == [4096, 65536]
+    assert [t for _, t in rate.read_seconds] == pytest.approx([cost[4096], cost[65536]])
+    # 1000 reads of 16 KiB on average: 1000 x (10 µs + 16384 ns)
+    assert disk_limit_seconds(rate, 1000, 1000 * 16384) == pytest.approx(1000 * (10e-6 + 16384e-9))
+    # past the largest size the line goes on, but never below the bytes over the best bandwidth
+    big = 10 * (1 << 20)
+    assert disk_limit_seconds(rate, 10, big) == pytest.approx(max(10 * (10e-6 + (1 << 20) * 1e-9), big / rate.bandwidth))
+    assert disk_limit_seconds(rate, 10, big) > 10 * (10e-6 + (1 << 20) * 1e-9)  # 65 KiB reads: 868 MB/s
+    assert disk_limit_seconds(rate, 0, 0) == 0.0
+    start = IOMark(t=0.0, io={"reads_submitted": 0, "bytes_read": 0, "unique_rows": 0, "busy_seconds": 0.0})
+    end = IOMark(t=0.03, io={"reads_submitted": 1000, "bytes_read": 1000 * 16384, "unique_rows": 1500,
+                             "busy_seconds": 0.03})
+    out = epoch_io(start, end, rate)
+    assert out["limit_seconds"] == pytest.approx(0.0264, abs=1e-3) and out["vs_limit"] == pytest.approx(0.03 / 0.026384, abs=2e-3)
+    single = known_rate(_probe(), None, 4096, 256)  # a one-depth-size profile record has no grid: no limit
+    assert "limit_seconds" not in epoch_io(start, end, ProbeRate(iops_at_depth=1.0, peak_iops=1.0, depth=1,
+                                                                  read_bytes=4096, direct=True))
+    assert single is not None and single.read_seconds
 
 
 def test_disk_probe_must_be_a_probe() -> None:
