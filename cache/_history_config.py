@@ -62,7 +62,10 @@ validity copies stay on the host, where the pull decision is made (the sampler d
 host at sampling time, the loop thread keeps the one clock), so the staleness bound and the
 pipeline-lag rules are the same code whichever the placement.  ``budget`` still sizes the table as a
 whole (:func:`history_bytes`, wherever its parts live); the memory plan counts the host parts in
-``memory_budget`` and the rows as device memory (both as host memory on a CPU device).
+``memory_budget`` and the rows as device memory (both as host memory on a CPU device).  A profile's
+knapsack prices a slot the same way (:func:`slot_prices`): rows on a GPU cost ``memory_budget`` only
+the slot's bookkeeping, and the device budget bounds them in slots; the plan then names the placement
+the loader uses.
 """
 
 from __future__ import annotations
@@ -229,6 +232,18 @@ def slot_prices(cfg: HistoryConfig, device_type: str, device_memory: int | None,
 def history_row_bytes(slots: int, dim: int) -> int:
     """Bytes of the table's rows alone (float32 h^(L-1)): the part ``placement`` may put on the device."""
     return 4 * dim * slots
+
+
+RECORD_MIN_BUFFER = 4096  # the record transfer's smallest host buffer (it grows by powers of two)
+
+
+def record_buffer_bytes(max_rows: int, dim: int, *, rows_on_host: bool) -> int:
+    """The most host bytes the records' reused transfer buffer (``cache._record_transfer``) reaches for
+    batches of at most ``max_rows`` rows: per batch ``8 (4 p + q)`` bytes of indices, ages, degrees and
+    slots (``p`` rows pulled, ``q`` pushed, each at most ``max_rows``) plus ``4 p dim`` for the pulled
+    rows when a host table's rows cross to a GPU (``rows_on_host``), grown to a power of two."""
+    need = 8 * 5 * max_rows + (4 * max_rows * dim if rows_on_host else 0)
+    return max(RECORD_MIN_BUFFER, 1 << max(0, (need - 1).bit_length()))
 
 
 def resolve_placement(cfg: HistoryConfig, device_type: str, row_bytes: int, device_memory: int | None) -> str:

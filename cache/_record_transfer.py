@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from ._history_config import RECORD_MIN_BUFFER
+
 if TYPE_CHECKING:
     from ._history import HistoryTable
 
@@ -40,7 +42,7 @@ class RecordTransfer:
         self._cuda = self.device.type == "cuda"
         self._host = torch.empty(0, dtype=torch.uint8)
         self._copied: torch.cuda.Event | None = None  # after the latest copy out of ``_host`` (CUDA)
-        self.counters = {"transfers": 0, "bytes": 0, "buffers": 0}  # ``buffers``: allocations (growth)
+        self.counters = {"transfers": 0, "bytes": 0, "buffers": 0, "buffer_bytes": 0}  # buffers: allocations
 
     def send(self, arrays: Sequence[np.ndarray], table: HistoryTable,
              slots: np.ndarray) -> tuple[list[torch.Tensor], torch.Tensor]:
@@ -80,8 +82,9 @@ class RecordTransfer:
         if self._copied is not None:
             self._copied.synchronize()
             self._copied = None
-        if len(self._host) < nbytes:
-            size = 1 << max(12, (nbytes - 1).bit_length())
+        if len(self._host) < nbytes:  # at most ``record_buffer_bytes`` (the memory plan's "history transfer")
+            size = max(RECORD_MIN_BUFFER, 1 << max(0, (nbytes - 1).bit_length()))
             self._host = torch.empty(size, dtype=torch.uint8, pin_memory=self._cuda)
             self.counters["buffers"] += 1
+            self.counters["buffer_bytes"] = size
         return self._host

@@ -42,7 +42,11 @@ device, a pull is a gather there at hand-over (:meth:`EpochHistory.record`) and 
 fresh rows there (:meth:`HistoryRecord.exchange`) for a scatter on the loop thread (:meth:`HistoryOwner.apply`),
 with an event between the two threads' CUDA streams (``cache._device_fence``); on the host, the
 pulled rows are gathered there and copied over, and pushes copied back.  The decision (stamps,
-validity copies, the clock, the age check) is the same host code in both: only the rows move.
+validity copies, the clock, the age check) is the same host code in both: only the rows move.  A
+record crosses to the device in one packed ``non_blocking`` copy per step (``cache._record_transfer``):
+its indices, ages, degrees, and the pulled slots (a device table gathers with them there) or the rows
+gathered on the host; a consumer on a CUDA stream of its own waits on the record's event
+(:meth:`HistoryRecord.follow`).
 
 Cancellation rule: only :meth:`HistoryOwner.epoch` awaits (the grace for a running epoch's iterator
 to go; cancelled, it has started nothing); :meth:`EpochHistory.close` ends the epoch's turn on the clock.
@@ -70,7 +74,6 @@ from ..cache._history import (
     decide,
     frontier_counts,
 )
-from ..cache._record_transfer import RecordTransfer
 from ..cache._history_config import (
     HistoryConfig,
     default_window,
@@ -79,6 +82,7 @@ from ..cache._history_config import (
     resolve_admission,
     resolve_placement,
 )
+from ..cache._record_transfer import RecordTransfer
 from ..machine._device import device_memory
 from ..sampling._sampler import NeighborSampler, SampledSubgraph
 from ..sampling._sampler_kernels import HistoryPrune

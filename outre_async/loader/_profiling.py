@@ -24,6 +24,15 @@ the device) are measured on the training device with the other costs (``meta["co
 (``plan._budget_plan``); ``meta["gpu_tier"]`` reports its rows, the row reads it spares and its
 assembly's predicted seconds per epoch.
 
+With ``history=``, a slot is priced at its host bytes under the placement it will have
+(``cache.slot_prices``, :func:`history_prices`): on a GPU whose budget holds them the rows are device
+memory, so a slot costs the cache budget only its bookkeeping (``21 + samplers`` bytes against ``4 h``
+more on the host) and the device budget bounds the slots; ``"auto"`` solves the knapsack for both
+placements and keeps the better, and :func:`apply` sets that placement on the loader's history, so
+the host part the loader counts (``HistoryTable.host_bytes``) is the plan's ``split["history"]``.  A
+pulled row's own cost under that placement (``pull_host_us`` / ``pull_device_us``, measured through
+the record's transfer) is netted from what the slot spares.
+
 ``profile=NAME`` reads ``profile/NAME/`` (refused with a named error if it was measured on another
 dataset, another version of it, or another loader setup); ``profile="auto"`` reads
 ``profile/auto-<hash of the setup>/`` if present, else profiles the first ``AUTO_BATCHES`` batches of
@@ -165,7 +174,8 @@ def run_profile(setup: LoaderSetup, cfg: LoaderConfig, *, name: str | None, max_
     if partitioned is not None:
         list_bytes = np.diff(ds.indptr) * ds.indices.dtype.itemsize + 16
     options = []
-    for offered in prices or [None]:  # each placement the config allows, priced as it will be; the better kept
+    placements: list[SlotPrice | None] = [*prices] or [None]
+    for offered in placements:  # each placement the config allows, priced as it will be; the better kept
         inp = knapsack_input(host, costs, num_nodes=ds.num_nodes, dim=ds.feature_dim, hist_dim=h.dim if h else None,
                              num_samplers=cfg.num_samplers, list_bytes=list_bytes, gpu_held=held, price=offered)
         options.append((*choose(inp, cache_budget, cfg.cache_split), offered))

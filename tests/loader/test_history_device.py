@@ -139,11 +139,12 @@ def test_a_record_crosses_to_the_device_in_one_copy_per_step(dataset: oa.Dataset
     monkeypatch.setattr(EpochHistory, "record", record)
     for name in calls:
         monkeypatch.setattr(torch.Tensor, name, counted(name))
-    _, hist, _ = _train(dataset, placement)
+    _, hist, stats = _train(dataset, placement)
     assert hist["batches"] == 1 + 2 * 14 and hist["pulled"] > 100  # rows pulled: the rows' path ran
     assert calls == {"to": 0, "copy_": hist["batches"], "pin_memory": 0}
     transfers = hist["record_transfers"]
     assert transfers["transfers"] == hist["batches"] and transfers["buffers"] <= 2  # the buffer is reused
+    assert 0 < transfers["buffer_bytes"] <= stats["memory"]["history transfer"]  # within its part of the plan
 
 
 class _ReferenceWrites:

@@ -259,6 +259,7 @@ def _plan_for(ds: oa.Dataset, placement: str, device_budget: int | None, device_
     import dataclasses
 
     from outre_async.cache._history_config import slot_prices
+
     from outre_async.loader._profiling import run_profile
 
     hist = oa.HistoryConfig(staleness=20, dim=WIDE, placement=placement, device_budget=device_budget)
@@ -277,6 +278,7 @@ def _host_arrays(nodes: np.ndarray, ds: oa.Dataset, cfg: object) -> tuple[int, o
     stamps, retired flags and node ids, an epoch's promises and one validity copy per sampler, with
     the rows on another device (``meta`` stands for the GPU, as in ``tests/loader/test_history_device``)."""
     from outre_async.cache._history import HistoryTable
+
     from outre_async.loader._history import HistoryOwner
 
     table = HistoryTable(nodes, ds.num_nodes, WIDE, device="meta")
@@ -314,3 +316,27 @@ def test_a_device_budget_bounds_the_slots_and_auto_keeps_the_better_placement(ds
     # a CPU device's memory is the host's: "device" there is priced as the host's rows, no bound
     cpu = _plan_for(ds, "device", cap * 4 * WIDE, "cpu")
     assert cpu["plan"]["history_slots"] == host["plan"]["history_slots"] and cpu["plan"]["history_max_slots"] is None
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_profile_puts_the_history_rows_on_the_gpu_and_the_host_plan_holds_their_bookkeeping(ds: oa.Dataset) -> None:
+    hist = oa.HistoryConfig(staleness=20, dim=WIDE, device_budget=64 << 20)
+    meta = oa.profile(ds, name="gpu-hist", history=hist, costs=COSTS, device="cuda", **OPTS)
+    host = oa.profile(ds, name="gpu-hist-host", history=oa.HistoryConfig(staleness=20, dim=WIDE, placement="host"),
+                      costs=COSTS, device="cuda", **OPTS)
+    assert meta["plan"]["history_placement"] == "device" and host["plan"]["history_placement"] == "host"
+    assert meta["plan"]["history_slots"] > host["plan"]["history_slots"]
+    loader = oa.OutreLoader(ds, profile="gpu-hist", history=hist, device="cuda", **OPTS)
+    try:
+        table = loader._history.table
+        assert table.rows.device.type == "cuda" and table.device_bytes <= 64 << 20
+        allocated, _ = _host_arrays(table.nodes, ds, loader.config)
+        memory = loader.stats()["memory"]
+        assert memory["history table"] == allocated == meta["memory"]["split"]["history"]
+        model = oa.GraphSAGE(ds.feature_dim, WIDE, 2, ds.num_classes).cuda()
+        for batch in loader:
+            model(batch.x, batch.edge_index, history=batch.history)
+        assert loader.stats()["history"]["batches"] > 0
+        assert memory["planned"] <= memory["budget"]
+    finally:
+        loader.close()
