@@ -31,8 +31,6 @@ from ._history_config import RECORD_MIN_BUFFER
 if TYPE_CHECKING:
     from ._history import HistoryTable
 
-_ALIGN = 8
-
 
 class RecordTransfer:
     """One reusable host buffer (see the module) for records sent to ``device``."""

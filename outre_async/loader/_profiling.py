@@ -283,7 +283,8 @@ def apply(cfg: LoaderConfig, prof: Profile) -> AppliedPlan:
     info = {"name": prof.path.name, "path": str(prof.path), "cache_split": prof.meta.get("cache_split"),
             "alpha": prof.meta.get("alpha"), "planned_split": dict(split), "predicted": prof.meta.get("predicted"),
             "costs": prof.meta.get("costs"), "seconds": prof.meta.get("seconds"), "io": io or None,
-            "gpu_tier": prof.meta.get("gpu_tier")}
+            "gpu_tier": prof.meta.get("gpu_tier"),
+            "history_placement": prof.meta.get("plan", {}).get("history_placement")}
     return AppliedPlan(config=applied, static_rows=prof.arrays["static_rows"],
                        neighbor_nodes=prof.arrays["neighbor_nodes"], info=info)
 
