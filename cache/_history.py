@@ -117,6 +117,11 @@ class HistoryTable:
         """Copies of the rows (a gather on the table's device) and host stamps of ``slots`` (loop thread only)."""
         return self.rows[self._index(slots)], self.stamp[slots].copy()
 
+    def gather(self, index: torch.Tensor) -> torch.Tensor:
+        """Copies of the rows at ``index``, a tensor already on the table's device (loop thread only;
+        ``_record_transfer`` sends it with the batch's other arrays in one copy)."""
+        return self.rows[index]
+
     def _index(self, slots: np.ndarray) -> torch.Tensor:
         """``slots`` as an index on the table's device.  To a GPU the copy is issued without a wait
         (``non_blocking``): from pageable memory the driver stages it before the call returns, and

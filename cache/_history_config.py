@@ -62,13 +62,16 @@ validity copies stay on the host, where the pull decision is made (the sampler d
 host at sampling time, the loop thread keeps the one clock), so the staleness bound and the
 pipeline-lag rules are the same code whichever the placement.  ``budget`` still sizes the table as a
 whole (:func:`history_bytes`, wherever its parts live); the memory plan counts the host parts in
-``memory_budget`` and the rows as device memory (both as host memory on a CPU device).
+``memory_budget`` and the rows as device memory (both as host memory on a CPU device).  A profile's
+knapsack prices a slot the same way (:func:`slot_prices`): rows on a GPU cost ``memory_budget`` only
+the slot's bookkeeping, and the device budget bounds them in slots; the plan then names the placement
+the loader uses.
 """
 
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -173,19 +176,74 @@ def default_window(cfg: HistoryConfig, num_samplers: int, num_extractors: int) -
 
 
 def history_bytes(num_nodes: int, slots: int, dim: int, num_samplers: int) -> int:
-    """RAM of the cache: ``4 N`` (node -> slot) ``+ C (4 dim + 8)`` (rows, stamps) ``+ 4 C`` (the
-    epoch's promises) ``+ C`` (retired flags, admission "grad") ``+ C num_samplers`` (one validity
-    snapshot per sampling batch in flight)."""
+    """Memory of the cache: ``4 N`` (node -> slot) ``+ C (4 dim + 8)`` (rows, stamps) ``+ 8 C`` (the
+    slots' node ids, ``HistoryTable.nodes``) ``+ 4 C`` (the epoch's promises) ``+ C`` (retired flags,
+    admission "grad") ``+ C num_samplers`` (one validity snapshot per sampling batch in flight)."""
     return 4 * num_nodes + slots * history_slot_bytes(dim, num_samplers)
 
 
-def history_slot_bytes(dim: int, num_samplers: int) -> int:
-    return 4 * dim + 8 + 4 + 1 + num_samplers
+def history_slot_bytes(dim: int, num_samplers: int, *, rows_on_host: bool = True) -> int:
+    """Bytes of one slot (:func:`history_bytes`); ``rows_on_host=False``: its host bytes when its row
+    lives in a GPU's memory (placement ``"device"``), the bookkeeping alone."""
+    return (4 * dim if rows_on_host else 0) + SLOT_BOOKKEEPING + num_samplers
+
+
+SLOT_BOOKKEEPING = 8 + 8 + 4 + 1  # per slot on the host whatever the placement: stamp, node id, promise, retired
+
+
+def device_row_budget(cfg: HistoryConfig, device_memory: int | None) -> int:
+    """Device bytes the rows may take: ``cfg.device_budget``, else :data:`DEVICE_SHARE` of the
+    device's memory (unknown: 0)."""
+    return int(cfg.device_budget) if cfg.device_budget is not None else int(DEVICE_SHARE * (device_memory or 0))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SlotPrice:
+    """How the profile's knapsack prices a history slot under one placement (:func:`slot_prices`):
+    its host bytes (``memory_budget``'s share) and the most slots the device holds (None: no bound
+    but the host budget)."""
+
+    placement: str             # "host" or "device": what the loader is then told (``HistoryConfig.placement``)
+    host_bytes: int            # per slot, on the host
+    max_slots: int | None      # the device budget in slots (rows on a GPU), else None
+
+
+def slot_prices(cfg: HistoryConfig, device_type: str, device_memory: int | None, num_samplers: int) -> list[SlotPrice]:
+    """The placements a plan may give the table, each with its price (the profile solves each and
+    keeps the best): rows on the host cost ``4 dim`` host bytes a slot; rows on a GPU cost none of
+    ``memory_budget`` (only the bookkeeping stays there: module docstring) and are bounded by the
+    device budget, ``device_row_budget // 4 dim`` slots.  A CPU device's memory is the host's, so a
+    ``"device"`` table there is priced as a host one (its rows are host memory: the loader counts
+    them in ``memory_budget``, ``HistoryTable.device_bytes``).  ``"auto"`` on a GPU offers both: the
+    device's rows while they fit its budget, or the host's when the host budget buys more."""
+    host = SlotPrice(placement="host", host_bytes=history_slot_bytes(cfg.dim, num_samplers), max_slots=None)
+    if device_type == "cpu":
+        return [host if cfg.placement != "device" else replace(host, placement="device")]
+    budget = device_row_budget(cfg, device_memory)
+    device = SlotPrice(placement="device", host_bytes=history_slot_bytes(cfg.dim, num_samplers, rows_on_host=False),
+                       max_slots=budget // history_row_bytes(1, cfg.dim))
+    if cfg.placement == "device":
+        return [device]
+    if cfg.placement == "host":
+        return [host]
+    return [device, host] if device.max_slots else [host]
 
 
 def history_row_bytes(slots: int, dim: int) -> int:
     """Bytes of the table's rows alone (float32 h^(L-1)): the part ``placement`` may put on the device."""
     return 4 * dim * slots
+
+
+RECORD_MIN_BUFFER = 4096  # the record transfer's smallest host buffer (it grows by powers of two)
+
+
+def record_buffer_bytes(max_rows: int, dim: int, *, rows_on_host: bool) -> int:
+    """The most host bytes the records' reused transfer buffer (``cache._record_transfer``) reaches for
+    batches of at most ``max_rows`` rows: per batch ``8 (4 p + q)`` bytes of indices, ages, degrees and
+    slots (``p`` rows pulled, ``q`` pushed, each at most ``max_rows``) plus ``4 p dim`` for the pulled
+    rows when a host table's rows cross to a GPU (``rows_on_host``), grown to a power of two."""
+    need = 8 * 5 * max_rows + (4 * max_rows * dim if rows_on_host else 0)
+    return max(RECORD_MIN_BUFFER, 1 << max(0, (need - 1).bit_length()))
 
 
 def resolve_placement(cfg: HistoryConfig, device_type: str, row_bytes: int, device_memory: int | None) -> str:
@@ -201,8 +259,7 @@ def resolve_placement(cfg: HistoryConfig, device_type: str, row_bytes: int, devi
         return cfg.placement
     if device_type == "cpu":
         return "host"
-    budget = int(cfg.device_budget) if cfg.device_budget is not None else int(DEVICE_SHARE * (device_memory or 0))
-    return "device" if row_bytes <= budget else "host"
+    return "device" if row_bytes <= device_row_budget(cfg, device_memory) else "host"
 
 
 def slots_for_budget(budget: int, num_nodes: int, dim: int, num_samplers: int) -> int:

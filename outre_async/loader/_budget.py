@@ -19,7 +19,11 @@ most edges one batch can sample, the loader holds at most::
                       (matrix, labels, input_id, piece ids + slots, actions; ``_batch_memory``;
                       default (ready_queue + extractors + 1) x b, b = r x (4 dim + 33))
     reorder buffer    ordered mode: 1.1 x samplers x b for batches sent out of turn (``_out_of_turn``)
-    history table     4 N + C x (4 dim + 12 + samplers)     (with ``history=``: C cached h^(L-1) rows)
+    history table     4 N + C x (4 dim + 21 + samplers)     (with ``history=``: C cached h^(L-1) rows;
+                                                             rows on a GPU: 4 N + C x (21 + samplers))
+    history transfer  2^ceil(log2(40 R (+ 4 R dim)))       (with ``history=``: the records' reused host
+                                                             buffer, ``cache._record_transfer``; + 4 R dim
+                                                             when a host table's rows go to a GPU)
     neighbor cache    neighbor_cache                        (``partitions=``: its lists and node -> slot index)
     partition arrays  P                                     (``partitions=``: the partition set's O(N)
                                                              arrays, every node's partition-order slot,
@@ -70,6 +74,7 @@ from dataclasses import dataclass, replace
 
 from .._errors import ConfigError
 from .._units import format_bytes
+from ..cache._history_config import record_buffer_bytes
 from ..features._disk_source import IOConfig
 from ..features._staging import GATHER_BLOCK, arena_bytes
 from ._config import EXTRACT_QUEUE, LoaderConfig
@@ -267,6 +272,9 @@ def _fixed_parts(cfg: LoaderConfig, sizes: Sizes, source: str, stage: int,
         parts["next-use chains"] = NEXT_USE_NODE_BYTES * n + NEXT_USE_PIN_BYTES * r * (cfg.extract_capacity + e)
     if cfg.ordered:  # batches sent out of turn (``_out_of_turn``); the others' matrices are the pool's
         parts["reorder buffer"] = math.ceil(OUT_OF_TURN_MARGIN * cfg.num_samplers * expected_batch_bytes(cfg, sizes))
+    if cfg.history is not None and cfg.history.enabled:  # the records' one copy a step goes through it
+        rows_over = cfg.device.startswith("cuda") and cfg.history.placement != "device"
+        parts["history transfer"] = record_buffer_bytes(r, cfg.history.dim, rows_on_host=rows_over)
     if cfg.partitions is not None:
         parts["neighbor cache"] = int(cfg.neighbor_cache)
     if sizes.partition_bytes:  # partition mode's arrays in RAM and the macro blocks its samplers hold

@@ -241,6 +241,9 @@ def wait_on_own_stream(batch: Any, engine: CopyEngine) -> None:
         return
     if torch.cuda.current_stream(device) != torch.cuda.default_stream(device):
         engine.wait(transfer)
+        record = batch.__dict__.get("_outre_history")
+        if record is not None:  # its arrays came over in one non_blocking copy on the loop's stream
+            record.follow()
 
 
 def host_tensors(batch: Any) -> dict[str, torch.Tensor]:

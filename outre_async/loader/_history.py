@@ -42,7 +42,11 @@ device, a pull is a gather there at hand-over (:meth:`EpochHistory.record`) and 
 fresh rows there (:meth:`HistoryRecord.exchange`) for a scatter on the loop thread (:meth:`HistoryOwner.apply`),
 with an event between the two threads' CUDA streams (``cache._device_fence``); on the host, the
 pulled rows are gathered there and copied over, and pushes copied back.  The decision (stamps,
-validity copies, the clock, the age check) is the same host code in both: only the rows move.
+validity copies, the clock, the age check) is the same host code in both: only the rows move.  A
+record crosses to the device in one packed ``non_blocking`` copy per step (``cache._record_transfer``):
+its indices, ages, degrees, and the pulled slots (a device table gathers with them there) or the rows
+gathered on the host; a consumer on a CUDA stream of its own waits on the record's event
+(:meth:`HistoryRecord.follow`).
 
 Cancellation rule: only :meth:`HistoryOwner.epoch` awaits (the grace for a running epoch's iterator
 to go; cancelled, it has started nothing); :meth:`EpochHistory.close` ends the epoch's turn on the clock.
@@ -78,6 +82,7 @@ from ..cache._history_config import (
     resolve_admission,
     resolve_placement,
 )
+from ..cache._record_transfer import RecordTransfer
 from ..machine._device import device_memory
 from ..sampling._sampler import NeighborSampler, SampledSubgraph
 from ..sampling._sampler_kernels import HistoryPrune
@@ -173,6 +178,7 @@ class HistoryOwner:
         self.current: EpochHistory | None = None  # the one epoch that may deliver
         self._used = -1                  # latest step whose hook reached the owner
         self._epochs = 0
+        self._transfer: RecordTransfer | None = None  # the records' one host -> device copy per step
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread = -1
 
@@ -202,6 +208,12 @@ class HistoryOwner:
         self._epochs += 1
         self.current = view
         return view
+
+    def transfer_to(self, device: torch.device) -> RecordTransfer:
+        """The reusable packed transfer for records delivered to ``device`` (loop thread)."""
+        if self._transfer is None or self._transfer.device != device:
+            self._transfer = RecordTransfer(device)
+        return self._transfer
 
     def send(self, push: Push) -> None:
         """Hand a push to the loop thread (written at once when already on it)."""
@@ -249,6 +261,7 @@ class HistoryOwner:
                 "dim": self.table.dim, "window": self.window, "bytes": self.table.nbytes(self.num_samplers),
                 "placement": self.placement, "rows_on": str(self.table.device), "device_bytes": self.table.device_bytes,
                 "host_bytes": self.table.host_bytes(self.num_samplers),
+                "record_transfers": dict(self._transfer.counters) if self._transfer is not None else None,
                 "clock": self.clock, "started_at": self.first, **self.counts,
                 "realised_staleness": dict(sorted(self.ages.items()))}
 
@@ -352,7 +365,7 @@ class EpochHistory:
         self.last = step
         if owner.first is None:
             self.unhooked.append((step, seq))
-        rows, stamps = owner.table.read(decision.pull_slots)
+        stamps = owner.table.stamp[decision.pull_slots]
         ages = step - stamps
         if len(ages) and (stamps.min() < 0 or ages.max() > owner.cfg.staleness):
             raise HistoryError(f"history bound broken at step {step}: a pulled row is {int(ages.max())} steps old "
@@ -361,14 +374,14 @@ class EpochHistory:
         values, counts = np.unique(ages, return_counts=True)  # one entry per age, not per row: ~3x less
         owner.ages.update(dict(zip(values.tolist(), counts.tolist(), strict=True)))  # CPU per pull
         owner.counts.update(pulled=len(ages), batches=1)
-        if rows.device != device:  # a host table: the gathered rows cross to the training device
-            rows = rows.pin_memory().to(device, non_blocking=True)
-        record = HistoryRecord(owner.send, step, owner.table.dim, owner.cfg.admission,
-                               torch.from_numpy(decision.pull_local).to(device), rows,
-                               torch.from_numpy(decision.push_local).to(device), decision.push_slots,
-                               pull_age=torch.from_numpy(ages).to(device), rows_device=owner.table.device,
+        # one host -> device copy for the step: indices, ages, degrees and the slots (a device table
+        # gathers with them) or the rows gathered on the host (a host table), packed (``cache._record_transfer``)
+        (pull_index, push_index, pull_age, pull_degree), rows = owner.transfer_to(device).send(
+            (decision.pull_local, decision.push_local, ages, decision.pull_degree), owner.table, decision.pull_slots)
+        record = HistoryRecord(owner.send, step, owner.table.dim, owner.cfg.admission, pull_index, rows,
+                               push_index, decision.push_slots, pull_age=pull_age, rows_device=owner.table.device,
                                pulled=mark(device))
-        record.pull_degree = torch.from_numpy(decision.pull_degree).to(device)
+        record.pull_degree = pull_degree
         return record
 
     def close(self) -> None:
@@ -420,6 +433,13 @@ class HistoryRecord:
         ages = f", ages {int(self.pull_age.min())}..{int(self.pull_age.max())}" if len(self.pull_age) else ""
         return (f"HistoryRecord(step={self.step}, pulled={len(self.pull_index)}{ages}, pushed={len(self.push_index)}, "
                 f"admission={self.admission!r}, refused={refused})")
+
+    def follow(self) -> None:
+        """The current stream (a consumer thread's own CUDA stream, ``_device_copy.wait_on_own_stream``)
+        waits for the record's copy and gather before it reads any of its tensors: they were sent with
+        one ``non_blocking`` copy on the loop thread's stream (``cache._record_transfer``).  No-op off CUDA."""
+        for t in (self.pull_index, self.pull_rows, self.push_index, self.pull_age, self.pull_degree):
+            after(self._pulled, t)
 
     def exchange(self, h: Tensor) -> Tensor:
         """Push the fresh rows of ``h`` (h^(L-1), every sampled node) and return ``h`` with the pulled

@@ -11,10 +11,10 @@ it: the feature buffer, its node → slot table, the staging arenas, extractor a
 sampled subgraphs and gathered batches in flight (the formula, part by part, is in ``_budget``;
 ``stats()["memory"]`` reports the parts).  Given a budget, the loader sizes the staging arenas and
 the buffer to fit it, or refuses it with a :class:`ConfigError` naming the minimum.  With ``history=``
-the table adds ``4 N + C (4 dim + 12 + num_samplers)`` bytes (C slots of h^(L-1) rows; the cache's
+the table adds ``4 N + C (4 dim + 21 + num_samplers)`` bytes (C slots of h^(L-1) rows; the cache's
 ``history_bytes``), counted as one more part of the plan before the feature buffer is sized, less its
 rows, ``C x 4 dim`` bytes, when they live on a GPU (``HistoryConfig.placement``: device memory then,
-``stats()["device"]["resident"]``).  With
+``stats()["device"]["resident"]``), and its records' reused transfer buffer (``history transfer``).  With
 ``ordered=True`` the batches the reorder buffer holds keep their leases on the pool of batch
 matrices or on the samplers' out-of-turn budget (``_out_of_turn``), both parts of the plan; the
 batches the history's overtaking window holds back in completion order keep theirs on the pool (the

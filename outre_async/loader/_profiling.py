@@ -24,6 +24,15 @@ the device) are measured on the training device with the other costs (``meta["co
 (``plan._budget_plan``); ``meta["gpu_tier"]`` reports its rows, the row reads it spares and its
 assembly's predicted seconds per epoch.
 
+With ``history=``, a slot is priced at its host bytes under the placement it will have
+(``cache.slot_prices``, :func:`history_prices`): on a GPU whose budget holds them the rows are device
+memory, so a slot costs the cache budget only its bookkeeping (``21 + samplers`` bytes against ``4 h``
+more on the host) and the device budget bounds the slots; ``"auto"`` solves the knapsack for both
+placements and keeps the better, and :func:`apply` sets that placement on the loader's history, so
+the host part the loader counts (``HistoryTable.host_bytes``) is the plan's ``split["history"]``.  A
+pulled row's own cost under that placement (``pull_host_us`` / ``pull_device_us``, measured through
+the record's transfer) is netted from what the slot spares.
+
 ``profile=NAME`` reads ``profile/NAME/`` (refused with a named error if it was measured on another
 dataset, another version of it, or another loader setup); ``profile="auto"`` reads
 ``profile/auto-<hash of the setup>/`` if present, else profiles the first ``AUTO_BATCHES`` batches of
@@ -43,8 +52,9 @@ from typing import Any
 import numpy as np
 
 from .._errors import ConfigError
-from ..cache._history_config import default_window, history_slot_bytes
+from ..cache._history_config import SlotPrice, default_window, slot_prices
 from ..features._gpu_tier import gpu_cache_bytes, gpu_index_bytes
+from ..machine._device import device_memory
 from ..plan._budget_plan import choose, knapsack_input, predict
 from ..plan._costs import MissCosts, measure_costs
 from ..plan._counts import Counts, presample
@@ -77,6 +87,7 @@ class AppliedPlan:
 def profile_setup(cfg: LoaderConfig, seeds: np.ndarray) -> dict[str, Any]:
     """What a profile is tied to: every knob that changes the batches, their order or the budget."""
     h = cfg.history if cfg.history is not None and cfg.history.enabled else None
+    offered = [[p.placement, p.host_bytes, p.max_slots] for p in history_prices(cfg)]
     return {"fanouts": list(cfg.fanouts), "batch_size": cfg.batch_size, "seed": cfg.seed, "shuffle": cfg.shuffle,
             "drop_last": cfg.drop_last, "ordered": cfg.ordered, "num_seeds": len(seeds),
             "seeds_crc32": zlib.crc32(np.ascontiguousarray(seeds, np.int64).tobytes()),
@@ -85,7 +96,9 @@ def profile_setup(cfg: LoaderConfig, seeds: np.ndarray) -> dict[str, Any]:
             "backend": cfg.backend, "staleness": h.staleness if h else None, "history_dim": h.dim if h else None,
             "history_window": h.window if h else None,
             # only when on, so profiles made before the GPU tier existed still match a loader without it
-            **({"gpu_cache_budget": int(cfg.gpu_cache_budget)} if cfg.gpu_cache_budget else {})}
+            **({"gpu_cache_budget": int(cfg.gpu_cache_budget)} if cfg.gpu_cache_budget else {}),
+            # likewise only when the history's rows may go to a GPU: the plan priced its slots for that device
+            **({"history_prices": offered} if any(p[2] is not None for p in offered) else {})}
 
 
 def auto_name(setup: dict[str, Any], split: object) -> str:
@@ -114,12 +127,14 @@ def base_memory(cfg: LoaderConfig, sizes: Sizes, kind: str) -> tuple[MemoryPlan,
 
 
 def run_profile(setup: LoaderSetup, cfg: LoaderConfig, *, name: str | None, max_batches: int, progress: bool = False,
-                costs: MissCosts | None = None, step_seconds: float | None = None) -> Profile:
+                costs: MissCosts | None = None, step_seconds: float | None = None,
+                prices: list[SlotPrice] | None = None) -> Profile:
     """Profile the plan of ``setup`` with ``cfg`` (its config with the history and the split to profile
     for) and choose the split (module docstring); written when ``name`` is given.  ``costs`` replaces
     the measurement (a plan is then a function of the seed alone: the tests); ``step_seconds``: the
     training step is a fixed wait of that long per batch (``outre bench --step-ms``), so a batch row
-    costs no compute and a history slot spares none (``MissCosts.step_us``)."""
+    costs no compute and a history slot spares none (``MissCosts.step_us``); ``prices`` replaces the
+    history's slot prices of :func:`history_prices` (a GPU's priced with numbers on a CPU: the tests)."""
     from tqdm import tqdm
 
     ds, seeds, partitioned, sizes, kind = setup.dataset, setup.seeds, setup.partitioned, setup.sizes, setup.source_kind
@@ -130,13 +145,16 @@ def run_profile(setup: LoaderSetup, cfg: LoaderConfig, *, name: str | None, max_
         cache_budget = max(0, cache_budget - gpu_index_bytes(ds.num_nodes))
     h = cfg.history if cfg.history is not None and cfg.history.enabled else None
     window = 0 if cfg.ordered or h is None else default_window(h, cfg.num_samplers, cfg.num_extractors)
-    slot = history_slot_bytes(h.dim, cfg.num_samplers) if h else 1
+    prices = history_prices(cfg) if prices is None else prices
+    # as many candidates as the cheapest placement's slots the budget (and the device) could hold
+    most = max((min(cache_budget // p.host_bytes, cache_budget if p.max_slots is None else p.max_slots)
+                for p in prices), default=0)
     plan = partitioned.plan(0) if partitioned is not None else plan_epoch(
         seeds, cfg.batch_size, shuffle=cfg.shuffle, seed=cfg.seed, epoch=0, drop_last=cfg.drop_last)
     with tqdm(total=min(len(plan), max_batches), unit="batch", desc="profile", disable=not progress) as bar:
         counts = presample(ds, plan, fanouts=cfg.fanouts, seed=cfg.seed, stream_base=0, max_batches=max_batches,
                            buffer_rows=mem.buffer_rows, horizon=h.staleness - window if h else -1,
-                           max_candidates=cache_budget // slot if h else 0,
+                           max_candidates=most if h else 0,
                            assignment=partitioned.parts.assignment if partitioned is not None else None,
                            progress=bar.update)
     sampled = time.perf_counter()
@@ -147,6 +165,7 @@ def run_profile(setup: LoaderSetup, cfg: LoaderConfig, *, name: str | None, max_
                           num_extractors=cfg.num_extractors, hidden=h.dim if h else ds.feature_dim, seed=cfg.seed,
                           fanouts=list(cfg.fanouts), device=cfg.device, shapes=counts.shapes,
                           gpu_rows=len(held) if held is not None else 0,
+                          history_dim=h.dim if h else 0, pull_placements=[p.placement for p in prices],
                           source_options={**mem.source_options(), **_io_options(cfg, ds.row_layout.stride)} if kind == "disk" else None)
     if step_seconds is not None:
         costs = dataclasses.replace(costs, recompute_us=0.0, step_us=float(step_seconds) * 1e6)
@@ -154,9 +173,13 @@ def run_profile(setup: LoaderSetup, cfg: LoaderConfig, *, name: str | None, max_
     list_bytes = None
     if partitioned is not None:
         list_bytes = np.diff(ds.indptr) * ds.indices.dtype.itemsize + 16
-    inp = knapsack_input(host, costs, num_nodes=ds.num_nodes, dim=ds.feature_dim, hist_dim=h.dim if h else None,
-                         num_samplers=cfg.num_samplers, list_bytes=list_bytes, gpu_held=held)
-    choice, alpha = choose(inp, cache_budget, cfg.cache_split)
+    options = []
+    placements: list[SlotPrice | None] = [*prices] or [None]
+    for offered in placements:  # each placement the config allows, priced as it will be; the better kept
+        inp = knapsack_input(host, costs, num_nodes=ds.num_nodes, dim=ds.feature_dim, hist_dim=h.dim if h else None,
+                             num_samplers=cfg.num_samplers, list_bytes=list_bytes, gpu_held=held, price=offered)
+        options.append((*choose(inp, cache_budget, cfg.cache_split), offered))
+    choice, alpha, price = max(options, key=lambda o: o[0].saved_us)  # ties: the first (the device's rows)
     done = time.perf_counter()
     scale = counts.epoch_batches / max(counts.batches, 1)
     meta = {"setup": profile_setup(cfg, seeds), "cache_split": cfg.cache_split, "alpha": alpha,
@@ -165,7 +188,9 @@ def run_profile(setup: LoaderSetup, cfg: LoaderConfig, *, name: str | None, max_
                        "feature_buffer": mem.parts["feature buffer"], "buffer_rows": mem.buffer_rows,
                        "cache_budget": cache_budget, "split": choice.bytes},
             "plan": {"static_rows": len(choice.features), "history_slots": len(choice.history),
-                     "neighbor_lists": len(choice.neighbors), "saved_us": choice.saved_us},
+                     "neighbor_lists": len(choice.neighbors), "saved_us": choice.saved_us,
+                     **({"history_placement": price.placement, "history_slot_host_bytes": price.host_bytes,
+                         "history_max_slots": price.max_slots} if price is not None else {})},
             "predicted": predict(host, costs, choice, sample_seconds=counts.sample_seconds * scale, gpu_held=held),
             "gpu_tier": gpu_info(gpu, host, costs, held),
             "counts": {"batches": counts.batches, "epoch_batches": counts.epoch_batches, "candidates": len(counts.cand),
@@ -177,6 +202,19 @@ def run_profile(setup: LoaderSetup, cfg: LoaderConfig, *, name: str | None, max_
               "neighbor_nodes": choice.neighbors, "row_hot": counts.row_hot, "list_hot": counts.list_hot}
     path = write_profile(ds, name, meta, arrays) if name is not None else profile_path(ds, "unsaved")
     return Profile(path=path, meta=meta, arrays=arrays)
+
+
+def history_prices(cfg: LoaderConfig) -> list[SlotPrice]:
+    """How a history slot is priced under each placement the config allows on its device
+    (``cache.slot_prices``; empty without a history): rows on a GPU cost the host budget only their
+    bookkeeping, up to the device budget's slots."""
+    h = cfg.history if cfg.history is not None and cfg.history.enabled else None
+    if h is None:
+        return []
+    import torch
+
+    device = torch.device(cfg.device)
+    return slot_prices(h, device.type, device_memory(device), cfg.num_samplers)
 
 
 def host_counts(counts: Counts, cfg: LoaderConfig, ds: Any, plan: Any, *,
@@ -235,7 +273,8 @@ def apply(cfg: LoaderConfig, prof: Profile) -> AppliedPlan:
     hist_nodes = prof.arrays["history_nodes"]
     history = None
     if cfg.history is not None and cfg.history.enabled and len(hist_nodes):
-        history = dataclasses.replace(cfg.history, candidates=hist_nodes, budget=None)
+        placement = prof.meta.get("plan", {}).get("history_placement", cfg.history.placement)
+        history = dataclasses.replace(cfg.history, candidates=hist_nodes, budget=None, placement=placement)
     io = prof.meta.get("io") or {}
     depth = cfg.max_in_flight if cfg.max_in_flight is not None else io.get("max_in_flight")
     applied = dataclasses.replace(cfg, profile=None, buffer_rows=int(mem["buffer_rows"]), history=history,
@@ -244,7 +283,8 @@ def apply(cfg: LoaderConfig, prof: Profile) -> AppliedPlan:
     info = {"name": prof.path.name, "path": str(prof.path), "cache_split": prof.meta.get("cache_split"),
             "alpha": prof.meta.get("alpha"), "planned_split": dict(split), "predicted": prof.meta.get("predicted"),
             "costs": prof.meta.get("costs"), "seconds": prof.meta.get("seconds"), "io": io or None,
-            "gpu_tier": prof.meta.get("gpu_tier")}
+            "gpu_tier": prof.meta.get("gpu_tier"),
+            "history_placement": prof.meta.get("plan", {}).get("history_placement")}
     return AppliedPlan(config=applied, static_rows=prof.arrays["static_rows"],
                        neighbor_nodes=prof.arrays["neighbor_nodes"], info=info)
 

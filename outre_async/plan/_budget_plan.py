@@ -3,7 +3,10 @@
 Byte prices (the loader's own accounting, so that the plan and the memory plan agree):
 
 * a static feature row ``4 dim + 8`` (float32 row + its node id), table ``4 N`` (node -> row, int32);
-* a history slot ``4 h + 13 + samplers`` (``cache.history_bytes``), table ``4 N``;
+* a history slot ``4 h + 21 + samplers`` (``cache.history_bytes``), table ``4 N``; with its rows on a
+  GPU (placement ``"device"``) ``21 + samplers`` of host bytes, at most the device budget's
+  ``device_budget // 4 h`` slots (``cache.slot_prices``: the profile solves each placement the
+  config allows and keeps the better);
 * a neighbour list ``deg x itemsize + 16`` (``NeighborCache``), table ``4 N + 8``; partition mode only.
 
 Predicted epoch time.  The knapsack's objective is the serial sum ``rows read x row_us + lists read
@@ -38,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import ConfigError
-from ..cache._history_config import history_slot_bytes
+from ..cache._history_config import SlotPrice, history_slot_bytes
 from ._costs import MissCosts
 from ._counts import Counts
 from ._knapsack import Attribution, Choice, KnapsackInput, solve
@@ -69,12 +72,15 @@ def device_row_us(costs: MissCosts, num_nodes: int, gpu_held: np.ndarray | None)
 
 def knapsack_input(counts: Counts, costs: MissCosts, *, num_nodes: int, dim: int, hist_dim: int | None,
                    num_samplers: int, list_bytes: np.ndarray | None,
-                   gpu_held: np.ndarray | None = None) -> KnapsackInput:
+                   gpu_held: np.ndarray | None = None, price: SlotPrice | None = None) -> KnapsackInput:
     """The knapsack's view of a profile (module docstring for the prices); no history without
     ``hist_dim``, no neighbour lists without ``list_bytes`` (not partition mode).  With a GPU tier
     (``gpu_held``: its node ids; ``counts`` already without their host reads, ``_profiling.host_counts``),
     a history slot also spares the tier's assembly of its subtree's rows, each at the tier's own
-    measured cost per hit or miss (:func:`device_row_us`)."""
+    measured cost per hit or miss (:func:`device_row_us`).  ``price``: a slot's host bytes and the
+    device's bound in slots under the placement it will have (default: rows on the host); a pulled
+    row costs what moving it to the trainer costs there (``costs.pull_us``: a gather on the GPU, or
+    a host gather and a copy over), netted from what the slot spares each time it is fresh."""
     use_hist = hist_dim is not None and len(counts.cand) > 0
     c = len(counts.cand) if use_hist else 0
     attr = Attribution(cand=counts.attr_cand, node=counts.attr_node, rows=counts.attr_rows,
@@ -85,7 +91,7 @@ def knapsack_input(counts: Counts, costs: MissCosts, *, num_nodes: int, dim: int
     else:
         list_hot, lb = counts.list_hot, list_bytes
         tables["neighbors"] = 4 * num_nodes + 8
-    own = counts.cand_rows[:c] * costs.recompute_us
+    own = counts.cand_rows[:c] * costs.recompute_us - counts.cand_hits[:c] * pull_us(costs, price)
     per = device_row_us(costs, num_nodes, gpu_held)
     if per is not None and c and counts.attr_access is not None:
         own = own + np.bincount(counts.attr_cand, weights=counts.attr_access * per[counts.attr_node], minlength=c)
@@ -94,7 +100,13 @@ def knapsack_input(counts: Counts, costs: MissCosts, *, num_nodes: int, dim: int
         hist_nodes=counts.cand[:c], hist_fresh=counts.cand_fresh[:c],
         hist_own=own, attribution=attr,
         row_us=costs.row_us, list_us=costs.list_us, row_bytes=4 * dim + 8,
-        slot_bytes=history_slot_bytes(hist_dim or 1, num_samplers), tables=tables)
+        slot_bytes=price.host_bytes if price is not None else history_slot_bytes(hist_dim or 1, num_samplers),
+        max_slots=price.max_slots if price is not None else None, tables=tables)
+
+
+def pull_us(costs: MissCosts, price: SlotPrice | None) -> float:
+    """µs one pulled row costs the step under ``price``'s placement (measured, ``MissCosts``)."""
+    return costs.pull_device_us if price is not None and price.placement == "device" else costs.pull_host_us
 
 
 def choose(inp: KnapsackInput, budget: int, split: str | float) -> tuple[Choice, float | None]:

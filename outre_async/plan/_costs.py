@@ -17,7 +17,13 @@
   row the training step really took, so the plan undervalued the history five times;
 * ``gpu_hit_us`` / ``gpu_miss_us`` (with a GPU tier only): µs per batch row the GPU tier's assembly
   takes for a row it holds (a gather from the device table) and for one it misses (the host row
-  copied to the device), timed through the tier's own code on the training device.
+  copied to the device), timed through the tier's own code on the training device;
+* ``pull_host_us`` / ``pull_device_us`` (with a history only, for the placements the plan may give
+  it): µs per history row pulled, through the record's own transfer (``cache._record_transfer``) to
+  the training device: with the table's rows on the host, a host gather into the packed buffer and
+  its copy over; on the device, the slots' copy and a gather there.  What a pulled row costs the
+  step, netted from what its slot spares (``plan._budget_plan``): on a GPU the step's rows are ~100x
+  cheaper than on a CPU, so a pull's own cost is no longer small beside them.
 
 The figures are timed in rounds, every figure once per round (:func:`_rounds`), the first round
 untimed (it compiles numba kernels, opens rings, allocates), at least ``repeats`` rounds and then
@@ -77,6 +83,8 @@ class MissCosts:
     copy_us: float = 0.0        # host CPU per batch row gathered from the buffer's slots into the batch matrix
     gpu_hit_us: float = 0.0     # GPU tier: µs per batch row gathered from the device table (0: no tier)
     gpu_miss_us: float = 0.0    # GPU tier: µs per batch row that misses it (copied from the host matrix)
+    pull_host_us: float = 0.0   # history: µs per row pulled from a table on the host, to the device (0: not measured)
+    pull_device_us: float = 0.0  # history: µs per row pulled from a table on the device (0: not measured)
     step_us: float = 0.0        # a training step that is a fixed wait per batch (``outre bench --step-ms``;
                                 # recompute_us is then 0): off the cores, its rows spare nothing
     spread: dict[str, float] = field(default_factory=dict)      # IQR / median of each figure's timings
@@ -90,13 +98,15 @@ def measure_costs(ds: Dataset, *, backend: str, batch_rows: int, num_extractors:
                   seed: int = 0, repeats: int = MIN_ROUNDS, source_options: dict[str, Any] | None = None,
                   source: FeatureSource | None = None, fanouts: tuple[int, ...] | list[int] = (10, 10),
                   device: str = "cpu", budget_s: float = BUDGET_S, shapes: Sequence[BatchShape] = (),
-                  gpu_rows: int = 0) -> MissCosts:
+                  gpu_rows: int = 0, history_dim: int = 0, pull_placements: Sequence[str] = ()) -> MissCosts:
     """Measure the costs (see the module); ``source`` reuses a caller's source (not closed);
     ``shapes``: pre-sampled batches the step is timed on (a synthetic batch of ``batch_rows`` without);
-    ``gpu_rows`` > 0: the GPU tier's costs too, with a device table of that many rows (capped)."""
+    ``gpu_rows`` > 0: the GPU tier's costs too, with a device table of that many rows (capped);
+    ``pull_placements``: the history's pulls from a table of ``history_dim``-wide rows so placed."""
     rng = np.random.default_rng(seed)
     rows = max(1, min(int(batch_rows), ds.num_nodes))
     figures = _Figures(ds, rng, rows, list(fanouts), device, hidden, list(shapes), gpu_rows)
+    figures.pulls = {p: _PullTimer(history_dim, rows, p, device, rng) for p in pull_placements if history_dim}
     timings = _in_thread(lambda: _rounds(figures, backend, num_extractors, source_options or {}, source,
                                          max(1, repeats), budget_s))
     # the trainer's threads, recorded: on a loaded CPU box two intra-op threads made one step 1-300x
@@ -108,6 +118,8 @@ def measure_costs(ds: Dataset, *, backend: str, batch_rows: int, num_extractors:
                      backend=timings["backend"], device=device, threads=threads, row_cpu_us=got["row_cpu_us"].value,
                      copy_us=got["copy_us"].value, gpu_hit_us=got["gpu_hit_us"].value if gpu_rows else 0.0,
                      gpu_miss_us=got["gpu_miss_us"].value if gpu_rows else 0.0,
+                     pull_host_us=got["pull_host_us"].value if "pull_host_us" in got else 0.0,
+                     pull_device_us=got["pull_device_us"].value if "pull_device_us" in got else 0.0,
                      spread={k: round(t.spread, 4) for k, t in got.items() if t.runs},
                      runs={k: t.runs for k, t in got.items() if t.runs})
 
@@ -148,6 +160,8 @@ async def _rounds(figures: _Figures, backend: str, readers: int, opts: dict[str,
         gpu = figures.gpu
         if gpu is not None:
             steps.update(gpu_hit_us=lambda: gpu.once(hits=True), gpu_miss_us=lambda: gpu.once(hits=False))
+        for placement, pull in figures.pulls.items():
+            steps[f"pull_{placement}_us"] = pull.once
         times: dict[str, list[float]] = {k: [] for k in steps}
         started = time.perf_counter()
         for rnd in range(-WARMUP_ROUNDS, MAX_RUNS):
@@ -200,6 +214,7 @@ class _Figures:
         self._slots = rng.standard_normal((min(ds.num_nodes, 4 * rows), ds.feature_dim), dtype=np.float32)
         self._batch = np.empty((rows, ds.feature_dim), np.float32)
         self.gpu = _GpuTierTimer(ds.feature_dim, rows, gpu_rows, device, rng) if gpu_rows else None
+        self.pulls: dict[str, _PullTimer] = {}  # by the history table's placement (measure_costs)
 
     def list_once(self) -> float:
         ds = self.ds
@@ -310,6 +325,40 @@ class _GpuTierTimer:
             torch.cuda.synchronize(self.dev)
         start = time.perf_counter()
         rows.assemble(misses)
+        if self.cuda:
+            torch.cuda.synchronize(self.dev)
+        return (time.perf_counter() - start) * 1e6 / self.rows
+
+
+class _PullTimer:
+    """A history pull through the record's real transfer (``cache._record_transfer``): ``rows`` random
+    slots of a table of ``dim``-wide rows on the host (``placement="host"``) or on the training device
+    (``"device"``), sent to the device, per row pulled, synchronised on CUDA.  The table holds ``4 rows``
+    slots (a gather at random, no more memory than a few batches)."""
+
+    def __init__(self, dim: int, rows: int, placement: str, device: str, rng: np.random.Generator) -> None:
+        import torch
+
+        from ..cache._history import HistoryTable
+        from ..cache._record_transfer import RecordTransfer
+
+        self.dev = torch.device(device)
+        self.cuda = self.dev.type == "cuda"
+        self.rng, self.rows = rng, rows
+        slots = 4 * rows
+        self.table = HistoryTable(np.arange(slots), slots, dim, pin=placement == "host" and self.cuda,
+                                  device=self.dev if placement == "device" else "cpu")
+        self.table.rows.copy_(torch.from_numpy(rng.standard_normal((slots, dim), dtype=np.float32)))
+        self.transfer = RecordTransfer(self.dev)
+
+    def once(self) -> float:
+        import torch
+
+        slots = self.rng.integers(0, self.table.num_slots, self.rows)
+        if self.cuda:
+            torch.cuda.synchronize(self.dev)
+        start = time.perf_counter()
+        self.transfer.send((), self.table, slots)
         if self.cuda:
             torch.cuda.synchronize(self.dev)
         return (time.perf_counter() - start) * 1e6 / self.rows

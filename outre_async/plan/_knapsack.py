@@ -22,7 +22,9 @@ one density sort (value / bytes, greedily skipping those that no longer fit), fo
 keeping the best choice :func:`saved_us` finds.  Each kind has a fixed ``table`` (its node → slot map)
 paid once if any of its items is taken: every subset of kinds is tried.  Without interaction the
 greedy is within one item's value of the integral optimum, and exact when a kind's items weigh the
-same (the tests check both against brute force).
+same (the tests check both against brute force).  ``max_slots`` bounds the history's count apart
+from the bytes (rows on a GPU: a slot costs the host budget its bookkeeping only, the device budget
+its row): the greedy skips slots past it, and the brute force checks that too.
 """
 
 from __future__ import annotations
@@ -67,8 +69,9 @@ class KnapsackInput:
     row_us: float             # measured µs per feature row read from the source
     list_us: float            # measured µs per neighbour list read from disk
     row_bytes: int            # bytes of one static cache row
-    slot_bytes: int           # bytes of one history slot
+    slot_bytes: int           # bytes of one history slot (of the budget: host bytes, ``cache.slot_prices``)
     tables: dict[str, int]    # fixed bytes per kind, paid once when any of its items is taken
+    max_slots: int | None = None  # the most history slots, whatever the budget (rows on a GPU: its budget)
 
     def __post_init__(self) -> None:
         n, c = len(self.row_hot), len(self.hist_nodes)
@@ -81,6 +84,8 @@ class KnapsackInput:
             raise ConfigError("attribution names a candidate or node out of range; re-profile")
         if self.row_bytes < 1 or self.slot_bytes < 1:
             raise ConfigError(f"row_bytes={self.row_bytes} and slot_bytes={self.slot_bytes} must be >= 1")
+        if self.max_slots is not None and self.max_slots < 0:
+            raise ConfigError(f"max_slots={self.max_slots} must be >= 0 (or None: no bound)")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -138,7 +143,7 @@ def _rounds(inp: KnapsackInput, room: int, kinds: tuple[str, ...],
     for _ in range(max(1, rounds)):
         values, weights, kind_of, index = _items(inp, s, h, lst, kinds)
         s, h, lst = np.zeros(n, bool), np.zeros(c, bool), np.zeros(n, bool)
-        taken = _greedy(values, weights, room)
+        taken = _greedy(values, weights, room, kind_of, inp.max_slots)
         for kind, chosen in enumerate((s, h, lst)):
             chosen[index[taken[kind_of[taken] == kind]]] = True
         value = saved_us(inp, s, h, lst)
@@ -172,8 +177,10 @@ def _items(inp: KnapsackInput, s: np.ndarray, h: np.ndarray, lst: np.ndarray,
     return values, weights, kind_of, index
 
 
-def _greedy(values: np.ndarray, weights: np.ndarray, room: int) -> np.ndarray:
-    """Positions taken by one density sort: best value per byte first, skipping what no longer fits."""
+def _greedy(values: np.ndarray, weights: np.ndarray, room: int, kind_of: np.ndarray | None = None,
+            max_slots: int | None = None) -> np.ndarray:
+    """Positions taken by one density sort: best value per byte first, skipping what no longer fits
+    and history slots (kind 1) past ``max_slots``."""
     keep = values > 0
     pos = np.flatnonzero(keep)
     if not len(pos):
@@ -181,7 +188,9 @@ def _greedy(values: np.ndarray, weights: np.ndarray, room: int) -> np.ndarray:
     density = values[pos] / np.maximum(weights[pos], 1)
     order = pos[np.lexsort((pos, -density))]
     taken = np.zeros(len(order), np.uint8)
-    K.take_in_order(order, weights.astype(np.int64), int(room), taken)
+    kinds = np.zeros(len(values), np.int8) if kind_of is None else kind_of
+    caps = np.array([-1, -1 if max_slots is None else int(max_slots), -1], np.int64)
+    K.take_in_order(order, weights.astype(np.int64), int(room), taken, kinds, caps)
     return order[taken.astype(bool)]
 
 

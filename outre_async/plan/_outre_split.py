@@ -71,5 +71,5 @@ def _counts(inp: KnapsackInput, budget: int, alpha: float, most_f: int, most_h: 
     room_f = int(budget * (1 - alpha)) - inp.tables.get("features", 0)
     room_h = int(budget * alpha) - inp.tables.get("history", 0)
     nf = min(most_f, max(0, room_f // inp.row_bytes))
-    nh = min(most_h, max(0, room_h // inp.slot_bytes))
+    nh = min(most_h, max(0, room_h // inp.slot_bytes), most_h if inp.max_slots is None else inp.max_slots)
     return nf, nh

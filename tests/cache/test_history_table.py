@@ -66,7 +66,7 @@ def test_candidates_rank_by_frontier_count_then_id_within_the_budget() -> None:
     counts = np.array([0, 5, 2, 5, 1, 0], np.int64)
     cfg = HistoryConfig(staleness=5, dim=2)
     assert choose_candidates(cfg, counts, 1).tolist() == [1, 2, 3, 4]  # count 0 never cached
-    per_slot = 4 * 2 + 8 + 4 + 1 + 1  # row, stamp, promise, retired flag, one snapshot
+    per_slot = 4 * 2 + 8 + 8 + 4 + 1 + 1  # row, stamp, node id, promise, retired flag, one snapshot
     tight = HistoryConfig(staleness=5, dim=2, budget=4 * 6 + 3 * per_slot)
     assert choose_candidates(tight, counts, 1).tolist() == [1, 2, 3]
     assert history_bytes(6, 3, 2, 1) == tight.budget
@@ -92,7 +92,7 @@ def test_without_a_budget_nodes_met_once_are_left_out_when_the_count_spans_more_
     cfg = HistoryConfig(staleness=5, dim=2)
     assert choose_candidates(cfg, counts, 1, counted_batches=6).tolist() == [1, 2, 3]
     assert choose_candidates(cfg, counts, 1, counted_batches=5).tolist() == [1, 2, 3, 4]  # may recur in time
-    budget = HistoryConfig(staleness=5, dim=2, budget=4 * 6 + 4 * (4 * 2 + 8 + 4 + 1 + 1))
+    budget = HistoryConfig(staleness=5, dim=2, budget=4 * 6 + 4 * (4 * 2 + 8 + 8 + 4 + 1 + 1))
     assert choose_candidates(budget, counts, 1, counted_batches=6).tolist() == [1, 2, 3, 4]  # room: ranked last
 
 
@@ -172,7 +172,7 @@ def test_a_table_on_another_device_gathers_and_scatters_there_and_counts_its_row
     np.testing.assert_array_equal(dev.valid(6, 3).valid, host.valid(6, 3).valid)
     assert isinstance(dev.stamp, np.ndarray) and isinstance(dev.valid(6, 3).valid, np.ndarray)
     assert host.device_bytes == 0 and host.host_bytes(2) == host.nbytes(2) == history_bytes(6, 4, 3, 2)
-    assert dev.device_bytes == 4 * 3 * 4 and dev.host_bytes(2) == dev.nbytes(2) - 48 == 4 * 6 + 4 * (8 + 4 + 1 + 2)
+    assert dev.device_bytes == 4 * 3 * 4 and dev.host_bytes(2) == dev.nbytes(2) - 48 == 4 * 6 + 4 * (8 + 8 + 4 + 1 + 2)
     with pytest.raises(oa.ConfigError, match="page-locked"):
         HistoryTable(np.arange(4), 6, 3, pin=True, device="meta")
 

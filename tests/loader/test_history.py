@@ -531,7 +531,7 @@ def test_budget_below_one_slot_and_one_layer_are_config_errors(dataset: oa.Datas
         _loader(dataset, 10, hist={"budget": 4 * N + 10})
     with pytest.raises(oa.ConfigError, match="at least 2 layers"):
         _loader(dataset, 10, fanouts=[4])
-    small = _loader(dataset, 10, hist={"budget": 4 * N + 10 * (4 * HID + 13 + 2)})
+    small = _loader(dataset, 10, hist={"budget": 4 * N + 10 * (4 * HID + 21 + 2)})
     assert small._history.table.num_slots == 10
 
 

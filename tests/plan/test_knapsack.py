@@ -38,7 +38,7 @@ def _brute(inp: KnapsackInput, budget: int) -> float:
         kinds = {k for k, _ in chosen}
         used = sum(w for w, m in zip(weight, mask, strict=True) if m)
         used += sum(inp.tables.get(name, 0) for k, name in enumerate(("features", "history", "neighbors")) if k in kinds)
-        if used > budget:
+        if used > budget or (inp.max_slots is not None and sum(k == 1 for k, _ in chosen) > inp.max_slots):
             continue
         s, h, lst = np.zeros(n, bool), np.zeros(c, bool), np.zeros(n, bool)
         for k, i in chosen:
@@ -86,6 +86,28 @@ def test_with_interaction_never_beats_brute_force_and_stays_close(seed: int) -> 
     assert got.saved_us <= best + 1e-9
     assert got.saved_us >= best - 2 * _max_item(inp) - 1e-9
     assert got.saved_us == pytest.approx(saved_us(inp, *_masks(inp, got)))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_slot_bound_holds_in_every_solver_and_the_greedy_stays_within_one_item(seed: int) -> None:
+    """History rows on a GPU: slots cost little of the budget but at most ``max_slots`` fit the device.
+    Every solver keeps the bound; without interaction the greedy is within one item of brute force
+    under the bound, as without it."""
+    import dataclasses
+
+    rng = np.random.default_rng(300 + seed)
+    inp = dataclasses.replace(_input(rng, 4, 4, attribution=False, equal_lists=True), slot_bytes=1,
+                              max_slots=int(rng.integers(0, 3)))
+    budget = int(rng.integers(0, 30))
+    got = solve(inp, budget)
+    assert len(got.history) <= inp.max_slots and sum(got.bytes.values()) <= budget
+    best = _brute(inp, budget)
+    assert best - _max_item(inp) - 1e-9 <= got.saved_us <= best + 1e-9
+    for alpha in (0.3, 1.0):
+        assert len(alpha_choice(inp, budget, alpha, beta=1.0).history) <= inp.max_slots
+    assert len(outre_split(inp, budget, beta=1.0)[0].history) <= inp.max_slots
+    free = dataclasses.replace(inp, max_slots=None)  # the bound is what holds it back: 4 slots fit 4 bytes
+    assert len(solve(free, 30).history) == int((inp.hist_fresh * inp.hist_own > 0).sum()) > inp.max_slots
 
 
 def _masks(inp: KnapsackInput, got) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -100,6 +100,45 @@ def test_a_history_slot_spares_the_gpu_tier_s_assembly_of_its_subtree() -> None:
     assert choice.compute_saved_us == pytest.approx(held.hist_own[0])
 
 
+def test_a_pulled_row_costs_its_placement_s_measured_pull_in_the_slot_s_value_and_the_prediction() -> None:
+    """Rows on the GPU: a pull is a device gather (``pull_device_us``); on the host, a host gather and
+    a copy over (``pull_host_us``).  Each fresh appearance of a slot pays its placement's pull, so the
+    saving the knapsack weighs and the prediction's spared compute are net of it."""
+    from outre_async.cache._history_config import SlotPrice
+
+    n = 4
+    counts = dataclasses.replace(
+        _counts(n), cand=np.array([0]), cand_hits=np.array([10.0]), cand_fresh=np.array([0.5]),
+        cand_rows=np.array([30.0]), attr_cand=np.array([0]), attr_node=np.array([2]), attr_rows=np.array([0.0]),
+        attr_lists=np.array([0.0]), attr_access=np.array([0.0]))
+    costs = MissCosts(row_us=10.0, list_us=1.0, recompute_us=0.2, backend="fixed", device="cuda:0",
+                      pull_host_us=0.5, pull_device_us=0.02)
+    kw = {"num_nodes": n, "dim": 4, "hist_dim": 4, "num_samplers": 2, "list_bytes": None}
+    host = knapsack_input(counts, costs, **kw, price=SlotPrice(placement="host", host_bytes=40, max_slots=None))
+    device = knapsack_input(counts, costs, **kw, price=SlotPrice(placement="device", host_bytes=24, max_slots=9))
+    assert host.hist_own[0] == pytest.approx(30 * 0.2 - 10 * 0.5) and host.slot_bytes == 40
+    assert device.hist_own[0] == pytest.approx(30 * 0.2 - 10 * 0.02) and device.max_slots == 9
+    for inp in (host, device):
+        choice, _ = choose(inp, 1 << 20, "auto")
+        got = predict(counts, costs, choice, sample_seconds=0.0)
+        assert choice.compute_saved_us == pytest.approx(0.5 * inp.hist_own[0])  # fresh share x net saving
+        assert got["compute_seconds"] == pytest.approx((1000 * 20 / 10 * 0.2 - choice.compute_saved_us) / 1e6)
+    # a pull dearer than the rows it spares: the slot is worth nothing, none is bought
+    dear = knapsack_input(counts, dataclasses.replace(costs, pull_host_us=1.0), **kw,
+                          price=SlotPrice(placement="host", host_bytes=40, max_slots=None))
+    assert len(choose(dear, 1 << 20, "auto")[0].history) == 0
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_pulls_are_measured_through_the_record_s_transfer_per_placement(ds: oa.Dataset, device: str) -> None:
+    costs = measure_costs(ds, backend="memory", batch_rows=128, num_extractors=2, hidden=8, budget_s=0.02,
+                          device=device, history_dim=16, pull_placements=["host", "device"])
+    assert costs.pull_host_us > 0 and costs.pull_device_us > 0
+    assert {"pull_host_us", "pull_device_us"} <= set(costs.runs) and costs.runs["pull_host_us"] == costs.runs["row_us"]
+    plain = measure_costs(ds, backend="memory", batch_rows=128, num_extractors=2, hidden=8, budget_s=0.02, device=device)
+    assert plain.pull_host_us == plain.pull_device_us == 0.0 and "pull_host_us" not in plain.runs
+
+
 def test_presample_keeps_the_shapes_of_batches_it_sampled(ds: oa.Dataset) -> None:
     seeds = ds.split("train")
     plan = plan_epoch(seeds, 64, shuffle=True, seed=7, epoch=0, drop_last=False)

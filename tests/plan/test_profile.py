@@ -247,3 +247,96 @@ def test_memory_lists_partition_and_profile_parts_and_the_blocks_stay_within_the
     finally:
         loader.close()
 
+
+
+# -- history rows on a GPU: the slot's host price and the device's bound (issue 25) ---------------------
+WIDE = 256  # wide rows: a slot's row (1 KiB) is most of its host price
+
+
+def _plan_for(ds: oa.Dataset, placement: str, device_budget: int | None, device_type: str) -> dict:
+    """The profile's plan for ``placement`` with the slot prices of a ``device_type`` device (a GPU's
+    priced on this CPU: ``cache.slot_prices`` is a function of numbers), and the config it ran with."""
+    import dataclasses
+
+    from outre_async.cache._history_config import slot_prices
+
+    from outre_async.loader._profiling import run_profile
+
+    hist = oa.HistoryConfig(staleness=20, dim=WIDE, placement=placement, device_budget=device_budget)
+    loader = oa.OutreLoader(ds, history=oa.HistoryConfig(staleness=20, dim=WIDE), **OPTS)
+    try:
+        cfg = dataclasses.replace(loader.config, history=hist, profile=None)
+        prices = slot_prices(hist, device_type, None, cfg.num_samplers)
+        prof = run_profile(loader._setup, cfg, name=None, max_batches=16, costs=COSTS, prices=prices)
+    finally:
+        loader.close()
+    return {**prof.meta, "nodes": prof.arrays["history_nodes"], "cfg": cfg}
+
+
+def _host_arrays(nodes: np.ndarray, ds: oa.Dataset, cfg: object) -> tuple[int, object]:
+    """Bytes of the host arrays the loader's history really allocates for ``nodes``: the table's map,
+    stamps, retired flags and node ids, an epoch's promises and one validity copy per sampler, with
+    the rows on another device (``meta`` stands for the GPU, as in ``tests/loader/test_history_device``)."""
+    from outre_async.cache._history import HistoryTable
+
+    from outre_async.loader._history import HistoryOwner
+
+    table = HistoryTable(nodes, ds.num_nodes, WIDE, device="meta")
+    owner = HistoryOwner(table, cfg.history, num_layers=2, window=0, num_samplers=cfg.num_samplers)  # type: ignore[attr-defined]
+    epoch = run(owner.epoch(ordered=True))
+    copies = [table.valid(0, 20).valid for _ in range(cfg.num_samplers)]  # type: ignore[attr-defined]
+    host = sum(a.nbytes for a in (table.slot_of, table.stamp, table.retired, table.nodes, epoch.promised, *copies))
+    return host, table
+
+
+def test_rows_on_a_gpu_buy_more_slots_than_the_host_within_the_device_budget_and_the_host_plan(ds: oa.Dataset) -> None:
+    host = _plan_for(ds, "host", None, "cuda")
+    device = _plan_for(ds, "device", 64 << 20, "cuda")
+    assert host["memory"]["cache_budget"] == device["memory"]["cache_budget"]
+    assert host["plan"]["history_placement"] == "host" and device["plan"]["history_placement"] == "device"
+    assert device["plan"]["history_slots"] > host["plan"]["history_slots"] > 0
+    assert device["plan"]["saved_us"] > host["plan"]["saved_us"]
+    for plan in (host, device):
+        assert sum(plan["memory"]["split"].values()) <= plan["memory"]["cache_budget"]
+    # what the loader would allocate on the host for the device plan's table: exactly its host price
+    allocated, table = _host_arrays(device["nodes"], ds, device["cfg"])
+    assert allocated == table.host_bytes(device["cfg"].num_samplers) == device["memory"]["split"]["history"]  # type: ignore[attr-defined]
+    assert table.device_bytes <= 64 << 20  # type: ignore[attr-defined]
+
+
+def test_a_device_budget_bounds_the_slots_and_auto_keeps_the_better_placement(ds: oa.Dataset) -> None:
+    cap = 40
+    tight = _plan_for(ds, "device", cap * 4 * WIDE, "cuda")
+    assert tight["plan"]["history_slots"] == cap == tight["plan"]["history_max_slots"]  # the device's bound binds
+    allocated, table = _host_arrays(tight["nodes"], ds, tight["cfg"])
+    assert table.device_bytes <= cap * 4 * WIDE and allocated == tight["memory"]["split"]["history"]  # type: ignore[attr-defined]
+    host = _plan_for(ds, "host", None, "cuda")
+    auto = _plan_for(ds, "auto", cap * 4 * WIDE, "cuda")
+    assert auto["plan"]["saved_us"] == max(tight["plan"]["saved_us"], host["plan"]["saved_us"])
+    # a CPU device's memory is the host's: "device" there is priced as the host's rows, no bound
+    cpu = _plan_for(ds, "device", cap * 4 * WIDE, "cpu")
+    assert cpu["plan"]["history_slots"] == host["plan"]["history_slots"] and cpu["plan"]["history_max_slots"] is None
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_profile_puts_the_history_rows_on_the_gpu_and_the_host_plan_holds_their_bookkeeping(ds: oa.Dataset) -> None:
+    hist = oa.HistoryConfig(staleness=20, dim=WIDE, device_budget=64 << 20)
+    meta = oa.profile(ds, name="gpu-hist", history=hist, costs=COSTS, device="cuda", **OPTS)
+    host = oa.profile(ds, name="gpu-hist-host", history=oa.HistoryConfig(staleness=20, dim=WIDE, placement="host"),
+                      costs=COSTS, device="cuda", **OPTS)
+    assert meta["plan"]["history_placement"] == "device" and host["plan"]["history_placement"] == "host"
+    assert meta["plan"]["history_slots"] > host["plan"]["history_slots"]
+    loader = oa.OutreLoader(ds, profile="gpu-hist", history=hist, device="cuda", **OPTS)
+    try:
+        table = loader._history.table
+        assert table.rows.device.type == "cuda" and table.device_bytes <= 64 << 20
+        allocated, _ = _host_arrays(table.nodes, ds, loader.config)
+        memory = loader.stats()["memory"]
+        assert memory["history table"] == allocated == meta["memory"]["split"]["history"]
+        model = oa.GraphSAGE(ds.feature_dim, WIDE, 2, ds.num_classes).cuda()
+        for batch in loader:
+            model(batch.x, batch.edge_index, history=batch.history)
+        assert loader.stats()["history"]["batches"] > 0
+        assert memory["planned"] <= memory["budget"]
+    finally:
+        loader.close()
