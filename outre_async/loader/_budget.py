@@ -101,6 +101,7 @@ class Sizes:
     batch_rows: int | None = None  # r, the rows one batch is expected to need (None: R)
     partition_bytes: int = 0  # partition mode: the partition set's arrays, slots and grouped seeds (P)
     macro_block_bytes: int = 0  # partition mode: the largest macro batch's adjacency block (M)
+    macro_top_bytes: tuple[int, ...] = ()  # partition mode: item j, the most j blocks of one epoch take (T(j))
     interleave: int = 0  # partition mode: macro batches interleaved (i)
 
     @property
@@ -272,7 +273,7 @@ def _fixed_parts(cfg: LoaderConfig, sizes: Sizes, source: str, stage: int,
     if sizes.partition_bytes:  # partition mode's arrays in RAM and the macro blocks its samplers hold
         parts["partition arrays"] = sizes.partition_bytes
     if sizes.macro_block_bytes:
-        parts["macro adjacency"] = macro_blocks(cfg, sizes) * sizes.macro_block_bytes
+        parts["macro adjacency"] = macro_adjacency_bytes(cfg, sizes)
     return parts | (extra or {})
 
 
@@ -280,6 +281,22 @@ def macro_blocks(cfg: LoaderConfig, sizes: Sizes) -> int:
     """Macro blocks held at once: one in use or loading per sampler, and the store's idle ones it keeps
     for the interleaved macro batches (``MacroStore``: capacity samplers + interleave)."""
     return 2 * cfg.num_samplers + sizes.interleave
+
+
+def macro_adjacency_bytes(cfg: LoaderConfig, sizes: Sizes) -> int:
+    """What the ``B = macro_blocks`` blocks held at once take: at most ``B x M``, and at most
+    ``T(ceil(B/2)) + T(floor(B/2))``, as the store holds blocks of two epochs only and one epoch's
+    blocks hold disjoint partitions (``MacroStore``, ``PartitionBatching.macro_top_bytes``): ``k``
+    blocks of one epoch and ``B - k`` of the other take at most ``T(k) + T(B - k)``, largest at
+    ``k = B/2`` as ``T`` is concave (a sum of the largest partitions).  papers-like (1024 parts, 8 a
+    batch, 4 samplers, interleave 4 -> B = 12): 112 MiB where ``B x M`` is 220 MiB."""
+    blocks = macro_blocks(cfg, sizes)
+    worst = blocks * sizes.macro_block_bytes
+    top = sizes.macro_top_bytes
+    if not top:
+        return worst
+    half = top[min(-(-blocks // 2), len(top) - 1)] + top[min(blocks // 2, len(top) - 1)]
+    return min(worst, half)
 
 
 def _source_bytes(cfg: LoaderConfig, sizes: Sizes, source: str, stage: int) -> int:

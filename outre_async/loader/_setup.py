@@ -110,7 +110,8 @@ def _partition_sizes(partitioned: PartitionBatching | None) -> dict[str, int]:
     """What partition mode holds in RAM, for the memory plan (``_budget``: partition arrays, macro adjacency)."""
     if partitioned is None:
         return {}
-    return {"partition_bytes": partitioned.held_bytes(), "macro_block_bytes": partitioned.macro_block_bytes(),
+    top = partitioned.macro_top_bytes()
+    return {"partition_bytes": partitioned.held_bytes(), "macro_block_bytes": top[1], "macro_top_bytes": top,
             "interleave": partitioned.interleave}
 
 
