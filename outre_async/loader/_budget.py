@@ -246,7 +246,7 @@ def _stage_bytes(cfg: LoaderConfig, sizes: Sizes, io: IOConfig | None, budget: i
     least = arena_bytes(max(io.max_read_bytes, sizes.row_bytes + _SPAN_SLACK))
     if budget is None:
         return max(least, arena_bytes(io.max_stage_bytes))
-    if cfg.disk_probe is not None:  # what a chunk needs to keep the device busy, not a budget share
+    if cfg.disk_probe is not None and budget:  # what a chunk needs in flight, not a budget share (0: the least)
         return max(least, min(arena_bytes(io.max_stage_bytes), chunk_stage_bytes(cfg, sizes, io, cfg.disk_probe)))
     return max(least, min(arena_bytes(io.max_stage_bytes), _floor_pow2(budget // (16 * cfg.num_extractors))))
 

@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 
 import outre_async as oa
+from outre_async.features._disk_probe import DiskProbe, ProbeCell
 from outre_async.loader._budget import (
     SLOT_BYTES,
     Sizes,
@@ -207,3 +208,49 @@ def test_partition_mode_counts_its_arrays_and_macro_blocks_before_the_buffer() -
     plan_memory(replace(cfg, memory_budget=floor), held, source="disk")  # the floor fits
     with pytest.raises(oa.ConfigError, match=f"below the {floor} bytes.*partition arrays 2.7 MiB"):
         plan_memory(replace(cfg, memory_budget=floor - 1), held, source="disk")
+
+
+def test_macro_adjacency_is_two_epochs_of_disjoint_blocks_at_most() -> None:
+    """B = 2 samplers + interleave blocks held at once: at most B x M (the largest block), and at most
+    T(ceil(B/2)) + T(floor(B/2)) (T(j): the most j blocks of one epoch take, ``macro_top_bytes``), the
+    store holding blocks of two epochs only (issue 26: papers-like 220 -> 112 MiB)."""
+    cfg = _cfg(memory_budget=256 << 20, partitions="p", num_samplers=3)  # B = 2 x 3 + 4 = 10
+    top = (0, 500_000, 800_000, 1_000_000, 1_100_000, 1_150_000, 1_170_000)  # concave: skewed partitions
+    held = replace(SIZES, partition_bytes=1000, macro_block_bytes=500_000, macro_top_bytes=top, interleave=4)
+    plan = plan_memory(cfg, held, source="disk")
+    assert plan.parts["macro adjacency"] == top[5] + top[5] == 2_300_000 < 10 * 500_000
+    odd = plan_memory(replace(cfg, num_samplers=2), replace(held, interleave=3), source="disk")  # B = 7
+    assert odd.parts["macro adjacency"] == top[4] + top[3] == 2_100_000
+    few = replace(held, macro_top_bytes=top[:3])  # an epoch of 2 macro batches: T stops growing there
+    assert plan_memory(cfg, few, source="disk").parts["macro adjacency"] == 2 * 800_000
+    flat = replace(held, macro_top_bytes=tuple(j * 500_000 for j in range(12)))  # equal blocks: B x M
+    assert plan_memory(cfg, flat, source="disk").parts["macro adjacency"] == 10 * 500_000
+    assert plan_memory(cfg, replace(held, macro_top_bytes=()), source="disk").parts["macro adjacency"] == 5_000_000
+
+
+def _probe_4k_knee_16() -> DiskProbe:
+    """IOPS by depth: the knee (>= 0.9 x peak) at 16 for 4 KiB reads and at 4 for 128 KiB ones."""
+    rates = {4096: {1: 10e3, 4: 30e3, 16: 60e3, 64: 64e3, 256: 65e3},
+             131072: {1: 2e3, 4: 9.5e3, 16: 10e3, 64: 10e3, 256: 10e3}}
+    cells = tuple(ProbeCell(depth=d, size=s, iops=r, bytes_per_s=r * s, reads=1, seconds=1.0)
+                  for s, row in rates.items() for d, r in row.items())
+    return DiskProbe(path="f", file_bytes=1 << 30, direct=True, device={"key": "k"}, measured_at=0.0,
+                     seconds_per_cell=1.0, cells=cells)
+
+
+def test_staging_with_a_probe_is_what_a_chunk_needs_in_flight_not_a_budget_share() -> None:
+    """With ``disk_probe``: an arena holds the reads the device needs in flight, single rows (depth 2 x
+    16 at 4 KiB spans: 128 KiB) or merged reads (2 x 4 reads of 128 KiB: 1 MiB), whichever is more;
+    without one, 1/16 of the budget per extractor as before (the budget's share, capped at 64 MiB)."""
+    probe = _probe_4k_knee_16()
+    cfg = _cfg(memory_budget=1 << 30, disk_probe=probe)
+    plan = plan_memory(cfg, SIZES, source="disk")
+    assert plan.stage_bytes == 1 << 20 and plan.parts["staging"] == 2 * 2 * (1 << 20)
+    assert plan_memory(_cfg(memory_budget=1 << 30), SIZES, source="disk").stage_bytes == 32 << 20
+    deep = plan_memory(replace(cfg, max_in_flight=1024), SIZES, source="disk")  # rows: 1024 x 4 KiB = 4 MiB
+    assert deep.stage_bytes == 4 << 20
+    wide = replace(SIZES, row_bytes=40_000, stride=40_000)  # a row's span: 10 sectors, 40,960 bytes
+    assert plan_memory(replace(cfg, max_in_flight=64), wide, source="disk").stage_bytes == 4 << 20  # 2.5 MiB up
+    tight = plan_memory_floor(cfg, SIZES, source="disk") + (1 << 20)
+    small = plan_memory(replace(cfg, memory_budget=tight), SIZES, source="disk")
+    assert small.stage_bytes < 1 << 20 and small.total <= tight  # halved while the floor would not fit
