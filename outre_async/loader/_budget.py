@@ -9,7 +9,9 @@ most edges one batch can sample, the loader holds at most::
     next-use chains   4 N + 16 R x (extract_queue + extractors)  (buffer_policy="next-use" only)
     feature buffer    rows x (4 dim + 40)                   (rows + bookkeeping: node, refs, LRU)
     staging           2 x extractors x S                    (two chunks in flight per extractor;
-                                                             S = one staging arena, a power of two)
+                                                             S = one staging arena, a power of two:
+                                                             with disk_probe= what a chunk needs in
+                                                             flight, ``chunk_stage_bytes``)
     extractor work    extractors x (32 R + 1 MiB)           (unique ids, inverse, gather blocks)
     sampler scratch   samplers x (4 N + 3 sub)              (relabel table + the kernel's growth)
     subgraphs         (extract_queue + extractors + ready_queue + 1) x sub,   sub = 8 R + 24 E (n_id, edges, e_id)
@@ -22,10 +24,13 @@ most edges one batch can sample, the loader holds at most::
     history table     4 N + C x (4 dim + 12 + samplers)     (with ``history=``: C cached h^(L-1) rows)
     neighbor cache    neighbor_cache                        (``partitions=``: its lists and node -> slot index)
     partition arrays  P                                     (``partitions=``: the partition set's O(N)
-                                                             arrays, every node's partition-order slot,
-                                                             the seeds grouped by partition)
-    macro adjacency   (2 x samplers + interleave) x M      (``partitions=``: M = the largest macro batch's
-                                                             adjacency block; ``macro_blocks``)
+                                                             arrays, int32 where they fit, ``cross``
+                                                             released; every node's partition-order
+                                                             slot, the seeds grouped by partition)
+    macro adjacency   min(B x M, T(ceil(B/2)) + T(floor(B/2)))   (``partitions=``: B = 2 x samplers +
+                                                             interleave blocks, M = the largest macro
+                                                             batch's block, T(j) = the most j blocks of
+                                                             one epoch take; ``macro_adjacency_bytes``)
     profile arrays    8 x (static + neighbour nodes)        (``profile=``: the plan's node lists)
 
 In ordered mode a batch's lease also counts its subgraph (``b`` adds ``8 r + 24 E``), as the
@@ -56,7 +61,8 @@ out too large for the pool are one naming their own bytes (``_batch_memory``).
 
 ``memory`` backend: the feature matrix in RAM (and the raw file while loading a padded layout) takes
 the staging line's place; an injected ``source=`` is its owner's and is not counted. Given a budget,
-``S`` is the largest power of two at most 1/8 of the budget over ``2 x extractors`` (at most
+``S`` is what a chunk needs in flight with a ``disk_probe`` (``chunk_stage_bytes``), else the largest
+power of two at most 1/8 of the budget over ``2 x extractors`` (either at most
 ``max_stage_bytes``, at least one read: ``max_read_bytes`` or one row span; halved while the
 minimum buffer and two expected batches would not fit). Not counted: the interpreter, torch and
 numba themselves (the *baseline* the benchmark subtracts), thread stacks, and page cache of the memory-
@@ -306,7 +312,7 @@ def macro_adjacency_bytes(cfg: LoaderConfig, sizes: Sizes) -> int:
     blocks hold disjoint partitions (``MacroStore``, ``PartitionBatching.macro_top_bytes``): ``k``
     blocks of one epoch and ``B - k`` of the other take at most ``T(k) + T(B - k)``, largest at
     ``k = B/2`` as ``T`` is concave (a sum of the largest partitions).  papers-like (1024 parts, 8 a
-    batch, 4 samplers, interleave 4 -> B = 12): 112 MiB where ``B x M`` is 220 MiB."""
+    batch, 2 samplers, interleave 8 -> B = 12): 112 MiB where ``B x M`` is 220 MiB."""
     blocks = macro_blocks(cfg, sizes)
     worst = blocks * sizes.macro_block_bytes
     top = sizes.macro_top_bytes

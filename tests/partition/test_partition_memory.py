@@ -9,12 +9,12 @@ import numba
 import numpy as np
 import pytest
 from conftest import generated
+from outre_async.cache import NeighborCache
 from outre_async.partition import MacroStore, MicroBatch, PartitionSampler, group_seeds, partition, plan_partition_epoch
 from outre_async.partition import _reader as reader
 from outre_async.partition._reader import open_partitions
 
 import outre_async as oa
-from outre_async.cache import NeighborCache
 from outre_async.loader._budget import Sizes, macro_adjacency_bytes
 from outre_async.loader._partition_mode import PartitionBatching
 
