@@ -92,7 +92,8 @@ def loader_setup(dataset: Dataset, config: LoaderConfig, split: Any, source: Fea
     sizes = Sizes(num_nodes=dataset.num_nodes, dim=dataset.feature_dim,
                   row_bytes=dataset.feature_dim * dataset.feature_dtype.itemsize, stride=dataset.row_layout.stride,
                   max_rows=max_rows, max_edges=max_edges_per_batch(config.batch_size, config.fanouts, dataset.num_edges),
-                  batch_rows=batch_rows, **_partition_sizes(partitioned))
+                  batch_rows=batch_rows)
+    sizes = _partition_sizes(sizes, partitioned)
     kind = "injected" if source is not None else "memory" if config.backend == "memory" else "disk"
     return LoaderSetup(dataset=dataset, config=config, split=split, seeds=seeds, seed_index=seed_index, place=place,
                        partitioned=partitioned, first_plan=first_plan, sizes=sizes, source=source, source_kind=kind)
@@ -106,13 +107,14 @@ def _plan(cfg: LoaderConfig, seeds: np.ndarray, place: RankPlace, partitioned: P
                       drop_last=cfg.drop_last, rank=place.rank, world_size=place.world_size)
 
 
-def _partition_sizes(partitioned: PartitionBatching | None) -> dict[str, int]:
-    """What partition mode holds in RAM, for the memory plan (``_budget``: partition arrays, macro adjacency)."""
+def _partition_sizes(sizes: Sizes, partitioned: PartitionBatching | None) -> Sizes:
+    """``sizes`` with what partition mode holds in RAM, for the memory plan (``_budget``: partition
+    arrays, macro adjacency)."""
     if partitioned is None:
-        return {}
+        return sizes
     top = partitioned.macro_top_bytes()
-    return {"partition_bytes": partitioned.held_bytes(), "macro_block_bytes": top[1], "macro_top_bytes": top,
-            "interleave": partitioned.interleave}
+    return replace(sizes, partition_bytes=partitioned.held_bytes(), macro_block_bytes=top[1], macro_top_bytes=top,
+                   interleave=partitioned.interleave)
 
 
 def _partition_batching(ds: Dataset, cfg: LoaderConfig, seeds: np.ndarray, place: RankPlace) -> PartitionBatching | None:
