@@ -10,8 +10,8 @@ most edges one batch can sample, the loader holds at most::
     feature buffer    rows x (4 dim + 40)                   (rows + bookkeeping: node, refs, LRU)
     staging           2 x extractors x S                    (two chunks in flight per extractor;
                                                              S = one staging arena, a power of two:
-                                                             with disk_probe= what a chunk needs in
-                                                             flight, ``chunk_stage_bytes``)
+                                                             what a chunk needs in flight,
+                                                             ``chunk_stage_bytes``)
     extractor work    extractors x (32 R + 1 MiB)           (unique ids, inverse, gather blocks)
     sampler scratch   samplers x (4 N + 3 sub)              (relabel table + the kernel's growth)
     subgraphs         (extract_queue + extractors + ready_queue + 1) x sub,   sub = 8 R + 24 E (n_id, edges, e_id)
@@ -61,10 +61,11 @@ out too large for the pool are one naming their own bytes (``_batch_memory``).
 
 ``memory`` backend: the feature matrix in RAM (and the raw file while loading a padded layout) takes
 the staging line's place; an injected ``source=`` is its owner's and is not counted. Given a budget,
-``S`` is what a chunk needs in flight with a ``disk_probe`` (``chunk_stage_bytes``), else the largest
-power of two at most 1/8 of the budget over ``2 x extractors`` (either at most
-``max_stage_bytes``, at least one read: ``max_read_bytes`` or one row span; halved while the
-minimum buffer and two expected batches would not fit). Not counted: the interpreter, torch and
+``S`` is what a chunk needs in flight where io_uring reads the buffer's rows straight into its slots
+(``chunk_stage_bytes``: the reads in flight x one row's span, or with a ``disk_probe`` merged reads
+if they need more), else (staging is the read path) the largest power of two at most 1/8 of the
+budget over ``2 x extractors``; at most ``max_stage_bytes``, at least one read (``max_read_bytes``
+or one row span), halved while the minimum buffer and two expected batches would not fit. Not counted: the interpreter, torch and
 numba themselves (the *baseline* the benchmark subtracts), thread stacks, and page cache of the memory-
 mapped ``indices`` (or ``indices`` itself when the dataset holds it in RAM).
 """
@@ -79,6 +80,7 @@ from .._units import format_bytes
 from ..features._disk_probe import DiskProbe, in_flight_for
 from ..features._disk_source import IOConfig
 from ..features._staging import GATHER_BLOCK, SECTOR, arena_bytes
+from ..features._uring_source import UringSource
 from ._config import EXTRACT_QUEUE, LoaderConfig
 
 SLOT_BYTES = 40     # per buffer slot besides its row: node id 8, refs 4, valid 1, LRU links 16, slack
@@ -110,6 +112,7 @@ class Sizes:
     macro_block_bytes: int = 0  # partition mode: the largest macro batch's adjacency block (M)
     macro_top_bytes: tuple[int, ...] = ()  # partition mode: item j, the most j blocks of one epoch take (T(j))
     interleave: int = 0  # partition mode: macro batches interleaved (i)
+    rows_into_slots: bool = False  # the disk source reads the buffer's rows into its slots (no staging)
 
     @property
     def expected_rows(self) -> int:
@@ -252,23 +255,29 @@ def _stage_bytes(cfg: LoaderConfig, sizes: Sizes, io: IOConfig | None, budget: i
     least = arena_bytes(max(io.max_read_bytes, sizes.row_bytes + _SPAN_SLACK))
     if budget is None:
         return max(least, arena_bytes(io.max_stage_bytes))
-    if cfg.disk_probe is not None and budget:  # what a chunk needs in flight, not a budget share (0: the least)
+    if not budget:  # the least arena (``plan_memory_floor``)
+        return least
+    if sizes.rows_into_slots:  # staging is not the buffer's read path: what a chunk needs in flight
         return max(least, min(arena_bytes(io.max_stage_bytes), chunk_stage_bytes(cfg, sizes, io, cfg.disk_probe)))
     return max(least, min(arena_bytes(io.max_stage_bytes), _floor_pow2(budget // (16 * cfg.num_extractors))))
 
 
-def chunk_stage_bytes(cfg: LoaderConfig, sizes: Sizes, io: IOConfig, probe: DiskProbe) -> int:
-    """One staging arena sized from the probe (``cfg.disk_probe``): room for the reads the device
-    needs in flight, whichever kind a chunk holds: single rows (the loader's depth at one row span,
-    ``in_flight_for``, or ``max_in_flight``) or merged reads of ``max_read_bytes`` (the depth that
-    saturates the device at that size).  Why not a share of the budget (1/16 per extractor before):
-    with io_uring, sector-aligned rows are read straight into the feature buffer's slots and staging
-    serves only other reads (the static cache's load, unaligned layouts, pread); papers-like (512 B
-    rows) staged nothing in 40 batches at 128 MiB of staging, now 16 MiB (4 MiB arenas)."""
+def chunk_stage_bytes(cfg: LoaderConfig, sizes: Sizes, io: IOConfig, probe: DiskProbe | None) -> int:
+    """One staging arena where the source reads the buffer's rows straight into its slots
+    (``Sizes.rows_into_slots``): room for the reads the device needs in flight, whichever kind a
+    chunk holds: single rows (the loader's depth, ``max_in_flight``, else Little's law on the probe,
+    ``in_flight_for``, else io_uring's default 256, times one row's aligned span) or, with a probe,
+    merged reads of ``max_read_bytes`` (the depth that saturates the device at that size).  Why not
+    a share of the budget (1/16 of it per extractor, still the rule where staging is the read path):
+    io_uring reads aligned float32 rows into the feature buffer's slots, so staging serves only other
+    reads (the static and GPU tiers' loads); papers-like at 1 GiB staged nothing in an epoch out of
+    128 MiB of staging (now 4 MiB: 1 MiB arenas; 8 MiB with its probe).  Where staging is the read
+    path (pread), 1 MiB arenas made 40 papers-like batches 1.2-1.5x slower than 32 MiB ones (and
+    8 MiB ones about as fast), hence the old rule there."""
     span = -(-sizes.stride // SECTOR) * SECTOR  # one row's aligned read, at the largest alignment
-    rows = (cfg.max_in_flight or in_flight_for(probe, sizes.stride)) * span
-    merged = in_flight_for(probe, io.max_read_bytes) * io.max_read_bytes
-    return arena_bytes(max(rows, merged))
+    depth = cfg.max_in_flight or (in_flight_for(probe, sizes.stride) if probe is not None else UringSource.DEFAULT_DEPTH)
+    merged = in_flight_for(probe, io.max_read_bytes) * io.max_read_bytes if probe is not None else 0
+    return arena_bytes(max(depth * span, merged))
 
 
 def _floor_pow2(n: int) -> int:

@@ -8,6 +8,7 @@ the byte sizes a profile is measured on are exactly those the loader later runs 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -15,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._errors import ConfigError
-from ..features import FeatureSource
+from ..features import FeatureSource, detect_io_uring
+from ..features._disk_source import IOConfig, open_direct
+from ..features._staging import SECTOR
 from ..sampling._plan import SeedIndex, max_edges_per_batch, max_rows_per_batch, plan_epoch, seed_ids
 from ..store._dataset import Dataset
 from ._batch import PlanItem
@@ -95,6 +98,8 @@ def loader_setup(dataset: Dataset, config: LoaderConfig, split: Any, source: Fea
                   batch_rows=batch_rows)
     sizes = _partition_sizes(sizes, partitioned)
     kind = "injected" if source is not None else "memory" if config.backend == "memory" else "disk"
+    if kind == "disk" and config.budget_bytes is not None:
+        sizes = replace(sizes, rows_into_slots=_rows_into_slots(dataset, config))
     return LoaderSetup(dataset=dataset, config=config, split=split, seeds=seeds, seed_index=seed_index, place=place,
                        partitioned=partitioned, first_plan=first_plan, sizes=sizes, source=source, source_kind=kind)
 
@@ -105,6 +110,22 @@ def _plan(cfg: LoaderConfig, seeds: np.ndarray, place: RankPlace, partitioned: P
         return partitioned.plan(epoch)
     return plan_epoch(seeds, cfg.batch_size, shuffle=cfg.shuffle, seed=cfg.seed, epoch=epoch,
                       drop_last=cfg.drop_last, rank=place.rank, world_size=place.world_size)
+
+
+def _rows_into_slots(ds: Dataset, cfg: LoaderConfig) -> bool:
+    """Whether the disk source will read the buffer's rows straight into its slots
+    (``UringSource._slot_reads``): io_uring, float32 rows stored unpadded, their stride a multiple of
+    the file's O_DIRECT alignment (found with the source's own aligned probe read where the stride
+    is not a multiple of 4 KiB).  Staging then serves only other reads (``_budget.chunk_stage_bytes``)."""
+    backend = cfg.backend if cfg.backend != "auto" else "io_uring" if detect_io_uring() else "pread"
+    stride = ds.row_layout.stride
+    if backend != "io_uring" or ds.feature_dtype != np.float32 or stride != 4 * ds.feature_dim:
+        return False
+    if stride % SECTOR == 0:
+        return True
+    fd, _, align = open_direct(ds.features_path, IOConfig(**cfg.source_options).direct)
+    os.close(fd)
+    return stride % align == 0
 
 
 def _partition_sizes(sizes: Sizes, partitioned: PartitionBatching | None) -> Sizes:

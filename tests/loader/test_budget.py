@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import replace
 
 import pytest
@@ -238,19 +239,40 @@ def _probe_4k_knee_16() -> DiskProbe:
                      seconds_per_cell=1.0, cells=cells)
 
 
-def test_staging_with_a_probe_is_what_a_chunk_needs_in_flight_not_a_budget_share() -> None:
-    """With ``disk_probe``: an arena holds the reads the device needs in flight, single rows (depth 2 x
-    16 at 4 KiB spans: 128 KiB) or merged reads (2 x 4 reads of 128 KiB: 1 MiB), whichever is more;
-    without one, 1/16 of the budget per extractor as before (the budget's share, capped at 64 MiB)."""
-    probe = _probe_4k_knee_16()
-    cfg = _cfg(memory_budget=1 << 30, disk_probe=probe)
-    plan = plan_memory(cfg, SIZES, source="disk")
+def test_staging_is_what_a_chunk_needs_in_flight_where_rows_go_into_slots() -> None:
+    """Where io_uring reads the buffer's rows into its slots, an arena holds the reads the device
+    needs in flight: with ``disk_probe``, single rows (depth 2 x 16 at 4 KiB spans: 128 KiB) or merged
+    reads (2 x 4 reads of 128 KiB: 1 MiB), whichever is more; without one, io_uring's 256 reads of
+    one row's span (1 MiB), or ``max_in_flight`` of them (at least one ``max_read_bytes``).  Where
+    staging is the read path (pread, padded rows...), 1/16 of the budget per extractor as before."""
+    slots = replace(SIZES, rows_into_slots=True)
+    cfg = _cfg(memory_budget=1 << 30, disk_probe=_probe_4k_knee_16())
+    plan = plan_memory(cfg, slots, source="disk")
     assert plan.stage_bytes == 1 << 20 and plan.parts["staging"] == 2 * 2 * (1 << 20)
-    assert plan_memory(_cfg(memory_budget=1 << 30), SIZES, source="disk").stage_bytes == 32 << 20
-    deep = plan_memory(replace(cfg, max_in_flight=1024), SIZES, source="disk")  # rows: 1024 x 4 KiB = 4 MiB
+    assert plan_memory(cfg, SIZES, source="disk").stage_bytes == 32 << 20  # staged rows: the budget's share
+    assert plan_memory(_cfg(memory_budget=1 << 30), slots, source="disk").stage_bytes == 1 << 20
+    assert plan_memory(_cfg(memory_budget=1 << 30, max_in_flight=8), slots, source="disk").stage_bytes == 128 << 10
+    assert plan_memory(_cfg(), slots, source="disk").stage_bytes == 64 << 20  # no budget: max_stage_bytes
+    deep = plan_memory(replace(cfg, max_in_flight=1024), slots, source="disk")  # rows: 1024 x 4 KiB = 4 MiB
     assert deep.stage_bytes == 4 << 20
-    wide = replace(SIZES, row_bytes=40_000, stride=40_000)  # a row's span: 10 sectors, 40,960 bytes
+    wide = replace(slots, row_bytes=40_000, stride=40_000)  # a row's span: 10 sectors, 40,960 bytes
     assert plan_memory(replace(cfg, max_in_flight=64), wide, source="disk").stage_bytes == 4 << 20  # 2.5 MiB up
-    tight = plan_memory_floor(cfg, SIZES, source="disk") + (1 << 20)
-    small = plan_memory(replace(cfg, memory_budget=tight), SIZES, source="disk")
+    tight = plan_memory_floor(cfg, slots, source="disk") + (1 << 20)
+    small = plan_memory(replace(cfg, memory_budget=tight), slots, source="disk")
     assert small.stage_bytes < 1 << 20 and small.total <= tight  # halved while the floor would not fit
+
+
+def test_the_loader_knows_when_rows_go_into_slots(tmp_path) -> None:
+    """io_uring with float32 rows whose stride the alignment divides: rows into slots; pread, or a
+    padded stride, stage them (``_setup._rows_into_slots``)."""
+    from outre_async.features import detect_io_uring
+    from outre_async.features._disk_source import open_direct
+    from outre_async.loader._setup import _rows_into_slots
+
+    ds = oa.open_dataset(oa.generate(tmp_path / "g", "tiny", seed=1, feature_dim=128))  # 512 B rows
+    assert not _rows_into_slots(ds, _cfg(backend="pread"))
+    fd, _, align = open_direct(ds.features_path, True)  # 512 or 4096 (the file system's)
+    os.close(fd)
+    assert _rows_into_slots(ds, _cfg(backend="auto")) == (detect_io_uring() and 512 % align == 0)
+    odd = oa.open_dataset(oa.generate(tmp_path / "h", "tiny", seed=1, feature_dim=100))  # 400 B rows, 512 B apart
+    assert odd.row_layout.stride == 512 and not _rows_into_slots(odd, _cfg(backend="io_uring"))
