@@ -10,8 +10,8 @@ epoch).  It also keeps idle blocks of the latest two epochs only (each block is 
 that last acquired it): an epoch's macro batches are disjoint sets of partitions, and epochs run one
 after another, so the blocks it holds hold each partition at most twice, whatever the number of macro
 batches per epoch, DDP sharding or an epoch left early; the memory plan's bound rests on that
-(``_budget.macro_adjacency_bytes``).  It is the one object sampler threads share, so it has a lock; the lock is held only for
-bookkeeping and while a block is read, never while sampling.
+(``_budget.macro_adjacency_bytes``).  It is the one object sampler threads share, so it has a lock;
+the lock is held only for bookkeeping and while a block is read, never while sampling.
 
 Bad ids never reach the kernel from the macro tier: :meth:`PartitionSet.read_adjacency` range-checks
 each block as it reads it and names ``adj_indices`` and the position in it; the cache tier holds
