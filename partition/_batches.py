@@ -29,11 +29,13 @@ from ._output_kernels import group_by_part
 
 @dataclass(frozen=True, slots=True)
 class MicroBatch:
-    """One planned batch: its seeds and the macro batch (index, partitions) it was cut from."""
+    """One planned batch: its seeds, the macro batch (index, partitions) it was cut from and the epoch
+    it was planned for (the macro store keeps blocks of two epochs at most: ``MacroStore``)."""
 
     seeds: np.ndarray
     macro: int
     parts: tuple[int, ...]
+    epoch: int = 0
 
     def __len__(self) -> int:
         return len(self.seeds)
@@ -104,7 +106,7 @@ def plan_partition_epoch(ptr: np.ndarray, grouped: np.ndarray, *, parts_per_batc
         ids = np.concatenate([grouped[ptr[p] : ptr[p + 1]] for p in parts])
         if shuffle:
             ids = rng.permutation(ids)
-        window += [MicroBatch(ids[a:b], macro, parts) for a, b in _cuts(len(ids), batch_size, drop_last)]
+        window += [MicroBatch(ids[a:b], macro, parts, epoch) for a, b in _cuts(len(ids), batch_size, drop_last)]
         if (macro + 1) % interleave == 0 or start + parts_per_batch >= len(order):
             plan += [window[i] for i in mix.permutation(len(window))] if shuffle and interleave > 1 else window
             window = []

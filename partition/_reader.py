@@ -9,6 +9,13 @@ dataset implies (so nothing larger is ever allocated), the checksums of the O(N)
 and their invariants (``_checks``); anything else raises :class:`PartitionCorruptError`, and an
 ``OSError`` while reading :class:`PartitionReadError` with the file and byte offset.
 
+Offsets and node ids are held as int32 where they fit (``part_nodes``, its inverse ``slot_of_node``
+when ``N - 1 <= INT32_MAX``, ``adj_ptr`` when ``E <= INT32_MAX``), converted after the checks; the
+files stay int64 (the format is unchanged).  Why: on an 8 M-node graph each is 61 MiB as int64, and
+``OutreLoader(partitions=...)`` holds all three for its life (a part of its memory plan).  ``cross``
+(the cut-edge counts that rank the neighbour cache) is needed only to build that cache:
+:meth:`PartitionSet.release_cross` lets the loader drop it then.
+
 ``adj_indices`` (O(E)) is never loaded whole: :meth:`PartitionSet.read_adjacency` reads the
 contiguous byte range of a set of partitions with one ``pread`` per run of adjacent ones, and
 range-checks what it read before any kernel sees it.
@@ -50,6 +57,7 @@ from ._format import FORMAT_NAME, FORMAT_VERSION, META_NAME, PARTITIONS_DIR, che
 
 _LOADED = ("assignment", "part_ptr", "part_nodes", "train_ptr", "train_nodes", "adj_ptr", "cross")
 _META_MAX_BYTES = 16 << 20  # a meta.json is a few KiB; a larger one is refused before it is read
+INT32_MAX = int(np.iinfo(np.int32).max)  # the largest value held as int32 in RAM (tests lower it)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +86,7 @@ class PartitionSet:
         self.train_ptr: np.ndarray = arrays["train_ptr"]
         self.train_nodes_all: np.ndarray = arrays["train_nodes"]
         self.adj_ptr: np.ndarray = arrays["adj_ptr"]
-        self.cross: np.ndarray = arrays["cross"]
+        self._cross: np.ndarray | None = arrays["cross"]
         entry = meta["files"]["adj_indices"]
         self._adj_file = path / entry["file"]
         self._adj_dtype = np.dtype(entry["dtype"])
@@ -99,12 +107,38 @@ class PartitionSet:
     def name(self) -> str:
         return self.path.name
 
+    @property
+    def cross(self) -> np.ndarray:
+        """int32 [N]: every node's in-edges from other partitions (what ranks the neighbour cache)."""
+        if self._cross is None:
+            raise PartitionError(f"partitions {self.name!r}: cross was released once the neighbour cache was "
+                                 "built (release_cross); open the partitions again to read it")
+        return self._cross
+
+    def release_cross(self) -> None:
+        """Drop ``cross`` (4 N bytes): its one reader, the neighbour cache's build, is done."""
+        self._cross = None
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes of the O(N) arrays this set holds: ``cross`` until released, and ``slot_of_node``
+        whether or not a sampler has made it yet (the same length and dtype as ``part_nodes``)."""
+        arrays = [self.assignment, self.part_ptr, self.part_nodes, self.train_ptr, self.train_nodes_all, self.adj_ptr]
+        arrays += [self._cross] if self._cross is not None else []
+        return sum(int(a.nbytes) for a in arrays) + int(self.part_nodes.nbytes)
+
     @cached_property
     def slot_of_node(self) -> np.ndarray:
-        """Inverse of ``part_nodes``: the position of every node in the partition order."""
+        """Inverse of ``part_nodes``: the position of every node in the partition order (its dtype:
+        positions are below N too)."""
         slot = np.empty(len(self.part_nodes), self.part_nodes.dtype)
         slot[self.part_nodes] = np.arange(len(self.part_nodes), dtype=self.part_nodes.dtype)
         return slot
+
+    @property
+    def adj_dtype(self) -> np.dtype:
+        """The dtype of ``adj_indices`` (the dataset's ``indices``): what a loaded block's lists hold."""
+        return self._adj_dtype
 
     @property
     def adj_itemsize(self) -> int:
@@ -229,7 +263,17 @@ def open_partitions(ds: Dataset, name: str) -> PartitionSet:
     except BaseException:
         os.close(adj_fd)
         raise
-    return PartitionSet(ds, path, meta, arrays, adj_fd)
+    return PartitionSet(ds, path, meta, _narrowed(arrays, ds.num_nodes, ds.num_edges), adj_fd)
+
+
+def _narrowed(arrays: dict[str, np.ndarray], num_nodes: int, num_edges: int) -> dict[str, np.ndarray]:
+    """``part_nodes`` (ids below N) and ``adj_ptr`` (offsets up to E) as int32 where their range fits
+    (the module docstring); checked arrays only, so the range is the counts'."""
+    out = dict(arrays)
+    for stem, top in (("part_nodes", num_nodes - 1), ("adj_ptr", num_edges)):
+        if top <= INT32_MAX and out[stem].dtype != np.int32:
+            out[stem] = out[stem].astype(np.int32)
+    return out
 
 
 def _folder(ds: Dataset, name: Any) -> Path:

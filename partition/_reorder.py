@@ -147,7 +147,7 @@ def _write_topology(parts: PartitionSet, old_to_new: np.ndarray, writer: Dataset
     buf = np.empty(max(chunk, deg_max, 1), dtype=ds.manifest.indices.dtype)
     lo, n = 0, ds.num_nodes
     while lo < n:
-        hi = int(np.searchsorted(adj_ptr, adj_ptr[lo] + len(buf), side="right")) - 1
+        hi = int(np.searchsorted(adj_ptr, int(adj_ptr[lo]) + len(buf), side="right")) - 1  # int32 in RAM
         hi = min(max(hi, lo + 1), n)
         ptr, ids = parts.read_slots(lo, hi, buf)
         writer.append_neighbors(np.diff(ptr), old_to_new[ids])

@@ -6,8 +6,12 @@ adjacency, then the memory-mapped ``indices`` (OUTRE §4.2).  The kernel is the 
 partition, when the first of its micro-batches is sampled, and shares it among the sampler threads;
 it keeps the ``capacity`` most recently used macro batches that no sampler is using (the plan
 visits macro batches one after another, so with ``capacity >= num_samplers`` each is read once per
-epoch).  It is the one object sampler threads share, so it has a lock; the lock is held only for
-bookkeeping and while a block is read, never while sampling.
+epoch).  It also keeps idle blocks of the latest two epochs only (each block is tagged with the epoch
+that last acquired it): an epoch's macro batches are disjoint sets of partitions, and epochs run one
+after another, so the blocks it holds hold each partition at most twice, whatever the number of macro
+batches per epoch, DDP sharding or an epoch left early; the memory plan's bound rests on that
+(``_budget.macro_adjacency_bytes``).  It is the one object sampler threads share, so it has a lock;
+the lock is held only for bookkeeping and while a block is read, never while sampling.
 
 Bad ids never reach the kernel from the macro tier: :meth:`PartitionSet.read_adjacency` range-checks
 each block as it reads it and names ``adj_indices`` and the position in it; the cache tier holds
@@ -41,6 +45,10 @@ class _Macro:
     base: np.ndarray      # int64 [P]: first block slot of each of its partitions
     block: AdjacencyBlock
 
+    @property
+    def nbytes(self) -> int:
+        return int(self.of_part.nbytes + self.base.nbytes) + self.block.nbytes
+
 
 class MacroStore:
     """Macro-batch adjacency blocks, loaded once and shared by the samplers (see the module docstring)."""
@@ -52,18 +60,25 @@ class MacroStore:
         self._blocks: OrderedDict[tuple[int, ...], _Macro] = OrderedDict()
         self._users: dict[tuple[int, ...], int] = {}
         self._loading: dict[tuple[int, ...], threading.Event] = {}
+        self._epoch_of: dict[tuple[int, ...], int] = {}  # the epoch that last acquired each block
+        self._epochs: tuple[int | None, int | None] = (None, None)  # the latest two epochs, the newest last
         self.loads = 0
         self.bytes_read = 0
         self.none = _Macro(np.full(parts.num_parts, -1, np.int32), np.zeros(0, np.int64),
-                           AdjacencyBlock(np.empty(0, np.int64), np.zeros(1, np.int64), np.empty(0, np.int32)))
+                           AdjacencyBlock(np.empty(0, np.int64), np.zeros(1, np.int64), np.empty(0, parts.adj_dtype)))
 
-    def acquire(self, key: tuple[int, ...]) -> _Macro:
+    def acquire(self, key: tuple[int, ...], epoch: int = 0) -> _Macro:
+        """The block of macro batch ``key`` (its partitions), for a micro-batch of ``epoch``."""
         while True:
             with self._lock:
+                if epoch != self._epochs[1]:  # a new epoch: the one before the previous is done with
+                    self._epochs = (self._epochs[1], epoch)
+                    self._evict()
                 macro = self._blocks.get(key)
                 if macro is not None:
                     self._blocks.move_to_end(key)
                     self._users[key] = self._users.get(key, 0) + 1
+                    self._epoch_of[key] = epoch
                     return macro
                 event = self._loading.get(key)
                 if event is None:
@@ -79,6 +94,7 @@ class MacroStore:
         with self._lock:
             self._blocks[key] = macro
             self._users[key] = self._users.get(key, 0) + 1
+            self._epoch_of[key] = epoch
             self.loads += 1
             self.bytes_read += macro.block.indices.nbytes
             self._evict()
@@ -96,12 +112,20 @@ class MacroStore:
         counters stay for ``stats()``; a later opening makes its own store)."""
         with self._lock:
             for k in [k for k in self._blocks if k not in self._users]:
-                del self._blocks[k]
+                del self._blocks[k], self._epoch_of[k]
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes of the blocks held now (in use and idle; a block being read is not counted yet)."""
+        with self._lock:
+            return sum(m.nbytes for m in self._blocks.values())
 
     def _evict(self) -> None:
         idle = [k for k in self._blocks if k not in self._users]
-        for k in idle[: max(0, len(idle) - self.capacity)]:
-            del self._blocks[k]
+        old = [k for k in idle if self._epoch_of[k] not in self._epochs]
+        idle = [k for k in idle if self._epoch_of[k] in self._epochs]
+        for k in old + idle[: max(0, len(idle) - self.capacity)]:
+            del self._blocks[k], self._epoch_of[k]
 
     def _load(self, key: tuple[int, ...]) -> _Macro:
         block = self.parts.read_adjacency(key)
@@ -133,10 +157,17 @@ class PartitionSampler:
     def fanouts(self) -> tuple[int, ...]:
         return self.plain.fanouts
 
+    def tiers_of(self, macro: _Macro) -> NeighborTiers:
+        """The kernel's tiers with ``macro``'s block.  Every block (``store.none`` included) has the same
+        dtypes, so the kernel is compiled once for a partition set, whichever item is sampled."""
+        p, c = self.parts, self.cache
+        return NeighborTiers(c.slot, c.indptr, c.indices, p.assignment, self.slot_of_node, p.part_ptr,
+                             macro.of_part, macro.base, macro.block.indptr, macro.block.indices, self.tiers)
+
     def sample(self, item: MicroBatch | Any, stream: int = 0, prune: HistoryPrune | None = None) -> SampledSubgraph:
         if isinstance(item, MicroBatch):
             key = tuple(item.parts)
-            macro = self.store.acquire(key)
+            macro = self.store.acquire(key, item.epoch)
             try:
                 return self._sample(_as_seeds(item.seeds), stream, macro, prune)
             finally:
@@ -144,10 +175,8 @@ class PartitionSampler:
         return self._sample(_as_seeds(item), stream, self.store.none, prune)
 
     def _sample(self, seeds: np.ndarray, stream: int, macro: _Macro, prune: HistoryPrune | None) -> SampledSubgraph:
-        p, c = self.parts, self.cache
         self.plain.check_mapped()  # tier 3 reads the dataset's indices (mapped when it did not fit RAM)
-        tiers = NeighborTiers(c.slot, c.indptr, c.indices, p.assignment, self.slot_of_node, p.part_ptr,
-                              macro.of_part, macro.base, macro.block.indptr, macro.block.indices, self.tiers)
+        tiers = self.tiers_of(macro)
         state = stream_state(self.plain.seed, stream)
         status, where, n_id, edge_index, e_id, nodes, edges = sample_multihop(
             self.plain.indptr, self.plain.indices, seeds, self._fanouts, state, self._scratch, tiers, prune)

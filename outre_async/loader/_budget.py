@@ -9,7 +9,9 @@ most edges one batch can sample, the loader holds at most::
     next-use chains   4 N + 16 R x (extract_queue + extractors)  (buffer_policy="next-use" only)
     feature buffer    rows x (4 dim + 40)                   (rows + bookkeeping: node, refs, LRU)
     staging           2 x extractors x S                    (two chunks in flight per extractor;
-                                                             S = one staging arena, a power of two)
+                                                             S = one staging arena, a power of two:
+                                                             what a chunk needs in flight,
+                                                             ``chunk_stage_bytes``)
     extractor work    extractors x (32 R + 1 MiB)           (unique ids, inverse, gather blocks)
     sampler scratch   samplers x (4 N + 3 sub)              (relabel table + the kernel's growth)
     subgraphs         (extract_queue + extractors + ready_queue + 1) x sub,   sub = 8 R + 24 E (n_id, edges, e_id)
@@ -26,10 +28,13 @@ most edges one batch can sample, the loader holds at most::
                                                              when a host table's rows go to a GPU)
     neighbor cache    neighbor_cache                        (``partitions=``: its lists and node -> slot index)
     partition arrays  P                                     (``partitions=``: the partition set's O(N)
-                                                             arrays, every node's partition-order slot,
-                                                             the seeds grouped by partition)
-    macro adjacency   (2 x samplers + interleave) x M      (``partitions=``: M = the largest macro batch's
-                                                             adjacency block; ``macro_blocks``)
+                                                             arrays, int32 where they fit, ``cross``
+                                                             released; every node's partition-order
+                                                             slot, the seeds grouped by partition)
+    macro adjacency   min(B x M, T(ceil(B/2)) + T(floor(B/2)))   (``partitions=``: B = 2 x samplers +
+                                                             interleave blocks, M = the largest macro
+                                                             batch's block, T(j) = the most j blocks of
+                                                             one epoch take; ``macro_adjacency_bytes``)
     profile arrays    8 x (static + neighbour nodes)        (``profile=``: the plan's node lists)
 
 In ordered mode a batch's lease also counts its subgraph (``b`` adds ``8 r + 24 E``), as the
@@ -60,9 +65,11 @@ out too large for the pool are one naming their own bytes (``_batch_memory``).
 
 ``memory`` backend: the feature matrix in RAM (and the raw file while loading a padded layout) takes
 the staging line's place; an injected ``source=`` is its owner's and is not counted. Given a budget,
-``S`` is the largest power of two at most 1/8 of the budget over ``2 x extractors`` (at most
-``max_stage_bytes``, at least one read: ``max_read_bytes`` or one row span; halved while the
-minimum buffer and two expected batches would not fit). Not counted: the interpreter, torch and
+``S`` is what a chunk needs in flight where io_uring reads the buffer's rows straight into its slots
+(``chunk_stage_bytes``: the reads in flight x one row's span, or with a ``disk_probe`` merged reads
+if they need more), else (staging is the read path) the largest power of two at most 1/8 of the
+budget over ``2 x extractors``; at most ``max_stage_bytes``, at least one read (``max_read_bytes``
+or one row span), halved while the minimum buffer and two expected batches would not fit. Not counted: the interpreter, torch and
 numba themselves (the *baseline* the benchmark subtracts), thread stacks, and page cache of the memory-
 mapped ``indices`` (or ``indices`` itself when the dataset holds it in RAM).
 """
@@ -75,8 +82,10 @@ from dataclasses import dataclass, replace
 from .._errors import ConfigError
 from .._units import format_bytes
 from ..cache._history_config import record_buffer_bytes
+from ..features._disk_probe import DiskProbe, in_flight_for
 from ..features._disk_source import IOConfig
-from ..features._staging import GATHER_BLOCK, arena_bytes
+from ..features._staging import GATHER_BLOCK, SECTOR, arena_bytes
+from ..features._uring_source import UringSource
 from ._config import EXTRACT_QUEUE, LoaderConfig
 
 SLOT_BYTES = 40     # per buffer slot besides its row: node id 8, refs 4, valid 1, LRU links 16, slack
@@ -106,7 +115,9 @@ class Sizes:
     batch_rows: int | None = None  # r, the rows one batch is expected to need (None: R)
     partition_bytes: int = 0  # partition mode: the partition set's arrays, slots and grouped seeds (P)
     macro_block_bytes: int = 0  # partition mode: the largest macro batch's adjacency block (M)
+    macro_top_bytes: tuple[int, ...] = ()  # partition mode: item j, the most j blocks of one epoch take (T(j))
     interleave: int = 0  # partition mode: macro batches interleaved (i)
+    rows_into_slots: bool = False  # the disk source reads the buffer's rows into its slots (no staging)
 
     @property
     def expected_rows(self) -> int:
@@ -249,7 +260,29 @@ def _stage_bytes(cfg: LoaderConfig, sizes: Sizes, io: IOConfig | None, budget: i
     least = arena_bytes(max(io.max_read_bytes, sizes.row_bytes + _SPAN_SLACK))
     if budget is None:
         return max(least, arena_bytes(io.max_stage_bytes))
+    if not budget:  # the least arena (``plan_memory_floor``)
+        return least
+    if sizes.rows_into_slots:  # staging is not the buffer's read path: what a chunk needs in flight
+        return max(least, min(arena_bytes(io.max_stage_bytes), chunk_stage_bytes(cfg, sizes, io, cfg.disk_probe)))
     return max(least, min(arena_bytes(io.max_stage_bytes), _floor_pow2(budget // (16 * cfg.num_extractors))))
+
+
+def chunk_stage_bytes(cfg: LoaderConfig, sizes: Sizes, io: IOConfig, probe: DiskProbe | None) -> int:
+    """One staging arena where the source reads the buffer's rows straight into its slots
+    (``Sizes.rows_into_slots``): room for the reads the device needs in flight, whichever kind a
+    chunk holds: single rows (the loader's depth, ``max_in_flight``, else Little's law on the probe,
+    ``in_flight_for``, else io_uring's default 256, times one row's aligned span) or, with a probe,
+    merged reads of ``max_read_bytes`` (the depth that saturates the device at that size).  Why not
+    a share of the budget (1/16 of it per extractor, still the rule where staging is the read path):
+    io_uring reads aligned float32 rows into the feature buffer's slots, so staging serves only other
+    reads (the static and GPU tiers' loads); papers-like at 1 GiB staged nothing in an epoch out of
+    128 MiB of staging (now 4 MiB: 1 MiB arenas; 8 MiB with its probe).  Where staging is the read
+    path (pread), 1 MiB arenas made 40 papers-like batches 1.2-1.5x slower than 32 MiB ones (and
+    8 MiB ones about as fast), hence the old rule there."""
+    span = -(-sizes.stride // SECTOR) * SECTOR  # one row's aligned read, at the largest alignment
+    depth = cfg.max_in_flight or (in_flight_for(probe, sizes.stride) if probe is not None else UringSource.DEFAULT_DEPTH)
+    merged = in_flight_for(probe, io.max_read_bytes) * io.max_read_bytes if probe is not None else 0
+    return arena_bytes(max(depth * span, merged))
 
 
 def _floor_pow2(n: int) -> int:
@@ -280,7 +313,7 @@ def _fixed_parts(cfg: LoaderConfig, sizes: Sizes, source: str, stage: int,
     if sizes.partition_bytes:  # partition mode's arrays in RAM and the macro blocks its samplers hold
         parts["partition arrays"] = sizes.partition_bytes
     if sizes.macro_block_bytes:
-        parts["macro adjacency"] = macro_blocks(cfg, sizes) * sizes.macro_block_bytes
+        parts["macro adjacency"] = macro_adjacency_bytes(cfg, sizes)
     return parts | (extra or {})
 
 
@@ -288,6 +321,22 @@ def macro_blocks(cfg: LoaderConfig, sizes: Sizes) -> int:
     """Macro blocks held at once: one in use or loading per sampler, and the store's idle ones it keeps
     for the interleaved macro batches (``MacroStore``: capacity samplers + interleave)."""
     return 2 * cfg.num_samplers + sizes.interleave
+
+
+def macro_adjacency_bytes(cfg: LoaderConfig, sizes: Sizes) -> int:
+    """What the ``B = macro_blocks`` blocks held at once take: at most ``B x M``, and at most
+    ``T(ceil(B/2)) + T(floor(B/2))``, as the store holds blocks of two epochs only and one epoch's
+    blocks hold disjoint partitions (``MacroStore``, ``PartitionBatching.macro_top_bytes``): ``k``
+    blocks of one epoch and ``B - k`` of the other take at most ``T(k) + T(B - k)``, largest at
+    ``k = B/2`` as ``T`` is concave (a sum of the largest partitions).  papers-like (1024 parts, 8 a
+    batch, 2 samplers, interleave 8 -> B = 12): 112 MiB where ``B x M`` is 220 MiB."""
+    blocks = macro_blocks(cfg, sizes)
+    worst = blocks * sizes.macro_block_bytes
+    top = sizes.macro_top_bytes
+    if not top:
+        return worst
+    half = top[min(-(-blocks // 2), len(top) - 1)] + top[min(blocks // 2, len(top) - 1)]
+    return min(worst, half)
 
 
 def _source_bytes(cfg: LoaderConfig, sizes: Sizes, source: str, stage: int) -> int:

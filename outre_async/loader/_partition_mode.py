@@ -56,6 +56,9 @@ class PartitionBatching:
         self.rank, self.world_size = rank, world_size
         self.ds_indptr, self.ds_indices = ds.indptr, ds.indices
         self.cache = NeighborCache.build(ds.indptr, ds.indices, self.parts.cross, neighbor_cache_bytes)
+        # cross ranked the cache and nothing else reads it (a profile's cache is built from its own node
+        # list, ``use_neighbor_cache``; stats, DDP ranks and reopenings use the cache built here): 4 N bytes
+        self.parts.release_cross()
         self.spacing = max_batches_per_epoch(len(seeds), self.parts.num_parts, parts_per_batch, batch_size)
         self._stores: list[MacroStore] = []  # the stores of openings not closed yet (:meth:`release`)
         self._samplers: list[PartitionSampler] = []  # their samplers
@@ -75,24 +78,33 @@ class PartitionBatching:
 
     def held_bytes(self) -> int:
         """What partition mode holds in RAM besides the neighbour cache and the macro blocks: the
-        partition set's arrays, the partition-order slot of every node (``slot_of_node``, made by the
-        samplers) and the seeds grouped by partition (a memory plan part, ``_budget``)."""
-        p = self.parts
-        arrays = (p.assignment, p.part_ptr, p.part_nodes, p.train_ptr, p.train_nodes_all, p.adj_ptr, p.cross,
-                  self.ptr, self.grouped)
-        return sum(int(a.nbytes) for a in arrays) + len(p.part_nodes) * p.part_nodes.dtype.itemsize
+        partition set's arrays (int32 where they fit, ``cross`` released: ``_reader``), the
+        partition-order slot of every node (``slot_of_node``, made by the samplers if not yet) and the
+        seeds grouped by partition (a memory plan part, ``_budget``)."""
+        return self.parts.held_bytes + int(self.ptr.nbytes + self.grouped.nbytes)
 
     def macro_block_bytes(self) -> int:
         """The most bytes one macro batch's adjacency block can take (``MacroStore._load``): the
         ``parts_per_batch`` largest partitions' node ids (int64), list offsets (int64) and lists, plus
         the block's per-partition tables."""
+        return self.macro_top_bytes()[1]
+
+    def macro_top_bytes(self) -> tuple[int, ...]:
+        """Item ``j``: the most bytes ``j`` macro blocks of one epoch can take together.  An epoch's
+        macro batches are disjoint sets of at most ``parts_per_batch`` partitions that hold seeds
+        (``plan_partition_epoch``, and a rank's share of them in DDP), so ``j`` of them hold at most
+        the ``j x parts_per_batch`` largest such partitions; item ``j`` for ``j`` past the epoch's
+        macro batches is the last one.  The memory plan's macro adjacency part (``_budget``)."""
         p = self.parts
         nodes = np.diff(p.part_ptr).astype(np.int64)
         edges = (p.adj_ptr[p.part_ptr[1:]] - p.adj_ptr[p.part_ptr[:-1]]).astype(np.int64)
-        per_part = 16 * nodes + p.adj_itemsize * edges
-        k = min(self.parts_per_batch, len(per_part))
-        top = int(np.sort(per_part)[::-1][:k].sum())
-        return top + 8 + 4 * p.num_parts + 16 * k
+        holding = np.diff(self.ptr) > 0
+        per_part = np.sort((16 * nodes + p.adj_itemsize * edges)[holding])[::-1]
+        k = self.parts_per_batch
+        blocks = max(1, -(-len(per_part) // k))
+        top = np.concatenate([[0], np.cumsum(per_part)])[np.minimum(np.arange(blocks + 1) * k, len(per_part))]
+        overhead = 8 + 4 * p.num_parts + 16 * k  # indptr's last entry, of_part, base (with slack)
+        return tuple(int(t) + j * overhead for j, t in enumerate(top))
 
     def use_neighbor_cache(self, nodes: np.ndarray, budget_bytes: int) -> None:
         """Hold the lists of ``nodes`` (a profile's plan) instead of the cross-partition ranking."""

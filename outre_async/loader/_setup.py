@@ -8,6 +8,7 @@ the byte sizes a profile is measured on are exactly those the loader later runs 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -15,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._errors import ConfigError
-from ..features import FeatureSource
+from ..features import FeatureSource, detect_io_uring
+from ..features._disk_source import IOConfig, open_direct
+from ..features._staging import SECTOR
 from ..sampling._plan import SeedIndex, max_edges_per_batch, max_rows_per_batch, plan_epoch, seed_ids
 from ..store._dataset import Dataset
 from ._batch import PlanItem
@@ -92,8 +95,11 @@ def loader_setup(dataset: Dataset, config: LoaderConfig, split: Any, source: Fea
     sizes = Sizes(num_nodes=dataset.num_nodes, dim=dataset.feature_dim,
                   row_bytes=dataset.feature_dim * dataset.feature_dtype.itemsize, stride=dataset.row_layout.stride,
                   max_rows=max_rows, max_edges=max_edges_per_batch(config.batch_size, config.fanouts, dataset.num_edges),
-                  batch_rows=batch_rows, **_partition_sizes(partitioned))
+                  batch_rows=batch_rows)
+    sizes = _partition_sizes(sizes, partitioned)
     kind = "injected" if source is not None else "memory" if config.backend == "memory" else "disk"
+    if kind == "disk" and config.budget_bytes is not None:
+        sizes = replace(sizes, rows_into_slots=_rows_into_slots(dataset, config))
     return LoaderSetup(dataset=dataset, config=config, split=split, seeds=seeds, seed_index=seed_index, place=place,
                        partitioned=partitioned, first_plan=first_plan, sizes=sizes, source=source, source_kind=kind)
 
@@ -106,12 +112,30 @@ def _plan(cfg: LoaderConfig, seeds: np.ndarray, place: RankPlace, partitioned: P
                       drop_last=cfg.drop_last, rank=place.rank, world_size=place.world_size)
 
 
-def _partition_sizes(partitioned: PartitionBatching | None) -> dict[str, int]:
-    """What partition mode holds in RAM, for the memory plan (``_budget``: partition arrays, macro adjacency)."""
+def _rows_into_slots(ds: Dataset, cfg: LoaderConfig) -> bool:
+    """Whether the disk source will read the buffer's rows straight into its slots
+    (``UringSource._slot_reads``): io_uring, float32 rows stored unpadded, their stride a multiple of
+    the file's O_DIRECT alignment (found with the source's own aligned probe read where the stride
+    is not a multiple of 4 KiB).  Staging then serves only other reads (``_budget.chunk_stage_bytes``)."""
+    backend = cfg.backend if cfg.backend != "auto" else "io_uring" if detect_io_uring() else "pread"
+    stride = ds.row_layout.stride
+    if backend != "io_uring" or ds.feature_dtype != np.float32 or stride != 4 * ds.feature_dim:
+        return False
+    if stride % SECTOR == 0:
+        return True
+    fd, _, align = open_direct(ds.features_path, IOConfig(**cfg.source_options).direct)
+    os.close(fd)
+    return stride % align == 0
+
+
+def _partition_sizes(sizes: Sizes, partitioned: PartitionBatching | None) -> Sizes:
+    """``sizes`` with what partition mode holds in RAM, for the memory plan (``_budget``: partition
+    arrays, macro adjacency)."""
     if partitioned is None:
-        return {}
-    return {"partition_bytes": partitioned.held_bytes(), "macro_block_bytes": partitioned.macro_block_bytes(),
-            "interleave": partitioned.interleave}
+        return sizes
+    top = partitioned.macro_top_bytes()
+    return replace(sizes, partition_bytes=partitioned.held_bytes(), macro_block_bytes=top[1], macro_top_bytes=top,
+                   interleave=partitioned.interleave)
 
 
 def _partition_batching(ds: Dataset, cfg: LoaderConfig, seeds: np.ndarray, place: RankPlace) -> PartitionBatching | None:

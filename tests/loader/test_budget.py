@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import replace
 
 import pytest
 
 import outre_async as oa
+from outre_async.features._disk_probe import DiskProbe, ProbeCell
 from outre_async.loader._budget import (
     SLOT_BYTES,
     Sizes,
@@ -207,3 +209,70 @@ def test_partition_mode_counts_its_arrays_and_macro_blocks_before_the_buffer() -
     plan_memory(replace(cfg, memory_budget=floor), held, source="disk")  # the floor fits
     with pytest.raises(oa.ConfigError, match=f"below the {floor} bytes.*partition arrays 2.7 MiB"):
         plan_memory(replace(cfg, memory_budget=floor - 1), held, source="disk")
+
+
+def test_macro_adjacency_is_two_epochs_of_disjoint_blocks_at_most() -> None:
+    """B = 2 samplers + interleave blocks held at once: at most B x M (the largest block), and at most
+    T(ceil(B/2)) + T(floor(B/2)) (T(j): the most j blocks of one epoch take, ``macro_top_bytes``), the
+    store holding blocks of two epochs only (issue 26: papers-like 220 -> 112 MiB)."""
+    cfg = _cfg(memory_budget=256 << 20, partitions="p", num_samplers=3)  # B = 2 x 3 + 4 = 10
+    top = (0, 500_000, 800_000, 1_000_000, 1_100_000, 1_150_000, 1_170_000)  # concave: skewed partitions
+    held = replace(SIZES, partition_bytes=1000, macro_block_bytes=500_000, macro_top_bytes=top, interleave=4)
+    plan = plan_memory(cfg, held, source="disk")
+    assert plan.parts["macro adjacency"] == top[5] + top[5] == 2_300_000 < 10 * 500_000
+    odd = plan_memory(replace(cfg, num_samplers=2), replace(held, interleave=3), source="disk")  # B = 7
+    assert odd.parts["macro adjacency"] == top[4] + top[3] == 2_100_000
+    few = replace(held, macro_top_bytes=top[:3])  # an epoch of 2 macro batches: T stops growing there
+    assert plan_memory(cfg, few, source="disk").parts["macro adjacency"] == 2 * 800_000
+    flat = replace(held, macro_top_bytes=tuple(j * 500_000 for j in range(12)))  # equal blocks: B x M
+    assert plan_memory(cfg, flat, source="disk").parts["macro adjacency"] == 10 * 500_000
+    assert plan_memory(cfg, replace(held, macro_top_bytes=()), source="disk").parts["macro adjacency"] == 5_000_000
+
+
+def _probe_4k_knee_16() -> DiskProbe:
+    """IOPS by depth: the knee (>= 0.9 x peak) at 16 for 4 KiB reads and at 4 for 128 KiB ones."""
+    rates = {4096: {1: 10e3, 4: 30e3, 16: 60e3, 64: 64e3, 256: 65e3},
+             131072: {1: 2e3, 4: 9.5e3, 16: 10e3, 64: 10e3, 256: 10e3}}
+    cells = tuple(ProbeCell(depth=d, size=s, iops=r, bytes_per_s=r * s, reads=1, seconds=1.0)
+                  for s, row in rates.items() for d, r in row.items())
+    return DiskProbe(path="f", file_bytes=1 << 30, direct=True, device={"key": "k"}, measured_at=0.0,
+                     seconds_per_cell=1.0, cells=cells)
+
+
+def test_staging_is_what_a_chunk_needs_in_flight_where_rows_go_into_slots() -> None:
+    """Where io_uring reads the buffer's rows into its slots, an arena holds the reads the device
+    needs in flight: with ``disk_probe``, single rows (depth 2 x 16 at 4 KiB spans: 128 KiB) or merged
+    reads (2 x 4 reads of 128 KiB: 1 MiB), whichever is more; without one, io_uring's 256 reads of
+    one row's span (1 MiB), or ``max_in_flight`` of them (at least one ``max_read_bytes``).  Where
+    staging is the read path (pread, padded rows...), 1/16 of the budget per extractor as before."""
+    slots = replace(SIZES, rows_into_slots=True)
+    cfg = _cfg(memory_budget=1 << 30, disk_probe=_probe_4k_knee_16())
+    plan = plan_memory(cfg, slots, source="disk")
+    assert plan.stage_bytes == 1 << 20 and plan.parts["staging"] == 2 * 2 * (1 << 20)
+    assert plan_memory(cfg, SIZES, source="disk").stage_bytes == 32 << 20  # staged rows: the budget's share
+    assert plan_memory(_cfg(memory_budget=1 << 30), slots, source="disk").stage_bytes == 1 << 20
+    assert plan_memory(_cfg(memory_budget=1 << 30, max_in_flight=8), slots, source="disk").stage_bytes == 128 << 10
+    assert plan_memory(_cfg(), slots, source="disk").stage_bytes == 64 << 20  # no budget: max_stage_bytes
+    deep = plan_memory(replace(cfg, max_in_flight=1024), slots, source="disk")  # rows: 1024 x 4 KiB = 4 MiB
+    assert deep.stage_bytes == 4 << 20
+    wide = replace(slots, row_bytes=40_000, stride=40_000)  # a row's span: 10 sectors, 40,960 bytes
+    assert plan_memory(replace(cfg, max_in_flight=64), wide, source="disk").stage_bytes == 4 << 20  # 2.5 MiB up
+    tight = plan_memory_floor(cfg, slots, source="disk") + (1 << 20)
+    small = plan_memory(replace(cfg, memory_budget=tight), slots, source="disk")
+    assert small.stage_bytes < 1 << 20 and small.total <= tight  # halved while the floor would not fit
+
+
+def test_the_loader_knows_when_rows_go_into_slots(tmp_path) -> None:
+    """io_uring with float32 rows whose stride the alignment divides: rows into slots; pread, or a
+    padded stride, stage them (``_setup._rows_into_slots``)."""
+    from outre_async.features import detect_io_uring
+    from outre_async.features._disk_source import open_direct
+    from outre_async.loader._setup import _rows_into_slots
+
+    ds = oa.open_dataset(oa.generate(tmp_path / "g", "tiny", seed=1, feature_dim=128))  # 512 B rows
+    assert not _rows_into_slots(ds, _cfg(backend="pread"))
+    fd, _, align = open_direct(ds.features_path, True)  # 512 or 4096 (the file system's)
+    os.close(fd)
+    assert _rows_into_slots(ds, _cfg(backend="auto")) == (detect_io_uring() and 512 % align == 0)
+    odd = oa.open_dataset(oa.generate(tmp_path / "h", "tiny", seed=1, feature_dim=100))  # 400 B rows, 512 B apart
+    assert odd.row_layout.stride == 512 and not _rows_into_slots(odd, _cfg(backend="io_uring"))

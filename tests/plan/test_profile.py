@@ -18,6 +18,7 @@ import outre_async as oa
 from outre_async.cli import main
 from outre_async.features import MemorySource
 from outre_async.features._static_cache import StaticFeatureCache
+from outre_async.loader._budget import macro_adjacency_bytes
 from outre_async.plan import MissCosts
 
 COSTS = MissCosts(row_us=20.0, list_us=2.0, recompute_us=1.0, backend="fixed")
@@ -229,19 +230,22 @@ def test_memory_lists_partition_and_profile_parts_and_the_blocks_stay_within_the
         assert batching is not None
         parts = batching.parts
         arrays = (parts.assignment, parts.part_ptr, parts.part_nodes, parts.train_ptr, parts.train_nodes_all,
-                  parts.adj_ptr, parts.cross, batching.ptr, batching.grouped, parts.slot_of_node)
+                  parts.adj_ptr, batching.ptr, batching.grouped, parts.slot_of_node)  # cross released (issue 26)
         applied = _arrays(ds, "held")
-        most, held = 0, 0
+        most, held, total = 0, 0, 0
         for _ in loader:
             store = batching._stores[-1]
             blocks = list(store._blocks.values())
             held = max(held, len(blocks))
-            most = max([most] + [m.block.nbytes + m.of_part.nbytes + m.base.nbytes for m in blocks])
+            most = max([most] + [m.nbytes for m in blocks])
+            total = max(total, store.held_bytes)
         memory = loader.stats()["memory"]
         assert memory["partition arrays"] == sum(a.nbytes for a in arrays)
         block = loader._setup.sizes.macro_block_bytes
-        assert memory["macro adjacency"] == (2 * loader.config.num_samplers + batching.interleave) * block
+        assert memory["macro adjacency"] == macro_adjacency_bytes(loader.config, loader._setup.sizes)
+        assert memory["macro adjacency"] <= (2 * loader.config.num_samplers + batching.interleave) * block
         assert 0 < most <= block and held <= 2 * loader.config.num_samplers + batching.interleave
+        assert 0 < total <= memory["macro adjacency"]
         assert memory["profile arrays"] == 8 * (len(applied["static_rows"]) + len(applied["neighbor_nodes"])) > 0
         assert memory["planned"] <= memory["budget"] == 6 << 20
     finally:
