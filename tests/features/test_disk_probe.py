@@ -202,4 +202,6 @@ def test_in_flight_for_with_numbers() -> None:
     assert in_flight_for(probe, 8192) == 8            # the next size up is 1 MiB: knee 4 (2.8k >= 2.61k)
     assert in_flight_for(probe, 4096, burst=1) == 64
     assert in_flight_for(probe, 4096, limit=100) == 100
+    knee_at_the_top = _probe({1: {4096: 10e3}, 16: {4096: 50e3}, 64: {4096: 70e3}, 256: {4096: 82e3}})
+    assert in_flight_for(knee_at_the_top, 4096) == 256  # knee 256, x2 = 512: never past the deepest depth measured
     assert probe.iops_at(100, 4096) == 80e3 and probe.iops_at(1, 4096) == 10e3
