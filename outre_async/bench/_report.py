@@ -93,19 +93,19 @@ def same_batches_table(result: dict[str, Any]) -> str:
 
 
 def disk_limit_table(result: dict[str, Any]) -> str:
-    """One row per run whose loader knew the probe grid (``--disk-grid``); empty when none did."""
+    """One row per run judged against the disk's limit (``_disk_limit``: a cached probe grid); empty when none was."""
     rows = []
     for run in result["runs"]:
-        eio = ((run.get("metrics") or {}).get("extra") or {}).get("epoch_io") or {}
-        if eio.get("limit_seconds") is None:
+        lim = ((run.get("metrics") or {}).get("extra") or {}).get("disk_limit")
+        if not lim:
             continue
-        rows.append(f"| {run['system']} | {run.get('repeat', '')} | {_f(eio['seconds'])} | {eio['ios']:,} | "
-                    f"{eio['bytes_read'] / 1e9:,.2f} | {eio['bytes_per_io'] / 1e3:,.1f} | {_f(eio['limit_seconds'])} | "
-                    f"{_f(eio['vs_limit'])} |")
+        rows.append(f"| {run['system']} | {run.get('repeat', '')} | {_f(run['metrics'].get('epoch_seconds'))} | "
+                    f"{lim['ios']:,} | {lim['bytes'] / 1e9:,.2f} | {lim['bytes_per_io'] / 1e3:,.1f} | {lim['depth']} | "
+                    f"{_f(lim['seconds'])} | {_f(lim['vs_limit'])} |")
     if not rows:
         return ""
-    return "\n".join(["| system | repeat | epoch s | I/Os | GB | KB per I/O | disk limit s | × limit |",
-                      "|---|---|---|---|---|---|---|---|", *rows])
+    return "\n".join(["| system | repeat | epoch s | I/Os | GB | KB per I/O | in flight | disk limit s | × limit |",
+                      "|---|---|---|---|---|---|---|---|---|", *rows])
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -138,10 +138,11 @@ def markdown(result: dict[str, Any]) -> str:
             "per-repeat ratios; efficiency = limit / median epoch time.", ""]
     disk = disk_limit_table(result)
     if disk:
-        out += ["## Epochs against the disk's limit (--disk-grid)", "",
-                "The least time the device needs for the reads and bytes each run issued, from the probe grid at "
-                "the loader's depth (`stats()[\"epoch_io\"]`: reads × the probe's time per read at their mean size, "
-                "or bytes over its bandwidth, whichever is more); issue 26's goal is an epoch within 1.2 × of it.",
+        out += ["## Epochs against the disk's limit", "",
+                "The least time the device needs for the reads and bytes each run issued, from the device's cached "
+                "probe grid (`outre probe`; `--disk-grid` measures it if absent and gives it to the loaders too) at "
+                "the run's reads in flight: reads × the probe's time per read at their mean size, or bytes over its "
+                "bandwidth, whichever is more; issue 26's goal is an epoch within 1.2 × of it.",
                 "", disk, ""]
     same = same_batches_table(result)
     if same:

@@ -125,6 +125,10 @@ def run_suite(config: SuiteConfig, say: Callable[[str], None] = print) -> dict[s
     say(f"probing random {ds.row_layout.stride}-byte reads on {ds.features_path.name} for {config.probe_seconds:.0f} s ...")
     probe = probe_random_reads(ds.features_path, ds.row_layout.stride, seconds=config.probe_seconds)
     runs = _run_all(config, spec, cap_bytes, preset, path, say)
+    from ..profiling._probe_cli import default_cache_dir
+    from ._disk_limit import annotate, cached_grid
+
+    annotate(runs, cached_grid(ds.features_path, config.probe_cache_dir or default_cache_dir()), ds.row_layout.stride)
     machine["loadavg_start"] = machine.pop("loadavg")
     machine["loadavg_end"] = [float(v) for v in Path("/proc/loadavg").read_text().split()[:3]]
     suite = f"{preset.name}{'-quick' if config.quick else ''}"

@@ -182,3 +182,29 @@ def test_disk_grid_gives_the_outre_systems_the_devices_probe_and_a_disk_limit(ti
     assert extra["io"]["max_in_flight"] == in_flight_for(probe, ds.row_layout.stride)  # from the grid
     assert extra["epoch_io"]["ios"] > 0  # the tiny graph's rows came from the disk
     assert extra["epoch_io"]["limit_seconds"] > 0 and extra["epoch_io"]["vs_limit"] > 0
+
+
+def test_runs_are_judged_against_the_disk_limit_of_a_cached_grid() -> None:
+    """``_disk_limit.annotate``: a run's reads and bytes against the grid at its reads in flight; the
+    report lists it; no grid or no reads: nothing added."""
+    from outre_async.bench._disk_limit import annotate
+    from outre_async.bench._report import disk_limit_table
+    from outre_async.features._disk_probe import DiskProbe, ProbeCell
+
+    cost = {4096: 10e-6 + 4096e-9, 65536: 10e-6 + 65536e-9}  # 10 µs + 1 ns per byte
+    cells = tuple(ProbeCell(depth=d, size=z, iops=1 / t, bytes_per_s=z / t, reads=1, seconds=1.0)
+                  for d in (16, 256) for z, t in cost.items())
+    grid = DiskProbe(path="f", file_bytes=1, direct=True, device={"key": "k"}, measured_at=0.0,
+                     seconds_per_cell=0.4, cells=cells)
+    run = {"system": "outre-part", "repeat": 0, "metrics": {"epoch_seconds": 0.03, "extra": {
+        "io": {"reads_submitted": 1000, "bytes_read": 1000 * 16384, "max_in_flight": 256}}}}
+    bare = {"system": "pyg-mmap", "repeat": 0, "metrics": {"epoch_seconds": 1.0, "extra": {}}}
+    annotate([run, bare], None, 4096)
+    assert "disk_limit" not in run["metrics"]["extra"]
+    annotate([run, bare], grid, 4096)
+    lim = run["metrics"]["extra"]["disk_limit"]
+    assert lim["seconds"] == pytest.approx(1000 * (10e-6 + 16384e-9), abs=1e-3)
+    assert lim["vs_limit"] == pytest.approx(0.03 / (1000 * (10e-6 + 16384e-9)), abs=2e-3)
+    assert "disk_limit" not in bare["metrics"]["extra"]
+    table = disk_limit_table({"runs": [run, bare]})
+    assert "| outre-part | 0 | 0.03 | 1,000 |" in table and "pyg-mmap" not in table
