@@ -182,7 +182,7 @@ def _model_allowance(ds: oa.Dataset, spec: dict[str, Any]) -> int:
     cap is then baseline + 1.1 x budget + this."""
     import torch
 
-    from outre_async.loader._history import HistoryRecord
+    from outre_async.loader._history_record import HistoryRecord
 
     fan = [max(f, 1) for f in spec["fanouts"]]
     nodes, edges, frontier = spec["batch"], 0, spec["batch"]

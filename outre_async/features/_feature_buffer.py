@@ -64,25 +64,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Protocol
 
 import numpy as np
 
 from .._errors import ConfigError
 from . import _buffer_kernels as K
+from ._buffer_holds import Acquisition, Pin, SlotReader, int64_ids, page_aligned_zeros
 from ._disk_source import uncancellable
 from ._policies import check_policy
 from ._read_priority import URGENT, read_priority
 from ._window_plan import plan_window, window_groups
-
-
-class SlotReader(Protocol):
-    """What the buffer reads its missing rows through: a :class:`FeatureSource` or the tier below
-    it (``_tier``): rows straight into slots of the buffer."""
-
-    async def read_rows_into(self, ids: np.ndarray, buffer: np.ndarray, slots: np.ndarray, /) -> None: ...
-
 
 POLICY = "lru-lookahead"  # the default eviction policy (the module docstring says why)
 READ_AHEAD = 16  # queued batches after an unplanned one that its window may read along (:meth:`FeatureBuffer._read_ahead`)
@@ -90,79 +81,6 @@ NEXT_USE_BUCKETS = 256  # next-use lists, one per queued seq modulo this (above 
 
 
 COPY_OFF_LOOP_BYTES = 1 << 20  # pieces at least this large are copied by the copy thread (``_copy_out``)
-SLOT_ALIGN = 4096  # slots of sector-multiple rows can take O_DIRECT reads straight from the file
-
-
-def page_aligned_zeros(rows: int, dim: int) -> np.ndarray:
-    """A zeroed ``[rows, dim]`` float32 array whose first byte is page aligned, so that where a row
-    is a whole number of sectors every slot is sector aligned and a disk source can read straight
-    into it (one copy per row: slot -> batch matrix)."""
-    raw = np.zeros(rows * dim * 4 + SLOT_ALIGN, dtype=np.uint8)
-    shift = -raw.ctypes.data % SLOT_ALIGN
-    return raw[shift : shift + rows * dim * 4].view(np.float32).reshape(rows, dim)
-
-
-@dataclass(eq=False, slots=True)
-class Acquisition:
-    """One piece's hold on the buffer: ``slots[i]`` holds row ``ids[i]``."""
-
-    ids: np.ndarray
-    slots: np.ndarray
-    actions: np.ndarray
-    reader: int = -1  # this piece's reader id when it reads rows (their waiters await its future)
-    released: bool = False
-    waits: list[asyncio.Future[None]] = field(default_factory=list)
-
-    @property
-    def read_mask(self) -> np.ndarray:
-        return self.actions == K.READ
-
-
-def int64_ids(ids: np.ndarray) -> np.ndarray:
-    """``ids`` as a C-contiguous int64 array: the same object when it already is one.
-
-    Why not ``np.ascontiguousarray(ids, dtype=np.int64)``: it returns a new view whenever the dtype
-    *object* differs from numpy's singleton, and arrays returned by a cached numba kernel (the
-    sampler's ``n_id``) carry an equal but distinct int64 dtype.  :meth:`Pin.counts` recognises a
-    batch's own ids by identity, so with the new views its fast path (the acquire kernel withdraws
-    the look-ahead counts it takes) was never taken and every piece paid a second pass."""
-    if isinstance(ids, np.ndarray) and ids.dtype == np.int64 and ids.flags.c_contiguous:
-        return ids
-    return np.ascontiguousarray(ids, dtype=np.int64)
-
-
-@dataclass(eq=False, slots=True)
-class Pin:
-    """The look-ahead hold of one queued batch: ``ids[taken:]`` are still counted as wanted."""
-
-    buffer: FeatureBuffer
-    ids: np.ndarray
-    taken: int = 0
-    seq: int = -1  # the queued batch's seq (next-use eviction orders rows by it)
-    order: int = -1  # pinned-order number, across epochs too: the priority of the batch's reads (``_read_priority``)
-    planned: bool = False  # an earlier batch's window read its missing rows (``_read_ahead``)
-
-    def advance(self, n: int, *, withdrawn: bool = False) -> None:
-        """The batch took its next ``n`` rows (they are held now): stop counting them
-        (``withdrawn``: :func:`_buffer_kernels.acquire` already did, taking exactly these ids)."""
-        n = min(n, len(self.ids) - self.taken)
-        if n > 0:
-            if withdrawn:
-                self.buffer._pinned -= n
-            else:
-                self.buffer._withdraw(self.ids[self.taken : self.taken + n], self.seq)
-            self.taken += n
-        if self.taken >= len(self.ids) and self.buffer._pins.get(self.seq) is self:
-            del self.buffer._pins[self.seq]  # nothing left to read ahead for
-    def counts(self, ids: np.ndarray, pos: int) -> bool:
-        """Whether this pin's next rows are ``ids[pos:]`` (the batch's own ids, none taken out of turn)."""
-        return self.ids is ids and self.taken == pos
-
-    def release(self) -> None:
-        """Stop counting every row not taken yet (idempotent)."""
-        self.advance(len(self.ids) - self.taken)
-
-
 class FeatureBuffer:
     """``num_slots`` rows of ``dim`` float32 values plus GNNDrive's mapping table and two standby
     lists (cold, wanted) and the per-node look-ahead counts."""

@@ -7,7 +7,7 @@ from typing import Any
 from .. import _lazy_attribute
 from ._batch import OutreBatch
 from ._config import LoaderConfig
-from ._history import HistoryRecord
+from ._history_record import HistoryRecord
 from ._loader import OutreLoader
 from ._sync_loader import SyncLoader
 

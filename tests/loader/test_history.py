@@ -401,7 +401,7 @@ def test_warmup_defaults_to_the_staleness_and_zero_turns_it_off() -> None:
 def test_pushed_rows_are_h_before_dropout_and_pulled_rows_get_a_fresh_mask(dataset: oa.Dataset) -> None:
     """A row is reused for up to ``staleness`` steps: it must be the exact h^(L-1) (what evaluation
     computes), not one dropout sample of it replayed at every use."""
-    from outre_async.loader._history import HistoryRecord, Push
+    from outre_async.loader._history_record import HistoryRecord, Push
 
     torch.manual_seed(0)
     model = oa.GraphSAGE(3, 16, 2, 2, dropout=0.5).train()
@@ -499,7 +499,7 @@ def test_grad_admission_writes_at_most_half_of_each_push(dataset: oa.Dataset) ->
 def test_gcn_seeds_see_the_unpruned_normalisation_of_a_pulled_node() -> None:
     """GCN weighs a message by 1/sqrt(deg of its source); a pulled node has no in-edges in its batch,
     so the hook's degree must stand in for them: seed outputs equal the unpruned batch's."""
-    from outre_async.loader._history import HistoryRecord
+    from outre_async.loader._history_record import HistoryRecord
 
     model = oa.GCN(3, 4, 2, 2).eval()
     x = torch.randn(5, 3)

@@ -21,7 +21,7 @@ from torch_geometric.nn import GAT, GCN, GIN, PNA, EdgeCNN, GATConv, GCNConv, Gr
 from torch_geometric.nn.models.basic_gnn import BasicGNN
 
 import outre_async as oa
-from outre_async.loader._history import HistoryRecord, Push
+from outre_async.loader._history_record import HistoryRecord, Push
 
 IN, HID, OUT = 5, 8, 3
 
