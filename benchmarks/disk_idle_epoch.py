@@ -23,8 +23,9 @@ from pathlib import Path
 
 import outre_async as oa
 from outre_async._units import parse_bytes
+from outre_async.bench._disk_limit import cached_grid
 from outre_async.bench._measure import evict_from_page_cache
-from outre_async.features._disk_probe import device_of, read_cached
+from outre_async.features._disk_probe import device_of
 from outre_async.loader._epoch_io import disk_limit_seconds, known_rate
 from outre_async.profiling._probe_cli import default_cache_dir
 
@@ -52,7 +53,7 @@ def main() -> None:
     p.add_argument("--probe-cache-dir", type=Path, default=default_cache_dir())
     args = p.parse_args()
     ds = oa.open_dataset(args.dataset)
-    grid = read_cached(ds.features_path, args.probe_cache_dir)
+    grid = cached_grid(ds.features_path, args.probe_cache_dir)
     opts: dict = {"fanouts": [int(f) for f in args.fanouts.split(",")], "batch_size": args.batch_size,
                   "memory_budget": args.memory_budget}
     if args.partitions:

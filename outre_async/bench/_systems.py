@@ -371,10 +371,10 @@ def disk_grid(ds: Any, spec: RunSpec) -> dict[str, Any]:
     from pathlib import Path
 
     from .._errors import ConfigError
-    from ..features._disk_probe import read_cached
+    from ._disk_limit import cached_grid
 
     cache = Path(spec.probe_cache_dir)
-    grid = read_cached(ds.features_path, cache) or read_cached(ds.features_path, cache, direct=False)
+    grid = cached_grid(ds.features_path, cache)
     if grid is None:
         raise ConfigError(f"--disk-grid: no probe of {ds.features_path}'s device in {cache}; run outre probe "
                           f"{ds.features_path} --cache-dir {cache}")

@@ -99,11 +99,19 @@ class DiskProbe:
         sizes = self.sizes
         return next((s for s in sizes if s >= read_bytes), sizes[-1])
 
+    def measured_depth(self, depth: int) -> int:
+        """The depth that stands for ``depth``: the largest measured at or below it, else the smallest."""
+        below = [d for d in self.depths if d <= depth]
+        return below[-1] if below else self.depths[0]
+
+    def cells_at(self, depth: int) -> list[ProbeCell]:
+        """The cells of :meth:`measured_depth` ``(depth)``, by read size."""
+        d = self.measured_depth(depth)
+        return sorted((c for c in self.cells if c.depth == d), key=lambda c: c.size)
+
     def iops_at(self, depth: int, read_bytes: int) -> float:
-        """Reads/s at ``depth`` (the largest measured depth at or below it) for reads of ``read_bytes``."""
-        size = self.size_for(read_bytes)
-        below = [d for d in self.depths if d <= depth] or [self.depths[0]]
-        cell = self.cell(below[-1], size)
+        """Reads/s at ``depth`` (:meth:`measured_depth`) for reads of ``read_bytes``."""
+        cell = self.cell(self.measured_depth(depth), self.size_for(read_bytes))
         return cell.iops if cell is not None else 0.0
 
     def age(self, now: float | None = None) -> float:
@@ -370,8 +378,6 @@ def gap_from_probe(probe: DiskProbe | None, depth: int, read_bytes: int, *, max_
     ``read_bytes`` reads and the best bandwidth among its read sizes at that depth (None: the default)."""
     if probe is None:
         return merge_gap_bytes(None, None, max_read=max_read)
-    below = [d for d in probe.depths if d <= depth] or [probe.depths[0]]
-    cells = [probe.cell(below[-1], size) for size in probe.sizes]
-    bandwidth = max((c.bytes_per_s for c in cells if c is not None), default=0.0)
+    bandwidth = max((c.bytes_per_s for c in probe.cells_at(depth)), default=0.0)
     return merge_gap_bytes(probe.iops_at(depth, read_bytes), bandwidth,
                            read_bytes=max(read_bytes, SECTOR), max_read=max_read)

@@ -222,6 +222,7 @@ class FeatureBuffer:
         self.counters["window_batches"] += batches
         self.counters["read_ahead_rows"] += int(acq.read_mask.sum())
         group = window_groups(own, ids, seen[:batches], self.merge_rows)[: len(acq.ids)]  # acq: a prefix of ids
+        self._reads.pop(acq.reader, None)  # nobody awaits it yet: its parts get readers of their own
         with_piece = None
         for g in np.unique(group).tolist():  # requests started in the order of the batches they serve
             part = self._split(acq, group == g)
@@ -252,14 +253,18 @@ class FeatureBuffer:
         """The rows ``mask`` picks out of a window's acquisition (every one a read), with a reader of their
         own: a batch waiting on one of them then waits for that request only."""
         part = Acquisition(ids=acq.ids[mask], slots=acq.slots[mask], actions=acq.actions[mask])
-        read = part.slots[part.read_mask]
-        if len(read):
-            self._reads.pop(acq.reader, None)  # nobody awaits it yet: the acquisition was just made
-            part.reader = self._next_reader
-            self._next_reader += 1
-            self._reader[read] = part.reader
-            self._reads[part.reader] = asyncio.get_running_loop().create_future()
+        self._give_reader(part)
         return part
+
+    def _give_reader(self, acq: Acquisition) -> None:
+        """A reader id and its future for the rows ``acq`` reads (none when it reads none): whoever finds
+        one of those slots being read awaits that future."""
+        read = acq.slots[acq.read_mask]
+        if len(read):
+            acq.reader = self._next_reader
+            self._next_reader += 1
+            self._reader[read] = acq.reader
+            self._reads[acq.reader] = asyncio.get_running_loop().create_future()
 
     def _read_window(self, part: Acquisition, source: SlotReader, priority: int) -> None:
         """Read one request of a window in a task of the buffer's (awaited by the batches that need its rows,
@@ -317,12 +322,7 @@ class FeatureBuffer:
         if taken == 0 and len(slots):
             return None
         acq = Acquisition(ids=ids[:taken], slots=slots[:taken], actions=actions[:taken])
-        read = acq.slots[acq.read_mask]
-        if len(read):
-            acq.reader = self._next_reader
-            self._next_reader += 1
-            self._reader[read] = acq.reader
-            self._reads[acq.reader] = asyncio.get_running_loop().create_future()
+        self._give_reader(acq)
         waiting = acq.slots[acq.actions == K.WAIT]
         if len(waiting):  # a WAIT row's reader has not settled yet
             acq.waits = [self._reads[r] for r in np.unique(self._reader[waiting]).tolist()]

@@ -103,8 +103,7 @@ def known_rate(probe: Any, profile_info: dict[str, Any] | None, stride: int, dep
         size = probe.size_for(stride)
         by_depth = {c.depth: c.iops for c in probe.cells if c.size == size}
         rate = probe_rate(by_depth, int(depth), size, probe.direct)
-        below = [d for d in probe.depths if d <= depth] or probe.depths[:1]
-        cells = sorted((c for c in probe.cells if c.depth == below[-1] and c.iops > 0), key=lambda c: c.size)
+        cells = [c for c in probe.cells_at(int(depth)) if c.iops > 0]
         return replace(rate, read_seconds=tuple((c.size, 1.0 / c.iops) for c in cells),
                        bandwidth=max((c.bytes_per_s for c in cells), default=0.0))
     io = profile_info.get("io") if profile_info is not None else None
