@@ -105,9 +105,10 @@ class DiskProbe:
         return below[-1] if below else self.depths[0]
 
     def cells_at(self, depth: int) -> list[ProbeCell]:
-        """The cells of :meth:`measured_depth` ``(depth)``, by read size."""
+        """The cells of :meth:`measured_depth` ``(depth)``, one per read size (a cached file that repeats
+        a cell counts it once), by size."""
         d = self.measured_depth(depth)
-        return sorted((c for c in self.cells if c.depth == d), key=lambda c: c.size)
+        return [self._index[(d, z)] for z in self.sizes if (d, z) in self._index]
 
     def iops_at(self, depth: int, read_bytes: int) -> float:
         """Reads/s at ``depth`` (:meth:`measured_depth`) for reads of ``read_bytes``."""

@@ -5,6 +5,7 @@ Little's law, and a profile recording that depth for ``profile=`` to apply."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -71,6 +72,9 @@ def test_the_disk_limit_is_reads_at_their_mean_size_or_bytes_over_bandwidth() ->
                              "busy_seconds": 0.03})
     out = epoch_io(start, end, rate)
     assert out["limit_seconds"] == pytest.approx(0.0264, abs=1e-3) and out["vs_limit"] == pytest.approx(0.03 / 0.026384, abs=2e-3)
+    repeated = replace(probe, cells=probe.cells + probe.cells[-1:])  # a cached file that repeats a cell
+    assert disk_limit_seconds(known_rate(repeated, None, 4096, 256), 10, big) == pytest.approx(
+        disk_limit_seconds(rate, 10, big))
     single = known_rate(_probe(), None, 4096, 256)  # a one-depth-size profile record has no grid: no limit
     assert "limit_seconds" not in epoch_io(start, end, ProbeRate(iops_at_depth=1.0, peak_iops=1.0, depth=1,
                                                                   read_bytes=4096, direct=True))
