@@ -36,15 +36,23 @@ class CountingSource:
 
 
 async def replay(batches: list[np.ndarray], num_nodes: int, slots: int, *, read_ahead: int, merge_rows: int,
-                 depth: int, extractors: int, policy: str) -> dict[str, int]:
+                 depth: int, extractors: int, policy: str, foresight: int = 0) -> dict[str, int]:
     from outre_async.features._feature_buffer import FeatureBuffer
 
     buf = FeatureBuffer(num_nodes, slots, 1, policy=policy, read_ahead=read_ahead, merge_rows=merge_rows)
     src = CountingSource(merge_rows)
     queue: asyncio.Queue = asyncio.Queue(depth)
 
+    sights: dict[int, object] = {}
+
     async def produce() -> None:
+        for seq in range(min(foresight, len(batches))):
+            sights[seq] = buf.foresee(batches[seq])
         for seq, ids in enumerate(batches):
+            if seq in sights:
+                sights.pop(seq).release()
+            if foresight and seq + foresight < len(batches):
+                sights[seq + foresight] = buf.foresee(batches[seq + foresight])
             await queue.put((ids, buf.pin(ids, seq)))
         for _ in range(extractors):
             await queue.put(None)
@@ -71,6 +79,7 @@ def main() -> None:
     p.add_argument("--extractors", type=int, default=2)
     p.add_argument("--policy", default="lru-lookahead")
     p.add_argument("--read-ahead", default="0,16")
+    p.add_argument("--foresight", default="0", help="batches beyond the queue whose rows are foreseen (comma list)")
     p.add_argument("--min", action="store_true", help="also Belady's MIN at --slots")
     args = p.parse_args()
     saved = np.load(args.batches)
@@ -83,13 +92,15 @@ def main() -> None:
         dense, n = dense_ids(rows)
         mn = int(reads_min(dense, n, args.slots))
         print(f"MIN at {args.slots:,} slots: {mn:,} rows ({len(batches)} batches, {len(rows):,} accesses)")
-    for ra in [int(x) for x in args.read_ahead.split(",")]:
-        t = time.perf_counter()
-        r = asyncio.run(replay(batches, args.num_nodes, args.slots, read_ahead=ra, merge_rows=args.merge_rows,
-                               depth=args.extract_queue, extractors=args.extractors, policy=args.policy))
-        x = f", {r['rows'] / mn:.3f} x MIN" if mn else ""
-        print(f"read_ahead {ra}: {r['rows']:,} rows in {r['ios']:,} reads{x}; {r} ({time.perf_counter() - t:.0f} s)",
-              flush=True)
+    for fs in [int(x) for x in args.foresight.split(",")]:
+        for ra in [int(x) for x in args.read_ahead.split(",")]:
+            t = time.perf_counter()
+            r = asyncio.run(replay(batches, args.num_nodes, args.slots, read_ahead=ra, merge_rows=args.merge_rows,
+                                   depth=args.extract_queue, extractors=args.extractors, policy=args.policy,
+                                   foresight=fs))
+            x = f", {r['rows'] / mn:.3f} x MIN" if mn else ""
+            print(f"foresight {fs}, read_ahead {ra}: {r['rows']:,} rows in {r['ios']:,} reads{x}; {r} "
+                  f"({time.perf_counter() - t:.0f} s)", flush=True)
 
 
 if __name__ == "__main__":

@@ -150,6 +150,7 @@ class PartitionSampler:
         self.parts, self.cache, self.store = parts, cache, store
         self.slot_of_node = parts.slot_of_node
         self.tiers = np.zeros(3, np.int64)
+        self.foresight_tiers = np.zeros(3, np.int64)  # the same, for :meth:`sample_nodes` (not the batches' own)
         self._fanouts = self.plain._fanouts  # clamped to the graph's maximum in-degree
         self._scratch = np.full(self.plain.num_nodes, -1, dtype=np.int32 if self.plain.num_nodes < 2**31 else np.int64)
 
@@ -157,12 +158,14 @@ class PartitionSampler:
     def fanouts(self) -> tuple[int, ...]:
         return self.plain.fanouts
 
-    def tiers_of(self, macro: _Macro) -> NeighborTiers:
-        """The kernel's tiers with ``macro``'s block.  Every block (``store.none`` included) has the same
-        dtypes, so the kernel is compiled once for a partition set, whichever item is sampled."""
+    def tiers_of(self, macro: _Macro, counts: np.ndarray | None = None) -> NeighborTiers:
+        """The kernel's tiers with ``macro``'s block, counting lists per tier into ``counts`` (default
+        :attr:`tiers`).  Every block (``store.none`` included) has the same dtypes, so the kernel is
+        compiled once for a partition set, whichever item is sampled."""
         p, c = self.parts, self.cache
         return NeighborTiers(c.slot, c.indptr, c.indices, p.assignment, self.slot_of_node, p.part_ptr,
-                             macro.of_part, macro.base, macro.block.indptr, macro.block.indices, self.tiers)
+                             macro.of_part, macro.base, macro.block.indptr, macro.block.indices,
+                             self.tiers if counts is None else counts)
 
     def sample(self, item: MicroBatch | Any, stream: int = 0, prune: HistoryPrune | None = None) -> SampledSubgraph:
         if isinstance(item, MicroBatch):
@@ -174,9 +177,18 @@ class PartitionSampler:
                 self.store.release(key)
         return self._sample(_as_seeds(item), stream, self.store.none, prune)
 
-    def _sample(self, seeds: np.ndarray, stream: int, macro: _Macro, prune: HistoryPrune | None) -> SampledSubgraph:
+    def sample_nodes(self, item: MicroBatch | Any, stream: int = 0) -> np.ndarray:
+        """The ``n_id`` that :meth:`sample` gives for ``(item, stream)``, sampled without the macro batch's
+        block (the neighbour cache, then ``indices``: the same lists), so a batch far ahead of its
+        turn loads no block (the loader's foresight, ``loader._foresight``); lists counted apart, in
+        :attr:`foresight_tiers`."""
+        seeds = _as_seeds(item.seeds if isinstance(item, MicroBatch) else item)
+        return self._sample(seeds, stream, self.store.none, None, self.foresight_tiers).n_id
+
+    def _sample(self, seeds: np.ndarray, stream: int, macro: _Macro, prune: HistoryPrune | None,
+                counts: np.ndarray | None = None) -> SampledSubgraph:
         self.plain.check_mapped()  # tier 3 reads the dataset's indices (mapped when it did not fit RAM)
-        tiers = self.tiers_of(macro)
+        tiers = self.tiers_of(macro, counts)
         state = stream_state(self.plain.seed, stream)
         status, where, n_id, edge_index, e_id, nodes, edges = sample_multihop(
             self.plain.indptr, self.plain.indices, seeds, self._fanouts, state, self._scratch, tiers, prune)

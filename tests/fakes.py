@@ -87,6 +87,10 @@ class DelayedSampler:
         time.sleep(self.rng.random() * 3e-3)
         return self.inner.sample(seeds, stream, *prune)
 
+    def sample_nodes(self, seeds: np.ndarray, stream: int) -> np.ndarray:  # the loader's foresight
+        time.sleep(self.rng.random() * 3e-3)
+        return self.inner.sample_nodes(seeds, stream)
+
 
 def _open_write_only(src: _DiskSource) -> tuple[int, bool, int]:
     return os.open(src.file.path, os.O_WRONLY | os.O_CLOEXEC), False, 512

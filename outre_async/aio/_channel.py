@@ -85,6 +85,10 @@ class Channel(Generic[T]):
                 if not fut.done():
                     fut.set_result(None)
 
+    def full(self) -> bool:
+        """Whether a :meth:`send` now would wait for room."""
+        return len(self._items) >= self._capacity
+
     def __len__(self) -> int:
         return len(self._items)
 

@@ -1,5 +1,6 @@
 """What a piece of a batch holds in the feature buffer (:class:`Acquisition`), what a queued batch holds
-(:class:`Pin`, its look-ahead count and its place in the read priority), what the buffer reads through
+(:class:`Pin`, its look-ahead count and its place in the read priority), what a batch beyond the queue
+holds (:class:`Foresight`, its rows' place in the eviction order), what the buffer reads through
 (:class:`SlotReader`) and the page-aligned slot memory; the buffer itself is ``_feature_buffer``."""
 
 from __future__ import annotations
@@ -100,3 +101,27 @@ class Pin:
     def release(self) -> None:
         """Stop counting every row not taken yet (idempotent)."""
         self.advance(len(self.ids) - self.taken)
+
+
+@dataclass(eq=False, slots=True)
+class Foresight:
+    """The hold of one batch beyond the extract queue (the loader's foresight, ``loader._foresight``):
+    its rows are counted as foreseen until :meth:`release` (when its own :class:`Pin` is taken, or the
+    epoch ends).  Foreseen rows are evicted after every cold row and before any pinned one; they never
+    make anybody wait."""
+
+    buffer: ForesightOwner
+    ids: np.ndarray
+    released: bool = False
+
+    def release(self) -> None:
+        """Stop counting the rows (idempotent)."""
+        if not self.released:
+            self.released = True
+            self.buffer._unforesee(self.ids)
+
+
+class ForesightOwner(Protocol):
+    """What a :class:`Foresight` updates in the buffer that made it."""
+
+    def _unforesee(self, ids: np.ndarray) -> None: ...

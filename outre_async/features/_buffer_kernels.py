@@ -4,13 +4,15 @@ buffering): arrays in, arrays out.
 State (owned by one event loop, so no locks), laid out so that one row costs few cache misses:
 
 * ``nodes[N, 2]`` int32, one record per node: ``nodes[v, SLOT]`` its slot (-1: none) and
-  ``nodes[v, WANTED]`` its look-ahead count (batches sampled and queued, not yet extracted, that
-  need it);
-* ``rec[S + 2, 4]`` int64, one record per slot: ``PREV``, ``NEXT`` (its standby list links),
+  ``nodes[v, WANTED]`` its look-ahead counts: the low 20 bits (``PIN_MASK``) count the batches sampled
+  and queued, not yet extracted, that need it (pins), the bits above count in units of ``FORESEE`` the
+  batches further ahead whose rows the loader's foresight announced (``loader._foresight``);
+* ``rec[S + 3, 4]`` int64, one record per slot: ``PREV``, ``NEXT`` (its standby list links),
   ``NODE`` (-1: empty) and ``STATE`` = 2 x refs (pieces holding it) + valid (its row was read).
-  Rows ``S`` and ``S + 1`` are the sentinels of two doubly-linked standby lists of slots with no
-  refs, each in release order (head = least recently released): ``S`` heads the *cold* list (rows
-  no queued batch needs), ``S + 1`` the *wanted* list (rows a queued batch will read again).
+  Rows ``S``, ``S + 1`` and ``S + 2`` are the sentinels of three doubly-linked standby lists of slots
+  with no refs, each in release order (head = least recently released): ``S`` heads the *cold* list
+  (rows no batch in sight needs), ``S + 1`` the *foreseen* list (rows only batches beyond the queue
+  need), ``S + 2`` the *wanted* list (rows a queued batch will read again).
 
 Why records: a row taken as a hit reads its node's record, its slot's record and its two standby
 neighbours' records, four cache lines; with one array per field (slot_of, wanted, node_of, refs,
@@ -33,9 +35,10 @@ the extra look-ahead load made announce slower (9.3 -> 10.7 ns at 300k nodes, 10
 
 A slot on a standby list keeps its row: a later batch that needs the node takes it back without I/O.
 Eviction takes the head of the cold list (least recently released); only when the cold list is
-empty does it take the *tail* of the wanted list: the row most recently pinned or released, which
-is needed by the batch queued last, so furthest in the future (Belady's choice, approximately;
-the head holds rows of the batches queued first, needed soonest).  The pin is a preference, never a
+empty does it take the *tail* of the foreseen list, and only when that is empty too the tail of the
+wanted list: the row most recently foreseen, pinned or released, which is needed by the batch
+announced last, so furthest in the future (Belady's choice, approximately; the heads hold rows of the
+batches announced first, needed soonest).  The pin is a preference, never a
 reason to wait: a batch that finds only wanted rows on standby evicts one rather than wait for a
 release that may never come.
 """
@@ -49,6 +52,10 @@ from .._cache_hints import prefetch, prefetch_row
 
 HIT, READ, WAIT = 0, 1, 2  # what acquire decided for each row
 SLOT, WANTED = 0, 1  # columns of nodes
+FORESEE = 1 << 20  # nodes[v, WANTED]: pins count in the low 20 bits, foresight in units of this above
+PIN_MASK = FORESEE - 1
+MAX_FORESIGHT = (1 << 31) // FORESEE - 1  # batches that may foresee one row at once (int32 records)
+LISTS = 3  # standby lists after the slots' records: cold, foreseen, wanted
 PREV, NEXT, NODE, STATE = 0, 1, 2, 3  # columns of rec
 REF = 2  # one reference in STATE (bit 0 is valid)
 AHEAD = 8  # prefetch distance in rows (see _cache_hints; measured with benchmarks/bench_buffer_kernels.py)
@@ -58,7 +65,7 @@ def new_state(num_nodes: int, num_slots: int) -> tuple[np.ndarray, np.ndarray]:
     """Fresh ``(nodes, rec)``: no node mapped, every slot empty on the cold list."""
     nodes = np.zeros((num_nodes, 2), dtype=np.int32)
     nodes[:, SLOT] = -1
-    rec = np.zeros((num_slots + 2, 4), dtype=np.int64)
+    rec = np.zeros((num_slots + LISTS, 4), dtype=np.int64)
     rec[:, NODE] = -1
     lru_init(rec)
     return nodes, rec
@@ -66,16 +73,17 @@ def new_state(num_nodes: int, num_slots: int) -> tuple[np.ndarray, np.ndarray]:
 
 @njit(cache=True, nogil=True)
 def lru_init(rec: np.ndarray) -> None:
-    """Put every slot on the cold list in index order; the wanted list starts empty."""
-    s = len(rec) - 2
-    cold, wanted = s, s + 1
+    """Put every slot on the cold list in index order; the foreseen and wanted lists start empty."""
+    s = len(rec) - LISTS
+    cold = s
     for i in range(s):
         rec[i, PREV] = i - 1 if i > 0 else cold
         rec[i, NEXT] = i + 1 if i < s - 1 else cold
     rec[cold, NEXT] = 0 if s > 0 else cold
     rec[cold, PREV] = s - 1 if s > 0 else cold
-    rec[wanted, NEXT] = wanted
-    rec[wanted, PREV] = wanted
+    for sentinel in range(s + 1, s + LISTS):  # the foreseen and wanted lists start empty
+        rec[sentinel, NEXT] = sentinel
+        rec[sentinel, PREV] = sentinel
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -97,30 +105,64 @@ def _append(rec: np.ndarray, slot: np.int64, sentinel: np.int64) -> None:
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _prepend(rec: np.ndarray, slot: np.int64, sentinel: np.int64) -> None:
+    first = rec[sentinel, NEXT]
+    rec[first, PREV] = slot
+    rec[slot, NEXT] = first
+    rec[slot, PREV] = sentinel
+    rec[sentinel, NEXT] = slot
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _park(rec: np.ndarray, slot: np.int64, which: np.int64) -> None:
+    """Put a standby slot on list ``which`` (:func:`_list_for`): at the tail, except on the foreseen list,
+    where a row just released or unpinned goes to the head (evicted last of the foreseen).  Why: the
+    foreseen tail is evicted first because it holds the rows foreseen last, for the batch furthest
+    ahead; a row that a batch just used and one further ahead needs again is a hot row, whose next
+    use is usually close, and at the tail it was evicted before them (replaying papers-like's epoch,
+    ``benchmarks/replay_window_reads.py``)."""
+    sentinel = len(rec) - LISTS + which
+    if which == 1:
+        _prepend(rec, slot, sentinel)
+    else:
+        _append(rec, slot, sentinel)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _list_for(count) -> np.int64:
+    """Which standby list (0 cold, 1 foreseen, 2 wanted) a row with this ``nodes[v, WANTED]`` count
+    belongs on: wanted when a queued batch pins it, foreseen when only a batch further ahead does."""
+    return 2 if count & PIN_MASK else (1 if count else 0)
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _list_of(nodes, rec, slot) -> np.int64:
-    """The standby list a released slot belongs on: wanted when a queued batch needs its row."""
+    """The standby list a released slot belongs on (:func:`_list_for` of its row)."""
     node = rec[slot, NODE]
-    return len(rec) - 1 if node >= 0 and nodes[node, WANTED] > 0 else len(rec) - 2
+    count = nodes[max(node, 0), WANTED] if node >= 0 else 0
+    return _list_for(count)
 
 
 @njit(cache=True, nogil=True, inline="always")
 def standby_empty(rec: np.ndarray) -> bool:
-    cold = len(rec) - 2
-    return rec[cold, NEXT] == cold and rec[cold + 1, NEXT] == cold + 1
+    cold = len(rec) - LISTS
+    return rec[cold, NEXT] == cold and rec[cold + 1, NEXT] == cold + 1 and rec[cold + 2, NEXT] == cold + 2
 
 
 @njit(cache=True, nogil=True, inline="always")
 def evict_lru_slot(nodes, rec) -> np.int64:
-    """Evict a standby slot for a new row: the head of the cold list, or the tail of the wanted list
-    when the cold list is empty; take it off its list, unmap the node whose row it held, return it.
+    """Evict a standby slot for a new row: the head of the cold list, else the tail of the foreseen
+    list, else the tail of the wanted list (a tail holds the row foreseen or pinned last, for the batch
+    furthest ahead); take it off its list, unmap the node whose row it held, return it.
     The caller checks :func:`standby_empty` first.
 
     The store is branch-free on purpose (an empty slot, ``old == -1``, rewrites ``nodes[0]`` with
     its own value): with a conditional store in here, numba keeps reference counting of the arrays
     on every inlined call, which made :func:`acquire` ~40 % slower.
     """
-    cold = len(rec) - 2
-    s = rec[cold, NEXT] if rec[cold, NEXT] != cold else rec[cold + 1, PREV]
+    cold = len(rec) - LISTS
+    s = rec[cold, NEXT] if rec[cold, NEXT] != cold else (
+        rec[cold + 1, PREV] if rec[cold + 1, NEXT] != cold + 1 else rec[cold + 2, PREV])
     _unlink(rec, s)
     old = rec[s, NODE]
     target = max(old, 0)
@@ -168,7 +210,7 @@ def acquire(ids, nodes, rec, slots_out, action_out, limit, unpin=False) -> np.in
             nodes[v, SLOT] = -1
             rec[s, NODE] = -1
             _unlink(rec, s)
-            _append(rec, s, len(rec) - 2)
+            _append(rec, s, len(rec) - LISTS)
         if standby_empty(rec):
             return i
         s = evict_lru_slot(nodes, rec)
@@ -201,7 +243,7 @@ def _release_one(nodes, rec, s) -> None:
     state = rec[s, STATE] - REF
     rec[s, STATE] = state
     if state < REF:
-        _append(rec, s, _list_of(nodes, rec, s))
+        _park(rec, s, _list_of(nodes, rec, s))
 
 
 @njit(cache=True, nogil=True)
@@ -237,7 +279,7 @@ def announce(ids, nodes, rec) -> None:
         w = nodes[v, WANTED] + 1
         nodes[v, WANTED] = w
         s = nodes[v, SLOT]
-        if w == 1 and s >= 0 and rec[s, STATE] < REF:
+        if w & PIN_MASK == 1 and s >= 0 and rec[s, STATE] < REF:
             _unlink(rec, s)
             _append(rec, s, len(rec) - 1)
 
@@ -245,15 +287,44 @@ def announce(ids, nodes, rec) -> None:
 @njit(cache=True, nogil=True)
 def withdraw(ids, nodes, rec) -> None:
     """Undo :func:`announce` for ``ids`` (taken by their batch, or dropped): standby slots of rows no
-    queued batch needs any more go back to the cold list's tail."""
+    queued batch needs any more go to the tail of the foreseen list (a batch further ahead needs them)
+    or of the cold list."""
     for i in range(len(ids)):
         v = ids[i]
         w = nodes[v, WANTED] - 1
         nodes[v, WANTED] = w
         s = nodes[v, SLOT]
+        if w & PIN_MASK == 0 and s >= 0 and rec[s, STATE] < REF:
+            _unlink(rec, s)
+            _park(rec, s, _list_for(w))
+
+
+@njit(cache=True, nogil=True)
+def foresee(ids, nodes, rec) -> None:
+    """A batch further ahead than the queue needs ``ids`` (the loader's foresight): count it, and move
+    the standby slots of rows nothing needed before from the cold list to the foreseen list's tail."""
+    for i in range(len(ids)):
+        v = ids[i]
+        w = nodes[v, WANTED] + FORESEE
+        nodes[v, WANTED] = w
+        s = nodes[v, SLOT]
+        if w == FORESEE and s >= 0 and rec[s, STATE] < REF:
+            _unlink(rec, s)
+            _append(rec, s, len(rec) - LISTS + 1)
+
+
+@njit(cache=True, nogil=True)
+def unforesee(ids, nodes, rec) -> None:
+    """Undo :func:`foresee` for ``ids`` (their batch was pinned, or dropped): standby slots of rows
+    nothing needs any more go back to the cold list's tail."""
+    for i in range(len(ids)):
+        v = ids[i]
+        w = nodes[v, WANTED] - FORESEE
+        nodes[v, WANTED] = w
+        s = nodes[v, SLOT]
         if w == 0 and s >= 0 and rec[s, STATE] < REF:
             _unlink(rec, s)
-            _append(rec, s, len(rec) - 2)
+            _append(rec, s, len(rec) - LISTS)
 
 
 @njit(cache=True, nogil=True)

@@ -69,7 +69,7 @@ import numpy as np
 
 from .._errors import ConfigError
 from . import _buffer_kernels as K
-from ._buffer_holds import Acquisition, Pin, SlotReader, int64_ids, page_aligned_zeros
+from ._buffer_holds import Acquisition, Foresight, Pin, SlotReader, int64_ids, page_aligned_zeros
 from ._disk_source import uncancellable
 from ._policies import check_policy
 from ._read_priority import URGENT, read_priority
@@ -112,6 +112,7 @@ class FeatureBuffer:
         self._next_reader = 0
         self._released = asyncio.Event()
         self._pinned = 0
+        self._foreseen = 0  # rows counted by live foresights (:meth:`foresee`)
         self._pin_order = 0
         self._window_reads: set[asyncio.Task[None]] = set()  # a window's later requests (``_read_window``)
         self._copier: ThreadPoolExecutor | None = None  # copies large pieces off the loop (``_copy_out``)
@@ -124,8 +125,8 @@ class FeatureBuffer:
 
     @property
     def _wanted(self) -> np.ndarray:
-        """Look-ahead count per node (a view of the node records)."""
-        return self._nodes[:, K.WANTED]
+        """Pin count per node (the node records' look-ahead counts without their foresight part)."""
+        return self._nodes[:, K.WANTED] & K.PIN_MASK
 
     # -- look-ahead pinning ----------------------------------------------------------------------
     def pin(self, ids: np.ndarray, seq: int | None = None) -> Pin:
@@ -144,6 +145,25 @@ class FeatureBuffer:
         self._pin_order += 1
         pin = self._pins[seq] = Pin(self, ids, seq=seq, order=self._pin_order)
         return pin
+
+    def foresee(self, ids: np.ndarray) -> Foresight:
+        """Count ``ids`` (unique) as needed by a batch beyond the queued ones (the loader's foresight):
+        their standby slots are evicted after the cold ones, before the pinned ones.  Only with the
+        ``"lru-lookahead"`` policy (next-use orders rows by the queued seqs alone)."""
+        if self._next_use:
+            raise ConfigError("foresight needs the 'lru-lookahead' buffer policy; pass foresight=0 with 'next-use'")
+        ids = np.ascontiguousarray(ids) if ids.dtype in (np.int32, np.int64) else int64_ids(ids)  # int32 kept: half the bytes held
+        K.foresee(ids, self._nodes, self._rec)
+        self._foreseen += len(ids)
+        return Foresight(self, ids)
+
+    def _unforesee(self, ids: np.ndarray) -> None:
+        K.unforesee(ids, self._nodes, self._rec)
+        self._foreseen -= len(ids)
+
+    def foreseen_rows(self) -> int:
+        """Rows counted by foresights not yet released."""
+        return self._foreseen
 
     def _withdraw(self, ids: np.ndarray, seq: int) -> None:
         if self._next_use:
@@ -399,12 +419,12 @@ class FeatureBuffer:
         return int((self._rec[: self.num_slots, K.STATE] < K.REF).sum())
 
     def cold_slots(self) -> int:
-        """Standby slots whose rows no queued batch needs (empty ones included): what a window may
-        read into without evicting a row a pinned batch will take."""
+        """Standby slots whose rows no queued batch needs (empty ones included; foreseen ones too): what
+        a window may read into without evicting a row a pinned batch will take."""
         rec = self._rec[: self.num_slots]
         node = rec[:, K.NODE]
-        wanted = self._nodes[np.maximum(node, 0), K.WANTED]
-        return int(((rec[:, K.STATE] < K.REF) & ((node < 0) | (wanted <= 0))).sum())
+        pins = self._nodes[np.maximum(node, 0), K.WANTED] & K.PIN_MASK
+        return int(((rec[:, K.STATE] < K.REF) & ((node < 0) | (pins == 0))).sum())
 
     def stats(self) -> dict[str, int | float]:
         c: dict[str, int | float] = dict(self.counters)
@@ -414,4 +434,5 @@ class FeatureBuffer:
         c["slots"] = self.num_slots
         c["free_slots"] = self.free_slots()
         c["pinned_rows"] = self._pinned
+        c["foreseen_rows"] = self._foreseen
         return c

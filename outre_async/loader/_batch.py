@@ -38,6 +38,10 @@ class Sampler(Protocol):
 
     def sample(self, item: PlanItem, stream: int = 0, prune: HistoryPrune | None = None, /) -> SampledSubgraph: ...
 
+    def sample_nodes(self, item: PlanItem, stream: int = 0, /) -> np.ndarray:
+        """``sample(item, stream).n_id``, for the loader's foresight (``_foresight``)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class SampledBatch:

@@ -23,6 +23,9 @@ most edges one batch can sample, the loader holds at most::
     reorder buffer    ordered mode: 1.1 x samplers x b for batches sent out of turn (``_out_of_turn``)
     history table     4 N + C x (4 dim + 21 + samplers)     (with ``history=``: C cached h^(L-1) rows;
                                                              rows on a GPU: 4 N + C x (21 + samplers))
+    foresight         4 (D r + R) + samplers x sub          (D batches foreseen beyond the extract queue, their
+                                                             ids int32 where they fit, 8 then; ``foresight_depth``,
+                                                             ``_foresight``; 0 with history or next-use)
     history transfer  2^ceil(log2(40 R (+ 4 R dim)))       (with ``history=``: the records' reused host
                                                              buffer, ``cache._record_transfer``; + 4 R dim
                                                              when a host table's rows go to a GPU)
@@ -99,6 +102,8 @@ MIN_BATCHES = 2.2   # the pool's floor: the batch the consumer holds and the nex
                     # batches larger than the probe's largest
 OUT_OF_TURN_MARGIN = 1.1  # ordered mode: a batch out of turn per sampler, + 10 % (as above)
 LOOKAHEAD_SHARE = 0.04  # the default extract queue deepens within this share of the budget (issue 26)
+FORESIGHT_REACH = 3.5  # default foresight: the batches in sight need this many times the buffer's rows (foresight_depth)
+FORESIGHT_MAX = 256  # default foresight: at most this many batches beyond the queue
 _SPAN_SLACK = 8192  # an aligned row span passes its row by at most two 4 KiB sectors
 
 
@@ -132,6 +137,7 @@ class MemoryPlan:
     stage_bytes: int            # S (0 when the source is not a disk source the loader opens)
     parts: dict[str, int]
     extract_queue: int = 0      # the extract queue's depth the parts count (``extract_depth``)
+    foresight: int = 0          # batches foreseen beyond the queue (``foresight_depth``; 0: off)
 
     @property
     def total(self) -> int:
@@ -161,7 +167,58 @@ def batch_row_bytes(dim: int) -> int:
 
 def plan_memory(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str, int] | None = None) -> MemoryPlan:
     """Size every part; ``source`` is ``"disk"``, ``"memory"`` or ``"injected"`` (see the module); ``extra``
-    names parts other owners size (the history table), taken out of the budget before the buffer."""
+    names parts other owners size (the history table), taken out of the budget before the buffer.
+    Foresight (``foresight_depth``) is planned on the buffer the rest leaves, then its part taken out;
+    a default foresight that does not fit is left off."""
+    plan = _plan_parts(cfg, sizes, source=source, extra=extra)
+    depth = foresight_depth(replace(cfg, extract_queue=plan.extract_queue), sizes, plan.buffer_rows)
+    if not depth:
+        return plan
+    part = {"foresight": foresight_bytes(cfg, sizes, depth)}
+    try:
+        plan = _plan_parts(cfg, sizes, source=source, extra={**(extra or {}), **part})
+    except ConfigError:
+        if cfg.foresight is not None:  # asked for: its error names what the budget lacks
+            raise
+        return plan
+    return replace(plan, foresight=depth)
+
+
+def foresight_depth(cfg: LoaderConfig, sizes: Sizes, buffer_rows: int) -> int:
+    """Batches the loader foresees beyond the extract queue (``_foresight``): ``foresight`` if given,
+    else as many as make the batches in sight (queued and foreseen) need ``FORESIGHT_REACH`` times the
+    buffer's rows, at most ``FORESIGHT_MAX``; 0 where foresight is not allowed (``foresight_allowed``).
+    Why rows: past the best depth more foresight reads more (windows then evict foreseen rows the
+    buffer would have kept), and the best depth was where the batches in sight needed 3.2-3.7 x the
+    buffer's rows on papers-like (664 k slots, 31 k rows a batch: 64 foreseen past a queue of 15) and
+    products-like (407 k slots, 25 k: 32-40 past 16); igb-like read within 2 % of its best at any depth
+    (``benchmarks/replay_window_reads.py --foresight``; the figures are in ``_foresight``)."""
+    if cfg.foresight is not None:
+        return cfg.foresight
+    if not cfg.foresight_allowed:
+        return 0
+    in_sight = math.ceil(FORESIGHT_REACH * buffer_rows / max(1, sizes.expected_rows))
+    return max(0, min(FORESIGHT_MAX, in_sight - cfg.extract_capacity))
+
+
+def foresight_bytes(cfg: LoaderConfig, sizes: Sizes, depth: int) -> int:
+    """What foresight of ``depth`` batches holds: their ids (int32 where node ids fit, at the expected rows
+    a batch, plus one largest batch: ``EpochForesight`` stops foreseeing past that) and the subgraph each
+    sampler makes for it while it also holds its own (``8 R + 24 E``)."""
+    if not depth:
+        return 0
+    id_bytes = 4 if sizes.num_nodes <= 2**31 - 1 else 8
+    return id_bytes * (depth * sizes.expected_rows + sizes.max_rows) + cfg.num_samplers * (
+        8 * sizes.max_rows + 24 * sizes.max_edges)
+
+
+def foresight_rows(depth: int, sizes: Sizes) -> int:
+    """The ids foresight of ``depth`` batches may hold at once (``foresight_bytes``' first term, in ids)."""
+    return depth * sizes.expected_rows
+
+
+def _plan_parts(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str, int] | None = None) -> MemoryPlan:
+    """:func:`plan_memory` without foresight."""
     cfg = replace(cfg, extract_queue=extract_depth(cfg, sizes, source=source, extra=extra))
     budget = cfg.budget_bytes
     io = IOConfig(**cfg.source_options) if source == "disk" else None
@@ -201,8 +258,10 @@ def plan_memory_floor(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: di
     io = IOConfig(**cfg.source_options) if source == "disk" else None
     stage = _stage_bytes(cfg, sizes, io, 0)
     rows = _least_buffer_rows(cfg, sizes) if cfg.buffer_rows is None else min(cfg.buffer_rows, sizes.num_nodes)
+    # foresight asked for (a default one is left off where it does not fit), unless ``extra`` holds it already
+    asked = 0 if "foresight" in (extra or {}) else foresight_bytes(cfg, sizes, cfg.foresight or 0)
     return (rows * (4 * sizes.dim + SLOT_BYTES) + _least_pool(cfg, sizes)
-            + sum(_fixed_parts(cfg, sizes, source, stage, extra).values()))
+            + sum(_fixed_parts(cfg, sizes, source, stage, extra).values()) + asked)
 
 
 def extract_depth(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str, int] | None = None) -> int:

@@ -68,6 +68,7 @@ class LoaderConfig:
     gpu_cache_budget: int | str | None = None  # device bytes of the GPU feature tier (features._gpu_tier); 0/None: off
     buffer_policy: str = "lru-lookahead"  # the feature buffer's eviction policy (features.EVICTION_POLICIES)
     layout: str = "auto"  # which copy is read: "auto" (the partition-ordered one when there), "original", "ordered", a path (_layout)
+    foresight: int | None = None  # batches past the extract queue the buffer foresees (_foresight); None: planned, 0: off
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fanouts", check_fanouts(self.fanouts))
@@ -102,6 +103,7 @@ class LoaderConfig:
         # "auto", "cuda" -> "cuda:0": one spelling per device; a device not here is refused now
         object.__setattr__(self, "device", str(resolve_device(self.device)))
         check_layout(self.layout)
+        _check_foresight(self)
         if self.backend not in BACKENDS:
             raise ConfigError(f"backend={self.backend!r} must be one of {BACKENDS}")
 
@@ -128,6 +130,12 @@ class LoaderConfig:
         return self.num_samplers + 2 if self.extract_queue is None else self.extract_queue
 
     @property
+    def foresight_allowed(self) -> bool:
+        """Whether the loader may foresee batches (``_foresight``): not with the history cache, whose
+        state decides what a batch samples, nor with next-use eviction."""
+        return self.buffer_policy == "lru-lookahead" and not (self.history is not None and self.history.enabled)
+
+    @property
     def holds_back(self) -> bool:
         """Whether delivery may hold a batch that arrives before an earlier one: plan order
         (``ordered``), or completion order with the history cache, whose overtaking window hands a
@@ -144,6 +152,24 @@ class LoaderConfig:
     def budget_bytes(self) -> int | None:
         """``memory_budget`` in bytes (a string was parsed at construction)."""
         return None if self.memory_budget is None else int(self.memory_budget)
+
+
+def _check_foresight(cfg: LoaderConfig) -> None:
+    from ..features._buffer_kernels import MAX_FORESIGHT
+
+    sight = cfg.foresight
+    if sight is None:
+        return
+    if isinstance(sight, bool) or not isinstance(sight, numbers.Integral) or not 0 <= sight <= MAX_FORESIGHT:
+        raise ConfigError(f"foresight={sight!r} must be an int in [0, {MAX_FORESIGHT}] (batches; 0: off, None: "
+                          "the memory plan's)")
+    object.__setattr__(cfg, "foresight", int(sight))
+    if sight and cfg.history is not None and cfg.history.enabled:
+        raise ConfigError(f"foresight={sight} needs history off: what a batch samples depends on the history's "
+                          "state when its turn comes; pass foresight=0 or None")
+    if sight and cfg.buffer_policy != "lru-lookahead":
+        raise ConfigError(f"foresight={sight} needs buffer_policy='lru-lookahead' (got {cfg.buffer_policy!r}); "
+                          "pass foresight=0 or None")
 
 
 def _check_history(history: object, fanouts: tuple[int, ...]) -> None:

@@ -50,12 +50,13 @@ from ..sampling._plan import num_batches
 from ..store._dataset import Dataset, open_dataset
 from ..store._safe_read import fd_exhausted
 from ._batch import ExtractedBatch, OutreBatch, SampledBatch, to_batch
-from ._budget import MemoryPlan, batch_row_bytes
+from ._budget import MemoryPlan, batch_row_bytes, foresight_rows
 from ._config import BACKENDS, LoaderConfig
 from ._delivery import AsyncEpoch, Delivery, EpochStream, ToDevice
 from ._device_copy import CopyEngine, Transfer, wait_on_own_stream
 from ._epoch_io import IOMark, epoch_io, known_rate
 from ._extract_stage import ExtractStage
+from ._foresight import EpochForesight, ForesightTotals
 from ._history import EpochHistory, EpochToken, build_owner
 from ._layout import choose_layout
 from ._out_of_turn import OutOfTurnMemory
@@ -104,6 +105,7 @@ class OutreLoader:
                  rank: int | None = None, world_size: int | None = None, local_world_size: int | None = None,
                  profile: str | None = None, cache_split: str | float = "auto",
                  gpu_cache_budget: int | str | None = None, buffer_policy: str = "lru-lookahead", layout: str = "auto",
+                 foresight: int | None = None,
                  # the same knobs as one object, or a source the caller opened
                  config: LoaderConfig | None = None, source: FeatureSource | None = None,
                  # PyG NeighborLoader's names (see _pyg_names)
@@ -131,6 +133,9 @@ class OutreLoader:
         self.memory = self._memory_plan(run_cfg)
         if run_cfg.extract_queue is None:  # the depth the plan counts (``_budget.extract_depth``)
             run_cfg = replace(run_cfg, extract_queue=self.memory.extract_queue)
+        if run_cfg.foresight is None:  # the plan's (``_budget.foresight_depth``)
+            run_cfg = replace(run_cfg, foresight=self.memory.foresight)
+        self._foresight_totals = ForesightTotals()
         self.config = run_cfg  # set once: what the loader runs with
         self.buffer_rows = self.memory.buffer_rows
         self._epoch = 0
@@ -282,11 +287,17 @@ class OutreLoader:
         self._channels = extract, ready = self._new_channels()
         if cfg.holds_back:  # plan order, or history's overtaking window: held batches keep their leases
             self._gate = OutOfTurnMemory(self.memory.out_of_turn_bytes, batch_row_bytes(self.dataset.feature_dim))
+        sight = None
+        if cfg.foresight and history is None:
+            sight = EpochForesight(plan, cfg.foresight, res.buffer, res.tiers,
+                                   stream_of=lambda seq: stream_base + seq * world, num_nodes=self.dataset.num_nodes,
+                                   max_held_rows=foresight_rows(cfg.foresight, self._setup.sizes),
+                                   totals=self._foresight_totals)
         return EpochParts(
             plan=plan, samplers=res.samplers, executor=res.executor, buffer=res.buffer, tiers=res.tiers,
             extract=extract, ready=ready, num_extractors=cfg.num_extractors, stream_base=stream_base,
             sample_stage=self._sample, extract_stage=self._extract, matrices=res.matrices, history=history,
-            gate=self._gate if cfg.holds_back else None, stream_stride=world,
+            gate=self._gate if cfg.holds_back else None, stream_stride=world, foresight=sight,
         )
 
     # -- sync API --------------------------------------------------------------------------------
@@ -418,6 +429,7 @@ class OutreLoader:
         out["epoch_io"] = self._epoch_io(res)
         out["layout"] = self._layout.stats()
         out["buffer_policy"] = self.config.buffer_policy
+        out["foresight"] = {"depth": self.config.foresight, **self._foresight_totals.stats()}
         return out
 
     def _device_resident(self) -> dict[str, int]:

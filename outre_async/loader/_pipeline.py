@@ -23,6 +23,7 @@ from ..features import FeatureBuffer, FeatureTier
 from ._batch import ExtractedBatch, PlanItem, SampledBatch, Sampler
 from ._batch_memory import BatchMemory
 from ._extract_stage import ExtractStage
+from ._foresight import EpochForesight
 from ._history import EpochHistory
 from ._out_of_turn import OutOfTurnMemory
 from ._sample_stage import SampleStage
@@ -48,6 +49,7 @@ class EpochParts:
     history: EpochHistory | None = None
     gate: OutOfTurnMemory | None = None  # ordered mode: the epoch's out-of-turn budget (``_out_of_turn``)
     stream_stride: int = 1  # batch seq samples with stream ``stream_base + seq * stream_stride`` (one per rank)
+    foresight: EpochForesight | None = None  # the batches beyond the extract queue the buffer foresees (``_foresight``)
 
 
 async def run_stages(parts: EpochParts) -> None:
@@ -59,7 +61,7 @@ async def run_stages(parts: EpochParts) -> None:
             samplers = [
                 tg.create_task(parts.sample_stage.worker(s, plan, extract, parts.executor, parts.stream_base,
                                                          parts.history, parts.stream_stride, parts.buffer,
-                                                         parts.gate, parts.tiers))
+                                                         parts.gate, parts.tiers, parts.foresight))
                 for s in parts.samplers
             ]
             extractors = [
@@ -74,6 +76,8 @@ async def run_stages(parts: EpochParts) -> None:
             eb.lease.release()
         raise
     finally:
+        if parts.foresight is not None:  # its holds go before the pins: nothing foreseen outlives the epoch
+            parts.foresight.close()
         extract.close()
         ready.close()
         for sb in extract.drain_nowait():  # sampled, never extracted: their rows are not wanted any more

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ..aio._channel import Channel
 from ..aio._cpu_meter import thread_cpu_call
@@ -37,6 +37,9 @@ from ..sampling._sampler import SampledSubgraph
 from ._batch import PlanItem, SampledBatch, Sampler
 from ._history import EpochHistory
 from ._out_of_turn import OutOfTurnMemory, subgraph_bytes
+
+if TYPE_CHECKING:
+    from ._foresight import EpochForesight
 
 R = TypeVar("R")
 
@@ -75,10 +78,14 @@ class SampleStage:
     async def worker(self, sampler: Sampler, plan: Iterator[tuple[int, PlanItem]], out: Channel[SampledBatch],
                      executor: Executor, stream_base: int, history: EpochHistory | None = None,
                      stream_stride: int = 1, lookahead: FeatureBuffer | None = None,
-                     gate: OutOfTurnMemory | None = None, tiers: FeatureTier | None = None) -> None:
+                     gate: OutOfTurnMemory | None = None, tiers: FeatureTier | None = None,
+                     foresight: EpochForesight | None = None) -> None:
         """Sample every item of ``plan`` onto ``out``; ``lookahead``: pin each batch's rows in the buffer,
-        only those the ``tiers`` above it pass down (their own rows are never read through it)."""
+        only those the ``tiers`` above it pass down (their own rows are never read through it);
+        ``foresight``: while ``out`` is full, foresee the batches beyond it (``_foresight``)."""
         for seq, item in plan:
+            if foresight is not None:
+                foresight.taken(seq)
             stream = stream_base + seq * stream_stride
             start = time.perf_counter()
             decision: HistoryDecision | None = None
@@ -95,7 +102,11 @@ class SampleStage:
             pin = None
             if lookahead is not None:
                 pin = lookahead.pin(subgraph.n_id if tiers is None else tiers.passed_down(subgraph.n_id), seq)
+            if foresight is not None:
+                foresight.pinned(seq)  # after the pin: its rows stay counted throughout
             try:
+                while foresight is not None and out.full() and foresight.wanted():  # it would only wait
+                    await foresight.step(sampler, executor)
                 await out.send(SampledBatch(seq, subgraph, decision, pin, lease))
             except BaseException:
                 if pin is not None:

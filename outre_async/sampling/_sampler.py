@@ -98,6 +98,11 @@ class NeighborSampler:
         return SampledSubgraph(n_id, edge_index, tuple(int(c) for c in nodes),
                                tuple(int(c) for c in edges), len(seeds), e_id)
 
+    def sample_nodes(self, seeds: Any, stream: int = 0) -> np.ndarray:
+        """The ``n_id`` that :meth:`sample` gives for ``(seeds, stream)`` (the loader's foresight keeps
+        only that; ``loader._foresight``)."""
+        return self.sample(seeds, stream).n_id
+
     def _take_scratch(self) -> np.ndarray:
         try:
             return self._pool.pop()  # atomic: concurrent callers never share a scratch
