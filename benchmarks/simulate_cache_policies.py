@@ -52,6 +52,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--buffer-policy", help="the feature buffer's eviction policy (default: the loader's)")
     p.add_argument("--extract-queue", type=int, help="batches queued ahead of the extractors (the window; "
                                                      "default: the loader's, from the budget)")
+    p.add_argument("--foresight", type=int, help="batches foreseen beyond the extract queue (default: the plan's; 0: off)")
     p.add_argument("--layout", help="which copy partition batches read: auto (default), original, ordered or a path")
     p.add_argument("--max-gap", help="IOConfig.max_gap_bytes (default: the loader's)")
     p.add_argument("--read-ahead", type=int, help="the feature buffer's read_ahead (queued batches a window may "
@@ -79,6 +80,8 @@ def epoch_sequence(args: argparse.Namespace) -> tuple[np.ndarray, dict[str, Any]
         opts["layout"] = args.layout
     if args.extract_queue:
         opts["extract_queue"] = args.extract_queue
+    if args.foresight is not None:
+        opts["foresight"] = args.foresight
     if args.max_gap:
         opts["source_options"] = {"max_gap_bytes": oa._units.parse_bytes(args.max_gap)}
     if args.probe_cache_dir:
@@ -115,7 +118,8 @@ def epoch_sequence(args: argparse.Namespace) -> tuple[np.ndarray, dict[str, Any]
                  "epoch_io": s.get("epoch_io"), "buffer_reads": s.get("buffer", {}).get("reads"),
                  "windows": {k: s.get("buffer", {}).get(k) for k in ("windows", "window_batches", "read_ahead_rows")},
                  "backend": s.get("backend"), "extract_queue": loader.config.extract_capacity,
-                 "buffer_policy": loader.config.buffer_policy, "layout": s.get("layout")}
+                 "buffer_policy": loader.config.buffer_policy, "layout": s.get("layout"),
+                 "foresight": s.get("foresight")}
 
 
 def _trace_reads() -> list[tuple[np.ndarray, bool]]:
@@ -203,7 +207,7 @@ def main(argv: list[str] | None = None) -> None:
     unique = int(len(np.unique(seq)))
     print(f"{loader['batches']} batches, {len(seq):,} rows gathered (each batch's once), {unique:,} unique; "
           f"loader buffer {loader['buffer_rows']:,} rows ({loader['backend']}, {loader['buffer_policy']}, "
-          f"extract queue {loader['extract_queue']}), epoch {loader['seconds']:.1f} s")
+          f"extract queue {loader['extract_queue']}, foresight {loader['foresight']}), epoch {loader['seconds']:.1f} s")
     print("| C (rows) | LRU | static top-C by frequency (+ its C preloaded) | Belady MIN (optimal) |")
     print("|---|---|---|---|")
     for r in table:

@@ -125,6 +125,21 @@ def test_tiered_sampler_equals_plain_sampler(ds: oa.Dataset, parts, cache_bytes:
     np.testing.assert_array_equal(tiered.sample(np.arange(30), 99).n_id, plain.sample(np.arange(30), 99).n_id)
 
 
+def test_sample_nodes_gives_the_batch_s_n_id_without_loading_its_macro_block(ds: oa.Dataset, parts) -> None:
+    """The loader's foresight samples batches far ahead for their n_id: the same rows as the batch's own
+    sample, read from the cache and indices (no block loaded early), counted apart from the batches'."""
+    cache = NeighborCache.build(ds.indptr, ds.indices, parts.cross, 12_000)
+    store = MacroStore(parts, capacity=2)
+    tiered = PartitionSampler(ds, parts, [5, 3], seed=9, cache=cache, store=store)
+    ptr, grouped = group_seeds(parts.assignment, ds.split("train"), parts.num_parts)
+    plan = plan_partition_epoch(ptr, grouped, parts_per_batch=2, batch_size=40, shuffle=True, seed=0, epoch=0)
+    foreseen = [tiered.sample_nodes(batch, stream) for stream, batch in enumerate(plan[:12])]
+    assert store.loads == 0 and int(tiered.tiers.sum()) == 0 and int(tiered.foresight_tiers.sum()) > 0
+    for stream, batch in enumerate(plan[:12]):
+        np.testing.assert_array_equal(foreseen[stream], tiered.sample(batch, stream).n_id)
+    assert store.loads > 0
+
+
 def test_neighbor_cache_budget_and_contents(ds: oa.Dataset, parts) -> None:
     budget = 4 * ds.num_nodes + 3000
     cache = NeighborCache.build(ds.indptr, ds.indices, parts.cross, budget)
