@@ -301,6 +301,7 @@ class Outre(System):
                 "extra": {"backend": s.get("backend"), "buffer_rows": s.get("buffer_rows"),
                           "loader_stall_seconds": s.get("stall_seconds"), "io": s.get("io", {}),
                           "buffer": buf, "tiers": tiers, "epoch_io": s.get("epoch_io"),
+                          "foresight": s.get("foresight"), "layout": s.get("layout"),
                           # thread CPU of each stage (issue 15): what the loader takes from training
                           "cpu_seconds": {"sample": s.get("sample_cpu_seconds"),
                                           "extract": s.get("extract_cpu_seconds"),

@@ -72,7 +72,10 @@ class IOConfig:
     request is cut until each chunk fits, down to one row).  ``max_staging_bytes``: what the
     source's staging pool holds at most, in use plus cached (``None``: 4 x ``max_stage_bytes``); a
     source serving ``c`` concurrent requests has at most ``2 c`` chunks in use, each in an arena of
-    the power of two at or above ``max_stage_bytes``.  ``direct``: try O_DIRECT.
+    the power of two at or above ``max_stage_bytes``.  ``direct``: try O_DIRECT.  ``bounce_bytes``: where
+    io_uring reads rows straight into buffer slots, a merged read (a segment per row and per hole) goes
+    through a bounce slot of ``max_read_bytes`` while one is free (``_bounce``: segments cost the device);
+    ``None``: one slot per read in flight, 0: none.
     """
 
     max_in_flight: int | None = None
@@ -81,6 +84,7 @@ class IOConfig:
     max_stage_bytes: int = 64 << 20
     max_staging_bytes: int | None = None
     direct: bool = True
+    bounce_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if self.max_in_flight is not None and not 1 <= self.max_in_flight <= 4096:
@@ -92,6 +96,8 @@ class IOConfig:
             raise ConfigError(f"max_gap_bytes must be >= 0, got {self.max_gap_bytes=}")
         if self.max_stage_bytes < self.max_read_bytes:
             raise ConfigError(f"{self.max_stage_bytes=} should be >= {self.max_read_bytes=}")
+        if self.bounce_bytes is not None and self.bounce_bytes < 0:
+            raise ConfigError(f"bounce_bytes must be >= 0 (0: merged reads go vectored), got {self.bounce_bytes=}")
         if self.max_staging_bytes is not None and self.max_staging_bytes < self.max_stage_bytes:
             raise ConfigError(f"{self.max_staging_bytes=} should be >= {self.max_stage_bytes=} (or None)")
 

@@ -16,6 +16,12 @@ piece as the batch takes its rows, and :meth:`Pin.release` drops what is left (a
 shutdown).  Pinning never makes a batch wait: with only wanted rows on standby, a piece evicts the
 one pinned last (needed furthest ahead).
 
+Foresight (:meth:`foresee`, issue 26): the loader also announces the rows of batches beyond the queue
+(``loader._foresight``); their standby slots sit on a third, *foreseen* list, evicted after the cold list
+and before the wanted one, and windows may read into them (a window's rows are needed sooner).  A
+:class:`Foresight` hold is dropped when its batch is pinned.  Counted beside the pins in the same node
+record (``_buffer_kernels``), so it costs no memory per node; only ``"lru-lookahead"`` has it.
+
 Eviction policies (``policy=``, :data:`POLICIES`): ``"lru-lookahead"`` (the default) is the above,
 pins as a preference on two standby lists; ``"next-use"`` (issue 26) keeps each pinned batch's seq
 per row, so a row's *next use* is the seq of the first queued batch needing it, and evicts the row

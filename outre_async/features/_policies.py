@@ -12,7 +12,8 @@ from .._errors import ConfigError
 
 EvictionPolicy = Literal["lru-lookahead", "next-use"]
 EVICTION_POLICIES: dict[str, str] = {
-    "lru-lookahead": "least recently released slot first; rows of queued batches (look-ahead pins) evicted last",
+    "lru-lookahead": "least recently released slot first; rows of batches beyond the queue (foresight) after "
+                     "those, rows of queued batches (look-ahead pins) last",
     "next-use": "the row whose next use (first queued batch needing it) is furthest; rows no queued batch "
                 "needs first, least recently released first (Belady within the window, LRU beyond)",
 }

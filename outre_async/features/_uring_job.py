@@ -22,7 +22,8 @@ class UringJob:
 
     __slots__ = ("token", "addrs", "lengths", "offsets", "tags", "needs", "done", "iov", "iov_first",
                  "iov_addrs", "iov_counts", "kept", "next", "inflight", "left", "stopped", "error",
-                 "waiter", "resume", "queued", "settled", "priority")
+                 "waiter", "resume", "queued", "settled", "priority", "bounce_want", "bslot", "baddr", "dest",
+                 "dest_base")
 
     def __init__(self, token: int, plan: ReadPlan) -> None:
         n = plan.num_reads
@@ -46,6 +47,11 @@ class UringJob:
         self.queued = False
         self.settled = False
         self.priority = URGENT              # submitted before jobs of larger priority (``_read_priority``)
+        # reads into slots through bounce slots (``_bounce``): which reads want one, the slot each holds
+        # (-1: none) and its address (0: none), and the slot memory as bytes with its address
+        self.bounce_want: np.ndarray | None = None
+        self.bslot = self.baddr = self.dest = np.empty(0, dtype=np.int64)
+        self.dest_base = 0
 
     @classmethod
     def staged(cls, token: int, plan: ReadPlan, arena: Arena) -> UringJob:
@@ -65,6 +71,15 @@ class UringJob:
         job.iov_addrs = (iov.ctypes.data + first * iov.strides[0]).astype(np.uint64)
         job.iov_counts = counts
         return job
+
+    def bounce_through(self, want: np.ndarray, buffer: np.ndarray) -> None:
+        """Read ``want``'s reads through bounce slots when free (the rest vectored); ``buffer``: the slots."""
+        n = len(self.offsets)
+        self.bounce_want = want
+        self.bslot = np.full(n, -1, dtype=np.int64)
+        self.baddr = np.zeros(n, dtype=np.uint64)
+        self.dest = buffer.reshape(-1).view(np.uint8)
+        self.dest_base = int(buffer.ctypes.data)
 
     def rest_of(self, k: int) -> np.ndarray:
         """The segments of read ``k`` past its first ``done[k]`` bytes (a resubmitted short read)."""

@@ -52,6 +52,7 @@ import numpy as np
 from .._errors import ConfigError, OutreError, PipelineClosed
 from ..store._dataset import Dataset
 from . import _uring_kernels as K
+from ._bounce import BouncePool, finish_bounced, give_back
 from ._disk_source import FeatureFile, IOConfig, _DiskSource, uncancellable
 from ._read_priority import READ_PRIORITY
 from ._staging import Arena, ReadPlan, resume_at
@@ -88,7 +89,8 @@ class UringSource(_DiskSource):
         self._broken: OutreError | None = None
         self._idle: asyncio.Future[None] | None = None
         self._sink: np.ndarray | None = None
-        self._counters.update(submit_calls=0, reap_calls=0, rows_into_slots=0)
+        self._bounce: BouncePool | None = None  # merged reads into slots go through it (``_bounce``)
+        self._counters.update(submit_calls=0, reap_calls=0, rows_into_slots=0, bounced_reads=0, bounce_slots=0)
 
     # -- ring lifecycle ----------------------------------------------------------------------------
     def _ensure_ring(self) -> None:
@@ -143,6 +145,9 @@ class UringSource(_DiskSource):
             await uncancellable(self._idle)
         self._teardown()
         self._close_fd()
+        if self._bounce is not None:  # nothing in flight any more: no read lands in it
+            self._bounce.close()
+            self._bounce = None
 
     # -- the _DiskSource hooks ---------------------------------------------------------------------
     def _start(self, plan: ReadPlan, arena: Arena) -> _Job:
@@ -183,6 +188,8 @@ class UringSource(_DiskSource):
     def _settle(self, job: _Job) -> None:
         if job.settle_if_done():
             del self._jobs[job.token]
+            if len(job.bslot) and (job.bslot >= 0).any():  # none should be left: every read gave its slot back
+                self._give_bounce(job, np.flatnonzero(job.bslot >= 0))
 
     def _enqueue(self, job: _Job) -> None:
         if not job.queued:
@@ -238,6 +245,15 @@ class UringSource(_DiskSource):
         if job.addrs is not None:
             n = K.prep_reads(self._ring_addr, self._fd, job.addrs, job.lengths, job.offsets, job.tags,
                              start, stop)
+        elif job.bounce_want is not None and self._bounce is not None:  # merged reads through bounce slots
+            got = self._bounce.take(job.bounce_want[start:stop])
+            job.bslot[start:stop], job.baddr[start:stop] = got, self._bounce.addresses(got)
+            n = K.prep_slot_reads(self._ring_addr, self._fd, job.iov_addrs, job.iov_counts, job.offsets, job.lengths,
+                                  job.baddr, job.tags, start, stop)
+            self._counters["bounced_reads"] += int((got[:n] >= 0).sum())
+            if start + n < stop:  # the submission queue filled up: the reads not prepared give their slots back
+                self._bounce.give(job.bslot[start + n : stop])
+                job.bslot[start + n : stop], job.baddr[start + n : stop] = -1, 0
         else:
             n = K.prep_readvs(self._ring_addr, self._fd, job.iov_addrs, job.iov_counts, job.offsets,
                               job.tags, start, stop)
@@ -252,8 +268,9 @@ class UringSource(_DiskSource):
             k = job.resume.pop()
             done = int(job.done[k])
             one = np.array([k], dtype=np.int64)
-            if job.addrs is not None:
-                n = K.prep_reads(self._ring_addr, self._fd, job.addrs[one] + np.uint64(done),
+            if job.addrs is not None or (len(job.bslot) and job.bslot[k] >= 0):  # staged, or in its bounce slot
+                at = job.addrs[one] if job.addrs is not None else job.baddr[one]
+                n = K.prep_reads(self._ring_addr, self._fd, at + np.uint64(done),
                                  job.lengths[one] - np.uint32(done), job.offsets[one] + np.uint64(done),
                                  job.tags[one], 0, 1)
             else:
@@ -316,12 +333,25 @@ class UringSource(_DiskSource):
         self._counters["bytes_read"] += nbytes
         job.inflight -= matched
         job.left -= complete
+        if len(job.bslot):  # before retries move ``done``: the complete bounced reads' rows go to their slots
+            self._scatter_bounced(job, n)
         for k, r in bad[:nbad].tolist():
             if not job.stopped:
                 self._retry_or_fail(job, k, r)
+            if len(job.bslot) and job.bslot[k] >= 0 and k not in job.resume:  # failed or stopped: slot back
+                self._give_bounce(job, np.array([k]))
         if job.inflight == 0:
             self._settle(job)
         return matched
+
+    def _scatter_bounced(self, job: _Job, n: int) -> None:
+        """Copy the rows of this slice's complete bounced reads of ``job`` to their slots; free their slots."""
+        if self._bounce is not None and finish_bounced(self._bounce, job, self._cqe_tags[:n], self._cqe_res[:n],
+                                                       self._sink_address()):
+            job.fail(self._error("bounced segments fell outside the slot memory", 0, None))  # unreachable
+
+    def _give_bounce(self, job: _Job, ks: np.ndarray) -> None:
+        give_back(self._bounce, job, ks)
 
     def _retry_or_fail(self, job: _Job, k: int, res: int) -> None:
         off, length, done = int(job.offsets[k]), int(job.lengths[k]), int(job.done[k])
@@ -389,7 +419,23 @@ class UringSource(_DiskSource):
         if plan.num_reads and int(counts.max()) > IOV_MAX:
             return None
         job = _Job.into_slots(self._next_token(), plan, iov, seg_first, counts.astype(np.uint32))
+        want = (counts > 1) & (plan.lengths <= self.config.max_read_bytes)  # a segment per row and hole: bounce
+        if want.any() and self._bounce_pool() is not None:
+            job.bounce_through(want, buffer)
         return unique, first, inverse, job
+
+    def _bounce_pool(self) -> BouncePool | None:
+        """The bounce slots (``_bounce``), made at first use: ``bounce_bytes`` of ``max_read_bytes`` slots
+        (default: one per read in flight); None where that is 0."""
+        if self._bounce is None:
+            cfg = self.config
+            total = self.depth * cfg.max_read_bytes if cfg.bounce_bytes is None else cfg.bounce_bytes
+            slots = min(self.depth, total // cfg.max_read_bytes)
+            if slots < 1:
+                return None
+            self._bounce = BouncePool(slots, cfg.max_read_bytes)
+            self._counters["bounce_slots"] = slots
+        return self._bounce
 
     def _sink_address(self) -> int:
         """Aligned scratch that holes between coalesced rows are read into (never read back)."""

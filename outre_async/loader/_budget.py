@@ -23,6 +23,8 @@ most edges one batch can sample, the loader holds at most::
     reorder buffer    ordered mode: 1.1 x samplers x b for batches sent out of turn (``_out_of_turn``)
     history table     4 N + C x (4 dim + 21 + samplers)     (with ``history=``: C cached h^(L-1) rows;
                                                              rows on a GPU: 4 N + C x (21 + samplers))
+    read bounce       depth x max_read_bytes, <= 4 % budget  (io_uring reading rows into the buffer's slots: merged
+                                                             reads land in bounce slots, ``features._bounce``)
     foresight         4 (D r + R) + samplers x sub          (D batches foreseen beyond the extract queue, their
                                                              ids int32 where they fit, 8 then; ``foresight_depth``,
                                                              ``_foresight``; 0 with history or next-use)
@@ -102,6 +104,7 @@ MIN_BATCHES = 2.2   # the pool's floor: the batch the consumer holds and the nex
                     # batches larger than the probe's largest
 OUT_OF_TURN_MARGIN = 1.1  # ordered mode: a batch out of turn per sampler, + 10 % (as above)
 LOOKAHEAD_SHARE = 0.04  # the default extract queue deepens within this share of the budget (issue 26)
+BOUNCE_SHARE = 0.04  # the io_uring source's bounce slots take at most this share of the budget (bounce_bytes)
 FORESIGHT_REACH = 3.5  # default foresight: the batches in sight need this many times the buffer's rows (foresight_depth)
 FORESIGHT_MAX = 256  # default foresight: at most this many batches beyond the queue
 _SPAN_SLACK = 8192  # an aligned row span passes its row by at most two 4 KiB sectors
@@ -154,10 +157,13 @@ class MemoryPlan:
         return self.parts.get("reorder buffer", 0)
 
     def source_options(self) -> dict[str, int]:
-        """Staging sizes for the disk source the loader opens (empty when it opens none)."""
+        """Staging and bounce sizes for the disk source the loader opens (empty when it opens none)."""
         if not self.stage_bytes:
             return {}
-        return {"max_stage_bytes": self.stage_bytes, "max_staging_bytes": self.parts["staging"]}
+        out = {"max_stage_bytes": self.stage_bytes, "max_staging_bytes": self.parts["staging"]}
+        if "read bounce" in self.parts:
+            out["bounce_bytes"] = self.parts["read bounce"]
+        return out
 
 
 def batch_row_bytes(dim: int) -> int:
@@ -344,6 +350,22 @@ def chunk_stage_bytes(cfg: LoaderConfig, sizes: Sizes, io: IOConfig, probe: Disk
     return arena_bytes(max(depth * span, merged))
 
 
+def bounce_bytes(cfg: LoaderConfig, sizes: Sizes) -> int:
+    """The io_uring source's bounce slots (``features._bounce``) where it reads rows into the buffer's slots:
+    one of ``max_read_bytes`` per read in flight (the loader's depth, as ``chunk_stage_bytes`` finds it),
+    at most ``BOUNCE_SHARE`` of the budget (whole slots; 0 where not one fits: reads then go vectored)."""
+    io = IOConfig(**cfg.source_options)
+    if io.bounce_bytes is not None:
+        return io.bounce_bytes
+    depth = cfg.max_in_flight or (in_flight_for(cfg.disk_probe, sizes.stride) if cfg.disk_probe is not None
+                                  else UringSource.DEFAULT_DEPTH)
+    want = depth * io.max_read_bytes
+    budget = cfg.budget_bytes
+    if budget is not None:
+        want = min(want, int(BOUNCE_SHARE * budget) // io.max_read_bytes * io.max_read_bytes)
+    return want
+
+
 def _floor_pow2(n: int) -> int:
     return 1 << max(0, n.bit_length() - 1) if n > 0 else 0
 
@@ -360,6 +382,8 @@ def _fixed_parts(cfg: LoaderConfig, sizes: Sizes, source: str, stage: int,
         "sampler scratch": cfg.num_samplers * (scratch * n + 3 * sub),
         "subgraphs": (cfg.extract_capacity + e + cfg.ready_capacity + 1) * sub,
     }
+    if source == "disk" and sizes.rows_into_slots and stage:  # merged reads into slots go through it
+        parts["read bounce"] = bounce_bytes(cfg, sizes)
     if cfg.buffer_policy == "next-use":  # its use chains: a head per node, a record per queued row
         parts["next-use chains"] = NEXT_USE_NODE_BYTES * n + NEXT_USE_PIN_BYTES * r * (cfg.extract_capacity + e)
     if cfg.ordered:  # batches sent out of turn (``_out_of_turn``); the others' matrices are the pool's

@@ -62,7 +62,8 @@ class PartitionBatching:
         self.spacing = max_batches_per_epoch(len(seeds), self.parts.num_parts, parts_per_batch, batch_size)
         self._stores: list[MacroStore] = []  # the stores of openings not closed yet (:meth:`release`)
         self._samplers: list[PartitionSampler] = []  # their samplers
-        self._closed = np.zeros(5, np.int64)  # closed openings' counters: 3 tiers, macro loads, bytes read
+        self._closed = np.zeros(7, np.int64)  # closed openings' counters: 3 tiers, macro loads, bytes read,
+        # then the foresight's lists from the cache and from disk (``PartitionSampler.sample_nodes``)
 
     @classmethod
     def of_config(cls, ds: Dataset, cfg: LoaderConfig, seeds: np.ndarray, *, rank: int = 0,
@@ -161,9 +162,10 @@ class PartitionBatching:
         stores = {id(s.store): s.store for s in mine}
         for s in mine:
             self._closed[:3] += s.tiers
+            self._closed[5:] += s.foresight_tiers[[0, 2]]
         for store in stores.values():
             store.drop_idle()
-            self._closed[3:] += (store.loads, store.bytes_read)
+            self._closed[3:5] += (store.loads, store.bytes_read)
         self._samplers = [s for s in self._samplers if id(s) not in gone]
         self._stores = [st for st in self._stores if id(st) not in stores]
 
@@ -180,4 +182,6 @@ class PartitionBatching:
         }
         out["macro_loads"] = int(self._closed[3]) + sum(st.loads for st in self._stores)
         out["macro_bytes_read"] = int(self._closed[4]) + sum(st.bytes_read for st in self._stores)
+        sight = sum((s.foresight_tiers[[0, 2]] for s in self._samplers), self._closed[5:].copy())
+        out["foresight_lists_from_global_cache"], out["foresight_lists_from_disk"] = (int(x) for x in sight)
         return out

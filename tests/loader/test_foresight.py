@@ -142,3 +142,31 @@ def test_a_default_foresight_that_does_not_fit_is_left_off_and_an_asked_one_is_a
     assert small.foresight == 0 and small.total <= floor + 4096
     with pytest.raises(oa.ConfigError, match="memory_budget"):
         plan_memory(_cfg(memory_budget=floor + 4096, foresight=200), SIZES, source="disk")
+
+
+def test_partition_batches_are_foreseen_without_macro_blocks_and_are_the_same(tmp_path) -> None:
+    from conftest import generated
+
+    from outre_async.partition import partition
+
+    ds = generated(tmp_path / "g", "tiny", seed=6, feature_dim=8)
+    partition(ds, 16, name="p16", passes=2)
+
+    async def body() -> None:
+        runs, lists = {}, {}
+        for sight in (0, 8):
+            loader = oa.OutreLoader(ds, partitions="p16", parts_per_batch=2, fanouts=[4, 3], batch_size=32, seed=3,
+                                    buffer_rows=60, extract_queue=2, foresight=sight, backend="memory")
+            async with loader:
+                runs[sight] = await _epoch(loader, 0.004)
+                _nothing_counted(loader)
+            lists[sight] = loader.stats()["neighbor_lists"]  # after close too: the closed opening's counters
+        assert lists[0]["foresight_lists_from_global_cache"] + lists[0]["foresight_lists_from_disk"] == 0
+        assert lists[8]["foresight_lists_from_global_cache"] + lists[8]["foresight_lists_from_disk"] > 0
+        assert lists[8]["macro_loads"] == lists[0]["macro_loads"]  # foresight loads no block
+        assert runs[0].keys() == runs[8].keys()
+        for seq, (n_id, x) in runs[0].items():
+            np.testing.assert_array_equal(runs[8][seq][0], n_id)
+            np.testing.assert_array_equal(runs[8][seq][1], x)
+
+    run(body(), timeout=120)
