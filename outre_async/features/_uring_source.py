@@ -419,21 +419,21 @@ class UringSource(_DiskSource):
         if plan.num_reads and int(counts.max()) > IOV_MAX:
             return None
         job = _Job.into_slots(self._next_token(), plan, iov, seg_first, counts.astype(np.uint32))
-        want = (counts > 1) & (plan.lengths <= self.config.max_read_bytes)  # a segment per row and hole: bounce
-        if want.any() and self._bounce_pool() is not None:
-            job.bounce_through(want, buffer)
+        pool = self._bounce_pool() if plan.num_reads and int(counts.max()) > 1 else None
+        if pool is not None:  # a segment per row and per hole: through a bounce slot where the read fits one
+            job.bounce_through((counts > 1) & (plan.lengths <= pool.slot_bytes), buffer)
         return unique, first, inverse, job
 
     def _bounce_pool(self) -> BouncePool | None:
-        """The bounce slots (``_bounce``), made at first use: ``bounce_bytes`` of ``max_read_bytes`` slots
+        """The bounce slots (``_bounce``), made at first use: ``bounce_bytes`` of slots of ``bounce_slot_bytes``
         (default: one per read in flight); None where that is 0."""
         if self._bounce is None:
             cfg = self.config
-            total = self.depth * cfg.max_read_bytes if cfg.bounce_bytes is None else cfg.bounce_bytes
-            slots = min(self.depth, total // cfg.max_read_bytes)
+            size = cfg.bounce_slot_bytes
+            slots = min(self.depth, (self.depth * size if cfg.bounce_bytes is None else cfg.bounce_bytes) // size)
             if slots < 1:
                 return None
-            self._bounce = BouncePool(slots, cfg.max_read_bytes)
+            self._bounce = BouncePool(slots, size)
             self._counters["bounce_slots"] = slots
         return self._bounce
 

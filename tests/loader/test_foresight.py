@@ -146,7 +146,6 @@ def test_a_default_foresight_that_does_not_fit_is_left_off_and_an_asked_one_is_a
 
 def test_partition_batches_are_foreseen_without_macro_blocks_and_are_the_same(tmp_path) -> None:
     from conftest import generated
-
     from outre_async.partition import partition
 
     ds = generated(tmp_path / "g", "tiny", seed=6, feature_dim=8)
