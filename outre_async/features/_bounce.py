@@ -13,8 +13,8 @@ cheaper than the segments, so every read of more than one segment goes through a
 no hole) goes straight to its slot.
 
 :class:`BouncePool` holds ``slots`` slots of ``slot_bytes`` (``SLOT_BYTES``, or ``max_read_bytes`` if smaller;
-longer reads go vectored: papers-like's merged reads average 55 KB, and 128 KiB slots cost its 1 GiB plan
-32 MiB of buffer rows, which read more rows than the bounce saved: 1.12 x MIN against 1.10) in one
+longer reads go vectored.  Why not 64 KiB: papers-like's merged reads average 55 KB, but with 64 KiB slots
+only 40 % of them fitted one and its loader-bound epoch took 48-54 s against 37-42 s with 128 KiB) in one
 anonymous mmap, touched only as used; the io_uring source (``_uring_source``) takes slots for the reads it
 submits and gives them back when each read completes or fails; :func:`scatter` is the copy.  Only the
 event loop touches the pool.
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from ._uring_job import UringJob
 
 _INDEX_MASK = np.uint64((1 << 32) - 1)
-SLOT_BYTES = 64 << 10  # a bounce slot's bytes (at most the source's max_read_bytes)
+SLOT_BYTES = 128 << 10  # a bounce slot's bytes (at most the source's max_read_bytes; the module says why)
 
 
 class BouncePool:

@@ -23,7 +23,7 @@ most edges one batch can sample, the loader holds at most::
     reorder buffer    ordered mode: 1.1 x samplers x b for batches sent out of turn (``_out_of_turn``)
     history table     4 N + C x (4 dim + 21 + samplers)     (with ``history=``: C cached h^(L-1) rows;
                                                              rows on a GPU: 4 N + C x (21 + samplers))
-    read bounce       depth x 64 KiB, <= 2 % of the budget  (io_uring reading rows into the buffer's slots: merged
+    read bounce       depth x 128 KiB, <= 2 % of the budget (io_uring reading rows into the buffer's slots: merged
                                                              reads land in bounce slots, ``features._bounce``)
     foresight         4 (D r + R) + samplers x sub          (D batches foreseen beyond the extract queue, their
                                                              ids int32 where they fit, 8 then; ``foresight_depth``,
@@ -104,7 +104,8 @@ MIN_BATCHES = 2.2   # the pool's floor: the batch the consumer holds and the nex
                     # batches larger than the probe's largest
 OUT_OF_TURN_MARGIN = 1.1  # ordered mode: a batch out of turn per sampler, + 10 % (as above)
 LOOKAHEAD_SHARE = 0.04  # the default extract queue deepens within this share of the budget (issue 26)
-BOUNCE_SHARE = 0.02  # the io_uring source's bounce slots take at most this share of the budget (bounce_bytes)
+BOUNCE_SHARE = 0.02  # the io_uring source's bounce slots take at most this share of the budget (bounce_bytes);
+# papers-like at 1 GiB: 4 % (32 MiB, a slot per read in flight) read 1.12 x MIN with a 33-44 s epoch, 2 % 37-42 s
 FORESIGHT_REACH = 3.5  # default foresight: the batches in sight need this many times the buffer's rows (foresight_depth)
 FORESIGHT_MAX = 256  # default foresight: at most this many batches beyond the queue
 _SPAN_SLACK = 8192  # an aligned row span passes its row by at most two 4 KiB sectors

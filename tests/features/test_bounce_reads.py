@@ -34,7 +34,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[oa.Dataset, np.ndar
 @pytest.mark.parametrize("depth", [2, 64])
 def test_bounced_and_vectored_reads_put_the_same_rows_in_the_slots(store: tuple, bounce_bytes: int | None,
                                                                    depth: int) -> None:
-    """No pool, two slots (most reads then go vectored while they are taken), six, one per read in flight:
+    """No pool, one slot (most reads then go vectored while it is taken), three, one per read in flight:
     the slots hold exactly the reference's rows, and every bounce slot is free again."""
     ds, x = store
     rng = np.random.default_rng(depth)
@@ -51,7 +51,7 @@ def test_bounced_and_vectored_reads_put_the_same_rows_in_the_slots(store: tuple,
             stats = src.stats()
             assert (stats["bounced_reads"] > 0) == (bounce_bytes != 0)
             slot = src.config.bounce_slot_bytes
-            assert slot == 64 << 10
+            assert slot == 128 << 10
             assert stats["bounce_slots"] == (0 if bounce_bytes == 0 else min(depth, (bounce_bytes or depth * slot) // slot))
             assert src._bounce is None or src._bounce.in_use == 0
 
