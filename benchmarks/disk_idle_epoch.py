@@ -102,6 +102,7 @@ def main() -> None:
     p.add_argument("--max-in-flight", type=int)
     p.add_argument("--grid", action="store_true", help="read with the device's cached probe grid (disk_probe=)")
     p.add_argument("--probe-cache-dir", type=Path, default=default_cache_dir())
+    p.add_argument("--bounce-bytes", help="the io_uring source's bounce slots (default: the plan's; 0: none)")
     p.add_argument("--foresight", type=int, help="the loader's foresight (default: the plan's; 0: off)")
     p.add_argument("--timeline-ms", type=float, default=0.0,
                    help="sample the device and the loader's queues every this many ms (0: off)")
@@ -122,6 +123,8 @@ def main() -> None:
         opts["disk_probe"] = grid
     if args.foresight is not None:
         opts["foresight"] = args.foresight
+    if args.bounce_bytes is not None:
+        opts["source_options"] = {"bounce_bytes": 0 if args.bounce_bytes == "0" else parse_bytes(args.bounce_bytes)}
     loader = oa.OutreLoader(ds, **opts)
     block = device_of(ds.features_path)["block"]
     evict_from_page_cache(args.dataset)
