@@ -8,9 +8,12 @@ with 12 (papers-like's reads: 6 rows of 512 B a read), 12.8 k/s with 24 and 7.0 
 (``benchmarks/readv_segments.py``; 512 B or 4 KiB segment alignment made no difference).  papers-like's
 loader-bound epoch kept 226 reads on the device and got 0.74 GB/s where the probe's random reads of the
 same size get 1.05.  One plain read into a bounce slot plus a copy of the rows (512 B each, ~0.1 µs) is
-cheaper than the segments, so every read of more than one segment goes through a slot when one is free
-(else it is read vectored, as before: the pool never makes a read wait).  A read of one segment (one row,
-no hole) goes straight to its slot.
+cheaper than the segments, so a read of ``BOUNCE_SEGMENTS`` segments or more (three rows, or two with a hole
+between) goes through a slot when one is free (else it is read vectored, as before: the pool never makes a
+read wait); shorter ones go straight to their slots.  Why not from two segments: igb-like's 4 KiB rows make
+reads of mostly 2-3 segments, where the copy (on the event loop, as reads complete) cost more than the
+device saved: its loader-bound epoch took 14.5-16.3 s bouncing those against 14.0 s without
+(``benchmarks/disk_idle_epoch.py --bounce-bytes 0``).
 
 :class:`BouncePool` holds ``slots`` slots of ``slot_bytes`` (``SLOT_BYTES``, or ``max_read_bytes`` if smaller;
 longer reads go vectored.  Why not 64 KiB: papers-like's merged reads average 55 KB, but with 64 KiB slots
@@ -32,6 +35,7 @@ if TYPE_CHECKING:
     from ._uring_job import UringJob
 
 _INDEX_MASK = np.uint64((1 << 32) - 1)
+BOUNCE_SEGMENTS = 4  # reads of at least this many segments go through a slot (fewer: vectored, no copy)
 SLOT_BYTES = 128 << 10  # a bounce slot's bytes (at most the source's max_read_bytes; the module says why)
 
 

@@ -52,7 +52,7 @@ import numpy as np
 from .._errors import ConfigError, OutreError, PipelineClosed
 from ..store._dataset import Dataset
 from . import _uring_kernels as K
-from ._bounce import BouncePool, finish_bounced, give_back
+from ._bounce import BOUNCE_SEGMENTS, BouncePool, finish_bounced, give_back
 from ._disk_source import FeatureFile, IOConfig, _DiskSource, uncancellable
 from ._read_priority import READ_PRIORITY
 from ._staging import Arena, ReadPlan, resume_at
@@ -419,9 +419,9 @@ class UringSource(_DiskSource):
         if plan.num_reads and int(counts.max()) > IOV_MAX:
             return None
         job = _Job.into_slots(self._next_token(), plan, iov, seg_first, counts.astype(np.uint32))
-        pool = self._bounce_pool() if plan.num_reads and int(counts.max()) > 1 else None
+        pool = self._bounce_pool() if plan.num_reads and int(counts.max()) >= BOUNCE_SEGMENTS else None
         if pool is not None:  # a segment per row and per hole: through a bounce slot where the read fits one
-            job.bounce_through((counts > 1) & (plan.lengths <= pool.slot_bytes), buffer)
+            job.bounce_through((counts >= BOUNCE_SEGMENTS) & (plan.lengths <= pool.slot_bytes), buffer)
         return unique, first, inverse, job
 
     def _bounce_pool(self) -> BouncePool | None:
