@@ -109,7 +109,7 @@ def test_a_failed_or_truncated_bounced_read_gives_its_slot_back(store: tuple, tm
             os.truncate(short.features_path, 300 * 512 + 100)
             buf = buffer_like(y, 4)
             with pytest.raises(oa.ExtractorError, match="truncated"):
-                await src.read_rows_into(np.array([298, 299, 300]), buf, np.array([0, 1, 2]))
+                await src.read_rows_into(np.array([297, 298, 300]), buf, np.array([0, 1, 2]))
             assert src._bounce.in_use == 0 and src._flight.now == 0 and not src._jobs
 
     run(truncated())
