@@ -37,10 +37,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..aio._threads import run_in_thread
 from ..features import FeatureBuffer, FeatureTier
 from ..features._buffer_holds import Foresight
 from ._batch import PlanItem, Sampler
-from ._sample_stage import run_in_thread
 
 
 def compact_ids(ids: np.ndarray, num_nodes: int) -> np.ndarray:

@@ -66,7 +66,7 @@ from ._pyg_names import check_transform
 from ._resources import ResourceBox, Resources
 from ._sample_stage import SampleStage
 from ._setup import loader_config, loader_setup
-from ._stats import queue_stats, resource_stats, stage_stats
+from ._stats import device_resident, queue_stats, resource_stats, stage_stats
 from ._tiers import tier_caches
 
 __all__ = ["BACKENDS", "LoaderConfig", "OutreLoader"]
@@ -287,12 +287,10 @@ class OutreLoader:
         self._channels = extract, ready = self._new_channels()
         if cfg.holds_back:  # plan order, or history's overtaking window: held batches keep their leases
             self._gate = OutOfTurnMemory(self.memory.out_of_turn_bytes, batch_row_bytes(self.dataset.feature_dim))
-        sight = None
-        if cfg.foresight and history is None:
-            sight = EpochForesight(plan, cfg.foresight, res.buffer, res.tiers,
-                                   stream_of=lambda seq: stream_base + seq * world, num_nodes=self.dataset.num_nodes,
-                                   max_held_rows=foresight_rows(cfg.foresight, self._setup.sizes),
-                                   totals=self._foresight_totals)
+        sight = None if not cfg.foresight or history is not None else EpochForesight(
+            plan, cfg.foresight, res.buffer, res.tiers, stream_of=lambda seq: stream_base + seq * world,
+            num_nodes=self.dataset.num_nodes, max_held_rows=foresight_rows(cfg.foresight, self._setup.sizes),
+            totals=self._foresight_totals)
         return EpochParts(
             plan=plan, samplers=res.samplers, executor=res.executor, buffer=res.buffer, tiers=res.tiers,
             extract=extract, ready=ready, num_extractors=cfg.num_extractors, stream_base=stream_base,
@@ -411,7 +409,7 @@ class OutreLoader:
         extract, ready = self._channels
         out["queues"] = queue_stats({"extract": extract.statistics(), "ready": ready.statistics()})
         out["device"] = {"device": self.config.device, "depth": self.config.device_depth,
-                         **self._delivery.device_counters, "resident": self._device_resident()}
+                         **self._delivery.device_counters, "resident": device_resident(self._gpu, self._history)}
         res = self._res
         out.update(resource_stats(res.snapshot() if res is not None else self._box.closed))
         # what the loader chose for this machine (``_cores``: the defaults sized from the usable cores)
@@ -430,16 +428,6 @@ class OutreLoader:
         out["layout"] = self._layout.stats()
         out["buffer_policy"] = self.config.buffer_policy
         out["foresight"] = {"depth": self.config.foresight, **self._foresight_totals.stats()}
-        return out
-
-    def _device_resident(self) -> dict[str, int]:
-        """Bytes the loader keeps in the training device's own memory for the whole run (README, "Device
-        memory"), beside the batches in flight: the GPU tier's rows and the history's rows on a GPU."""
-        out = {}
-        if self._gpu is not None and self._gpu.device.type != "cpu":
-            out["gpu tier"] = self._gpu.nbytes
-        if self._history is not None and self._history.table.device_bytes:
-            out["history rows"] = self._history.table.device_bytes
         return out
 
     def _epoch_io(self, res: Resources | None) -> dict[str, Any]:

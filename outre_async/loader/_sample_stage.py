@@ -22,15 +22,15 @@ result is dropped, and only then does the cancellation propagate.
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from ..aio._channel import Channel
 from ..aio._cpu_meter import thread_cpu_call
+from ..aio._threads import run_in_thread
 from ..cache._history import HistoryDecision
 from ..features import FeatureBuffer, FeatureTier
 from ..sampling._sampler import SampledSubgraph
@@ -40,9 +40,6 @@ from ._out_of_turn import OutOfTurnMemory, subgraph_bytes
 
 if TYPE_CHECKING:
     from ._foresight import EpochForesight
-
-R = TypeVar("R")
-
 
 @dataclass(frozen=True, slots=True)
 class SampleCounters:
@@ -57,18 +54,6 @@ class SampleCounters:
     def plus(self, sub: SampledSubgraph, seconds: float, cpu_seconds: float) -> SampleCounters:
         return SampleCounters(self.batches + 1, self.nodes + sub.num_nodes, self.edges + sub.num_edges,
                               self.seconds + seconds, self.cpu_seconds + cpu_seconds)
-
-
-async def run_in_thread(executor: Executor, fn: Callable[..., R], *args: object) -> R:
-    """Run ``fn`` in ``executor``; if cancelled, wait for the thread to finish before re-raising."""
-    fut = asyncio.get_running_loop().run_in_executor(executor, fn, *args)
-    try:
-        return await asyncio.shield(fut)
-    except asyncio.CancelledError:
-        await asyncio.wait([fut])
-        if not fut.cancelled():
-            fut.exception()  # retrieved: the cancellation is what matters now
-        raise
 
 
 class SampleStage:

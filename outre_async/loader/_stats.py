@@ -47,3 +47,14 @@ def resource_stats(res: ResourceStats | None) -> dict[str, Any]:
     if res.device is not None:
         out["copy_engine"] = res.device
     return out
+
+
+def device_resident(gpu: Any, history: Any) -> dict[str, int]:
+    """Bytes the loader keeps in the training device's own memory for the whole run (README, "Device
+    memory"), beside the batches in flight: the GPU tier's rows and the history's rows on a GPU."""
+    out = {}
+    if gpu is not None and gpu.device.type != "cpu":
+        out["gpu tier"] = gpu.nbytes
+    if history is not None and history.table.device_bytes:
+        out["history rows"] = history.table.device_bytes
+    return out
