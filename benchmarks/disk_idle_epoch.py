@@ -102,6 +102,7 @@ def main() -> None:
     p.add_argument("--max-in-flight", type=int)
     p.add_argument("--grid", action="store_true", help="read with the device's cached probe grid (disk_probe=)")
     p.add_argument("--probe-cache-dir", type=Path, default=default_cache_dir())
+    p.add_argument("--read-ahead", type=int, help="the feature buffer's read_ahead (default: READ_AHEAD)")
     p.add_argument("--bounce-bytes", help="the io_uring source's bounce slots (default: the plan's; 0: none)")
     p.add_argument("--foresight", type=int, help="the loader's foresight (default: the plan's; 0: off)")
     p.add_argument("--timeline-ms", type=float, default=0.0,
@@ -123,6 +124,10 @@ def main() -> None:
         opts["disk_probe"] = grid
     if args.foresight is not None:
         opts["foresight"] = args.foresight
+    if args.read_ahead is not None:  # the buffer reads READ_AHEAD when it is built (the loader has no option for it)
+        from outre_async.features import _feature_buffer
+
+        _feature_buffer.READ_AHEAD = args.read_ahead
     if args.bounce_bytes is not None:
         opts["source_options"] = {"bounce_bytes": 0 if args.bounce_bytes == "0" else parse_bytes(args.bounce_bytes)}
     loader = oa.OutreLoader(ds, **opts)
