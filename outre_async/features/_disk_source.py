@@ -74,8 +74,8 @@ class IOConfig:
     source serving ``c`` concurrent requests has at most ``2 c`` chunks in use, each in an arena of
     the power of two at or above ``max_stage_bytes``.  ``direct``: try O_DIRECT.  ``bounce_bytes``: where
     io_uring reads rows straight into buffer slots, a merged read (a segment per row and per hole) goes
-    through a bounce slot (:attr:`bounce_slot_bytes`) while one is free (``_bounce``: segments cost the
-    device); ``None``: one slot per read in flight, 0: none.
+    through bounce pages while enough are free (``_bounce``: segments cost the device); ``None``: two
+    32 KiB pages per read in flight, 0: none.
     """
 
     max_in_flight: int | None = None
@@ -100,13 +100,6 @@ class IOConfig:
             raise ConfigError(f"bounce_bytes must be >= 0 (0: merged reads go vectored), got {self.bounce_bytes=}")
         if self.max_staging_bytes is not None and self.max_staging_bytes < self.max_stage_bytes:
             raise ConfigError(f"{self.max_staging_bytes=} should be >= {self.max_stage_bytes=} (or None)")
-
-    @property
-    def bounce_slot_bytes(self) -> int:
-        """One bounce slot (``_bounce.SLOT_BYTES``, at most ``max_read_bytes``): longer reads go vectored."""
-        from ._bounce import SLOT_BYTES
-
-        return min(SLOT_BYTES, self.max_read_bytes)
 
     @property
     def staging_cap(self) -> int:

@@ -22,8 +22,8 @@ class UringJob:
 
     __slots__ = ("token", "addrs", "lengths", "offsets", "tags", "needs", "done", "iov", "iov_first",
                  "iov_addrs", "iov_counts", "kept", "next", "inflight", "left", "stopped", "error",
-                 "waiter", "resume", "queued", "settled", "priority", "bounce_want", "bslot", "baddr", "dest",
-                 "dest_base")
+                 "waiter", "resume", "queued", "settled", "priority", "bounce_want", "bpages", "biov", "baddr",
+                 "bcount", "dest", "dest_base")
 
     def __init__(self, token: int, plan: ReadPlan) -> None:
         n = plan.num_reads
@@ -47,10 +47,11 @@ class UringJob:
         self.queued = False
         self.settled = False
         self.priority = URGENT              # submitted before jobs of larger priority (``_read_priority``)
-        # reads into slots through bounce slots (``_bounce``): which reads want one, the slot each holds
-        # (-1: none) and its address (0: none), and the slot memory as bytes with its address
+        # reads into slots through bounce pages (``_bounce``): which reads want them, the pages each holds
+        # (-1: none) and their segments, the address and length of that segment array (0: none), and the
+        # slot memory as bytes with its address
         self.bounce_want: np.ndarray | None = None
-        self.bslot = self.baddr = self.dest = np.empty(0, dtype=np.int64)
+        self.bpages = self.biov = self.baddr = self.bcount = self.dest = np.empty(0, dtype=np.int64)
         self.dest_base = 0
 
     @classmethod
@@ -72,19 +73,26 @@ class UringJob:
         job.iov_counts = counts
         return job
 
-    def bounce_through(self, want: np.ndarray, buffer: np.ndarray) -> None:
-        """Read ``want``'s reads through bounce slots when free (the rest vectored); ``buffer``: the slots."""
+    def bounce_through(self, want: np.ndarray, buffer: np.ndarray, width: int) -> None:
+        """Read ``want``'s reads through bounce pages (at most ``width`` a read) when free (the rest
+        vectored); ``buffer``: the slots."""
         n = len(self.offsets)
         self.bounce_want = want
-        self.bslot = np.full(n, -1, dtype=np.int64)
+        self.bpages = np.full((n, width), -1, dtype=np.int64)
+        self.biov = np.zeros((n, width, 2), dtype=np.int64)
         self.baddr = np.zeros(n, dtype=np.uint64)
+        self.bcount = np.zeros(n, dtype=np.uint32)
         self.dest = buffer.reshape(-1).view(np.uint8)
         self.dest_base = int(buffer.ctypes.data)
 
     def rest_of(self, k: int) -> np.ndarray:
-        """The segments of read ``k`` past its first ``done[k]`` bytes (a resubmitted short read)."""
-        assert self.iov is not None
-        segs = self.iov[self.iov_first[k] : self.iov_first[k] + self.iov_counts[k]]
+        """The segments of read ``k`` past its first ``done[k]`` bytes (a resubmitted short read): its bounce
+        pages' if it has some, else its slots'."""
+        if len(self.bcount) and self.bcount[k]:
+            segs = self.biov[k, : self.bcount[k]]
+        else:
+            assert self.iov is not None
+            segs = self.iov[self.iov_first[k] : self.iov_first[k] + self.iov_counts[k]]
         ends = np.cumsum(segs[:, 1])
         done = int(self.done[k])
         j = int(np.searchsorted(ends, done, side="right"))

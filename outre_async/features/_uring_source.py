@@ -52,7 +52,7 @@ import numpy as np
 from .._errors import ConfigError, OutreError, PipelineClosed
 from ..store._dataset import Dataset
 from . import _uring_kernels as K
-from ._bounce import BOUNCE_SEGMENTS, BouncePool, finish_bounced, give_back
+from ._bounce import BOUNCE_SEGMENTS, PAGE_BYTES, PAGES_PER_READ, BouncePool, finish_bounced, give_back
 from ._disk_source import FeatureFile, IOConfig, _DiskSource, uncancellable
 from ._read_priority import READ_PRIORITY
 from ._staging import Arena, ReadPlan, resume_at
@@ -89,8 +89,8 @@ class UringSource(_DiskSource):
         self._broken: OutreError | None = None
         self._idle: asyncio.Future[None] | None = None
         self._sink: np.ndarray | None = None
-        self._bounce: BouncePool | None = None  # merged reads into slots go through it (``_bounce``)
-        self._counters.update(submit_calls=0, reap_calls=0, rows_into_slots=0, bounced_reads=0, bounce_slots=0)
+        self._bounce: BouncePool | None = None  # merged reads into slots go through its pages (``_bounce``)
+        self._counters.update(submit_calls=0, reap_calls=0, rows_into_slots=0, bounced_reads=0, bounce_pages=0)
 
     # -- ring lifecycle ----------------------------------------------------------------------------
     def _ensure_ring(self) -> None:
@@ -188,8 +188,8 @@ class UringSource(_DiskSource):
     def _settle(self, job: _Job) -> None:
         if job.settle_if_done():
             del self._jobs[job.token]
-            if len(job.bslot) and (job.bslot >= 0).any():  # none should be left: every read gave its slot back
-                self._give_bounce(job, np.flatnonzero(job.bslot >= 0))
+            if len(job.bcount) and job.bcount.any():  # none should be left: every read gave its pages back
+                self._give_bounce(job, np.flatnonzero(job.bcount))
 
     def _enqueue(self, job: _Job) -> None:
         if not job.queued:
@@ -245,15 +245,16 @@ class UringSource(_DiskSource):
         if job.addrs is not None:
             n = K.prep_reads(self._ring_addr, self._fd, job.addrs, job.lengths, job.offsets, job.tags,
                              start, stop)
-        elif job.bounce_want is not None and self._bounce is not None:  # merged reads through bounce slots
-            got = self._bounce.take(job.bounce_want[start:stop])
-            job.bslot[start:stop], job.baddr[start:stop] = got, self._bounce.addresses(got)
-            n = K.prep_slot_reads(self._ring_addr, self._fd, job.iov_addrs, job.iov_counts, job.offsets, job.lengths,
-                                  job.baddr, job.tags, start, stop)
-            self._counters["bounced_reads"] += int((got[:n] >= 0).sum())
-            if start + n < stop:  # the submission queue filled up: the reads not prepared give their slots back
-                self._bounce.give(job.bslot[start + n : stop])
-                job.bslot[start + n : stop], job.baddr[start + n : stop] = -1, 0
+        elif job.bounce_want is not None and self._bounce is not None:  # merged reads through bounce pages
+            pages, iov = self._bounce.take(job.lengths[start:stop], job.bounce_want[start:stop], job.bpages.shape[-1])
+            npages = (pages >= 0).sum(axis=1)
+            job.bpages[start:stop], job.biov[start:stop], job.bcount[start:stop] = pages, iov, npages
+            job.baddr[start:stop] = np.where(npages > 0, job.biov.ctypes.data + np.arange(start, stop) * job.biov.strides[0], 0)
+            n = K.prep_slot_reads(self._ring_addr, self._fd, job.iov_addrs, job.iov_counts, job.offsets, job.baddr,
+                                  job.bcount, job.tags, start, stop)
+            self._counters["bounced_reads"] += int((npages[:n] > 0).sum())
+            if start + n < stop:  # the submission queue filled up: the reads not prepared give their pages back
+                give_back(self._bounce, job, np.arange(start + n, stop))
         else:
             n = K.prep_readvs(self._ring_addr, self._fd, job.iov_addrs, job.iov_counts, job.offsets,
                               job.tags, start, stop)
@@ -268,9 +269,8 @@ class UringSource(_DiskSource):
             k = job.resume.pop()
             done = int(job.done[k])
             one = np.array([k], dtype=np.int64)
-            if job.addrs is not None or (len(job.bslot) and job.bslot[k] >= 0):  # staged, or in its bounce slot
-                at = job.addrs[one] if job.addrs is not None else job.baddr[one]
-                n = K.prep_reads(self._ring_addr, self._fd, at + np.uint64(done),
+            if job.addrs is not None:
+                n = K.prep_reads(self._ring_addr, self._fd, job.addrs[one] + np.uint64(done),
                                  job.lengths[one] - np.uint32(done), job.offsets[one] + np.uint64(done),
                                  job.tags[one], 0, 1)
             else:
@@ -333,12 +333,12 @@ class UringSource(_DiskSource):
         self._counters["bytes_read"] += nbytes
         job.inflight -= matched
         job.left -= complete
-        if len(job.bslot):  # before retries move ``done``: the complete bounced reads' rows go to their slots
+        if len(job.bcount):  # before retries move ``done``: the complete bounced reads' rows go to their slots
             self._scatter_bounced(job, n)
         for k, r in bad[:nbad].tolist():
             if not job.stopped:
                 self._retry_or_fail(job, k, r)
-            if len(job.bslot) and job.bslot[k] >= 0 and k not in job.resume:  # failed or stopped: slot back
+            if len(job.bcount) and job.bcount[k] and k not in job.resume:  # failed or stopped: pages back
                 self._give_bounce(job, np.array([k]))
         if job.inflight == 0:
             self._settle(job)
@@ -420,21 +420,21 @@ class UringSource(_DiskSource):
             return None
         job = _Job.into_slots(self._next_token(), plan, iov, seg_first, counts.astype(np.uint32))
         pool = self._bounce_pool() if plan.num_reads and int(counts.max()) >= BOUNCE_SEGMENTS else None
-        if pool is not None:  # a segment per row and per hole: through a bounce slot where the read fits one
-            job.bounce_through((counts >= BOUNCE_SEGMENTS) & (plan.lengths <= pool.slot_bytes), buffer)
+        if pool is not None:  # a segment per row and per hole: through bounce pages
+            width = -(-int(plan.lengths.max()) // pool.page_bytes)
+            job.bounce_through(counts >= BOUNCE_SEGMENTS, buffer, width)
         return unique, first, inverse, job
 
     def _bounce_pool(self) -> BouncePool | None:
-        """The bounce slots (``_bounce``), made at first use: ``bounce_bytes`` of slots of ``bounce_slot_bytes``
-        (default: one per read in flight); None where that is 0."""
+        """The bounce pages (``_bounce``), made at first use: ``bounce_bytes`` of them (default:
+        ``PAGES_PER_READ`` per read in flight); None where that is not one page."""
         if self._bounce is None:
-            cfg = self.config
-            size = cfg.bounce_slot_bytes
-            slots = min(self.depth, (self.depth * size if cfg.bounce_bytes is None else cfg.bounce_bytes) // size)
-            if slots < 1:
+            want = self.config.bounce_bytes
+            pages = self.depth * PAGES_PER_READ if want is None else want // PAGE_BYTES
+            if pages < 1:
                 return None
-            self._bounce = BouncePool(slots, size)
-            self._counters["bounce_slots"] = slots
+            self._bounce = BouncePool(pages)
+            self._counters["bounce_pages"] = pages
         return self._bounce
 
     def _sink_address(self) -> int:

@@ -23,7 +23,7 @@ most edges one batch can sample, the loader holds at most::
     reorder buffer    ordered mode: 1.1 x samplers x b for batches sent out of turn (``_out_of_turn``)
     history table     4 N + C x (4 dim + 21 + samplers)     (with ``history=``: C cached h^(L-1) rows;
                                                              rows on a GPU: 4 N + C x (21 + samplers))
-    read bounce       depth x 128 KiB, <= 2 % of the budget (io_uring reading rows into the buffer's slots: merged
+    read bounce       depth x 64 KiB, <= 2 % of the budget  (io_uring reading rows into the buffer's slots: merged
                                                              reads land in bounce slots, ``features._bounce``)
     foresight         4 (D r + R) + samplers x sub          (D batches foreseen beyond the extract queue, their
                                                              ids int32 where they fit, 8 then; ``foresight_depth``,
@@ -87,6 +87,7 @@ from dataclasses import dataclass, replace
 from .._errors import ConfigError
 from .._units import format_bytes
 from ..cache._history_config import record_buffer_bytes
+from ..features._bounce import PAGE_BYTES, PAGES_PER_READ
 from ..features._disk_probe import DiskProbe, in_flight_for
 from ..features._disk_source import IOConfig
 from ..features._staging import GATHER_BLOCK, SECTOR, arena_bytes
@@ -104,8 +105,7 @@ MIN_BATCHES = 2.2   # the pool's floor: the batch the consumer holds and the nex
                     # batches larger than the probe's largest
 OUT_OF_TURN_MARGIN = 1.1  # ordered mode: a batch out of turn per sampler, + 10 % (as above)
 LOOKAHEAD_SHARE = 0.04  # the default extract queue deepens within this share of the budget (issue 26)
-BOUNCE_SHARE = 0.02  # the io_uring source's bounce slots take at most this share of the budget (bounce_bytes);
-# papers-like at 1 GiB: 4 % (32 MiB, a slot per read in flight) read 1.12 x MIN with a 33-44 s epoch, 2 % 37-42 s
+BOUNCE_SHARE = 0.02  # the io_uring source's bounce pages take at most this share of the budget (bounce_bytes)
 FORESIGHT_REACH = 3.5  # default foresight: the batches in sight need this many times the buffer's rows (foresight_depth)
 FORESIGHT_MAX = 256  # default foresight: at most this many batches beyond the queue
 _SPAN_SLACK = 8192  # an aligned row span passes its row by at most two 4 KiB sectors
@@ -352,19 +352,18 @@ def chunk_stage_bytes(cfg: LoaderConfig, sizes: Sizes, io: IOConfig, probe: Disk
 
 
 def bounce_bytes(cfg: LoaderConfig, sizes: Sizes) -> int:
-    """The io_uring source's bounce slots (``features._bounce``) where it reads rows into the buffer's slots:
-    one per read in flight (the loader's depth, as ``chunk_stage_bytes`` finds it), at most
-    ``BOUNCE_SHARE`` of the budget (whole slots; 0 where not one fits: reads then go vectored)."""
+    """The io_uring source's bounce pages (``features._bounce``) where it reads rows into the buffer's slots:
+    ``PAGES_PER_READ`` per read in flight (the loader's depth, as ``chunk_stage_bytes`` finds it), at most
+    ``BOUNCE_SHARE`` of the budget (whole pages; 0 where not one fits: reads then go vectored)."""
     io = IOConfig(**cfg.source_options)
     if io.bounce_bytes is not None:
         return io.bounce_bytes
     depth = cfg.max_in_flight or (in_flight_for(cfg.disk_probe, sizes.stride) if cfg.disk_probe is not None
                                   else UringSource.DEFAULT_DEPTH)
-    slot = io.bounce_slot_bytes
-    want = depth * slot
+    want = depth * PAGES_PER_READ * PAGE_BYTES
     budget = cfg.budget_bytes
     if budget is not None:
-        want = min(want, int(BOUNCE_SHARE * budget) // slot * slot)
+        want = min(want, int(BOUNCE_SHARE * budget) // PAGE_BYTES * PAGE_BYTES)
     return want
 
 
