@@ -5,8 +5,9 @@ Why: a merged read straight into slots is a vectored read with a segment per row
 (``_uring_kernels.slot_iovecs``), and on the virtio disk here every segment costs the device about 2 µs:
 45 KiB random reads at depth 256 ran 23.5 k/s as one segment, 22.6 k/s with 2, 20.5 k/s with 4, 16.2 k/s
 with 12 (papers-like's reads: 6 rows of 512 B a read), 12.8 k/s with 24 and 7.0 k/s with 48
-(``benchmarks/readv_segments.py``; 512 B or 4 KiB segment alignment made no difference).  papers-like's loader-bound epoch kept 226 reads on the device and got 0.74 GB/s where the
-probe's random reads of the same size get 1.05.  A read into ``ceil(length / PAGE_BYTES)`` bounce pages (one
+(``benchmarks/readv_segments.py``; 512 B or 4 KiB segment alignment made no difference).  papers-like's
+loader-bound epoch kept 226 reads on the device and got 0.74 GB/s where the probe's random reads of the
+same size get 1.05.  A read into ``ceil(length / PAGE_BYTES)`` bounce pages (one
 to four segments) plus a copy of its rows (512 B each, ~0.1 µs) is cheaper than the segments, so a read of
 ``BOUNCE_SEGMENTS`` segments or more (three rows, or two with a hole between) goes through pages when enough
 are free (else it is read vectored, as before: the pool never makes a read wait); shorter ones go straight
