@@ -54,7 +54,6 @@ class BouncePool:
         self._free = np.arange(self.pages - 1, -1, -1, dtype=np.int64)  # a stack: page 0 on top
         self._top = self.pages
         self.peak = 0     # pages in use at most
-        self.reads = 0    # reads that went through pages
 
     @property
     def in_use(self) -> int:
@@ -74,7 +73,7 @@ class BouncePool:
             return pages, iov
         flat = self._free[self._top - total : self._top][::-1]
         self._top -= total
-        self.peak, self.reads = max(self.peak, self.in_use), self.reads + int(got.sum())
+        self.peak = max(self.peak, self.in_use)
         col = np.arange(width)
         valid = got[:, None] & (col[None, :] < need[:, None])
         at = np.minimum((ends - need)[:, None] + col[None, :], total - 1)
@@ -158,4 +157,4 @@ def give_back(pool: BouncePool | None, job: UringJob, ks: np.ndarray) -> None:
     """Reads ``ks`` of ``job`` are done with their bounce pages."""
     if pool is not None:
         pool.give(job.bpages[ks])
-    job.bpages[ks], job.bcount[ks], job.baddr[ks] = -1, 0, 0
+    job.bpages[ks], job.bcount[ks] = -1, 0

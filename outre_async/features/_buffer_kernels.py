@@ -139,7 +139,7 @@ def _list_for(count) -> np.int64:
 def _list_of(nodes, rec, slot) -> np.int64:
     """The standby list a released slot belongs on (:func:`_list_for` of its row)."""
     node = rec[slot, NODE]
-    count = nodes[max(node, 0), WANTED] if node >= 0 else 0
+    count = nodes[node, WANTED] if node >= 0 else 0
     return _list_for(count)
 
 

@@ -22,8 +22,8 @@ class UringJob:
 
     __slots__ = ("token", "addrs", "lengths", "offsets", "tags", "needs", "done", "iov", "iov_first",
                  "iov_addrs", "iov_counts", "kept", "next", "inflight", "left", "stopped", "error",
-                 "waiter", "resume", "queued", "settled", "priority", "bounce_want", "bpages", "biov", "baddr",
-                 "bcount", "dest", "dest_base")
+                 "waiter", "resume", "queued", "settled", "priority", "bounce_want", "bpages", "biov", "bcount",
+                 "dest", "dest_base")
 
     def __init__(self, token: int, plan: ReadPlan) -> None:
         n = plan.num_reads
@@ -48,10 +48,9 @@ class UringJob:
         self.settled = False
         self.priority = URGENT              # submitted before jobs of larger priority (``_read_priority``)
         # reads into slots through bounce pages (``_bounce``): which reads want them, the pages each holds
-        # (-1: none) and their segments, the address and length of that segment array (0: none), and the
-        # slot memory as bytes with its address
+        # (-1: none), their segments and how many (0: none), and the slot memory as bytes with its address
         self.bounce_want: np.ndarray | None = None
-        self.bpages = self.biov = self.baddr = self.bcount = self.dest = np.empty(0, dtype=np.int64)
+        self.bpages = self.biov = self.bcount = self.dest = np.empty(0, dtype=np.int64)
         self.dest_base = 0
 
     @classmethod
@@ -80,7 +79,6 @@ class UringJob:
         self.bounce_want = want
         self.bpages = np.full((n, width), -1, dtype=np.int64)
         self.biov = np.zeros((n, width, 2), dtype=np.int64)
-        self.baddr = np.zeros(n, dtype=np.uint64)
         self.bcount = np.zeros(n, dtype=np.uint32)
         self.dest = buffer.reshape(-1).view(np.uint8)
         self.dest_base = int(buffer.ctypes.data)

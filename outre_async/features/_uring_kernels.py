@@ -211,25 +211,6 @@ def prep_readvs(ring: int, fd: int, iov_addrs: np.ndarray, iov_counts: np.ndarra
 
 
 @njit(cache=True, nogil=True)
-def prep_slot_reads(ring: int, fd: int, iov_addrs: np.ndarray, iov_counts: np.ndarray, offsets: np.ndarray,
-                    bounce_addrs: np.ndarray, bounce_counts: np.ndarray, tags: np.ndarray, start: int, stop: int) -> int:
-    """:func:`prep_readvs`, except that a read with bounce pages (``bounce_counts[k]`` of them, their
-    ``struct iovec`` array at ``bounce_addrs[k]``) is read into those instead (``_bounce``)."""
-    n = 0
-    for k in range(start, stop):
-        sqe = _get_sqe(ring)
-        if sqe == 0:
-            break
-        if bounce_counts[k]:
-            _prep_readv(sqe, fd, bounce_addrs[k], bounce_counts[k], offsets[k])
-        else:
-            _prep_readv(sqe, fd, iov_addrs[k], iov_counts[k], offsets[k])
-        _set_data64(sqe, tags[k])
-        n += 1
-    return n
-
-
-@njit(cache=True, nogil=True)
 def slot_iovecs(lo: np.ndarray, span: int, slot_addrs: np.ndarray, offsets: np.ndarray,
                 lengths: np.ndarray, sink: int, iov: np.ndarray, first: np.ndarray,
                 count: np.ndarray) -> int:

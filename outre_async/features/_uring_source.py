@@ -189,7 +189,7 @@ class UringSource(_DiskSource):
         if job.settle_if_done():
             del self._jobs[job.token]
             if len(job.bcount) and job.bcount.any():  # none should be left: every read gave its pages back
-                self._give_bounce(job, np.flatnonzero(job.bcount))
+                give_back(self._bounce, job, np.flatnonzero(job.bcount))
 
     def _enqueue(self, job: _Job) -> None:
         if not job.queued:
@@ -249,10 +249,13 @@ class UringSource(_DiskSource):
             pages, iov = self._bounce.take(job.lengths[start:stop], job.bounce_want[start:stop], job.bpages.shape[-1])
             npages = (pages >= 0).sum(axis=1)
             job.bpages[start:stop], job.biov[start:stop], job.bcount[start:stop] = pages, iov, npages
-            job.baddr[start:stop] = np.where(npages > 0, job.biov.ctypes.data + np.arange(start, stop) * job.biov.strides[0], 0)
-            n = K.prep_slot_reads(self._ring_addr, self._fd, job.iov_addrs, job.iov_counts, job.offsets, job.baddr,
-                                  job.bcount, job.tags, start, stop)
-            self._counters["bounced_reads"] += int((npages[:n] > 0).sum())
+            paged = npages > 0  # read into its pages' segments (``biov[k]``) instead of its slots'
+            addrs = np.where(paged, job.biov.ctypes.data + np.arange(start, stop) * job.biov.strides[0],
+                             job.iov_addrs[start:stop]).astype(np.uint64)
+            counts = np.where(paged, npages, job.iov_counts[start:stop]).astype(np.uint32)
+            n = K.prep_readvs(self._ring_addr, self._fd, addrs, counts, job.offsets[start:stop], job.tags[start:stop],
+                              0, stop - start)
+            self._counters["bounced_reads"] += int(paged[:n].sum())
             if start + n < stop:  # the submission queue filled up: the reads not prepared give their pages back
                 give_back(self._bounce, job, np.arange(start + n, stop))
         else:
@@ -339,7 +342,7 @@ class UringSource(_DiskSource):
             if not job.stopped:
                 self._retry_or_fail(job, k, r)
             if len(job.bcount) and job.bcount[k] and k not in job.resume:  # failed or stopped: pages back
-                self._give_bounce(job, np.array([k]))
+                give_back(self._bounce, job, np.array([k]))
         if job.inflight == 0:
             self._settle(job)
         return matched
@@ -349,9 +352,6 @@ class UringSource(_DiskSource):
         if self._bounce is not None and finish_bounced(self._bounce, job, self._cqe_tags[:n], self._cqe_res[:n],
                                                        self._sink_address()):
             job.fail(self._error("bounced segments fell outside the slot memory", 0, None))  # unreachable
-
-    def _give_bounce(self, job: _Job, ks: np.ndarray) -> None:
-        give_back(self._bounce, job, ks)
 
     def _retry_or_fail(self, job: _Job, k: int, res: int) -> None:
         off, length, done = int(job.offsets[k]), int(job.lengths[k]), int(job.done[k])
@@ -416,10 +416,11 @@ class UringSource(_DiskSource):
         counts = np.empty(plan.num_reads, dtype=np.int64)
         K.slot_iovecs(lo, span, slot_addrs, plan.offsets, plan.lengths, self._sink_address(),
                       iov, seg_first, counts)
-        if plan.num_reads and int(counts.max()) > IOV_MAX:
+        most = int(counts.max()) if plan.num_reads else 0
+        if most > IOV_MAX:
             return None
         job = _Job.into_slots(self._next_token(), plan, iov, seg_first, counts.astype(np.uint32))
-        pool = self._bounce_pool() if plan.num_reads and int(counts.max()) >= BOUNCE_SEGMENTS else None
+        pool = self._bounce_pool() if most >= BOUNCE_SEGMENTS else None
         if pool is not None:  # a segment per row and per hole: through bounce pages
             width = -(-int(plan.lengths.max()) // pool.page_bytes)
             job.bounce_through(counts >= BOUNCE_SEGMENTS, buffer, width)

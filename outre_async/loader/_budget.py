@@ -24,7 +24,7 @@ most edges one batch can sample, the loader holds at most::
     history table     4 N + C x (4 dim + 21 + samplers)     (with ``history=``: C cached h^(L-1) rows;
                                                              rows on a GPU: 4 N + C x (21 + samplers))
     read bounce       depth x 64 KiB, <= 2 % of the budget  (io_uring reading rows into the buffer's slots: merged
-                                                             reads land in bounce slots, ``features._bounce``)
+                                                             reads land in bounce pages, ``features._bounce``)
     foresight         4 (D r + R) + samplers x sub          (D batches foreseen beyond the extract queue, their
                                                              ids int32 where they fit, 8 then; ``foresight_depth``,
                                                              ``_foresight``; 0 with history or next-use)
@@ -215,7 +215,7 @@ def foresight_bytes(cfg: LoaderConfig, sizes: Sizes, depth: int) -> int:
     if not depth:
         return 0
     id_bytes = 4 if sizes.num_nodes <= 2**31 - 1 else 8
-    return id_bytes * (depth * sizes.expected_rows + sizes.max_rows) + cfg.num_samplers * (
+    return id_bytes * (foresight_rows(depth, sizes) + sizes.max_rows) + cfg.num_samplers * (
         8 * sizes.max_rows + 24 * sizes.max_edges)
 
 
@@ -346,9 +346,15 @@ def chunk_stage_bytes(cfg: LoaderConfig, sizes: Sizes, io: IOConfig, probe: Disk
     path (pread), 1 MiB arenas made 40 papers-like batches 1.2-1.5x slower than 32 MiB ones (and
     8 MiB ones about as fast), hence the old rule there."""
     span = -(-sizes.stride // SECTOR) * SECTOR  # one row's aligned read, at the largest alignment
-    depth = cfg.max_in_flight or (in_flight_for(probe, sizes.stride) if probe is not None else UringSource.DEFAULT_DEPTH)
+    depth = _slot_read_depth(cfg, sizes, probe)
     merged = in_flight_for(probe, io.max_read_bytes) * io.max_read_bytes if probe is not None else 0
     return arena_bytes(max(depth * span, merged))
+
+
+def _slot_read_depth(cfg: LoaderConfig, sizes: Sizes, probe: DiskProbe | None) -> int:
+    """Single-row reads the io_uring source keeps in flight: ``max_in_flight``, else Little's law on the
+    probe (``in_flight_for``), else io_uring's default 256."""
+    return cfg.max_in_flight or (in_flight_for(probe, sizes.stride) if probe is not None else UringSource.DEFAULT_DEPTH)
 
 
 def bounce_bytes(cfg: LoaderConfig, sizes: Sizes) -> int:
@@ -358,9 +364,7 @@ def bounce_bytes(cfg: LoaderConfig, sizes: Sizes) -> int:
     io = IOConfig(**cfg.source_options)
     if io.bounce_bytes is not None:
         return io.bounce_bytes
-    depth = cfg.max_in_flight or (in_flight_for(cfg.disk_probe, sizes.stride) if cfg.disk_probe is not None
-                                  else UringSource.DEFAULT_DEPTH)
-    want = depth * PAGES_PER_READ * PAGE_BYTES
+    want = _slot_read_depth(cfg, sizes, cfg.disk_probe) * PAGES_PER_READ * PAGE_BYTES
     budget = cfg.budget_bytes
     if budget is not None:
         want = min(want, int(BOUNCE_SHARE * budget) // PAGE_BYTES * PAGE_BYTES)

@@ -70,12 +70,11 @@ class EpochForesight:
     for work while its queue is full (:meth:`wanted`, :meth:`step`).  Only the event loop touches it."""
 
     def __init__(self, plan: Sequence[PlanItem], depth: int, buffer: FeatureBuffer, tiers: FeatureTier, *,
-                 stream_of: Callable[[int], int], num_nodes: int, max_held_rows: int,
-                 totals: ForesightTotals | None = None) -> None:
+                 stream_of: Callable[[int], int], num_nodes: int, max_held_rows: int, totals: ForesightTotals) -> None:
         self.plan, self.depth, self.buffer, self.tiers = plan, depth, buffer, tiers
         self.stream_of, self.num_nodes = stream_of, num_nodes
         self.max_held_rows = max_held_rows  # the memory plan's bound on held ids (``_budget.foresight_bytes``)
-        self.totals = ForesightTotals() if totals is None else totals
+        self.totals = totals  # the loader's, over every epoch
         self._taken = 0       # batches the samplers have taken (they take them in plan order)
         self._next = 0        # the next batch to foresee
         self._holds: dict[int, Foresight] = {}
@@ -128,10 +127,6 @@ class EpochForesight:
         self._held_rows += len(kept)
         t = self.totals
         t.batches, t.rows, t.most_rows_held = t.batches + 1, t.rows + len(kept), max(t.most_rows_held, self._held_rows)
-
-    def held_rows(self) -> int:
-        """Ids the holds keep now."""
-        return self._held_rows
 
     def close(self) -> None:
         """Drop every hold (the epoch ended or failed); later steps foresee nothing."""

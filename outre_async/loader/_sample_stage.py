@@ -41,6 +41,7 @@ from ._out_of_turn import OutOfTurnMemory, subgraph_bytes
 if TYPE_CHECKING:
     from ._foresight import EpochForesight
 
+
 @dataclass(frozen=True, slots=True)
 class SampleCounters:
     """Totals of the sample stage since the loader was made."""

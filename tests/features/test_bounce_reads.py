@@ -1,10 +1,9 @@
 """Merged reads into buffer slots through bounce pages (``features._bounce``): rows equal the in-memory
-reference whether a read is bounced or vectored, every page goes back after success, failure, truncation
-or cancellation, and the scatter crosses pages and skips the holes."""
+reference whether a read is bounced or vectored, every page goes back after success, failure or
+truncation (cancellation: ``test_slot_reads``), and the scatter crosses pages and skips the holes."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 from pathlib import Path
 
@@ -127,23 +126,3 @@ def test_a_failed_or_truncated_bounced_read_gives_its_slot_back(store: tuple, tm
             assert src._bounce.in_use == 0 and src._flight.now == 0 and not src._jobs
 
     run(truncated())
-
-
-def test_a_cancelled_read_gives_every_bounce_slot_back(store: tuple) -> None:
-    ds, x = store
-    ids = np.sort(np.random.default_rng(0).choice(N, 400, replace=False))
-
-    async def main() -> None:
-        async with open_source(ds, "io_uring", max_in_flight=2, max_gap_bytes=2048, max_read_bytes=4096) as src:
-            buf = buffer_like(x, len(ids))
-            task = asyncio.create_task(src.read_rows_into(ids, buf, np.arange(len(ids))))
-            while src._flight.now == 0:
-                await asyncio.sleep(0)
-            task.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await task
-            assert src._flight.now == 0 and not src._jobs and src._bounce.in_use == 0
-            await src.read_rows_into(ids, buf, np.arange(len(ids)))
-            np.testing.assert_array_equal(buf, x[ids])
-
-    run(main())

@@ -167,14 +167,16 @@ def test_failed_slot_read_reaches_the_caller(stores: dict) -> None:
 
 
 @NEEDS_URING
-def test_cancelled_slot_read_drains_before_returning(stores: dict) -> None:
+@pytest.mark.parametrize("gap", [0, 2048], ids=["vectored", "bounced"])
+def test_cancelled_slot_read_drains_before_returning(stores: dict, gap: int) -> None:
     """Cancelled with reads in flight: it stops submitting, returns only once nothing writes into
-    the slots any more, leaves no job behind, and the source still works."""
+    the slots any more, leaves no job behind (merged reads: no bounce page held either, ``_bounce``),
+    and the source still works."""
     ds, x = stores[128, "float32"]
     ids = np.arange(0, N, 2)
 
     async def main() -> None:
-        async with open_source(ds, "io_uring", max_in_flight=2, max_gap_bytes=0, max_read_bytes=4096) as src:
+        async with open_source(ds, "io_uring", max_in_flight=2, max_gap_bytes=gap, max_read_bytes=4096) as src:
             buf = buffer_like(x, len(ids))
             task = asyncio.create_task(src.read_rows_into(ids, buf, np.arange(len(ids))))
             while src._flight.now == 0:
@@ -184,6 +186,7 @@ def test_cancelled_slot_read_drains_before_returning(stores: dict) -> None:
                 await task
             assert src._flight.now == 0 and not src._jobs and not src._queue
             assert src.stats()["reads_submitted"] < len(ids)
+            assert (src._bounce is not None and src._bounce.in_use == 0) == (gap > 0)
             await src.read_rows_into(ids[:20], buf, np.arange(20))
             np.testing.assert_array_equal(buf[:20], x[ids[:20]])
 
