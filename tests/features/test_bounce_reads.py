@@ -16,6 +16,7 @@ from test_slot_reads import N, buffer_like, id_sets, write
 import outre_async as oa
 from outre_async.features import MemorySource, detect_io_uring, open_source
 from outre_async.features._bounce import PAGE_BYTES, BouncePool, finish_bounced, scatter
+from outre_async.features._disk_source import IOConfig
 from outre_async.features._staging import plan_reads
 from outre_async.features._uring_job import UringJob
 
@@ -126,3 +127,9 @@ def test_a_failed_or_truncated_bounced_read_gives_its_slot_back(store: tuple, tm
             assert src._bounce.in_use == 0 and src._flight.now == 0 and not src._jobs
 
     run(truncated())
+
+
+def test_a_negative_bounce_budget_is_a_named_error() -> None:
+    with pytest.raises(oa.ConfigError, match="bounce_bytes must be >= 0"):
+        IOConfig(bounce_bytes=-1)
+    assert IOConfig(bounce_bytes=0).bounce_bytes == 0  # 0: merged reads go vectored
