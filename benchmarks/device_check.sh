@@ -49,6 +49,10 @@ step() {  # step NAME TIMEOUT_S CMD...: run (a function of this script too), log
   local name=$1 limit=$(( $2 * SCALE ))
   shift 2
   local start rc
+  if [[ " $SKIP " == *" $name "* ]]; then
+    printf '%s\tskipped\t0\n' "$name" >> "$STEPS"
+    return 0
+  fi
   start=$(date +%s)
   echo "== $name (at most ${limit} s): $*"
   if declare -F "$1" > /dev/null; then
@@ -76,9 +80,18 @@ print(json.dumps(facts, indent=1))
 EOF
 }
 
-if ! "$PY" -c "import outre_async" 2>/dev/null; then  # a bare machine: this checkout, its deps assumed there
-  "$PY" -m pip install -q --no-deps -e . || echo "could not install this checkout"
+# The bench runs its systems in `python -P -m outre_async.bench.child` children: the current folder is
+# not on their path, so "import outre_async" from the root proves nothing.  A bare machine has no
+# network, so pip's isolated build (it fetches setuptools) fails there: build without isolation, and
+# where even that fails, put this checkout on PYTHONPATH (which -P keeps).
+if ! (cd / && "$PY" -c "import outre_async" 2>/dev/null); then
+  "$PY" -m pip install -q --no-deps --no-build-isolation -e . || echo "could not install this checkout"
+  if ! (cd / && "$PY" -c "import outre_async" 2>/dev/null); then
+    export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+    echo "outre_async from PYTHONPATH=$PYTHONPATH"
+  fi
 fi
+SKIP=${SKIP:-}   # step names to leave out, space-separated (a rerun of the steps that failed for want of time)
 step environment 10 environment
 
 install_wheels() {

@@ -381,15 +381,21 @@ class _DiskSource(FeatureSource):
 
 async def uncancellable(fut: asyncio.Future[Any]) -> None:
     """Await ``fut`` to the end even if the awaiting task is cancelled meanwhile; re-raise the
-    cancellation afterwards.  Used to wait for reads that write into memory we are about to free."""
-    cancelled = False
+    cancellation afterwards.  Used to wait for reads that write into memory we are about to free.
+
+    Whether *we* were cancelled is read off the task's own count of cancellation requests, never off
+    ``fut``: a cancellation that lands in the same loop step as ``fut``'s completion finds ``fut``
+    done, and inferring "not cancelled" from that swallowed it: the task then went on, un-cancelled,
+    into a channel nobody read any more (the deadlock of twelve short-lived loaders, issue 34)."""
+    task = asyncio.current_task()
+    requested = task.cancelling() if task is not None else 0
     while not fut.done():
         try:
             await asyncio.shield(fut)
         except asyncio.CancelledError:
-            if not fut.done():
-                cancelled = True
+            if task is None or task.cancelling() == requested:  # ``fut`` itself was cancelled, not us
+                break
         except Exception:  # noqa: BLE001 - the caller inspects fut itself
             break
-    if cancelled:
+    if task is not None and task.cancelling() > requested:
         raise asyncio.CancelledError
