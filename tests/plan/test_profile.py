@@ -24,7 +24,9 @@ from outre_async.plan import MissCosts
 COSTS = MissCosts(row_us=20.0, list_us=2.0, recompute_us=1.0, backend="fixed")
 HID = 16
 OPTS = {"fanouts": [5, 5], "batch_size": 64, "memory_budget": "6MiB", "partitions": "p16", "parts_per_batch": 2,
-        "backend": "memory", "seed": 7}
+        "backend": "memory", "seed": 7,
+        # the 2-core defaults, pinned: a 16-core GPU box sizes more samplers and extractors, which 6 MiB does not hold
+        "num_samplers": 2, "num_extractors": 2}
 
 
 @pytest.fixture(scope="module")
