@@ -327,12 +327,13 @@ def test_a_device_budget_bounds_the_slots_and_auto_keeps_the_better_placement(ds
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_profile_puts_the_history_rows_on_the_gpu_and_the_host_plan_holds_their_bookkeeping(ds: oa.Dataset) -> None:
     hist = oa.HistoryConfig(staleness=20, dim=WIDE, device_budget=64 << 20)
-    meta = oa.profile(ds, name="gpu-hist", history=hist, costs=COSTS, device="cuda", **OPTS)
+    opts = {**OPTS, "memory_budget": "16MiB"}  # the device history's host transfer area (4 MiB) does not fit 6 MiB
+    meta = oa.profile(ds, name="gpu-hist", history=hist, costs=COSTS, device="cuda", **opts)
     host = oa.profile(ds, name="gpu-hist-host", history=oa.HistoryConfig(staleness=20, dim=WIDE, placement="host"),
-                      costs=COSTS, device="cuda", **OPTS)
+                      costs=COSTS, device="cuda", **opts)
     assert meta["plan"]["history_placement"] == "device" and host["plan"]["history_placement"] == "host"
     assert meta["plan"]["history_slots"] > host["plan"]["history_slots"]
-    loader = oa.OutreLoader(ds, profile="gpu-hist", history=hist, device="cuda", **OPTS)
+    loader = oa.OutreLoader(ds, profile="gpu-hist", history=hist, device="cuda", **opts)
     try:
         table = loader._history.table
         assert table.rows.device.type == "cuda" and table.device_bytes <= 64 << 20
