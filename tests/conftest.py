@@ -8,6 +8,10 @@ reference implementations with ``from reference_sampler import ...``.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import os
+import shutil
+import tempfile
 from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any
@@ -22,6 +26,16 @@ try:
     import uvloop
 except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
     uvloop = None
+
+# Hermetic: the suite, and every child process it starts, sees a home and a cache folder of its own, so
+# no test reads or writes the user's real caches.  A test once raced real `outre profile` writers, which
+# probed a 2.5 MB test file under load and cached that grid in ~/.cache/outre/probe/, and `outre bench`
+# later took it for the disk's limit.  Set at import, before any test runs; removed when the run ends.
+REAL_HOME = os.path.expanduser("~")
+TEST_HOME = tempfile.mkdtemp(prefix="outre-tests-home-")
+os.environ["HOME"] = TEST_HOME
+os.environ["XDG_CACHE_HOME"] = os.path.join(TEST_HOME, ".cache")
+atexit.register(shutil.rmtree, TEST_HOME, ignore_errors=True)
 
 # Parametrise a test over both event loops the product supports: ``@pytest.mark.parametrize("loop", LOOPS)``.
 LOOPS = ["asyncio", pytest.param("uvloop", marks=pytest.mark.skipif(uvloop is None, reason="no uvloop"))]
