@@ -45,6 +45,7 @@ def run(system_name: str, spec_dict: dict[str, Any]) -> dict[str, Any]:
     system = None if system_name in LIMIT_RUNS else resolve_system(system_name)
     batches = None if system is None else system.open(ds, spec)
     setup = time.perf_counter() - setup_start
+    planned = _planned(ds, spec, getattr(system, "loader", None))  # before the epoch: a partition plan's length is the next epoch's
     io0, disk0 = proc_read_bytes(), diskstats_read_bytes(device)
     if system is None:
         measure = compute_only_part if system_name == COMPUTE_ONLY_PART else compute_only
@@ -68,15 +69,20 @@ def run(system_name: str, spec_dict: dict[str, Any]) -> dict[str, Any]:
         read_bytes_diskstats=None if disk0 is None or disk1 is None else disk1 - disk0,
         peak_rss_bytes=peak_rss_bytes(),
         redundancy=metrics["rows_requested"] / max(metrics["rows_unique"], 1),
-        planned_batches=_planned(ds, spec),
+        planned_batches=planned,
     )
     metrics.update(validation_accuracy(model.cpu(), ds, fanouts=spec.fanouts, batch_size=spec.batch_size, seed=spec.seed,
                                        max_nodes=spec.val_nodes))
     return {"outcome": "ok", "metrics": metrics}
 
 
-def _planned(ds: Any, spec: Any) -> int:
-    full = -(-len(ds.split("train")) // spec.batch_size)
+def _planned(ds: Any, spec: Any, loader: Any) -> int:
+    """The epoch's batches as the system plans them (a loader's ``len``: partition batches are not
+    ``ceil(seeds / batch_size)``), else the node-mode count; at most ``max_batches``."""
+    try:
+        full = len(loader)
+    except TypeError:  # no loader (the compute-only runs), or one without a length
+        full = -(-len(ds.split("train")) // spec.batch_size)
     return min(full, spec.max_batches) if spec.max_batches else full
 
 

@@ -222,3 +222,17 @@ def test_max_batches_loads_exactly_the_plans_first_batches(tmp_path: Path) -> No
                         backend="pread") as loader:
         outre = [b.n_id.tolist() for b in loader]
     assert sorted(outre) == sorted(sync)
+
+
+def test_planned_batches_is_the_loaders_own_plan() -> None:
+    """Partition batches are not ceil(seeds / batch_size) (on the H200, igb-like reported 196 planned
+    for the 223 that ran): the loader's ``len`` is the plan, ``max_batches`` its cap."""
+    from types import SimpleNamespace
+
+    from outre_async.bench.child import _planned
+
+    ds = SimpleNamespace(split=lambda name: range(1000))
+    spec = SimpleNamespace(batch_size=100, max_batches=0)
+    assert _planned(ds, spec, None) == 10
+    assert _planned(ds, spec, range(13)) == 13
+    assert _planned(ds, SimpleNamespace(batch_size=100, max_batches=4), range(13)) == 4
