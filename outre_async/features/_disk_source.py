@@ -244,6 +244,10 @@ class _DiskSource(FeatureSource):
         gap, stride = self.config.max_gap_bytes, self.file.stride
         return gap // stride + 1 if stride % self.align == 0 else (gap + self.align) // stride
 
+    @property
+    def files(self) -> tuple[Path, ...]:
+        return (self.file.path,)
+
     def _open_file(self) -> tuple[int, bool, int]:
         """Open the feature file for reading: ``(fd, direct, align)``, O_DIRECT where it works."""
         return open_direct(self.file.path, self.config.direct)
