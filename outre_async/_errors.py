@@ -9,6 +9,7 @@
     │   ├── ManifestError              manifest.json unreadable, incomplete or of another format
     │   │   └── FormatVersionError     written by another (newer or older) format version
     │   ├── DatasetCorruptError        a file is missing, truncated, or disagrees with the manifest
+    │   ├── DatasetChangedError        a file changed (rewritten, replaced) while a loader read it (carries path)
     │   └── DatasetReadError           reading a dataset file failed (carries path, byte offset, errno)
     ├── PartitionError                 a partition folder (``partitions/<name>/``) is missing or not usable
     │   ├── PartitionNotFoundError     no partitions of that name; run `outre partition`
@@ -47,6 +48,7 @@ __all__ = [
     "CheckpointMismatchError",
     "ConfigError",
     "DatasetCorruptError",
+    "DatasetChangedError",
     "DatasetError",
     "DatasetExistsError",
     "DatasetNotFoundError",
@@ -114,6 +116,15 @@ class FormatVersionError(ManifestError):
 
 class DatasetCorruptError(DatasetError):
     """A dataset file is missing, truncated, or inconsistent with the manifest."""
+
+
+class DatasetChangedError(DatasetError):
+    """A file of the dataset changed (written in place, truncated, replaced, removed) since it was
+    opened, while a loader reads it (``store._watch``): ``path`` says which.  Open the dataset again."""
+
+    def __init__(self, message: str, *, path: str | Path):
+        super().__init__(message)
+        self.path = Path(path)
 
 
 class _ReadFailure(OutreError):

@@ -16,6 +16,7 @@ PUBLIC = {
         "CheckpointMismatchError",
         "ConfigError",
         "Dataset",
+        "DatasetChangedError",
         "DatasetCorruptError",
         "DatasetError",
         "DatasetExistsError",

@@ -44,6 +44,7 @@ import numpy as np
 from .._errors import ConfigError, DatasetCorruptError, ExtractorError, PipelineClosed
 from ..store._dataset import Dataset
 from ..store._safe_read import check_regular
+from ._faults import FaultPlan
 from ._source import FeatureSource
 from ._staging import DEFAULT_MERGE_GAP, Arena, ReadPlan, StagingPool, gather_blocks, plan_reads, split_by_bytes
 
@@ -234,7 +235,8 @@ class _DiskSource(FeatureSource):
         self._pool = StagingPool(config.staging_cap)
         self._flight = _Flight()
         self._counters.update(reads_submitted=0, runs=0, bytes_read=0, short_reads_resubmitted=0,
-                              errors=0, io_cpu_seconds=0.0)
+                              reads_retried=0, errors=0, io_cpu_seconds=0.0)
+        self.faults: FaultPlan | None = None  # tests only: results replaced at the completion boundary (``_faults``)
 
     @property
     def merge_rows(self) -> int:
@@ -243,6 +245,10 @@ class _DiskSource(FeatureSource):
         a sector shared by smaller rows counted as one alignment more)."""
         gap, stride = self.config.max_gap_bytes, self.file.stride
         return gap // stride + 1 if stride % self.align == 0 else (gap + self.align) // stride
+
+    @property
+    def files(self) -> tuple[Path, ...]:
+        return (self.file.path,)
 
     def _open_file(self) -> tuple[int, bool, int]:
         """Open the feature file for reading: ``(fd, direct, align)``, O_DIRECT where it works."""

@@ -15,6 +15,7 @@ Sources are used from one event loop and hold no locks; ``async with`` closes th
 from __future__ import annotations
 
 import abc
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,6 +38,12 @@ class FeatureSource(abc.ABC):
         """Rows at most this many ids apart share one read (0: reads never merge, e.g. in memory);
         the feature buffer's window plan reads ahead only rows that merge (``_window_plan``)."""
         return 0
+
+    @property
+    def files(self) -> tuple[Path, ...]:
+        """The files this source reads on every call (none when it holds its rows in memory): what a
+        loader watches for changes (``store._watch``)."""
+        return ()
 
     async def read_rows(self, ids: np.ndarray, out: np.ndarray) -> None:
         """Fill ``out[i, :] = features[ids[i]]``.

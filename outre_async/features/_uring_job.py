@@ -23,7 +23,7 @@ class UringJob:
     __slots__ = ("token", "addrs", "lengths", "offsets", "tags", "needs", "done", "iov", "iov_first",
                  "iov_addrs", "iov_counts", "kept", "next", "inflight", "left", "stopped", "error",
                  "waiter", "resume", "queued", "settled", "priority", "bounce_want", "bpages", "biov", "bcount",
-                 "dest", "dest_base")
+                 "dest", "dest_base", "retries")
 
     def __init__(self, token: int, plan: ReadPlan) -> None:
         n = plan.num_reads
@@ -33,6 +33,7 @@ class UringJob:
         self.tags = np.arange(n, dtype=np.uint64) | np.uint64(token << 32)
         self.needs = plan.needs
         self.done = np.zeros(n, dtype=np.int64)
+        self.retries = np.zeros(n, dtype=np.uint8)  # transient errors of each read retried so far (``_faults``)
         self.addrs: np.ndarray | None = None        # staged reads: where each read lands
         self.iov: np.ndarray | None = None          # reads into slots: [addr, len] segments ...
         self.iov_first = self.iov_addrs = self.iov_counts = np.empty(0, dtype=np.uint64)  # ... per read

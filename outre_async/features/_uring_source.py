@@ -26,9 +26,11 @@ How it works, and why:
   back.  Buffers are not registered with the ring (``READ_FIXED``): the arenas come and go with
   the staging pool, and fio's default (no fixed buffers) is the reference we compare with.
 * **Short reads** are resubmitted from the aligned offset where data stopped; end of file before
-  the bytes a row needs is an :class:`ExtractorError`, never a resubmission loop.  Negative
-  results (EIO, EBADF, EINVAL...) become :class:`ExtractorError` with the file path, the read's byte
-  offset and the errno, raised in the awaiting ``read_rows`` once the job's other reads are done.
+  the bytes a row needs is an :class:`ExtractorError`, never a resubmission loop.  Transient errors
+  (EIO, EAGAIN, EINTR) are resubmitted up to ``READ_RETRIES`` times (``_faults``); other negative
+  results (EBADF, EINVAL...), or the last retry's, become :class:`ExtractorError` with the file path,
+  the read's byte offset and the errno, raised in the awaiting ``read_rows`` once the job's other
+  reads are done.
 
 Cancellation rule: a cancelled ``read_rows`` stops submitting its remaining reads, waits (absorbing
 further cancellations) until its submitted reads complete, since the kernel writes into its staging
@@ -54,6 +56,7 @@ from ..store._dataset import Dataset
 from . import _uring_kernels as K
 from ._bounce import BOUNCE_SEGMENTS, PAGE_BYTES, PAGES_PER_READ, BouncePool, finish_bounced, give_back
 from ._disk_source import FeatureFile, IOConfig, _DiskSource, uncancellable
+from ._faults import READ_RETRIES, TRANSIENT_READ_ERRNOS, FaultPlan, retry_note
 from ._read_priority import READ_PRIORITY
 from ._staging import Arena, ReadPlan, resume_at
 from ._uring_job import UringJob as _Job
@@ -315,6 +318,8 @@ class UringSource(_DiskSource):
             return 0
         self._counters["reap_calls"] += 1
         self._flight.change(-n)
+        if self.faults is not None:
+            self._inject(self.faults, n)
         first = int(tags[0] >> np.uint64(32))
         matched = self._complete(first, n)
         if matched < n:  # completions of other jobs in this slice (rare: jobs run in FIFO order)
@@ -324,6 +329,14 @@ class UringSource(_DiskSource):
                     seen.add(token)
                     matched += self._complete(token, n)
         return n
+
+    def _inject(self, faults: FaultPlan, n: int) -> None:
+        """The test seam (``_faults``): the slice's results as the fault plan reports them."""
+        for i, tag in enumerate(self._cqe_tags[:n].tolist()):
+            job = self._jobs.get(tag >> 32)
+            if job is not None:
+                k = tag & _INDEX_MASK
+                self._cqe_res[i] = faults.result(int(job.offsets[k]), int(job.lengths[k]), int(self._cqe_res[i]))
 
     def _complete(self, token: int, n: int) -> int:
         """Settle one job's completions among the slice's ``n`` (one kernel call); full reads are
@@ -356,7 +369,14 @@ class UringSource(_DiskSource):
     def _retry_or_fail(self, job: _Job, k: int, res: int) -> None:
         off, length, done = int(job.offsets[k]), int(job.lengths[k]), int(job.done[k])
         if res < 0:
-            job.fail(self._error(f"read of {length} bytes failed: {os.strerror(-res)}", off, -res))
+            if -res in TRANSIENT_READ_ERRNOS and job.retries[k] < READ_RETRIES:  # issued again, from ``done[k]``
+                job.retries[k] += 1
+                job.resume.append(k)
+                self._counters["reads_retried"] += 1
+                self._enqueue(job)
+                return
+            note = retry_note(-res, int(job.retries[k]))
+            job.fail(self._error(f"read of {length} bytes failed: {os.strerror(-res)}{note}", off, -res))
             self._counters["errors"] += 1
             return
         try:

@@ -216,6 +216,9 @@ class OutreLoader:
         res = self._res
         if res is None:
             raise PipelineClosed("the loader was closed")
+        watch = res.watch
+        if watch is not None:  # a file read during epochs changed since the dataset was opened: no epoch
+            watch.check()
         ordered = self.config.ordered
         history = await self._history.epoch(ordered=ordered, token=token) if self._history is not None else None
         epoch = self._epoch
@@ -263,6 +266,8 @@ class OutreLoader:
         transform = self.transform
         try:
             async for batch in batches:
+                if watch is not None:  # before a batch whose rows a rewrite may have mixed is handed over
+                    watch.check_due()
                 yield batch if transform is None else transform(batch)
             if self._res is not res:  # aclose() ended this epoch's delivery: not an epoch's end
                 raise PipelineClosed("the loader was closed during this epoch: its iterator delivers no more "

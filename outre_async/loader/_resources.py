@@ -25,6 +25,7 @@ from ..features._gpu_tier import DeviceFeatureCache
 from ..features._static_cache import StaticFeatureCache
 from ..sampling._sampler import NeighborSampler
 from ..store._dataset import Dataset
+from ..store._watch import FileWatch
 from ._batch import Sampler
 from ._batch_memory import BatchMemory
 from ._budget import MemoryPlan, batch_row_bytes
@@ -64,6 +65,7 @@ class Resources:
         self.matrices, self.engine = matrices, engine
         self.samplers, self.executor = samplers, executor
         self.epochs: weakref.WeakSet[EpochStream[Any]] = weakref.WeakSet()
+        self.watch: FileWatch | None = None  # the files read during epochs (``store._watch``), set by create
 
     @classmethod
     async def create(cls, loop: asyncio.AbstractEventLoop, cfg: LoaderConfig, ds: Dataset, *, plan: MemoryPlan,
@@ -84,7 +86,14 @@ class Resources:
             samplers = [NeighborSampler(ds, list(cfg.fanouts), seed=cfg.seed) for _ in range(cfg.num_samplers)]
         executor = ThreadPoolExecutor(cfg.num_samplers, thread_name_prefix="outre-sampler")
         tiers = build_tiers(source, buffer, num_extractors=cfg.num_extractors, static=static, gpu=gpu)
-        return cls(loop, source, owns_source, buffer, matrices, samplers, executor, tiers, engine, partitioned)
+        res = cls(loop, source, owns_source, buffer, matrices, samplers, executor, tiers, engine, partitioned)
+        # what epochs read from disk: the source's file (none for ``memory``: its rows were copied at
+        # open) and the maps the samplers read (``indices`` when not in RAM; a features map is not theirs),
+        # against the fingerprints of the dataset's open
+        features = ds.features_path if ds.feature_dim else None
+        maps = [p for p in ds.mapped_paths if p != features]
+        res.watch = ds.file_watch(dict.fromkeys([*source.files, *maps]))
+        return res
 
     def snapshot(self) -> ResourceStats:
         return ResourceStats(backend=self.source.backend, buffer=self.buffer.stats(), io=self.source.stats(),

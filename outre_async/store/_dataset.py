@@ -22,6 +22,10 @@ A reordered dataset (``outre reorder``) also names ``original_ids`` and ``new_id
 its inverse: their ranges are scanned on open (in blocks, like ``labels``), and on first use
 (:meth:`Dataset.original_ids`, :meth:`Dataset.ids_of_original`) both are loaded and checked to be
 inverse permutations before any id is mapped through them.
+
+Changes under a reader: opening records a fingerprint (inode, size, mtime, ctime: ``_watch``) of every
+file the manifest names, before anything is read; :meth:`Dataset.file_watch` compares files with
+those, so a loader notices a file rewritten or replaced since (see ``_watch`` for what it cannot see).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from __future__ import annotations
 import mmap
 import os
 import weakref
+from collections.abc import Iterable
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -41,6 +46,7 @@ from ._file_reads import blocks, check_disjoint, check_split, load_small, open_d
 from ._layout import RowLayout
 from ._manifest import MANIFEST_NAME, SPLIT_NAMES, Manifest, read_manifest
 from ._paths import confined
+from ._watch import WATCH_INTERVAL_S, Fingerprint, FileWatch
 
 
 class Dataset:
@@ -51,6 +57,8 @@ class Dataset:
         self.manifest = manifest
         self.indices_in_ram = indices_in_ram  # None: when it fits a quarter of the available memory
         self._mapped: list[tuple[int, Path, int]] = []  # (own fd, path, manifest size) of each map
+        # before any scan: what the arrays read from now on must still be (``file_watch``)
+        self._fingerprints = {path / name: Fingerprint.of(path / name) for name in _file_names(manifest)}
         scan_indptr(path, manifest.indptr, manifest.num_edges)
         if manifest.labels is not None:
             scan_labels(path, manifest.labels, manifest.num_classes)
@@ -128,6 +136,17 @@ class Dataset:
             if have < size:
                 raise DatasetCorruptError(f"{path} shrank to {have} bytes while in use (the manifest says {size}); "
                                           "something truncated it under this reader: re-create the dataset")
+
+    @property
+    def mapped_paths(self) -> list[Path]:
+        """The files this dataset memory-maps (read on every touch, so watched by a loader)."""
+        return [path for _, path, _ in self._mapped]
+
+    def file_watch(self, paths: Iterable[Path], *, interval_s: float = WATCH_INTERVAL_S) -> FileWatch:
+        """A :class:`FileWatch` of ``paths`` against their fingerprints when this dataset was opened
+        (a path that is not one of its files: against its fingerprint now)."""
+        return FileWatch({p: self._fingerprints[p] if p in self._fingerprints else Fingerprint.of(p) for p in paths},
+                         interval_s=interval_s)
 
     @cached_property
     def labels(self) -> np.ndarray | None:
@@ -303,6 +322,12 @@ def _check_files(root: Path, m: Manifest) -> None:
     for what, name, expected in entries:
         p = confined(root, name, DatasetCorruptError, what)
         os.close(open_data_file(p, expected))  # a regular file (no FIFO, device, folder) of the exact size
+
+
+def _file_names(m: Manifest) -> list[str]:
+    """Every data file the manifest names."""
+    entries = [m.indptr, m.indices, m.features, m.labels, m.original_ids, m.new_ids, *m.splits.values()]
+    return [e.file for e in entries if e is not None]
 
 
 def _node_id_array(ids: Any, num_nodes: int, what: str) -> np.ndarray:
