@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import InvalidGraphError
+from .._errors import InvalidGraphError, NotSupportedError
 from ._source import EDGE_BLOCK, EdgeChunks, PathLike, Source, parse_options, write_source
 
 FEATURE_BLOCK = 32 << 20  # bytes of feature rows handed to the writer per block
@@ -66,6 +66,7 @@ def array_source(
         edges=lambda: _edge_chunks(ei),
         feature_dim=0 if feats is None else int(feats.shape[1]),
         features=None if feats is None else lambda n: _feature_blocks(feats, n),
+        feature_dtype=str(getattr(feats, "dtype", "")) or None,  # sparse (CSR) features have none: densified float32
         labels=None if labels is None else lambda n: labels,
         splits=lambda n: ids,
     )
@@ -95,6 +96,9 @@ def _edge_chunks(ei: np.ndarray) -> EdgeChunks:
 
 
 def _dense(x: Any, description: str) -> np.ndarray:
+    if str(getattr(x, "dtype", "")) == "torch.bfloat16":  # numpy has no bfloat16: .numpy() would raise a TypeError
+        raise NotSupportedError(f"{description}: bfloat16 features are not stored yet; cast them first, "
+                                "x.half() (2-byte rows, kept float16) or x.float()")
     arr = _numpy(x)
     if (
         arr.ndim != 2

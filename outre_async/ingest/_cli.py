@@ -27,7 +27,8 @@ def add_generate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num-classes", type=checks.count())
     p.add_argument("--num-communities", type=checks.count())
     p.add_argument("--seed", type=checks.seed, default=0)
-    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace OUT if it is a dataset this tool wrote (anything else there is refused)")
 
 
 def run_generate(args: argparse.Namespace, say: Say, progress: bool) -> dict[str, Any]:
@@ -83,16 +84,19 @@ def add_convert_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("out", type=Path, help="output dataset directory")
     p.add_argument("--format", choices=FORMATS, help="input format (default: detected from SRC)")
     p.add_argument("--undirected", action="store_true", help="add the reverse of every edge")
-    p.add_argument("--drop-self-loops", action="store_true")
+    p.add_argument("--drop-self-loops", action="store_true", help="leave out edges from a node to itself")
     p.add_argument("--dedupe", action="store_true", help="drop duplicate edges")
     p.add_argument("--num-nodes", type=checks.count(), help="node count for edge lists (default: max id + 1)")
     p.add_argument("--binary-dtype", choices=ALLOWED_DTYPES["indices"], help="id type of a binary edge list")
     p.add_argument("--memory-budget", type=checks.byte_size(allocated=True), default="1GiB",
                    help="RAM for the external edge sort (e.g. 512MiB)")
-    p.add_argument("--feature-dtype", choices=ALLOWED_DTYPES["features"], default="float32")
+    p.add_argument("--feature-dtype", choices=ALLOWED_DTYPES["features"], default=None,
+                   help="dtype of the stored features (default: float16 input stays float16, anything else "
+                        "float32); float16 halves the bytes on disk, the loader delivers float32")
     p.add_argument("--drop-edge-features", action="store_true",
                    help="convert without edge_attr / edge_weight / link targets (else refused: not stored yet)")
-    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace OUT if it is a dataset this tool wrote (anything else there is refused)")
 
 
 def run_convert(args: argparse.Namespace, say: Say, progress: bool) -> dict[str, Any]:

@@ -43,7 +43,7 @@ class ConvertOptions:
     overwrite: bool = False
     progress: bool = False  # tqdm bars on stderr
     memory_budget: int | str = DEFAULT_MEMORY_BUDGET  # bytes for the edge sort ("512MiB" accepted)
-    feature_dtype: str = "float32"
+    feature_dtype: str | None = None  # None: a float16 input stays float16, anything else is stored float32
     drop_edge_features: bool = False  # else edge_attr / edge_weight / link targets are a NotSupportedError
     row_layout: RowLayoutName = "auto"
     name: str | None = None  # recorded in the manifest meta (default: the output directory name)
@@ -56,7 +56,7 @@ class ConvertOptions:
             raise ConfigError(
                 f"memory_budget must be >= {MIN_MEMORY_BUDGET} bytes, got {self.memory_budget}"
             )
-        if self.feature_dtype not in ("float32", "float16"):
+        if self.feature_dtype not in (None, "float32", "float16"):
             raise ConfigError(
                 f"feature_dtype must be 'float32' or 'float16', got {self.feature_dtype=}"
             )
@@ -94,6 +94,15 @@ class Source:
     labels: Callable[[int], np.ndarray] | None = None
     splits: Callable[[int], dict[str, np.ndarray]] = field(default=lambda n: {})
     num_classes: int | None = None
+    feature_dtype: str | None = None  # the input's own dtype of the features, where it has one
+
+
+def stored_feature_dtype(src: Source, o: ConvertOptions) -> str:
+    """What the features are stored as: the option when given, else float16 for a float16 input (not
+    widened: twice the bytes on disk and in every cache for no precision), else float32."""
+    if o.feature_dtype is not None:
+        return o.feature_dtype
+    return "float16" if src.feature_dtype == "float16" else "float32"
 
 
 def write_source(out: PathLike, src: Source, o: ConvertOptions) -> Path:
@@ -123,7 +132,7 @@ def write_source(out: PathLike, src: Source, o: ConvertOptions) -> Path:
             out,
             num_nodes=builder.num_nodes,
             feature_dim=src.feature_dim,
-            feature_dtype=o.feature_dtype,
+            feature_dtype=stored_feature_dtype(src, o),
             num_classes=src.num_classes,
             row_layout=o.row_layout,
             overwrite=o.overwrite,
@@ -141,7 +150,7 @@ def _write_nodes(writer: DatasetWriter, src: Source, o: ConvertOptions) -> None:
         for block in src.features(n):
             if rows + len(block) > n:
                 raise InvalidGraphError(f"{src.description}: more feature rows than the {n} nodes")
-            writer.append_features(np.asarray(block).astype(o.feature_dtype, copy=False))
+            writer.append_features(np.asarray(block).astype(stored_feature_dtype(src, o), copy=False))
             rows += len(block)
         if rows != n:
             raise InvalidGraphError(f"{src.description}: {rows} feature rows but {n} nodes")

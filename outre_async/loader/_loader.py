@@ -62,7 +62,7 @@ from ._layout import choose_layout
 from ._out_of_turn import OutOfTurnMemory
 from ._pipeline import EpochParts
 from ._profiling import load_plan, profile_stats
-from ._pyg_names import check_transform
+from ._pyg_names import check_dataset_argument, check_transform
 from ._resources import ResourceBox, Resources
 from ._sample_stage import SampleStage
 from ._setup import loader_config, loader_setup
@@ -116,6 +116,8 @@ class OutreLoader:
                  **pyg_options: Any) -> None:
         split, cfg = loader_config(config, locals())
         self.transform = check_transform(transform)
+        if not isinstance(dataset, Dataset):
+            check_dataset_argument(dataset)
         original = dataset if isinstance(dataset, Dataset) else open_dataset(dataset)
         # partition batches read the partition-ordered copy when there (issue 26; ``_layout``): a source
         # the caller opened or a profile's rows name the original's rows, so those read the original

@@ -21,11 +21,12 @@ nearest keyword suggested.
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import MISSING, fields
 from typing import Any
 
-from .._errors import ConfigError
+from .._errors import ConfigError, NotSupportedError
 from ._config import LoaderConfig, check_count
 
 # the defaults of LoaderConfig's fields as the loader's signature shows them (None: required or a factory)
@@ -117,6 +118,9 @@ _THREADS = "samplers and extractors are threads of this process, not worker proc
 _PLAN = ("the epoch plan orders the seeds: input_nodes= says which, shuffle= and seed= their order, "
          "partitions= groups them")
 _TEMPORAL = "temporal sampling is not offered; leave it out"
+_LINK = ("link prediction (PyG's LinkNeighborLoader) is not offered yet: OutreLoader samples around seed "
+         "nodes; for now sample edges' endpoints as input_nodes= and score pairs in your model, or use PyG's "
+         "LinkNeighborLoader over oa.pyg's feature and graph stores")
 
 # name -> (the values that mean what the loader does, what it does instead)
 NO_COUNTERPART: dict[str, tuple[Callable[[Any], bool], str]] = {
@@ -150,6 +154,13 @@ NO_COUNTERPART: dict[str, tuple[Callable[[Any], bool], str]] = {
     "node_sampler": (_is(), "the loader samples with its own sampler (fanouts=, seed=); to drive PyG's NodeLoader "
                             "with it instead, pass outre_async.pyg.OutreNodeSampler to NodeLoader"),
     "input_id": (_is(None), "batch.input_id is each seed's position in input_nodes, as PyG's default"),
+    # LinkNeighborLoader / LinkLoader
+    "edge_label_index": (_is(None), _LINK),
+    "edge_label": (_is(None), _LINK),
+    "edge_label_time": (_is(None), _LINK),
+    "neg_sampling": (_is(None), _LINK),
+    "neg_sampling_ratio": (_is(None), _LINK),
+    "link_sampler": (_is(), _LINK),
     # torch.utils.data.DataLoader
     "sampler": (_is(None), _PLAN),
     "batch_sampler": (_is(None), _PLAN),
@@ -166,6 +177,21 @@ NO_COUNTERPART: dict[str, tuple[Callable[[Any], bool], str]] = {
                                       "close()) to stop them"),
     "pin_memory_device": (_is(""), "pass device='cuda:N': the loader pins each batch and copies it there"),
 }
+
+
+def check_dataset_argument(dataset: object) -> None:
+    """The loader's first argument is an on-disk dataset (a path or an ``oa.Dataset``); a PyG graph in
+    memory gets the one-line way to convert it, not ``TypeError: expected str, bytes or os.PathLike``."""
+    if isinstance(dataset, str | os.PathLike):
+        return
+    if hasattr(dataset, "node_types") and hasattr(dataset, "edge_types"):
+        raise NotSupportedError("OutreLoader got a HeteroData: heterogeneous graphs are not supported yet; "
+                                "convert one homogeneous Data with oa.from_pyg(data, 'path/to/dataset')")
+    if hasattr(dataset, "edge_index") or type(dataset).__name__ == "Data":
+        raise ConfigError("OutreLoader reads a dataset on disk, not a PyG Data in memory: convert it once with "
+                          "oa.from_pyg(data, 'path/to/dataset'), then OutreLoader('path/to/dataset', ...)")
+    raise ConfigError(f"OutreLoader's first argument is a dataset folder (a path) or an oa.Dataset, got "
+                      f"{type(dataset).__name__}; make one with `outre convert` or oa.from_pyg")
 
 
 def resolve_pyg_options(options: dict[str, Any], pyg_options: dict[str, Any], known: Iterable[str]) -> dict[str, Any]:
@@ -186,5 +212,6 @@ def resolve_pyg_options(options: dict[str, Any], pyg_options: dict[str, Any], kn
             raise TypeError(f"OutreLoader() got an unexpected keyword argument {name!r}{hint}")
         accepts, instead = entry
         if not accepts(value):
-            raise ConfigError(f"{name}={value!r} has no counterpart in OutreLoader: {instead}")
+            shown = f"<{type(value).__name__} of shape {list(value.shape)}>" if hasattr(value, "shape") else repr(value)
+            raise ConfigError(f"{name}={shown} has no counterpart in OutreLoader: {instead}")
     return options

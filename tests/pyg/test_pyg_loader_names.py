@@ -13,7 +13,7 @@ import torch
 from conftest import labelled_store
 from torch.utils.data import DataLoader
 from torch_geometric.data import Data
-from torch_geometric.loader import NeighborLoader, NodeLoader
+from torch_geometric.loader import LinkLoader, LinkNeighborLoader, NeighborLoader, NodeLoader
 from torch_geometric.sampler.base import SubgraphType
 
 import outre_async as oa
@@ -27,7 +27,7 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> oa.Dataset:
 
 def _pyg_names() -> set[str]:
     names: set[str] = set()
-    for cls in (NeighborLoader, NodeLoader, DataLoader):
+    for cls in (NeighborLoader, NodeLoader, LinkNeighborLoader, LinkLoader, DataLoader):
         names |= {n for n, p in inspect.signature(cls.__init__).parameters.items()
                   if n != "self" and p.kind is not inspect.Parameter.VAR_KEYWORD}
     return names - {"dataset"}  # DataLoader's first argument: ours has the same name and meaning
@@ -63,6 +63,13 @@ CASES: dict[str, tuple[list, object]] = {
     "prefetch_factor": ([None], 2),
     "persistent_workers": ([True], False),
     "pin_memory_device": ([""], "cuda"),
+    # LinkNeighborLoader's: link prediction is not offered yet, each a ConfigError pointing at the route
+    "edge_label_index": ([None], torch.zeros(2, 3, dtype=torch.long)),
+    "edge_label": ([None], torch.ones(3)),
+    "edge_label_time": ([None], torch.arange(3)),
+    "neg_sampling": ([None], "binary"),
+    "neg_sampling_ratio": ([None], 1.0),
+    "link_sampler": ([], object()),
 }
 
 
@@ -117,3 +124,20 @@ def test_a_ported_neighbor_loader_call_runs_as_written(dataset: oa.Dataset) -> N
     with loader:
         batches = list(loader)
     assert len(batches) == len(loader) > 1 and [b.seq for b in batches] == list(range(len(batches)))
+
+
+def test_a_pyg_graph_in_memory_points_to_from_pyg() -> None:
+    from torch_geometric.data import HeteroData
+
+    data = Data(x=torch.zeros(3, 1), edge_index=torch.tensor([[0, 1], [1, 2]]))
+    with pytest.raises(oa.ConfigError, match=r"not a PyG Data in memory: convert it once with oa\.from_pyg"):
+        oa.OutreLoader(data, num_neighbors=[2], batch_size=2)
+    with pytest.raises(oa.NotSupportedError, match="heterogeneous graphs are not supported yet"):
+        oa.OutreLoader(HeteroData(), num_neighbors=[2], batch_size=2)
+    with pytest.raises(oa.ConfigError, match="a dataset folder .* or an oa.Dataset, got int"):
+        oa.OutreLoader(3, num_neighbors=[2], batch_size=2)  # type: ignore[arg-type]
+
+
+def test_link_prediction_names_a_one_line_error_pointing_to_the_route(dataset: oa.Dataset) -> None:
+    with pytest.raises(oa.ConfigError, match=r"edge_label_index=<Tensor of shape \[2, 3\]> .* link prediction"):
+        oa.OutreLoader(dataset, num_neighbors=[2], batch_size=16, edge_label_index=torch.zeros(2, 3, dtype=torch.long))
