@@ -21,11 +21,19 @@ def cached_grid(features: Path, cache_dir: Path) -> DiskProbe | None:
     return read_cached(features, cache_dir) or read_cached(features, cache_dir, direct=False)
 
 
-def annotate(runs: list[dict[str, Any]], grid: DiskProbe | None, stride: int) -> None:
+def annotate(runs: list[dict[str, Any]], grid: DiskProbe | None, stride: int) -> dict[str, Any] | None:
     """Add ``extra["disk_limit"]`` = {seconds, vs_limit, ios, bytes, bytes_per_io, depth} to every run
-    whose loader reports its reads (``extra["io"]``)."""
+    whose loader reports its reads (``extra["io"]``); return the grid's source (``DiskProbe.source``)
+    for the report, with ``untrusted`` (why) when the grid may not judge (no run is then annotated).
+
+    A run faster than its own limit is impossible: it is flagged (``beats_limit``, ``vs_limit`` None),
+    not reported, since it says the grid is wrong, not that the run is fast."""
     if grid is None:
-        return
+        return None
+    source = grid.source()
+    why = grid.untrusted()
+    if why is not None:
+        return {**source, "untrusted": why}
     for run in runs:
         metrics = run.get("metrics") or {}
         extra = metrics.get("extra") or {}
@@ -38,6 +46,11 @@ def annotate(runs: list[dict[str, Any]], grid: DiskProbe | None, stride: int) ->
         limit = disk_limit_seconds(rate, int(ios), int(nbytes)) if rate is not None else None
         if not limit:
             continue
-        extra["disk_limit"] = {"seconds": round(limit, 3), "vs_limit": round(float(epoch) / limit, 3),
+        ratio = float(epoch) / limit
+        extra["disk_limit"] = {"seconds": round(limit, 3), "vs_limit": round(ratio, 3) if ratio >= 1.0 else None,
                                "ios": int(ios), "bytes": int(nbytes), "bytes_per_io": round(int(nbytes) / int(ios), 1),
                                "depth": int(depth)}
+        if ratio < 1.0:
+            extra["disk_limit"]["beats_limit"] = (f"{ratio:.2f} x the limit: faster than the grid allows, so the "
+                                                  "grid is wrong (run `outre probe --refresh`)")
+    return source

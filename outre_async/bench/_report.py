@@ -99,13 +99,20 @@ def disk_limit_table(result: dict[str, Any]) -> str:
         lim = ((run.get("metrics") or {}).get("extra") or {}).get("disk_limit")
         if not lim:
             continue
+        ratio = _f(lim["vs_limit"]) if lim.get("vs_limit") is not None else f"flagged: {lim.get('beats_limit', '?')}"
         rows.append(f"| {run['system']} | {run.get('repeat', '')} | {_f(run['metrics'].get('epoch_seconds'))} | "
                     f"{lim['ios']:,} | {lim['bytes'] / 1e9:,.2f} | {lim['bytes_per_io'] / 1e3:,.1f} | {lim['depth']} | "
-                    f"{_f(lim['seconds'])} | {_f(lim['vs_limit'])} |")
+                    f"{_f(lim['seconds'])} | {ratio} |")
+    grid = result.get("disk_grid")
+    if grid and grid.get("untrusted"):
+        return f"No run judged against the disk's limit: the cached grid ({grid['path']}) is {grid['untrusted']}."
     if not rows:
         return ""
+    source = "" if not grid else (f"\n\nGrid: {grid['path']} ({grid['file_bytes'] / 2**30:.2f} GiB, "
+                                  f"{grid['seconds_per_cell']:g} s a cell, {grid['age_seconds'] / 3600:.1f} h old, "
+                                  f"load {grid.get('load_per_core')} per core when measured).")
     return "\n".join(["| system | repeat | epoch s | I/Os | GB | KB per I/O | in flight | disk limit s | × limit |",
-                      "|---|---|---|---|---|---|---|---|---|", *rows])
+                      "|---|---|---|---|---|---|---|---|---|", *rows]) + source
 
 
 def markdown(result: dict[str, Any]) -> str:

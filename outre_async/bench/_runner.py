@@ -128,7 +128,8 @@ def run_suite(config: SuiteConfig, say: Callable[[str], None] = print) -> dict[s
     from ..profiling._probe_cli import default_cache_dir
     from ._disk_limit import annotate, cached_grid
 
-    annotate(runs, cached_grid(ds.features_path, config.probe_cache_dir or default_cache_dir()), ds.row_layout.stride)
+    grid_source = annotate(runs, cached_grid(ds.features_path, config.probe_cache_dir or default_cache_dir()),
+                           ds.row_layout.stride)
     machine["loadavg_start"] = machine.pop("loadavg")
     machine["loadavg_end"] = [float(v) for v in Path("/proc/loadavg").read_text().split()[:3]]
     suite = f"{preset.name}{'-quick' if config.quick else ''}"
@@ -150,6 +151,7 @@ def run_suite(config: SuiteConfig, say: Callable[[str], None] = print) -> dict[s
         "seed": config.seed,
         "machine": machine,
         "disk_probe": probe,
+        "disk_grid": grid_source,  # the cached grid the "x limit" table judged by (None: none; "untrusted": why not)
         "runs": runs,
     }
     partitioned = [name for name in config.systems if resolve_system(name).partitioned]

@@ -47,6 +47,12 @@ ALIGN = 4096   # offsets are 4 KiB aligned, like a feature row's span
 BUFFER_CAP = 64 << 20  # the reads' scratch buffer at most (slots are shared beyond it)
 CHUNK_SECONDS = 0.05
 SCRATCH_BYTES = 1 << 30
+# What a grid must have been measured on to stand for the device's limit (:meth:`DiskProbe.untrusted`):
+# a small file sits in the device's and the host's caches, and a short cell is mostly ramp-up.  A 2.5 MB
+# test file probed at 0.4 s a cell under load once gave a ninth of the device's rate, and every
+# "x limit" judged by it came out impossible.
+TRUSTED_FILE_BYTES = 256 << 20
+TRUSTED_CELL_SECONDS = 0.5
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -74,6 +80,7 @@ class DiskProbe:
     cells: tuple[ProbeCell, ...]
     tool: str = "io_uring"
     note: str = ""
+    load_per_core: float | None = None  # the 1-minute load average over the usable cores when measured
     _index: dict[tuple[int, int], ProbeCell] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -115,6 +122,22 @@ class DiskProbe:
         cell = self.cell(self.measured_depth(depth), self.size_for(read_bytes))
         return cell.iops if cell is not None else 0.0
 
+    def untrusted(self) -> str | None:
+        """Why this grid must not stand for the device's limit (too small a file, too short a cell),
+        or None: a limit judged from it could be beaten by the very runs it judges."""
+        if self.file_bytes < TRUSTED_FILE_BYTES:
+            return (f"measured on a {self.file_bytes / 2**20:.1f} MiB file (at least {TRUSTED_FILE_BYTES >> 20} MiB: "
+                    "a smaller one sits in the device's caches); run `outre probe --refresh` on the dataset")
+        if self.seconds_per_cell < TRUSTED_CELL_SECONDS:
+            return (f"{self.seconds_per_cell:g} s a cell (at least {TRUSTED_CELL_SECONDS:g} s); run "
+                    "`outre probe --refresh --seconds 1`")
+        return None
+
+    def source(self, now: float | None = None) -> dict[str, Any]:
+        """What the grid was measured on, for a report that judges runs by it."""
+        return {"path": self.path, "file_bytes": self.file_bytes, "seconds_per_cell": self.seconds_per_cell,
+                "age_seconds": round(self.age(now), 1), "direct": self.direct, "load_per_core": self.load_per_core}
+
     def age(self, now: float | None = None) -> float:
         return max(0.0, (time.time() if now is None else now) - self.measured_at)
 
@@ -122,7 +145,7 @@ class DiskProbe:
         return {"schema": SCHEMA, "tool": self.tool, "path": self.path, "file_bytes": self.file_bytes,
                 "direct": self.direct, "device": dict(self.device), "measured_at": self.measured_at,
                 "measured_at_iso": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.measured_at)),
-                "seconds_per_cell": self.seconds_per_cell, "note": self.note,
+                "seconds_per_cell": self.seconds_per_cell, "note": self.note, "load_per_core": self.load_per_core,
                 "depths": list(self.depths), "sizes": list(self.sizes),
                 "cells": [{"depth": c.depth, "size": c.size, "iops": round(c.iops, 1),
                            "bytes_per_s": round(c.bytes_per_s, 1), "reads": c.reads,
@@ -141,7 +164,8 @@ class DiskProbe:
             return cls(path=str(data["path"]), file_bytes=int(data["file_bytes"]), direct=bool(data["direct"]),
                        device=dict(data["device"]), measured_at=float(data["measured_at"]),
                        seconds_per_cell=float(data["seconds_per_cell"]), cells=cells,
-                       tool=str(data.get("tool", "io_uring")), note=str(data.get("note", "")))
+                       tool=str(data.get("tool", "io_uring")), note=str(data.get("note", "")),
+                       load_per_core=None if data.get("load_per_core") is None else float(data["load_per_core"]))
         except (KeyError, TypeError, ValueError) as exc:
             raise ProbeError(f"a probe's JSON lacks or mistypes {exc}; run `outre probe --refresh`") from exc
 
@@ -242,7 +266,16 @@ def probe_disk(path: str | os.PathLike[str], *, depths: Sequence[int] = DEPTHS, 
         os.close(fd)
     note = "" if is_direct else "buffered reads (no O_DIRECT): the page cache may answer, not the device"
     return DiskProbe(path=str(path.resolve()), file_bytes=size, direct=is_direct, device=device_of(path),
-                     measured_at=time.time(), seconds_per_cell=seconds, cells=tuple(cells), note=note)
+                     measured_at=time.time(), seconds_per_cell=seconds, cells=tuple(cells), note=note,
+                     load_per_core=_load_per_core())
+
+
+def _load_per_core() -> float | None:
+    """The 1-minute load average over this process's usable cores (a loaded machine measures less)."""
+    try:
+        return round(os.getloadavg()[0] / max(1, len(os.sched_getaffinity(0))), 2)
+    except (AttributeError, OSError):
+        return None
 
 
 def _check_grid(depths: Sequence[int], sizes: Sequence[int], seconds: float) -> tuple[list[int], list[int]]:

@@ -194,8 +194,8 @@ def test_runs_are_judged_against_the_disk_limit_of_a_cached_grid() -> None:
     cost = {4096: 10e-6 + 4096e-9, 65536: 10e-6 + 65536e-9}  # 10 µs + 1 ns per byte
     cells = tuple(ProbeCell(depth=d, size=z, iops=1 / t, bytes_per_s=z / t, reads=1, seconds=1.0)
                   for d in (16, 256) for z, t in cost.items())
-    grid = DiskProbe(path="f", file_bytes=1, direct=True, device={"key": "k"}, measured_at=0.0,
-                     seconds_per_cell=0.4, cells=cells)
+    grid = DiskProbe(path="f", file_bytes=1 << 30, direct=True, device={"key": "k"}, measured_at=0.0,
+                     seconds_per_cell=1.0, cells=cells)
     run = {"system": "outre-part", "repeat": 0, "metrics": {"epoch_seconds": 0.03, "extra": {
         "io": {"reads_submitted": 1000, "bytes_read": 1000 * 16384, "max_in_flight": 256}}}}
     bare = {"system": "pyg-mmap", "repeat": 0, "metrics": {"epoch_seconds": 1.0, "extra": {}}}
@@ -206,5 +206,48 @@ def test_runs_are_judged_against_the_disk_limit_of_a_cached_grid() -> None:
     assert lim["seconds"] == pytest.approx(1000 * (10e-6 + 16384e-9), abs=1e-3)
     assert lim["vs_limit"] == pytest.approx(0.03 / (1000 * (10e-6 + 16384e-9)), abs=2e-3)
     assert "disk_limit" not in bare["metrics"]["extra"]
-    table = disk_limit_table({"runs": [run, bare]})
+    table = disk_limit_table({"runs": [run, bare], "disk_grid": grid.source()})
     assert "| outre-part | 0 | 0.03 | 1,000 |" in table and "pyg-mmap" not in table
+    assert "Grid: f (1.00 GiB, 1 s a cell" in table  # the table names the grid it judged by
+
+
+def _limit_grid(**fields: object) -> object:
+    from outre_async.features._disk_probe import DiskProbe, ProbeCell
+
+    cells = tuple(ProbeCell(depth=d, size=z, iops=1e5, bytes_per_s=1e5 * z, reads=1, seconds=1.0)
+                  for d in (16, 256) for z in (4096, 65536))
+    return DiskProbe(**{"path": "f", "file_bytes": 1 << 30, "direct": True, "device": {"key": "k"}, "measured_at": 0.0,
+                        "seconds_per_cell": 1.0, "cells": cells, **fields})
+
+
+def _io_run(epoch_s: float) -> dict:
+    return {"system": "outre-auto", "repeat": 0, "metrics": {"epoch_seconds": epoch_s, "extra": {
+        "io": {"reads_submitted": 100_000, "bytes_read": 100_000 * 4096, "max_in_flight": 256}}}}
+
+
+@pytest.mark.parametrize("fields, why", [({"file_bytes": 2_500_000}, "2.4 MiB file"),
+                                         ({"seconds_per_cell": 0.4}, "0.4 s a cell")])
+def test_a_grid_too_small_or_too_short_judges_no_run(fields: dict, why: str) -> None:
+    """A 2.5 MB test file probed at 0.4 s a cell under load once made igb-like come out at 0.23x the disk's
+    limit: such a grid is named in the report and judges nothing."""
+    from outre_async.bench._disk_limit import annotate
+    from outre_async.bench._report import disk_limit_table
+
+    run = _io_run(0.5)
+    source = annotate([run], _limit_grid(**fields), 4096)
+    assert "disk_limit" not in run["metrics"]["extra"]
+    assert source is not None and why in source["untrusted"]
+    assert "No run judged against the disk's limit" in disk_limit_table({"runs": [run], "disk_grid": source})
+
+
+def test_a_run_that_beats_its_own_limit_is_flagged_not_reported() -> None:
+    from outre_async.bench._disk_limit import annotate
+    from outre_async.bench._report import disk_limit_table
+
+    fast, fair = _io_run(0.2), _io_run(2.0)  # the grid says 100k reads take 1 s
+    source = annotate([fast, fair], _limit_grid(), 4096)
+    flagged = fast["metrics"]["extra"]["disk_limit"]
+    assert flagged["vs_limit"] is None and "grid is wrong" in flagged["beats_limit"]
+    assert fair["metrics"]["extra"]["disk_limit"]["vs_limit"] == pytest.approx(2.0, rel=0.01)
+    table = disk_limit_table({"runs": [fast, fair], "disk_grid": source})
+    assert "flagged: 0.20 x the limit" in table and "| 2.00 |" in table

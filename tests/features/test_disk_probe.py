@@ -205,3 +205,16 @@ def test_in_flight_for_with_numbers() -> None:
     knee_at_the_top = _probe({1: {4096: 10e3}, 16: {4096: 50e3}, 64: {4096: 70e3}, 256: {4096: 82e3}})
     assert in_flight_for(knee_at_the_top, 4096) == 256  # knee 256, x2 = 512: never past the deepest depth measured
     assert probe.iops_at(100, 4096) == 80e3 and probe.iops_at(1, 4096) == 10e3
+
+
+def test_a_grid_records_the_load_it_was_measured_under_and_older_files_still_load() -> None:
+    from outre_async.features._disk_probe import DiskProbe, ProbeCell
+
+    cells = (ProbeCell(depth=1, size=4096, iops=1.0, bytes_per_s=4096.0, reads=1, seconds=1.0),)
+    grid = DiskProbe(path="f", file_bytes=1 << 30, direct=True, device={"key": "k"}, measured_at=0.0,
+                     seconds_per_cell=1.0, cells=cells, load_per_core=0.25)
+    doc = grid.to_json()
+    assert DiskProbe.from_json(doc).load_per_core == 0.25
+    del doc["load_per_core"]  # a grid cached before the field existed
+    assert DiskProbe.from_json(doc).load_per_core is None
+    assert grid.untrusted() is None and grid.source()["load_per_core"] == 0.25
