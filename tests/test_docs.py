@@ -53,7 +53,8 @@ def page_blocks(page: Path) -> list[Block]:
         first = code.split("\n", 1)[0]
         marker = _MARKER.match(first)
         mode, reason = (marker.group(1), marker.group(2)) if marker else ("run", "")
-        out.append(Block(str(page.relative_to(ROOT)), i, code, mode, reason))
+        name = str(page.relative_to(ROOT)) if page.is_relative_to(ROOT) else str(page)
+        out.append(Block(name, i, code, mode, reason))
     return out
 
 
