@@ -16,7 +16,7 @@ oa.with_history(torch_geometric.nn.GraphSAGE(...))``, see :mod:`outre_async._his
 
 Signatures are PyG's: ``GraphSAGE(in_channels, hidden_channels, num_layers, out_channels=None,
 dropout=0.5, act="relu", norm=None, jk=None, ...)``; ``out_channels=None`` gives ``hidden_channels``
-outputs, as PyG's does.  Two differences, both kept from the layer math the README's accuracy figures
+outputs, as PyG's does.  Two differences, both kept from the layer math the docs' accuracy figures
 were measured with: ``dropout`` defaults to 0.5 (PyG: 0.0), and :class:`GAT`'s last layer has one
 head and no attention dropout (PyG's averages ``heads`` heads and drops attention with ``dropout``).
 With the defaults the layers are ReLU, no norm, dropout, exactly as before the change to PyG's

@@ -39,7 +39,7 @@ WHEELS_HINT = ("build torch-sparse from source: `pip install --no-build-isolatio
                "(torch installed first, a C++ compiler; about 45 min on 2 cores), or use prebuilt wheels: "
                "`pip install torch-scatter torch-sparse -f https://data.pyg.org/whl/torch-${TORCH}+cpu.html` where PyG "
                "lists this torch, `pip install --no-deps ../shared/wheels/torch_scatter-*.whl ../shared/wheels/torch_sparse-*.whl "
-               "scipy` in this project's workspace (README: Comparing with PyG)")
+               "scipy` in this project's workspace (docs/how-to/bench.md: Comparing with PyG)")
 
 
 class SystemSkipped(Exception):

@@ -19,7 +19,7 @@ device it was measured on.
 :func:`in_flight_for` turns a probe into the loader's ``max_in_flight`` by Little's law: the device
 reaches its peak rate once ``depth = rate x latency`` reads are outstanding; the smallest measured
 depth reaching ``fraction`` of the peak at that read size is that knee, doubled because the loader's
-loop reaps completions in bursts (README, ``max_in_flight``).  The loader never probes by itself:
+loop reaps completions in bursts (docs/reference/options.md, ``max_in_flight``).  The loader never probes by itself:
 ``outre profile`` records the depth in the profile, or pass ``disk_probe=`` (see ``LoaderConfig``).
 """
 

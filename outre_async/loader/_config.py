@@ -33,7 +33,12 @@ _NONE_OR_AT_LEAST_ONE = ("extract_queue", "ready_queue", "buffer_rows", "memory_
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LoaderConfig:
-    """Every knob of :class:`OutreLoader` (see the README's option list)."""
+    """Every knob of :class:`OutreLoader`, as one frozen object: ``OutreLoader(ds, config=LoaderConfig(...))``.
+
+    Each field, its default and what it does are listed on the docs' "Loader options" page
+    (``docs/reference/options.md``); ``None`` means "the default", a 0 where 0 means nothing is a
+    :class:`ConfigError`, byte sizes take ``"2GiB"``-style strings.
+    """
 
     fanouts: tuple[int, ...]
     batch_size: int

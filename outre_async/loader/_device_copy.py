@@ -23,7 +23,7 @@ the CPU; only the stream and event calls need a GPU:
 
 Device memory: with ``device_depth = d`` batches copied ahead, at most ``d`` batches are being copied
 or queued on the device, one is the trainer's and one more is the previous batch its loop variable
-still holds while ``next()`` runs: ``(d + 2) x`` the largest batch's device bytes (README, "Device
+still holds while ``next()`` runs: ``(d + 2) x`` the largest batch's device bytes (docs/tutorials/gpu.md, "Device
 memory").
 """
 

@@ -50,7 +50,7 @@ def resource_stats(res: ResourceStats | None) -> dict[str, Any]:
 
 
 def device_resident(gpu: Any, history: Any) -> dict[str, int]:
-    """Bytes the loader keeps in the training device's own memory for the whole run (README, "Device
+    """Bytes the loader keeps in the training device's own memory for the whole run (docs/tutorials/gpu.md, "Device
     memory"), beside the batches in flight: the GPU tier's rows and the history's rows on a GPU."""
     out = {}
     if gpu is not None and gpu.device.type != "cpu":

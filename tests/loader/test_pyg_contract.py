@@ -122,7 +122,7 @@ def test_equals_the_reference_laid_out_by_pyg_rules(case) -> None:
         assert b.num_sampled_edges == ref.num_sampled_edges
 
 
-@pytest.mark.skipif(not HAS_PYG_SAMPLER, reason="PyG's NeighborLoader needs pyg-lib or torch-sparse (README: Comparing with PyG)")
+@pytest.mark.skipif(not HAS_PYG_SAMPLER, reason="PyG's NeighborLoader needs pyg-lib or torch-sparse (docs/how-to/bench.md: Comparing with PyG)")
 def test_equals_pyg_neighbor_loader(case) -> None:
     from torch_geometric.loader import NeighborLoader
 
