@@ -183,7 +183,7 @@ class OutreLoader:
                 raise ConfigError("this loader is open on another event loop; use one loader per loop")
             return
         try:
-            res = await Resources.create(loop, self.config, self.dataset, plan=self.memory,
+            res = await Resources.create(loop, self.config, self.dataset, plan=self.memory, budget=self._setup.budget,
                                          partitioned=self._setup.partitioned, source=self._setup.source,
                                          static=self._static, gpu=self._gpu)
         except OSError as exc:  # EMFILE/ENFILE: the I/O ring, files, eventfds of one more loader
@@ -403,7 +403,7 @@ class OutreLoader:
         out["max_rows_per_batch"] = self._setup.sizes.max_rows
         place = self._setup.place
         out["expected_rows_per_batch"] = self._setup.sizes.batch_rows
-        out["memory"] = {"budget": place.budget_share(self.config.budget_bytes), "planned": self.memory.total,
+        out["memory"] = {"budget": self._setup.budget, "planned": self.memory.total,
                          **self.memory.parts}
         out["ranks"] = {"rank": place.rank, "world_size": place.world_size, "local_world_size": place.local_world_size}
         extract, ready = self._channels
