@@ -34,7 +34,6 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, S
 from dataclasses import replace
 from typing import Any
 
-import torch
 from numpy.typing import ArrayLike
 
 from .._errors import ConfigError, PipelineClosed
@@ -129,7 +128,7 @@ class OutreLoader:
         self._applied = load_plan(setup) if cfg.profile is not None else None
         run_cfg = self._applied.config if self._applied is not None else cfg
         self._gpu, self._static = tier_caches(setup, run_cfg, self._applied)  # the GPU and static tiers' rows (``_tiers``)
-        self._history = build_owner(ds, run_cfg, setup.first_plan)
+        self._history = build_owner(ds, run_cfg, setup.first_plan, setup.device)
         self.memory = self._memory_plan(run_cfg)
         if run_cfg.extract_queue is None:  # the depth the plan counts (``_budget.extract_depth``)
             run_cfg = replace(run_cfg, extract_queue=self.memory.extract_queue)
@@ -184,6 +183,7 @@ class OutreLoader:
             return
         try:
             res = await Resources.create(loop, self.config, self.dataset, plan=self.memory, budget=self._setup.budget,
+                                         device=self._setup.device,
                                          partitioned=self._setup.partitioned, source=self._setup.source,
                                          static=self._static, gpu=self._gpu)
         except OSError as exc:  # EMFILE/ENFILE: the I/O ring, files, eventfds of one more loader
@@ -223,7 +223,7 @@ class OutreLoader:
         io_start = IOMark(t=time.perf_counter(), io=res.source.stats())
         self._io_marks = (io_start, None)
         parts = self._epoch_parts(res, epoch, history)
-        device = torch.device(self.config.device)
+        device = self._setup.device
         labels = self.dataset.labels
         to_original = self._layout.to_original if self._layout.ordered else None
         edges_to_original = self._layout.edges_to_original if self._layout.ordered else None

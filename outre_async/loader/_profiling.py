@@ -47,7 +47,7 @@ import hashlib
 import json
 import time
 import zlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -64,6 +64,9 @@ from ._config import LoaderConfig
 from ._resources import io_depth
 from ._setup import LoaderSetup
 from ._tiers import gpu_rows
+
+if TYPE_CHECKING:
+    import torch
 
 AUTO = "auto"
 AUTO_BATCHES = 64  # batches the loader pre-samples when it profiles itself (``outre profile``: --batches)
@@ -91,7 +94,7 @@ def profile_setup(setup: LoaderSetup, cfg: LoaderConfig) -> dict[str, Any]:
     they were recorded still match."""
     seeds, place = setup.seeds, setup.place
     h = cfg.history if cfg.history is not None and cfg.history.enabled else None
-    offered = [[p.placement, p.host_bytes, p.max_slots] for p in history_prices(cfg)]
+    offered = [[p.placement, p.host_bytes, p.max_slots] for p in history_prices(cfg, setup.device)]
     return {"fanouts": list(cfg.fanouts), "batch_size": cfg.batch_size, "seed": cfg.seed, "shuffle": cfg.shuffle,
             "drop_last": cfg.drop_last, "ordered": cfg.ordered, "num_seeds": len(seeds),
             "seeds_crc32": zlib.crc32(np.ascontiguousarray(seeds, np.int64).tobytes()),
@@ -150,7 +153,7 @@ def run_profile(setup: LoaderSetup, cfg: LoaderConfig, *, name: str | None, max_
         cache_budget = max(0, cache_budget - gpu_index_bytes(ds.num_nodes))
     h = cfg.history if cfg.history is not None and cfg.history.enabled else None
     window = 0 if cfg.ordered or h is None else default_window(h, cfg.num_samplers, cfg.num_extractors)
-    prices = history_prices(cfg) if prices is None else prices
+    prices = history_prices(cfg, setup.device) if prices is None else prices
     # as many candidates as the cheapest placement's slots the budget (and the device) could hold
     most = max((min(cache_budget // p.host_bytes, cache_budget if p.max_slots is None else p.max_slots)
                 for p in prices), default=0)
@@ -208,16 +211,13 @@ def run_profile(setup: LoaderSetup, cfg: LoaderConfig, *, name: str | None, max_
     return Profile(path=path, meta=meta, arrays=arrays)
 
 
-def history_prices(cfg: LoaderConfig) -> list[SlotPrice]:
+def history_prices(cfg: LoaderConfig, device: torch.device) -> list[SlotPrice]:
     """How a history slot is priced under each placement the config allows on its device
     (``cache.slot_prices``; empty without a history): rows on a GPU cost the host budget only their
     bookkeeping, up to the device budget's slots."""
     h = cfg.history if cfg.history is not None and cfg.history.enabled else None
     if h is None:
         return []
-    import torch
-
-    device = torch.device(cfg.device)
     return slot_prices(h, device.type, device_memory(device), cfg.num_samplers)
 
 

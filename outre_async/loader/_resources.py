@@ -67,14 +67,15 @@ class Resources:
 
     @classmethod
     async def create(cls, loop: asyncio.AbstractEventLoop, cfg: LoaderConfig, ds: Dataset, *, plan: MemoryPlan,
-                     budget: int | None, partitioned: PartitionBatching | None, source: FeatureSource | None,
+                     budget: int | None, device: torch.device, partitioned: PartitionBatching | None,
+                     source: FeatureSource | None,
                      static: StaticFeatureCache | None = None, gpu: DeviceFeatureCache | None = None) -> Resources:
         owns_source = source is None
         if source is None:
             source = _open_source(cfg, ds, plan.source_options())
         buffer = FeatureBuffer(ds.num_nodes, plan.buffer_rows, ds.feature_dim, policy=cfg.buffer_policy,
                                merge_rows=source.merge_rows)
-        engine = copy_engine_for(torch.device(cfg.device), cfg.device_depth)  # None on the CPU
+        engine = copy_engine_for(device, cfg.device_depth)  # None on the CPU
         matrices = BatchMemory(plan.batch_bytes, batch_row_bytes(ds.feature_dim), budget=budget,
                                registry=engine.registry if engine is not None else None)
         samplers: list[Sampler]

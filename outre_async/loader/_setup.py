@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import torch
 
 from .._errors import ConfigError
 from ..features import FeatureSource, detect_io_uring
@@ -45,6 +46,7 @@ class LoaderSetup:
     seed_index: SeedIndex                 # node id -> position in ``seeds`` (batch.input_id)
     place: RankPlace                      # rank, world size, ranks on this host
     budget: int | None                    # this rank's bytes of memory_budget (the host's split, _ranks)
+    device: torch.device                  # the config's device (validated there), as the one torch.device passed on
     partitioned: PartitionBatching | None  # partition mode's batching (None: plain seeds)
     first_plan: Sequence[PlanItem]        # epoch 0's plan for this rank
     sizes: Sizes                          # what the memory plan needs: rows, bytes, probed rows per batch
@@ -103,7 +105,8 @@ def loader_setup(dataset: Dataset, config: LoaderConfig, split: Any, source: Fea
     if kind == "disk" and config.budget_bytes is not None:
         sizes = replace(sizes, rows_into_slots=_rows_into_slots(dataset, config))
     return LoaderSetup(dataset=dataset, config=config, split=split, seeds=seeds, seed_index=seed_index, place=place,
-                       budget=place.budget_share(config.budget_bytes), partitioned=partitioned, first_plan=first_plan, sizes=sizes, source=source, source_kind=kind)
+                       budget=place.budget_share(config.budget_bytes), device=torch.device(config.device),
+                       partitioned=partitioned, first_plan=first_plan, sizes=sizes, source=source, source_kind=kind)
 
 
 def _plan(cfg: LoaderConfig, seeds: np.ndarray, place: RankPlace, partitioned: PartitionBatching | None,
