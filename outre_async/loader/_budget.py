@@ -393,7 +393,7 @@ def _fixed_parts(cfg: LoaderConfig, sizes: Sizes, source: str, stage: int,
         parts["next-use chains"] = NEXT_USE_NODE_BYTES * n + NEXT_USE_PIN_BYTES * r * (cfg.extract_capacity + e)
     if cfg.ordered:  # batches sent out of turn (``_out_of_turn``); the others' matrices are the pool's
         parts["reorder buffer"] = math.ceil(OUT_OF_TURN_MARGIN * cfg.num_samplers * expected_batch_bytes(cfg, sizes))
-    if cfg.history is not None and cfg.history.enabled:  # the records' one copy a step goes through it
+    if cfg.history is not None:  # the records' one copy a step goes through it
         rows_over = cfg.device.startswith("cuda") and cfg.history.placement != "device"
         parts["history transfer"] = record_buffer_bytes(r, cfg.history.dim, rows_on_host=rows_over)
     if cfg.partitions is not None:

@@ -95,7 +95,7 @@ def build_owner(ds: Any, cfg: Any, plan: Iterable[Any], device: torch.device) ->
     """The owner for a loader config on its ``device`` (None when history is off): candidates ranked by
     how often ``plan``'s first batches meet them in hop 1, unless the config names them."""
     h: HistoryConfig | None = cfg.history
-    if h is None or not h.enabled:
+    if h is None:
         return None
     plan = list(plan)
     h = replace(h, admission=resolve_admission(h, len(plan)))  # "auto": by steps per epoch

@@ -93,7 +93,7 @@ def profile_setup(setup: LoaderSetup, cfg: LoaderConfig) -> dict[str, Any]:
     of the epoch (``LoaderSetup.first_plan``); only when several, so one process's profiles made before
     they were recorded still match."""
     seeds, place = setup.seeds, setup.place
-    h = cfg.history if cfg.history is not None and cfg.history.enabled else None
+    h = cfg.history
     offered = [[p.placement, p.host_bytes, p.max_slots] for p in history_prices(cfg, setup.device)]
     return {"fanouts": list(cfg.fanouts), "batch_size": cfg.batch_size, "seed": cfg.seed, "shuffle": cfg.shuffle,
             "drop_last": cfg.drop_last, "ordered": cfg.ordered, "num_seeds": len(seeds),
@@ -151,7 +151,7 @@ def run_profile(setup: LoaderSetup, cfg: LoaderConfig, *, name: str | None, max_
     mem, cache_budget = base_memory(setup, cfg)
     if cfg.gpu_cache_budget:  # the GPU tier's node -> slot table is host memory the caches cannot have
         cache_budget = max(0, cache_budget - gpu_index_bytes(ds.num_nodes))
-    h = cfg.history if cfg.history is not None and cfg.history.enabled else None
+    h = cfg.history
     window = 0 if cfg.ordered or h is None else default_window(h, cfg.num_samplers, cfg.num_extractors)
     prices = history_prices(cfg, setup.device) if prices is None else prices
     # as many candidates as the cheapest placement's slots the budget (and the device) could hold
@@ -215,7 +215,7 @@ def history_prices(cfg: LoaderConfig, device: torch.device) -> list[SlotPrice]:
     """How a history slot is priced under each placement the config allows on its device
     (``cache.slot_prices``; empty without a history): rows on a GPU cost the host budget only their
     bookkeeping, up to the device budget's slots."""
-    h = cfg.history if cfg.history is not None and cfg.history.enabled else None
+    h = cfg.history
     if h is None:
         return []
     return slot_prices(h, device.type, device_memory(device), cfg.num_samplers)
@@ -276,7 +276,7 @@ def apply(cfg: LoaderConfig, prof: Profile) -> AppliedPlan:
     mem, split = prof.meta["memory"], prof.meta["memory"]["split"]
     hist_nodes = prof.arrays["history_nodes"]
     history = None
-    if cfg.history is not None and cfg.history.enabled and len(hist_nodes):
+    if cfg.history is not None and len(hist_nodes):
         placement = prof.meta.get("plan", {}).get("history_placement", cfg.history.placement)
         history = dataclasses.replace(cfg.history, candidates=hist_nodes, budget=None, placement=placement)
     io = prof.meta.get("io") or {}
