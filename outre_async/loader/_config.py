@@ -50,7 +50,7 @@ class LoaderConfig:
     buffer_rows: int | None = None    # None: from memory_budget, else (num_extractors + 1) × probed rows per batch
     memory_budget: int | str | None = None  # bytes for the feature buffer; None: buffer_rows' default
     backend: str = "auto"
-    max_in_flight: int | None = None  # None: from disk_probe (io_uring), else the backend's default (io_uring 256, pread 32)
+    max_in_flight: int | None = None  # None: from disk_probe (io_uring), else the backend's default (_read_depth)
     disk_probe: DiskProbe | None = None  # the features' device (`outre probe`); never measured by the loader
     device: str = "cpu"  # "auto" (CUDA when present), "cpu", "cuda", "cuda:N"; held resolved ("cuda:0")
     device_depth: int = 2  # batches copied to the device ahead of the trainer (a GPU device; README, device memory)
@@ -106,6 +106,10 @@ class LoaderConfig:
         _check_foresight(self)
         if self.backend not in BACKENDS:
             raise ConfigError(f"backend={self.backend!r} must be one of {BACKENDS}")
+        if "max_in_flight" in self.source_options:  # one home: the memory plan sizes staging by the knob
+            depth = self.source_options["max_in_flight"]
+            raise ConfigError(f"source_options={{'max_in_flight': {depth!r}}} repeats a loader knob; pass "
+                              f"max_in_flight={depth!r} instead (the memory plan sizes staging for it)")
 
     @property
     def extract_capacity(self) -> int:

@@ -61,7 +61,7 @@ from ..plan._counts import Counts, presample
 from ..plan._files import Profile, profile_path, read_profile, write_profile
 from ._budget import MemoryPlan, default_pool
 from ._config import LoaderConfig
-from ._resources import io_depth
+from ._read_depth import io_depth
 from ._setup import LoaderSetup
 from ._tiers import gpu_rows
 
