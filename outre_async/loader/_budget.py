@@ -88,11 +88,11 @@ from .._errors import ConfigError
 from .._units import format_bytes
 from ..cache._history_config import record_buffer_bytes
 from ..features._bounce import PAGE_BYTES, PAGES_PER_READ
-from ..features._disk_probe import DiskProbe, in_flight_for
+from ..features._disk_probe import in_flight_for
 from ..features._disk_source import IOConfig
 from ..features._staging import GATHER_BLOCK, SECTOR, arena_bytes
-from ..features._uring_source import UringSource
 from ._config import EXTRACT_QUEUE, LoaderConfig
+from ._read_depth import uring_depth
 
 SLOT_BYTES = 40     # per buffer slot besides its row: node id 8, refs 4, valid 1, LRU links 16, slack
 LEASE_BYTES = 33    # per row of a batch besides its features: labels 8, input_id 8 (per seed), piece ids + slots 16, actions 1
@@ -329,16 +329,15 @@ def _stage_bytes(cfg: LoaderConfig, sizes: Sizes, io: IOConfig | None, budget: i
     if not budget:  # the least arena (``plan_memory_floor``)
         return least
     if sizes.rows_into_slots:  # staging is not the buffer's read path: what a chunk needs in flight
-        return max(least, min(arena_bytes(io.max_stage_bytes), chunk_stage_bytes(cfg, sizes, io, cfg.disk_probe)))
+        return max(least, min(arena_bytes(io.max_stage_bytes), chunk_stage_bytes(cfg, sizes, io)))
     return max(least, min(arena_bytes(io.max_stage_bytes), _floor_pow2(budget // (16 * cfg.num_extractors))))
 
 
-def chunk_stage_bytes(cfg: LoaderConfig, sizes: Sizes, io: IOConfig, probe: DiskProbe | None) -> int:
+def chunk_stage_bytes(cfg: LoaderConfig, sizes: Sizes, io: IOConfig) -> int:
     """One staging arena where the source reads the buffer's rows straight into its slots
     (``Sizes.rows_into_slots``): room for the reads the device needs in flight, whichever kind a
-    chunk holds: single rows (the loader's depth, ``max_in_flight``, else Little's law on the probe,
-    ``in_flight_for``, else io_uring's default 256, times one row's aligned span) or, with a probe,
-    merged reads of ``max_read_bytes`` (the depth that saturates the device at that size).  Why not
+    chunk holds: single rows (io_uring's depth, ``_read_depth.uring_depth``, times one row's aligned
+    span) or, with a probe, merged reads of ``max_read_bytes`` (the depth that saturates the device at that size).  Why not
     a share of the budget (1/16 of it per extractor, still the rule where staging is the read path):
     io_uring reads aligned float32 rows into the feature buffer's slots, so staging serves only other
     reads (the static and GPU tiers' loads); papers-like at 1 GiB staged nothing in an epoch out of
@@ -346,15 +345,9 @@ def chunk_stage_bytes(cfg: LoaderConfig, sizes: Sizes, io: IOConfig, probe: Disk
     path (pread), 1 MiB arenas made 40 papers-like batches 1.2-1.5x slower than 32 MiB ones (and
     8 MiB ones about as fast), hence the old rule there."""
     span = -(-sizes.stride // SECTOR) * SECTOR  # one row's aligned read, at the largest alignment
-    depth = _slot_read_depth(cfg, sizes, probe)
+    depth, probe = uring_depth(cfg, sizes.stride), cfg.disk_probe
     merged = in_flight_for(probe, io.max_read_bytes) * io.max_read_bytes if probe is not None else 0
     return arena_bytes(max(depth * span, merged))
-
-
-def _slot_read_depth(cfg: LoaderConfig, sizes: Sizes, probe: DiskProbe | None) -> int:
-    """Single-row reads the io_uring source keeps in flight: ``max_in_flight``, else Little's law on the
-    probe (``in_flight_for``), else io_uring's default 256."""
-    return cfg.max_in_flight or (in_flight_for(probe, sizes.stride) if probe is not None else UringSource.DEFAULT_DEPTH)
 
 
 def bounce_bytes(cfg: LoaderConfig, sizes: Sizes) -> int:
@@ -364,7 +357,7 @@ def bounce_bytes(cfg: LoaderConfig, sizes: Sizes) -> int:
     io = IOConfig(**cfg.source_options)
     if io.bounce_bytes is not None:
         return io.bounce_bytes
-    want = _slot_read_depth(cfg, sizes, cfg.disk_probe) * PAGES_PER_READ * PAGE_BYTES
+    want = uring_depth(cfg, sizes.stride) * PAGES_PER_READ * PAGE_BYTES
     budget = cfg.budget_bytes
     if budget is not None:
         want = min(want, int(BOUNCE_SHARE * budget) // PAGE_BYTES * PAGE_BYTES)
@@ -393,7 +386,7 @@ def _fixed_parts(cfg: LoaderConfig, sizes: Sizes, source: str, stage: int,
         parts["next-use chains"] = NEXT_USE_NODE_BYTES * n + NEXT_USE_PIN_BYTES * r * (cfg.extract_capacity + e)
     if cfg.ordered:  # batches sent out of turn (``_out_of_turn``); the others' matrices are the pool's
         parts["reorder buffer"] = math.ceil(OUT_OF_TURN_MARGIN * cfg.num_samplers * expected_batch_bytes(cfg, sizes))
-    if cfg.history is not None and cfg.history.enabled:  # the records' one copy a step goes through it
+    if cfg.history is not None:  # the records' one copy a step goes through it
         rows_over = cfg.device.startswith("cuda") and cfg.history.placement != "device"
         parts["history transfer"] = record_buffer_bytes(r, cfg.history.dim, rows_on_host=rows_over)
     if cfg.partitions is not None:

@@ -55,7 +55,7 @@ class LoaderConfig:
     buffer_rows: int | None = None    # None: from memory_budget, else (num_extractors + 1) × probed rows per batch
     memory_budget: int | str | None = None  # bytes for the feature buffer; None: buffer_rows' default
     backend: str = "auto"
-    max_in_flight: int | None = None  # None: from disk_probe (io_uring), else the backend's default (io_uring 256, pread 32)
+    max_in_flight: int | None = None  # None: from disk_probe (io_uring), else the backend's default (_read_depth)
     disk_probe: DiskProbe | None = None  # the features' device (`outre probe`); never measured by the loader
     device: str = "cpu"  # "auto" (CUDA when present), "cpu", "cuda", "cuda:N"; held resolved ("cuda:0")
     device_depth: int = 2  # batches copied to the device ahead of the trainer (a GPU device; README, device memory)
@@ -64,7 +64,7 @@ class LoaderConfig:
     parts_per_batch: int | None = None  # partitions per macro batch; None: partition._batches.default_parts_per_batch
     interleave: int | None = None  # macro batches whose micro-batches are shuffled together; None: default_interleave
     neighbor_cache: int | str = 0  # bytes of the global neighbour cache (partition mode); 0: no cache
-    history: HistoryConfig | None = None  # historical embedding cache (OUTRE §4.3); None: off
+    history: HistoryConfig | None = None  # historical embedding cache (OUTRE §4.3); None: off, held so (staleness 1 too)
     rank: int | None = None         # data parallel: this rank's share of each epoch; None: the process group's
     world_size: int | None = None   # (both or neither; None and no process group: one process)
     local_world_size: int | None = None  # ranks on this host: memory_budget is then the host's, split evenly
@@ -97,8 +97,8 @@ class LoaderConfig:
             raise ConfigError(f"gpu_cache_budget={self.gpu_cache_budget!r} must be a byte count >= 0 (0 or None: "
                               "no GPU tier)")
         check_policy(self.buffer_policy)
-        if self.history is not None:
-            _check_history(self.history, self.fanouts)
+        if self.history is not None and not _check_history(self.history, self.fanouts):
+            object.__setattr__(self, "history", None)  # one way to say off: ``history is None`` is the test
         _check_ranks(self.rank, self.world_size, self.local_world_size)
         if self.profile is not None:
             _check_profile(self)
@@ -111,6 +111,10 @@ class LoaderConfig:
         _check_foresight(self)
         if self.backend not in BACKENDS:
             raise ConfigError(f"backend={self.backend!r} must be one of {BACKENDS}")
+        if "max_in_flight" in self.source_options:  # one home: the memory plan sizes staging by the knob
+            depth = self.source_options["max_in_flight"]
+            raise ConfigError(f"source_options={{'max_in_flight': {depth!r}}} repeats a loader knob; pass "
+                              f"max_in_flight={depth!r} instead (the memory plan sizes staging for it)")
 
     @property
     def extract_capacity(self) -> int:
@@ -138,7 +142,7 @@ class LoaderConfig:
     def foresight_allowed(self) -> bool:
         """Whether the loader may foresee batches (``_foresight``): not with the history cache, whose
         state decides what a batch samples, nor with next-use eviction."""
-        return self.buffer_policy == "lru-lookahead" and not (self.history is not None and self.history.enabled)
+        return self.buffer_policy == "lru-lookahead" and self.history is None
 
     @property
     def holds_back(self) -> bool:
@@ -147,7 +151,7 @@ class LoaderConfig:
         batch out only after the batches more than ``window`` places before it (``_delivery._Windowed``).
         Such batches keep their matrices (leases), and the samplers' gate keeps them inside the plan:
         the pool's, or the ``reorder buffer`` part's in ordered mode (``_out_of_turn``, ``_budget``)."""
-        return self.ordered or (self.history is not None and self.history.enabled)
+        return self.ordered or self.history is not None
 
     @property
     def ready_capacity(self) -> int:
@@ -169,7 +173,7 @@ def _check_foresight(cfg: LoaderConfig) -> None:
         raise ConfigError(f"foresight={sight!r} must be an int in [0, {MAX_FORESIGHT}] (batches; 0: off, None: "
                           "the memory plan's)")
     object.__setattr__(cfg, "foresight", int(sight))
-    if sight and cfg.history is not None and cfg.history.enabled:
+    if sight and cfg.history is not None:
         raise ConfigError(f"foresight={sight} needs history off: what a batch samples depends on the history's "
                           "state when its turn comes; pass foresight=0 or None")
     if sight and cfg.buffer_policy != "lru-lookahead":
@@ -177,11 +181,13 @@ def _check_foresight(cfg: LoaderConfig) -> None:
                           "pass foresight=0 or None")
 
 
-def _check_history(history: object, fanouts: tuple[int, ...]) -> None:
+def _check_history(history: object, fanouts: tuple[int, ...]) -> bool:
+    """Whether ``history`` is on (staleness 1: every row recomputed, nothing cached, as None says)."""
     if not isinstance(history, HistoryConfig):
         raise ConfigError(f"history must be a HistoryConfig (or None), got {type(history).__name__}")
     if history.enabled and len(fanouts) < 2:
         raise ConfigError(f"history needs at least 2 layers (it caches h^(L-1)); got fanouts={list(fanouts)}")
+    return history.enabled
 
 
 def _check_ranks(rank: int | None, world_size: int | None, local_world_size: int | None) -> None:

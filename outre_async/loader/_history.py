@@ -91,11 +91,11 @@ EPOCH_GRACE_S = 0.5  # how long a new epoch waits for a running one's iterator t
 MAX_WAIT_GAP = 254  # a gap inside the window is carried as 1 + gap in the uint8 validity copy
 
 
-def build_owner(ds: Any, cfg: Any, plan: Iterable[Any]) -> HistoryOwner | None:
-    """The owner for a loader config (None when history is off): candidates ranked by how often
-    ``plan``'s first batches meet them in hop 1, unless the config names them."""
+def build_owner(ds: Any, cfg: Any, plan: Iterable[Any], device: torch.device) -> HistoryOwner | None:
+    """The owner for a loader config on its ``device`` (None when history is off): candidates ranked by
+    how often ``plan``'s first batches meet them in hop 1, unless the config names them."""
     h: HistoryConfig | None = cfg.history
-    if h is None or not h.enabled:
+    if h is None:
         return None
     plan = list(plan)
     h = replace(h, admission=resolve_admission(h, len(plan)))  # "auto": by steps per epoch
@@ -105,7 +105,6 @@ def build_owner(ds: Any, cfg: Any, plan: Iterable[Any]) -> HistoryOwner | None:
         counts, counted = frontier_counts(one_hop.sample, [getattr(item, "seeds", item) for item in plan],
                                           ds.num_nodes, h.profile_batches)
     candidates = choose_candidates(h, counts, cfg.num_samplers, counted)
-    device = torch.device(cfg.device)
     placement = resolve_placement(h, device.type, history_row_bytes(len(candidates), h.dim), device_memory(device))
     table = HistoryTable(candidates, ds.num_nodes, h.dim, pin=placement == "host" and device.type == "cuda",
                          device=device if placement == "device" else "cpu")

@@ -34,7 +34,6 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, S
 from dataclasses import replace
 from typing import Any
 
-import torch
 from numpy.typing import ArrayLike
 
 from .._errors import ConfigError, PipelineClosed
@@ -131,7 +130,7 @@ class OutreLoader:
         self._applied = load_plan(setup) if cfg.profile is not None else None
         run_cfg = self._applied.config if self._applied is not None else cfg
         self._gpu, self._static = tier_caches(setup, run_cfg, self._applied)  # the GPU and static tiers' rows (``_tiers``)
-        self._history = build_owner(ds, run_cfg, setup.first_plan)
+        self._history = build_owner(ds, run_cfg, setup.first_plan, setup.device)
         self.memory = self._memory_plan(run_cfg)
         if run_cfg.extract_queue is None:  # the depth the plan counts (``_budget.extract_depth``)
             run_cfg = replace(run_cfg, extract_queue=self.memory.extract_queue)
@@ -185,7 +184,8 @@ class OutreLoader:
                 raise ConfigError("this loader is open on another event loop; use one loader per loop")
             return
         try:
-            res = await Resources.create(loop, self.config, self.dataset, plan=self.memory,
+            res = await Resources.create(loop, self.config, self.dataset, plan=self.memory, budget=self._setup.budget,
+                                         device=self._setup.device,
                                          partitioned=self._setup.partitioned, source=self._setup.source,
                                          static=self._static, gpu=self._gpu)
         except OSError as exc:  # EMFILE/ENFILE: the I/O ring, files, eventfds of one more loader
@@ -228,7 +228,7 @@ class OutreLoader:
         io_start = IOMark(t=time.perf_counter(), io=res.source.stats())
         self._io_marks = (io_start, None)
         parts = self._epoch_parts(res, epoch, history)
-        device = torch.device(self.config.device)
+        device = self._setup.device
         labels = self.dataset.labels
         to_original = self._layout.to_original if self._layout.ordered else None
         edges_to_original = self._layout.edges_to_original if self._layout.ordered else None
@@ -410,7 +410,7 @@ class OutreLoader:
         out["max_rows_per_batch"] = self._setup.sizes.max_rows
         place = self._setup.place
         out["expected_rows_per_batch"] = self._setup.sizes.batch_rows
-        out["memory"] = {"budget": place.budget_share(self.config.budget_bytes), "planned": self.memory.total,
+        out["memory"] = {"budget": self._setup.budget, "planned": self.memory.total,
                          **self.memory.parts}
         out["ranks"] = {"rank": place.rank, "world_size": place.world_size, "local_world_size": place.local_world_size}
         extract, ready = self._channels

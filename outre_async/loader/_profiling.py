@@ -47,7 +47,7 @@ import hashlib
 import json
 import time
 import zlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -59,12 +59,14 @@ from ..plan._budget_plan import choose, knapsack_input, predict
 from ..plan._costs import MissCosts, measure_costs
 from ..plan._counts import Counts, presample
 from ..plan._files import Profile, profile_path, read_profile, write_profile
-from ..sampling._plan import plan_epoch
-from ._budget import MemoryPlan, Sizes, default_pool, plan_memory
+from ._budget import MemoryPlan, default_pool
 from ._config import LoaderConfig
-from ._resources import io_depth
+from ._read_depth import io_depth
 from ._setup import LoaderSetup
 from ._tiers import gpu_rows
+
+if TYPE_CHECKING:
+    import torch
 
 AUTO = "auto"
 AUTO_BATCHES = 64  # batches the loader pre-samples when it profiles itself (``outre profile``: --batches)
@@ -84,15 +86,21 @@ class AppliedPlan:
         return int(self.static_rows.nbytes + self.neighbor_nodes.nbytes)
 
 
-def profile_setup(cfg: LoaderConfig, seeds: np.ndarray) -> dict[str, Any]:
-    """What a profile is tied to: every knob that changes the batches, their order or the budget."""
-    h = cfg.history if cfg.history is not None and cfg.history.enabled else None
-    offered = [[p.placement, p.host_bytes, p.max_slots] for p in history_prices(cfg)]
+def profile_setup(setup: LoaderSetup, cfg: LoaderConfig) -> dict[str, Any]:
+    """What a profile is tied to: every knob that changes the batches, their order or the budget.
+    ``memory_budget`` is the rank's (``LoaderSetup.budget``): a host's budget over its ranks is the
+    same profile as that share for one rank of the run.  Rank and world size, as a rank plans its share
+    of the epoch (``LoaderSetup.first_plan``); only when several, so one process's profiles made before
+    they were recorded still match."""
+    seeds, place = setup.seeds, setup.place
+    h = cfg.history
+    offered = [[p.placement, p.host_bytes, p.max_slots] for p in history_prices(cfg, setup.device)]
     return {"fanouts": list(cfg.fanouts), "batch_size": cfg.batch_size, "seed": cfg.seed, "shuffle": cfg.shuffle,
             "drop_last": cfg.drop_last, "ordered": cfg.ordered, "num_seeds": len(seeds),
             "seeds_crc32": zlib.crc32(np.ascontiguousarray(seeds, np.int64).tobytes()),
+            **({"rank": place.rank, "world_size": place.world_size} if place.world_size > 1 else {}),
             "partitions": cfg.partitions, "parts_per_batch": cfg.parts_per_batch, "interleave": cfg.interleave,
-            "memory_budget": cfg.budget_bytes, "num_samplers": cfg.num_samplers, "num_extractors": cfg.num_extractors,
+            "memory_budget": setup.budget, "num_samplers": cfg.num_samplers, "num_extractors": cfg.num_extractors,
             "backend": cfg.backend, "staleness": h.staleness if h else None, "history_dim": h.dim if h else None,
             "history_window": h.window if h else None,
             # only when on, so profiles made before the GPU tier existed still match a loader without it
@@ -106,9 +114,9 @@ def auto_name(setup: dict[str, Any], split: object) -> str:
     return f"auto-{digest[:12]}"
 
 
-def base_memory(cfg: LoaderConfig, sizes: Sizes, kind: str) -> tuple[MemoryPlan, int]:
-    """The fixed parts with the default buffer, and the bytes of the budget left for the caches."""
-    budget = int(cfg.budget_bytes or 0)
+def base_memory(setup: LoaderSetup, cfg: LoaderConfig) -> tuple[MemoryPlan, int]:
+    """The fixed parts with the default buffer, and the bytes of the rank's budget left for the caches."""
+    sizes, budget = setup.sizes, int(setup.budget or 0)
     # the buffer's default: (extractors + 1) batches of the probed real rows (it is a cache that
     # batches stream through, _budget); the static cache then competes for the rest
     rows = min((cfg.num_extractors + 1) * sizes.expected_rows, sizes.num_nodes)
@@ -116,9 +124,9 @@ def base_memory(cfg: LoaderConfig, sizes: Sizes, kind: str) -> tuple[MemoryPlan,
     # (``LoaderConfig.holds_back``), so the pool the caches leave room for is the loader's
     bare = dataclasses.replace(cfg, buffer_rows=rows, neighbor_cache=0, profile=None)
     try:
-        mem = plan_memory(bare, sizes, source=kind)
+        mem = setup.memory_plan(bare)
     except ConfigError:  # the default buffer does not fit: the budget sizes it, nothing is left for caches
-        return plan_memory(dataclasses.replace(bare, buffer_rows=None), sizes, source=kind), 0
+        return setup.memory_plan(dataclasses.replace(bare, buffer_rows=None)), 0
     # with the buffer's rows given, the batch pool takes whatever is left: keep it at its default and
     # let the caches compete for the rest (the loader's plan gives the pool what they leave)
     pool = min(mem.parts["batches"], default_pool(bare, sizes))
@@ -137,20 +145,19 @@ def run_profile(setup: LoaderSetup, cfg: LoaderConfig, *, name: str | None, max_
     history's slot prices of :func:`history_prices` (a GPU's priced with numbers on a CPU: the tests)."""
     from tqdm import tqdm
 
-    ds, seeds, partitioned, sizes, kind = setup.dataset, setup.seeds, setup.partitioned, setup.sizes, setup.source_kind
+    ds, partitioned, kind = setup.dataset, setup.partitioned, setup.source_kind
 
     started = time.perf_counter()
-    mem, cache_budget = base_memory(cfg, sizes, kind)
+    mem, cache_budget = base_memory(setup, cfg)
     if cfg.gpu_cache_budget:  # the GPU tier's node -> slot table is host memory the caches cannot have
         cache_budget = max(0, cache_budget - gpu_index_bytes(ds.num_nodes))
-    h = cfg.history if cfg.history is not None and cfg.history.enabled else None
+    h = cfg.history
     window = 0 if cfg.ordered or h is None else default_window(h, cfg.num_samplers, cfg.num_extractors)
-    prices = history_prices(cfg) if prices is None else prices
+    prices = history_prices(cfg, setup.device) if prices is None else prices
     # as many candidates as the cheapest placement's slots the budget (and the device) could hold
     most = max((min(cache_budget // p.host_bytes, cache_budget if p.max_slots is None else p.max_slots)
                 for p in prices), default=0)
-    plan = partitioned.plan(0) if partitioned is not None else plan_epoch(
-        seeds, cfg.batch_size, shuffle=cfg.shuffle, seed=cfg.seed, epoch=0, drop_last=cfg.drop_last)
+    plan = setup.first_plan  # this rank's epoch 0, as the loader runs it
     with tqdm(total=min(len(plan), max_batches), unit="batch", desc="profile", disable=not progress) as bar:
         counts = presample(ds, plan, fanouts=cfg.fanouts, seed=cfg.seed, stream_base=0, max_batches=max_batches,
                            buffer_rows=mem.buffer_rows, horizon=h.staleness - window if h else -1,
@@ -182,9 +189,9 @@ def run_profile(setup: LoaderSetup, cfg: LoaderConfig, *, name: str | None, max_
     choice, alpha, price = max(options, key=lambda o: o[0].saved_us)  # ties: the first (the device's rows)
     done = time.perf_counter()
     scale = counts.epoch_batches / max(counts.batches, 1)
-    meta = {"setup": profile_setup(cfg, seeds), "cache_split": cfg.cache_split, "alpha": alpha,
+    meta = {"setup": profile_setup(setup, cfg), "cache_split": cfg.cache_split, "alpha": alpha,
             "costs": {**costs.to_json(), "sample_spread": round(counts.sample_spread, 4)},
-            "memory": {"budget": cfg.budget_bytes, "fixed": mem.total - mem.parts["feature buffer"],
+            "memory": {"budget": setup.budget, "fixed": mem.total - mem.parts["feature buffer"],
                        "feature_buffer": mem.parts["feature buffer"], "buffer_rows": mem.buffer_rows,
                        "cache_budget": cache_budget, "split": choice.bytes},
             "plan": {"static_rows": len(choice.features), "history_slots": len(choice.history),
@@ -204,16 +211,13 @@ def run_profile(setup: LoaderSetup, cfg: LoaderConfig, *, name: str | None, max_
     return Profile(path=path, meta=meta, arrays=arrays)
 
 
-def history_prices(cfg: LoaderConfig) -> list[SlotPrice]:
+def history_prices(cfg: LoaderConfig, device: torch.device) -> list[SlotPrice]:
     """How a history slot is priced under each placement the config allows on its device
     (``cache.slot_prices``; empty without a history): rows on a GPU cost the host budget only their
     bookkeeping, up to the device budget's slots."""
-    h = cfg.history if cfg.history is not None and cfg.history.enabled else None
+    h = cfg.history
     if h is None:
         return []
-    import torch
-
-    device = torch.device(cfg.device)
     return slot_prices(h, device.type, device_memory(device), cfg.num_samplers)
 
 
@@ -252,7 +256,7 @@ def gpu_info(info: dict[str, Any] | None, counts: Counts, costs: MissCosts,
 def load_plan(setup: LoaderSetup) -> AppliedPlan:
     """The plan the setup's ``profile=`` names (or profiles now, for ``"auto"``), applied to its config."""
     cfg, ds = setup.config, setup.dataset
-    tied = profile_setup(cfg, setup.seeds)
+    tied = profile_setup(setup, cfg)
     name = str(cfg.profile)
     if name == AUTO:
         name = auto_name(tied, cfg.cache_split)
@@ -272,7 +276,7 @@ def apply(cfg: LoaderConfig, prof: Profile) -> AppliedPlan:
     mem, split = prof.meta["memory"], prof.meta["memory"]["split"]
     hist_nodes = prof.arrays["history_nodes"]
     history = None
-    if cfg.history is not None and cfg.history.enabled and len(hist_nodes):
+    if cfg.history is not None and len(hist_nodes):
         placement = prof.meta.get("plan", {}).get("history_placement", cfg.history.placement)
         history = dataclasses.replace(cfg.history, candidates=hist_nodes, budget=None, placement=placement)
     io = prof.meta.get("io") or {}

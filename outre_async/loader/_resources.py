@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..features import FeatureBuffer, FeatureSource, FeatureTier, detect_io_uring, open_source
-from ..features._disk_probe import gap_from_probe, in_flight_for
+from ..features import FeatureBuffer, FeatureSource, FeatureTier, open_source
+from ..features._disk_probe import gap_from_probe
 from ..features._gpu_tier import DeviceFeatureCache
 from ..features._static_cache import StaticFeatureCache
+from ..features._uring_source import UringSource
 from ..sampling._sampler import NeighborSampler
 from ..store._dataset import Dataset
 from ..store._watch import FileWatch
@@ -31,9 +32,8 @@ from ._batch_memory import BatchMemory
 from ._budget import MemoryPlan, batch_row_bytes
 from ._config import LoaderConfig
 from ._device_copy import CopyEngine, copy_engine_for
+from ._read_depth import io_depth
 from ._tiers import build_tiers
-
-DEFAULT_DEPTH_FOR_GAP = 256  # io_uring's default depth (IOConfig.max_in_flight), where no probe sized it
 
 if TYPE_CHECKING:
     from ._delivery import EpochStream
@@ -69,15 +69,16 @@ class Resources:
 
     @classmethod
     async def create(cls, loop: asyncio.AbstractEventLoop, cfg: LoaderConfig, ds: Dataset, *, plan: MemoryPlan,
-                     partitioned: PartitionBatching | None, source: FeatureSource | None,
+                     budget: int | None, device: torch.device, partitioned: PartitionBatching | None,
+                     source: FeatureSource | None,
                      static: StaticFeatureCache | None = None, gpu: DeviceFeatureCache | None = None) -> Resources:
         owns_source = source is None
         if source is None:
             source = _open_source(cfg, ds, plan.source_options())
         buffer = FeatureBuffer(ds.num_nodes, plan.buffer_rows, ds.feature_dim, policy=cfg.buffer_policy,
                                merge_rows=source.merge_rows)
-        engine = copy_engine_for(torch.device(cfg.device), cfg.device_depth)  # None on the CPU
-        matrices = BatchMemory(plan.batch_bytes, batch_row_bytes(ds.feature_dim), budget=cfg.budget_bytes,
+        engine = copy_engine_for(device, cfg.device_depth)  # None on the CPU
+        matrices = BatchMemory(plan.batch_bytes, batch_row_bytes(ds.feature_dim), budget=budget,
                                registry=engine.registry if engine is not None else None)
         samplers: list[Sampler]
         if partitioned is not None:
@@ -116,30 +117,16 @@ class Resources:
 
 def _open_source(cfg: LoaderConfig, ds: Dataset, staging: dict[str, int]) -> FeatureSource:
     """Open the configured backend; a disk source gets the staging sizes of the memory plan unless
-    ``source_options`` set them."""
+    ``source_options`` set them; the reads in flight are ``_read_depth``'s."""
     io_opts = {} if cfg.backend == "memory" else {**staging, **cfg.source_options}
     depth = io_depth(cfg, ds.row_layout.stride)
     if depth is not None:
-        io_opts.setdefault("max_in_flight", depth)
+        io_opts["max_in_flight"] = depth
     if cfg.backend != "memory" and cfg.disk_probe is not None:  # merged reads: holes cheaper than a read
-        io_opts.setdefault("max_gap_bytes", gap_from_probe(cfg.disk_probe, depth or DEFAULT_DEPTH_FOR_GAP,
+        # (pread, which keeps its own depth: priced at io_uring's default, as it always was)
+        io_opts.setdefault("max_gap_bytes", gap_from_probe(cfg.disk_probe, depth or UringSource.DEFAULT_DEPTH,
                                                            ds.row_layout.stride))
     return open_source(ds, cfg.backend, **io_opts)  # type: ignore[arg-type]  # validated in LoaderConfig
-
-
-def io_depth(cfg: LoaderConfig, read_bytes: int) -> int | None:
-    """Reads in flight for the loader's disk source: ``max_in_flight`` when given; else, for io_uring
-    with a ``disk_probe``, Little's law on the probe (``in_flight_for``: the knee of its rate curve at
-    this read size, x2 for the burst reaping); else None, the backend's default.  pread keeps its
-    default: its depth is a thread count, and threads past 32 cost more CPU than they add."""
-    if cfg.backend == "memory":
-        return None
-    if cfg.max_in_flight is not None:
-        return cfg.max_in_flight
-    probe = cfg.disk_probe
-    if probe is None or cfg.backend == "pread" or (cfg.backend == "auto" and not detect_io_uring()):
-        return None
-    return in_flight_for(probe, read_bytes)
 
 
 @dataclass(slots=True)

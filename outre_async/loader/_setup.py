@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import torch
 
 from .._errors import ConfigError
 from ..features import FeatureSource, detect_io_uring
@@ -44,6 +45,8 @@ class LoaderSetup:
     seeds: np.ndarray                     # the split's node ids (``seed_ids``)
     seed_index: SeedIndex                 # node id -> position in ``seeds`` (batch.input_id)
     place: RankPlace                      # rank, world size, ranks on this host
+    budget: int | None                    # this rank's bytes of memory_budget (the host's split, _ranks)
+    device: torch.device                  # the config's device (validated there), as the one torch.device passed on
     partitioned: PartitionBatching | None  # partition mode's batching (None: plain seeds)
     first_plan: Sequence[PlanItem]        # epoch 0's plan for this rank
     sizes: Sizes                          # what the memory plan needs: rows, bytes, probed rows per batch
@@ -57,9 +60,10 @@ class LoaderSetup:
 
     def memory_plan(self, cfg: LoaderConfig, extra: dict[str, int] | None = None) -> MemoryPlan:
         """The memory plan of ``cfg`` (this setup's config, or it with a profile's plan applied) on
-        these sizes; ``memory_budget`` is the host's when ``local_world_size`` is given: this rank's share."""
-        if self.place.local_world_size is not None:
-            cfg = replace(cfg, memory_budget=self.place.budget_share(cfg.budget_bytes))
+        these sizes, within this rank's :attr:`budget` (``cfg.memory_budget`` is the host's when
+        ``local_world_size`` is given)."""
+        if cfg.budget_bytes != self.budget:
+            cfg = replace(cfg, memory_budget=self.budget)
         return plan_memory(cfg, self.sizes, source=self.source_kind, extra=extra or None)
 
 
@@ -101,6 +105,7 @@ def loader_setup(dataset: Dataset, config: LoaderConfig, split: Any, source: Fea
     if kind == "disk" and config.budget_bytes is not None:
         sizes = replace(sizes, rows_into_slots=_rows_into_slots(dataset, config))
     return LoaderSetup(dataset=dataset, config=config, split=split, seeds=seeds, seed_index=seed_index, place=place,
+                       budget=place.budget_share(config.budget_bytes), device=torch.device(config.device),
                        partitioned=partitioned, first_plan=first_plan, sizes=sizes, source=source, source_kind=kind)
 
 

@@ -47,13 +47,13 @@ def gpu_rows(ds: Any, cfg: Any, plan: Sequence[object], *, stream_base: int = 0,
     return np.sort(rank_rows(counts)[:capacity])
 
 
-def gpu_cache(ds: Any, cfg: Any, plan: Sequence[object], *, stream_base: int = 0,
+def gpu_cache(ds: Any, cfg: Any, plan: Sequence[object], *, device: torch.device, stream_base: int = 0,
               stream_stride: int = 1) -> DeviceFeatureCache | None:
     """The GPU tier's cache (not loaded yet), or None when it is off or no row was met."""
     nodes = gpu_rows(ds, cfg, plan, stream_base=stream_base, stream_stride=stream_stride)
     if nodes is None or not len(nodes):
         return None
-    return DeviceFeatureCache(nodes, ds.num_nodes, ds.feature_dim, device=cfg.device)
+    return DeviceFeatureCache(nodes, ds.num_nodes, ds.feature_dim, device=device)
 
 
 def plan_row_counts(ds: Any, fanouts: Sequence[int], plan: Sequence[object], *, seed: int, stream_base: int = 0,
@@ -67,14 +67,16 @@ def plan_row_counts(ds: Any, fanouts: Sequence[int], plan: Sequence[object], *, 
     return counts
 
 
-def static_cache(ds: Any, cfg: Any, static_rows: np.ndarray, gpu: DeviceFeatureCache | None) -> StaticFeatureCache | None:
-    """The static tier's cache: the plan's rows less the GPU tier's (None when nothing is left)."""
+def static_cache(ds: Any, static_rows: np.ndarray, gpu: DeviceFeatureCache | None,
+                 device: torch.device) -> StaticFeatureCache | None:
+    """The static tier's cache: the plan's rows less the GPU tier's (None when nothing is left); pinned
+    for the copies to a GPU ``device``."""
     rows = np.asarray(static_rows, dtype=np.int64)
     if gpu is not None:
         rows = rows[~np.isin(rows, gpu.nodes)]
     if not len(rows):
         return None
-    return StaticFeatureCache(rows, ds.num_nodes, ds.feature_dim, pin=torch.device(cfg.device).type == "cuda")
+    return StaticFeatureCache(rows, ds.num_nodes, ds.feature_dim, pin=device.type == "cuda")
 
 
 def build_tiers(source: FeatureSource, buffer: FeatureBuffer, *, num_extractors: int,
@@ -99,6 +101,7 @@ def tier_caches(setup: Any, run_cfg: Any, applied: Any) -> tuple[DeviceFeatureCa
     if applied is not None and partitioned is not None:
         partitioned.use_neighbor_cache(applied.neighbor_nodes, int(run_cfg.neighbor_cache))
     base = partitioned.stream_base(0) if partitioned is not None else place.rank
-    gpu = gpu_cache(setup.dataset, run_cfg, setup.first_plan, stream_base=base, stream_stride=place.world_size)
-    static = None if applied is None else static_cache(setup.dataset, run_cfg, applied.static_rows, gpu)
+    gpu = gpu_cache(setup.dataset, run_cfg, setup.first_plan, device=setup.device, stream_base=base,
+                    stream_stride=place.world_size)
+    static = None if applied is None else static_cache(setup.dataset, applied.static_rows, gpu, setup.device)
     return gpu, static

@@ -159,3 +159,10 @@ def test_outre_profile_records_the_cached_probe(ds: oa.Dataset, tmp_path: Path,
     assert meta["io"]["measured_at"] == probe.measured_at  # the cached probe, not a new one
     assert main([*argv[:-3], "--no-probe", "--name", "cliplain", "--no-progress"]) == 0
     assert json.loads((ds.path / "profile" / "cliplain" / "meta.json").read_text())["io"] is None
+
+
+def test_max_in_flight_has_one_home() -> None:
+    """The reads in flight are the loader's knob: the memory plan sizes staging and bounce pages by it
+    (``_read_depth``), so ``source_options`` may not set them behind its back."""
+    with pytest.raises(oa.ConfigError, match=r"repeats a loader knob; pass max_in_flight=8 instead"):
+        oa.LoaderConfig(fanouts=(3,), batch_size=8, source_options={"max_in_flight": 8})

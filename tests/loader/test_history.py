@@ -63,6 +63,16 @@ def _check_pulls(batch, exact: torch.Tensor) -> int:
 
 
 # -- staleness 1 is no history --------------------------------------------------------------------
+def test_staleness_one_is_held_as_no_history() -> None:
+    """One way to say off: validation holds ``HistoryConfig(staleness=1)`` as None, so ``history is None``
+    is the whole test of every reader (and a one-layer model may pass it)."""
+    off = oa.LoaderConfig(fanouts=(3, 3), batch_size=8, history=oa.HistoryConfig(staleness=1, dim=4))
+    assert off.history is None and off == oa.LoaderConfig(fanouts=(3, 3), batch_size=8)
+    assert oa.LoaderConfig(fanouts=(3,), batch_size=8, history=oa.HistoryConfig(staleness=1, dim=4)).history is None
+    on = oa.HistoryConfig(staleness=2, dim=4)
+    assert oa.LoaderConfig(fanouts=(3, 3), batch_size=8, history=on).history is on
+
+
 def test_staleness_one_is_bit_identical_to_no_history(dataset: oa.Dataset) -> None:
     def train(staleness: int | None) -> tuple[list[float], list[list[int]]]:
         model = _model()

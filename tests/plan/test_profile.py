@@ -347,3 +347,43 @@ def test_cuda_profile_puts_the_history_rows_on_the_gpu_and_the_host_plan_holds_t
         assert memory["planned"] <= memory["budget"]
     finally:
         loader.close()
+
+
+@pytest.mark.parametrize("partitions", ["p16", None])
+def test_profile_auto_plans_the_ranks_share_of_a_hosts_budget(ds: oa.Dataset, partitions: str | None) -> None:
+    """9 MiB for the 2 ranks of a host plans exactly what 4.5 MiB does for one rank of the same run: the
+    rank's share is resolved once (``LoaderSetup.budget``), for the profile as for the loader.  Before,
+    the profile split the host's whole budget and the loader then refused its share."""
+    opts = {**OPTS, "partitions": partitions, "parts_per_batch": 2 if partitions else None, "rank": 0,
+            "world_size": 2}
+    share = 4608 << 10  # where the split is the budget's: a host's whole 9 MiB would buy static rows
+    alone = oa.OutreLoader(ds, profile="auto", **{**opts, "memory_budget": share})
+    shared = oa.OutreLoader(ds, profile="auto", **{**opts, "memory_budget": 2 * share, "local_world_size": 2})
+    try:
+        assert shared.memory.parts == alone.memory.parts and shared.memory.total <= share
+        assert shared.buffer_rows == alone.buffer_rows
+        # the identity holds the rank's budget, so the host's 12 MiB over 2 ranks is the same profile
+        assert shared.stats()["profile"]["name"] == alone.stats()["profile"]["name"]
+        assert shared.stats()["memory"]["budget"] == alone.stats()["memory"]["budget"] == share
+    finally:
+        alone.close()
+        shared.close()
+
+
+def test_a_profile_is_tied_to_its_rank_and_world_size(ds: oa.Dataset) -> None:
+    """A rank plans its share of the epoch, so a profile measured on one process's plan is not another
+    rank's: rank and world size are in its identity (``profile_setup``), and ``"auto"`` keeps one per rank."""
+    oa.profile(ds, name="one-process", costs=COSTS, **OPTS)
+    with pytest.raises(oa.ProfileMismatchError, match="world_size: profiled None, loader 2"):
+        oa.OutreLoader(ds, profile="one-process", rank=0, world_size=2, **OPTS)
+    oa.profile(ds, name="rank-1", costs=COSTS, rank=1, world_size=2, **OPTS)
+    with pytest.raises(oa.ProfileMismatchError, match="rank: profiled 1, loader 0"):
+        oa.OutreLoader(ds, profile="rank-1", rank=0, world_size=2, **OPTS)
+    loader = oa.OutreLoader(ds, profile="rank-1", rank=1, world_size=2, **OPTS)
+    loader.close()
+    names = set()
+    for rank in (0, 1):
+        auto = oa.OutreLoader(ds, profile="auto", rank=rank, world_size=2, **OPTS)
+        names.add(auto.stats()["profile"]["name"])
+        auto.close()
+    assert len(names) == 2
