@@ -31,6 +31,7 @@ from typing import Any
 from ._errors import (
     CheckpointError,
     CheckpointMismatchError,
+    ConcurrentEpochError,
     ConfigError,
     DatasetCorruptError,
     DatasetError,
@@ -45,6 +46,7 @@ from ._errors import (
     HistoryError,
     InputFormatError,
     InvalidGraphError,
+    LoaderForkedError,
     ManifestError,
     NotSupportedError,
     OutreError,
@@ -154,6 +156,7 @@ _LAZY = {
 __all__ = [
     "CheckpointError",
     "CheckpointMismatchError",
+    "ConcurrentEpochError",
     "ConfigError",
     "Dataset",
     "DatasetCorruptError",
@@ -170,6 +173,7 @@ __all__ = [
     "HistoryError",
     "InputFormatError",
     "InvalidGraphError",
+    "LoaderForkedError",
     "ManifestError",
     "NotSupportedError",
     "OutreError",

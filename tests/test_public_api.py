@@ -14,6 +14,7 @@ PUBLIC = {
     "outre_async": [
         "CheckpointError",
         "CheckpointMismatchError",
+        "ConcurrentEpochError",
         "ConfigError",
         "Dataset",
         "DatasetCorruptError",
@@ -39,6 +40,7 @@ PUBLIC = {
         "InputFormatError",
         "InvalidGraphError",
         "LoaderConfig",
+        "LoaderForkedError",
         "MLP",
         "ManifestError",
         "NeighborSampler",

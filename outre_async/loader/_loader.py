@@ -28,8 +28,10 @@ from __future__ import annotations
 import asyncio
 import numbers
 import os
+import threading
 import time
 import weakref
+from contextlib import aclosing
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
@@ -37,10 +39,10 @@ from typing import Any
 import torch
 from numpy.typing import ArrayLike
 
-from .._errors import ConfigError, PipelineClosed
+from .._errors import ConfigError, LoaderForkedError, PipelineClosed
 from .._units import format_bytes
 from ..aio._channel import Channel
-from ..aio._loop_thread import LoopThread
+from ..aio._loop_thread import LoopThread, forked_message
 from ..cache._history_config import HistoryConfig
 from ..features import FeatureSource
 from ..features._device_rows import assemble_x
@@ -57,7 +59,8 @@ from ._device_copy import CopyEngine, Transfer, wait_on_own_stream
 from ._epoch_io import IOMark, epoch_io, known_rate
 from ._extract_stage import ExtractStage
 from ._foresight import EpochForesight, ForesightTotals
-from ._history import EpochHistory, EpochToken, build_owner
+from ._epoch_rule import EpochToken, OneEpochAtATime
+from ._history import EpochHistory, build_owner
 from ._layout import choose_layout
 from ._out_of_turn import OutOfTurnMemory
 from ._pipeline import EpochParts
@@ -87,6 +90,13 @@ class OutreLoader:
     and the epoch in either order, but by default batches arrive in completion order (the fastest),
     which changes from run to run, so a fixed seed alone does not repeat a training run.  Pass
     ``ordered=True`` for plan order: the same seed then gives the same sequence of batches.
+
+    One epoch at a time: each ``for``/``async for``/``iter()`` starts an epoch, and one started while
+    another epoch of this loader is still being iterated (an iterator kept from ``iter(loader)``,
+    another thread or task) is refused with :class:`ConcurrentEpochError`; the running one goes on.
+    Finish, close or drop the first iterator, or use a second loader (``_epoch_rule``).  A loader
+    belongs to the process that started it: used in a child forked after that (``multiprocessing``,
+    torch ``DataLoader`` workers) it raises :class:`LoaderForkedError`; make it in the worker.
     """
 
     def __init__(self, dataset: Dataset | str | os.PathLike[str], *,
@@ -145,7 +155,10 @@ class OutreLoader:
         self._gate: OutOfTurnMemory | None = None  # ordered mode: the latest epoch's out-of-turn budget
         self._box = ResourceBox()
         self._bridge: LoopThread | None = None
+        self._bridge_lock = threading.Lock()  # two threads' first iterations make one bridge
         self._finalizer: weakref.finalize | None = None
+        self._turn = OneEpochAtATime()  # the iteration rule (``_epoch_rule``)
+        self._opened_in: int | None = None  # the pid that opened the resources (a forked child has no threads)
 
     @property
     def _res(self) -> Resources | None:
@@ -178,6 +191,7 @@ class OutreLoader:
     async def open(self) -> None:
         """Create the I/O source, buffer, samplers and executor on the running loop (idempotent)."""
         loop = asyncio.get_running_loop()
+        self._check_process()
         if self._res is not None:
             if self._res.loop is not loop:
                 raise ConfigError("this loader is open on another event loop; use one loader per loop")
@@ -192,6 +206,7 @@ class OutreLoader:
                 raise
             raise named from exc
         self._box.res = res
+        self._opened_in = os.getpid()
         for cache in (self._static, self._gpu):  # hot rows, read once through the loader's source
             if cache is not None:
                 await cache.load(res.source)
@@ -203,7 +218,13 @@ class OutreLoader:
         the generator is collected; closing the loader closes it deterministically.  The loader can be
         opened again later.
         """
+        if self._opened_in is not None and self._opened_in != os.getpid():
+            return  # a forked child: the threads and the ring are the parent's to close
         await self._box.close()
+
+    def _check_process(self) -> None:
+        if self._opened_in is not None and self._opened_in != os.getpid():
+            raise LoaderForkedError(forked_message(self._opened_in))
 
     def __aiter__(self) -> AsyncIterator[OutreBatch]:
         token = EpochToken()
@@ -216,6 +237,15 @@ class OutreLoader:
         res = self._res
         if res is None:
             raise PipelineClosed("the loader was closed")
+        await self._turn.begin(self._epoch, token)  # or ConcurrentEpochError
+        try:
+            async with aclosing(self._epoch_batches(res, token)) as batches:
+                async for batch in batches:
+                    yield batch
+        finally:
+            self._turn.end(token)
+
+    async def _epoch_batches(self, res: Resources, token: EpochToken) -> AsyncGenerator[OutreBatch, None]:
         ordered = self.config.ordered
         history = await self._history.epoch(ordered=ordered, token=token) if self._history is not None else None
         epoch = self._epoch
@@ -310,6 +340,11 @@ class OutreLoader:
         return self
 
     def _sync_bridge(self) -> LoopThread:
+        with self._bridge_lock:
+            return self._bridge_locked()
+
+    def _bridge_locked(self) -> LoopThread:
+        self._check_process()
         if self._res is not None and self._bridge is None:
             raise ConfigError("this loader is open in async mode; use `async for`, or a separate loader")
         if self._bridge is None:
