@@ -258,6 +258,18 @@ def _plan_parts(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str
     return plan
 
 
+def check_fits_machine(plan: MemoryPlan, sizes: Sizes, available: int) -> None:
+    """Refuse a plan larger than the host memory ``available`` now (``_units.available_memory``:
+    ``MemAvailable`` under the process's memory cgroup limits): such a loader would only be killed
+    later, or swap, part way through an epoch (issue 34: ``num_extractors=10**6`` planned 135 TB and
+    delivered nothing while its memory climbed)."""
+    if plan.total > available:
+        raise ConfigError(
+            f"this loader plans {plan.total} bytes ({format_bytes(plan.total)}) of host memory, more than the "
+            f"{available} ({format_bytes(available)}) available to this process now: {_describe(plan, sizes)}; pass "
+            "a smaller memory_budget, or lower batch_size, fanouts, num_extractors, num_samplers or queue depths")
+
+
 def plan_memory_floor(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str, int] | None = None) -> int:
     """The smallest budget that fits: the buffer's floor (or ``buffer_rows``), two expected batches'
     matrices, the smallest staging arenas and the extract queue's floor."""
