@@ -63,6 +63,7 @@ from ._errors import (
     ProfileError,
     ProfileMismatchError,
     ProfileNotFoundError,
+    SmallBufferWarning,
     TooManyOpenFilesError,
 )
 from .store import Dataset, DatasetWriter, RowLayout, choose_row_layout, open_dataset
@@ -191,6 +192,7 @@ __all__ = [
     "ProfileMismatchError",
     "ProfileNotFoundError",
     "RowLayout",
+    "SmallBufferWarning",
     "TooManyOpenFilesError",
     "choose_row_layout",
     "open_dataset",

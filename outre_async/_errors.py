@@ -36,6 +36,8 @@
     └── PipelineClosed                 the loader was closed or failed; no more batches
         └── LoaderForkedError          a loader started in one process was iterated in a forked child
 
+    SmallBufferWarning (UserWarning)   buffer_rows below one batch's rows: correct, but each batch streams in pieces
+
 Messages say what was expected, what was found and what to do, on one line, so that the CLI can
 print ``str(exc)`` as-is.  Wrapping errors use ``raise ... from exc`` to keep the cause.
 """
@@ -79,6 +81,7 @@ __all__ = [
     "ProfileError",
     "ProfileMismatchError",
     "ProfileNotFoundError",
+    "SmallBufferWarning",
     "TooManyOpenFilesError",
 ]
 
@@ -258,3 +261,10 @@ class LoaderForkedError(PipelineClosed):
 class DistributedError(OutreError):
     """A data-parallel run failed: a rank exited with an error, or a collective (all-reduce, barrier)
     broke or timed out because another rank failed or stopped taking steps."""
+
+
+class SmallBufferWarning(UserWarning):
+    """``buffer_rows`` was given below the rows one batch is expected to read: every batch then streams
+    through the feature buffer in pieces, which is correct but far slower (issue 34: ``buffer_rows=1``
+    took ~130x the default's time).  Leave ``buffer_rows`` out, or give at least the rows the warning
+    names."""

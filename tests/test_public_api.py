@@ -64,6 +64,7 @@ PUBLIC = {
         "ProfileNotFoundError",
         "RowLayout",
         "SampledSubgraph",
+        "SmallBufferWarning",
         "SyncLoader",
         "TooManyOpenFilesError",
         "cached_probe",

@@ -51,7 +51,8 @@ class LoaderConfig:
     num_extractors: int = None  # type: ignore[assignment]
     extract_queue: int | None = None  # None: num_samplers + 2, deepened by the memory plan (extract_capacity)
     ready_queue: int | None = None    # None: num_extractors
-    buffer_rows: int | None = None    # None: from memory_budget, else (num_extractors + 1) × probed rows per batch
+    buffer_rows: int | None = None    # None: from memory_budget, else (num_extractors + 1) × probed rows per batch;
+    # below one batch's expected rows a SmallBufferWarning (correct, but batches stream in pieces: _budget.warn_small_buffer)
     memory_budget: int | str | None = None  # bytes for the feature buffer; None: buffer_rows' default
     backend: str = "auto"
     max_in_flight: int | None = None  # None: from disk_probe (io_uring), else the backend's default (io_uring 256, pread 32)

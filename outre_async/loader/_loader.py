@@ -52,7 +52,7 @@ from ..sampling._plan import num_batches
 from ..store._dataset import Dataset, open_dataset
 from ..store._safe_read import fd_exhausted
 from ._batch import ExtractedBatch, OutreBatch, SampledBatch, to_batch
-from ._budget import MemoryPlan, batch_row_bytes, check_fits_machine, foresight_rows
+from ._budget import MemoryPlan, batch_row_bytes, check_fits_machine, foresight_rows, warn_small_buffer
 from ._config import BACKENDS, LoaderConfig
 from ._delivery import AsyncEpoch, Delivery, EpochStream, ToDevice
 from ._device_copy import CopyEngine, Transfer, wait_on_own_stream
@@ -142,6 +142,8 @@ class OutreLoader:
         self._history = build_owner(ds, run_cfg, setup.first_plan)
         self.memory = self._memory_plan(run_cfg)
         check_fits_machine(self.memory, setup.sizes, available_memory())  # or ConfigError, before anything is allocated
+        if run_cfg.buffer_rows is not None:  # the caller's size (a budget's is the plan's own choice)
+            warn_small_buffer(self.memory.buffer_rows, setup.sizes)
         if run_cfg.extract_queue is None:  # the depth the plan counts (``_budget.extract_depth``)
             run_cfg = replace(run_cfg, extract_queue=self.memory.extract_queue)
         if run_cfg.foresight is None:  # the plan's (``_budget.foresight_depth``)

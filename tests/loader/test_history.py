@@ -178,6 +178,7 @@ def test_realised_staleness_never_exceeds_the_bound(dataset: oa.Dataset, seed: i
 
 
 # -- what completion order's window holds back stays in the plan (issue 27) ------------------------
+@pytest.mark.filterwarnings("ignore::outre_async.SmallBufferWarning")  # a buffer below a batch on purpose
 @pytest.mark.parametrize("seed", [1, 2])
 def test_batches_the_window_holds_back_keep_their_leases_within_the_plan(dataset: oa.Dataset, seed: int,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:

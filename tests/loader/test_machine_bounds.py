@@ -59,3 +59,13 @@ def test_a_partition_name_that_is_a_path_is_a_named_config_error(dataset: oa.Dat
 def test_a_partition_name_of_another_type_is_a_named_config_error() -> None:
     with pytest.raises(oa.ConfigError, match=r"partitions=3 must be the name of a partition folder \(a str\), got int"):
         oa.LoaderConfig(fanouts=[3], batch_size=8, partitions=3)  # type: ignore[arg-type]
+
+
+def test_a_buffer_below_one_batch_warns_by_name_where_the_loader_is_made(dataset: oa.Dataset) -> None:
+    """Issue 34 "cliff": ``buffer_rows=1`` is correct but ~130x slower, and said nothing."""
+    with pytest.warns(oa.SmallBufferWarning, match=r"^buffer_rows=1 is below the \d+ rows one batch is expected to read") as seen:
+        loader = oa.OutreLoader(dataset, fanouts=[3, 3], batch_size=64, buffer_rows=1, backend="memory")
+    assert len(seen) == 1 and seen[0].filename == __file__  # points at the caller's line
+    assert loader.buffer_rows == 1  # a warning, not a floor: the size asked for is kept
+    oa.OutreLoader(dataset, fanouts=[3, 3], batch_size=64, buffer_rows=600, backend="memory")  # no warning (errors here)
+    oa.OutreLoader(dataset, fanouts=[3, 3], batch_size=64, backend="memory")
