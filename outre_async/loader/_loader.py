@@ -221,13 +221,17 @@ class OutreLoader:
         the generator is collected; closing the loader closes it deterministically.  The loader can be
         opened again later.
         """
-        if self._opened_in is not None and self._opened_in != os.getpid():
+        if self._inherited():
             return  # a forked child: the threads and the ring are the parent's to close
         await self._box.close()
 
+    def _inherited(self) -> bool:
+        """Whether the open resources were opened by another process (this one is a forked child)."""
+        return self._res is not None and self._opened_in != os.getpid()
+
     def _check_process(self) -> None:
-        if self._opened_in is not None and self._opened_in != os.getpid():
-            raise LoaderForkedError(forked_message(self._opened_in))
+        if self._inherited():
+            raise LoaderForkedError(forked_message(self._opened_in or 0))
 
     def __aiter__(self) -> AsyncIterator[OutreBatch]:
         token = EpochToken()

@@ -154,3 +154,28 @@ def test_a_loader_iterated_in_a_forked_child_raises_by_name(dataset: oa.Dataset,
         assert name == "LoaderForkedError", (name, message)
         assert "make the loader in the worker" in message and "\n" not in message
         assert sum(b.batch_size for b in loader) == 500  # the parent's loader is untouched
+
+
+def _count_in_child(loader: oa.OutreLoader, queue: Any) -> None:
+    try:
+        queue.put(sum(b.batch_size for b in loader))
+    except oa.OutreError as exc:
+        queue.put(f"{type(exc).__name__}: {exc}")
+    loader.close()
+
+
+def test_a_loader_closed_before_the_fork_opens_afresh_in_the_child(dataset: oa.Dataset) -> None:
+    """Only what is open is the parent's: a loader closed before the fork holds nothing inherited."""
+    ctx = multiprocessing.get_context("fork")
+    loader = _loader(dataset)
+    next(iter(loader))
+    loader.close()
+    queue = ctx.Queue()
+    child = ctx.Process(target=_count_in_child, args=(loader, queue))
+    child.start()
+    child.join(TIMEOUT)
+    if child.is_alive():
+        child.kill()
+        child.join()
+        pytest.fail("the forked child hung")
+    assert queue.get(timeout=10) == 500 and child.exitcode == 0
