@@ -31,6 +31,7 @@ from typing import Any
 from ._errors import (
     CheckpointError,
     CheckpointMismatchError,
+    ConcurrentEpochError,
     ConfigError,
     DatasetChangedError,
     DatasetCorruptError,
@@ -46,6 +47,7 @@ from ._errors import (
     HistoryError,
     InputFormatError,
     InvalidGraphError,
+    LoaderForkedError,
     ManifestError,
     NotSupportedError,
     OutreError,
@@ -62,6 +64,7 @@ from ._errors import (
     ProfileError,
     ProfileMismatchError,
     ProfileNotFoundError,
+    SmallBufferWarning,
     TooManyOpenFilesError,
 )
 from .store import Dataset, DatasetWriter, RowLayout, choose_row_layout, open_dataset
@@ -155,6 +158,7 @@ _LAZY = {
 __all__ = [
     "CheckpointError",
     "CheckpointMismatchError",
+    "ConcurrentEpochError",
     "ConfigError",
     "Dataset",
     "DatasetChangedError",
@@ -172,6 +176,7 @@ __all__ = [
     "HistoryError",
     "InputFormatError",
     "InvalidGraphError",
+    "LoaderForkedError",
     "ManifestError",
     "NotSupportedError",
     "OutreError",
@@ -189,6 +194,7 @@ __all__ = [
     "ProfileMismatchError",
     "ProfileNotFoundError",
     "RowLayout",
+    "SmallBufferWarning",
     "TooManyOpenFilesError",
     "choose_row_layout",
     "open_dataset",

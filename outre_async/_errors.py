@@ -30,10 +30,14 @@
     ├── ExtractorError                 a feature read failed (carries path and byte offset)
     ├── ProbeError                     the disk probe cannot measure the path given (too small, a read failed)
     │   └── DirectIOUnsupported        the file system refuses O_DIRECT (tmpfs): probe buffered reads instead
-    ├── HistoryError                   the history was misused (hook not called, wrong width, twice; two epochs at once)
+    ├── HistoryError                   the history was misused (hook not called, wrong width, twice)
+    ├── ConcurrentEpochError           an epoch was started while another of the same loader is being iterated
     ├── DistributedError               another rank failed or a collective timed out (data-parallel run)
     ├── NotSupportedError              a PyG feature outre-async does not offer yet (hetero, link prediction)
     └── PipelineClosed                 the loader was closed or failed; no more batches
+        └── LoaderForkedError          a loader started in one process was iterated in a forked child
+
+    SmallBufferWarning (UserWarning)   buffer_rows below one batch's rows: correct, but each batch streams in pieces
 
 Messages say what was expected, what was found and what to do, on one line, so that the CLI can
 print ``str(exc)`` as-is.  Wrapping errors use ``raise ... from exc`` to keep the cause.
@@ -46,6 +50,7 @@ from pathlib import Path
 __all__ = [
     "CheckpointError",
     "CheckpointMismatchError",
+    "ConcurrentEpochError",
     "ConfigError",
     "DatasetCorruptError",
     "DatasetChangedError",
@@ -61,6 +66,7 @@ __all__ = [
     "HistoryError",
     "InputFormatError",
     "InvalidGraphError",
+    "LoaderForkedError",
     "ManifestError",
     "NotSupportedError",
     "OutreError",
@@ -77,6 +83,7 @@ __all__ = [
     "ProfileError",
     "ProfileMismatchError",
     "ProfileNotFoundError",
+    "SmallBufferWarning",
     "TooManyOpenFilesError",
 ]
 
@@ -238,8 +245,13 @@ class DirectIOUnsupported(ProbeError):
 
 
 class HistoryError(OutreError):
-    """A model trained on history batches without the hook, pushed rows of the wrong width, or a second
-    epoch of a history loader iterated while another runs (both would tick the staleness clock)."""
+    """A model trained on history batches without the hook, or pushed rows of the wrong width or twice."""
+
+
+class ConcurrentEpochError(OutreError):
+    """An epoch of a loader was started (``for``, ``async for``, ``iter()``, from another thread or
+    task) while another epoch of the same loader is still being iterated: a loader runs one epoch at
+    a time.  Finish or close the first iterator, or use a second loader."""
 
 
 class NotSupportedError(OutreError, NotImplementedError):
@@ -251,6 +263,19 @@ class PipelineClosed(OutreError):
     """The loader was closed (or failed) and delivers no more batches."""
 
 
+class LoaderForkedError(PipelineClosed):
+    """A loader whose threads and io_uring were started in one process was used in a child forked from
+    it (``multiprocessing``'s fork, torch ``DataLoader`` workers): the child has none of those threads.
+    Make the loader in the worker, after the fork."""
+
+
 class DistributedError(OutreError):
     """A data-parallel run failed: a rank exited with an error, or a collective (all-reduce, barrier)
     broke or timed out because another rank failed or stopped taking steps."""
+
+
+class SmallBufferWarning(UserWarning):
+    """``buffer_rows`` was given below the rows one batch is expected to read: every batch then streams
+    through the feature buffer in pieces, which is correct but far slower (issue 34: ``buffer_rows=1``
+    took ~130x the default's time).  Leave ``buffer_rows`` out, or give at least the rows the warning
+    names."""

@@ -18,6 +18,8 @@ OBJECTIVES = ("fennel", "ldg")
 
 
 def check_name(name: str) -> str:
-    if not name or name.startswith(".") or "/" in name or "\\" in name or name != name.strip():
+    """The rule of a partition name, the profile name's (``plan._files.check_profile_name``): a plain
+    folder name under ``partitions/``, also checked where a loader is configured (``partitions=``)."""
+    if not name or name.startswith(".") or "/" in name or "\\" in name or name != name.strip() or "\x00" in name:
         raise ConfigError(f"partition name {name!r} must be a plain folder name (no '/', not starting with '.')")
     return name

@@ -14,6 +14,7 @@ PUBLIC = {
     "outre_async": [
         "CheckpointError",
         "CheckpointMismatchError",
+        "ConcurrentEpochError",
         "ConfigError",
         "Dataset",
         "DatasetChangedError",
@@ -40,6 +41,7 @@ PUBLIC = {
         "InputFormatError",
         "InvalidGraphError",
         "LoaderConfig",
+        "LoaderForkedError",
         "MLP",
         "ManifestError",
         "NeighborSampler",
@@ -63,6 +65,7 @@ PUBLIC = {
         "ProfileNotFoundError",
         "RowLayout",
         "SampledSubgraph",
+        "SmallBufferWarning",
         "SyncLoader",
         "TooManyOpenFilesError",
         "cached_probe",

@@ -10,6 +10,10 @@ to run a second one there.  ``close()`` stops the loop and joins the thread; it 
 is also what the loader's garbage-collection finalizer calls, from whatever thread the collector
 happens to run on (on the loop thread itself it stops the loop without joining itself).
 
+A child forked from the process that made the bridge (``multiprocessing``, torch ``DataLoader``
+workers) inherits this object but not its thread: a call would wait forever for a loop nobody
+runs, so it raises :class:`LoaderForkedError`, and ``close()`` there lets go without waiting.
+
 Why not anyio's blocking portal (``anyio.from_thread.start_blocking_portal``), which is a maintained
 implementation of this bridge: the pipeline is written against asyncio directly (``loop.add_reader``
 on the io_uring eventfd, executor futures, uvloop), so anyio would add a dependency and a
@@ -22,13 +26,21 @@ tracebacks, one join on close) is what this class does, and the tests under a ru
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from .._errors import PipelineClosed
+from .._errors import LoaderForkedError, PipelineClosed
 
 T = TypeVar("T")
+
+
+def forked_message(pid: int) -> str:
+    """What a loader used in a child forked from the process ``pid`` that started it says."""
+    return (f"this loader was started in process {pid} and is used in process {os.getpid()}, a child forked from it "
+            "(multiprocessing, torch DataLoader workers): its threads and I/O ring stayed in the parent; make the "
+            "loader in the worker, after the fork (or use the 'spawn' start method)")
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
@@ -45,6 +57,7 @@ class LoopThread:
 
     def __init__(self, name: str = "outre-loop") -> None:
         self.loop = new_event_loop()
+        self.pid = os.getpid()  # the thread runs in this process only (a forked child has none)
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._closed = False
         self._closing: asyncio.Task[None] | None = None
@@ -63,6 +76,8 @@ class LoopThread:
 
     def call(self, fn: Callable[[], Awaitable[T]]) -> T:
         """Run the coroutine made by ``fn()`` on the loop and wait for its result (or exception)."""
+        if self.pid != os.getpid():
+            raise LoaderForkedError(forked_message(self.pid))
         if self._closed:
             raise PipelineClosed("the loader was closed: this iterator delivers no more batches; iterate the "
                                  "loader again (it reopens) or make a new one")
@@ -77,6 +92,8 @@ class LoopThread:
         if self._closed:
             return
         self._closed = True
+        if self.pid != os.getpid():
+            return  # a forked child: the loop and its thread are the parent's
         if threading.current_thread() is self._thread:
             self._closing = self.loop.create_task(self._last_then_stop(last))  # held: tasks are weakly kept
             return

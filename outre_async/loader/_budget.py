@@ -82,9 +82,10 @@ mapped ``indices`` (or ``indices`` itself when the dataset holds it in RAM).
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, replace
 
-from .._errors import ConfigError
+from .._errors import ConfigError, SmallBufferWarning
 from .._units import format_bytes
 from ..cache._history_config import record_buffer_bytes
 from ..features._bounce import PAGE_BYTES, PAGES_PER_READ
@@ -256,6 +257,31 @@ def _plan_parts(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str
             f"({format_bytes(least_budget)}) this loader needs: {_describe(plan, sizes)}; raise "
             "memory_budget, or lower batch_size, fanouts, extractors, samplers or queue depths")
     return plan
+
+
+def warn_small_buffer(rows: int, sizes: Sizes) -> None:
+    """A :class:`SmallBufferWarning` when a given ``buffer_rows`` is below the rows one batch is expected
+    to read (capped at the node count): the loader stays correct (batches stream through in pieces)
+    but each piece waits for the one before it; issue 34 measured ``buffer_rows=1`` ~130x slower than
+    the default.  A warning, not a floor: the streaming tests run such buffers on purpose."""
+    floor = min(sizes.expected_rows, sizes.num_nodes)
+    if rows < floor:
+        warnings.warn(SmallBufferWarning(
+            f"buffer_rows={rows} is below the {floor} rows one batch is expected to read: every batch streams through "
+            "the feature buffer in pieces, correct but far slower (buffer_rows=1 ran ~130x slower than the default); "
+            f"give at least {floor}, or leave buffer_rows out for the default"), stacklevel=3)
+
+
+def check_fits_machine(plan: MemoryPlan, sizes: Sizes, available: int) -> None:
+    """Refuse a plan larger than the host memory ``available`` now (``_units.available_memory``:
+    ``MemAvailable`` under the process's memory cgroup limits): such a loader would only be killed
+    later, or swap, part way through an epoch (issue 34: ``num_extractors=10**6`` planned 135 TB and
+    delivered nothing while its memory climbed)."""
+    if plan.total > available:
+        raise ConfigError(
+            f"this loader plans {plan.total} bytes ({format_bytes(plan.total)}) of host memory, more than the "
+            f"{available} ({format_bytes(available)}) available to this process now: {_describe(plan, sizes)}; pass "
+            "a smaller memory_budget, or lower batch_size, fanouts, num_extractors, num_samplers or queue depths")
 
 
 def plan_memory_floor(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str, int] | None = None) -> int:

@@ -27,6 +27,10 @@ from ._layout import check_layout
 
 _AT_LEAST_ONE = ("batch_size", "num_samplers", "num_extractors", "device_depth")
 EXTRACT_QUEUE = 64  # the extract queue's default depth (see LoaderConfig.extract_capacity)
+# the most of each count a loader takes: each sampler is a thread with scratch, each extractor a coroutine
+# with a batch in flight, each queue slot a batch held; io_uring's ring takes at most 32768 entries
+AT_MOST = {"num_samplers": 1024, "num_extractors": 1024, "extract_queue": 65536, "ready_queue": 65536,
+           "device_depth": 64, "max_in_flight": 32768}
 _NONE_OR_AT_LEAST_ONE = ("extract_queue", "ready_queue", "buffer_rows", "memory_budget", "max_in_flight",
                          "parts_per_batch", "interleave")
 
@@ -52,7 +56,8 @@ class LoaderConfig:
     num_extractors: int = None  # type: ignore[assignment]
     extract_queue: int | None = None  # None: num_samplers + 2, deepened by the memory plan (extract_capacity)
     ready_queue: int | None = None    # None: num_extractors
-    buffer_rows: int | None = None    # None: from memory_budget, else (num_extractors + 1) × probed rows per batch
+    buffer_rows: int | None = None    # None: from memory_budget, else (num_extractors + 1) × probed rows per batch;
+    # below one batch's expected rows a SmallBufferWarning (correct, but batches stream in pieces: _budget.warn_small_buffer)
     memory_budget: int | str | None = None  # bytes for the feature buffer; None: buffer_rows' default
     backend: str = "auto"
     max_in_flight: int | None = None  # None: from disk_probe (io_uring), else the backend's default (_read_depth)
@@ -90,6 +95,7 @@ class LoaderConfig:
         for name in _NONE_OR_AT_LEAST_ONE:
             if getattr(self, name) is not None:
                 check_count(name, getattr(self, name), " (or None for the default)")
+        _check_at_most(self, sized)
         if not isinstance(self.neighbor_cache, int) or self.neighbor_cache < 0:
             raise ConfigError(f"neighbor_cache={self.neighbor_cache!r} must be a byte count >= 0 (0: no cache)")
         if self.gpu_cache_budget is not None and (isinstance(self.gpu_cache_budget, bool) or not isinstance(
@@ -102,6 +108,8 @@ class LoaderConfig:
         _check_ranks(self.rank, self.world_size, self.local_world_size)
         if self.profile is not None:
             _check_profile(self)
+        if self.partitions is not None:
+            _check_partitions(self.partitions)
         if self.disk_probe is not None and not isinstance(self.disk_probe, DiskProbe):
             raise ConfigError(f"disk_probe must be a DiskProbe (outre_async.features.cached_probe / probe_disk) "
                               f"or None, got {type(self.disk_probe).__name__}")
@@ -202,6 +210,17 @@ def _check_ranks(rank: int | None, world_size: int | None, local_world_size: int
             raise ConfigError(f"{local_world_size=} exceeds {world_size=}; pass the number of ranks on this host")
 
 
+def _check_partitions(name: object) -> None:
+    """``partitions=`` names a folder under the dataset's ``partitions/`` (and the ordered copy
+    ``<dataset>-ordered-<name>`` beside it): a plain name, as a profile's is, never a path."""
+    from ..partition._format import check_name
+
+    if not isinstance(name, str):
+        raise ConfigError(f"partitions={name!r} must be the name of a partition folder (a str), "
+                          f"got {type(name).__name__}; `outre info DATASET` lists them")
+    check_name(name)
+
+
 def _check_profile(cfg: LoaderConfig) -> None:
     from ..plan._budget_plan import check_split
     from ..plan._files import check_profile_name
@@ -212,6 +231,17 @@ def _check_profile(cfg: LoaderConfig) -> None:
         raise ConfigError(f"profile={cfg.profile!r} splits memory_budget between the caches; pass memory_budget= too")
     if cfg.buffer_rows is not None:
         raise ConfigError("profile= sizes the feature buffer itself; drop buffer_rows= (or drop profile=)")
+
+
+def _check_at_most(cfg: LoaderConfig, sized: dict[str, int]) -> None:
+    """The upper bound of the count knobs (:data:`AT_MOST`): past it a loader plans memory it cannot
+    have and threads that cannot run at once (issue 34: ``num_extractors=10**6`` was accepted)."""
+    for name, most in AT_MOST.items():
+        value = getattr(cfg, name)
+        if value is not None and value > most:
+            default = f"; the default here is {sized[name]}" if name in sized else ""
+            raise ConfigError(f"{name}={value} is more than {most}, the most a loader takes{default}; pass at most "
+                              f"{most} (or leave it out for the default)")
 
 
 def check_count(name: str, value: object, default_hint: str = "") -> int:

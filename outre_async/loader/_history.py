@@ -19,8 +19,9 @@ one, and :meth:`EpochHistory.record` checks every pulled row's age against ``sta
 :class:`HistoryError`, never an ``assert``, so ``python -O`` keeps it):
 
 * one epoch at a time (:meth:`HistoryOwner.epoch`): a second epoch iterated while the first still
-  delivers would tick the same clock, so it is refused with a :class:`HistoryError` (issue 27.2:
-  two epochs at once had pulled rows 37 steps old at staleness 20);
+  delivers would tick the same clock, so the loader refuses it (its iteration rule, ``_epoch_rule``:
+  a :class:`ConcurrentEpochError`; issue 27.2: two epochs at once had pulled rows 37 steps old at
+  staleness 20);
 * history starts at the first exchange (:attr:`HistoryOwner.first`): until a model has called
   ``batch.history.exchange`` once, nothing is pruned, so batches may be looked at without a model
   (issue 28.8), and the first exchange withdraws the promises of the batches delivered before it
@@ -85,9 +86,9 @@ from ..cache._record_transfer import RecordTransfer
 from ..machine._device import device_memory
 from ..sampling._sampler import NeighborSampler, SampledSubgraph
 from ..sampling._sampler_kernels import HistoryPrune
+from ._epoch_rule import EpochToken
 from ._history_record import HistoryRecord, Push
 
-EPOCH_GRACE_S = 0.5  # how long a new epoch waits for a running one's iterator to go (HistoryOwner.epoch)
 MAX_WAIT_GAP = 254  # a gap inside the window is carried as 1 + gap in the uint8 validity copy
 
 
@@ -111,44 +112,6 @@ def build_owner(ds: Any, cfg: Any, plan: Iterable[Any], device: torch.device) ->
     window = 0 if cfg.ordered else default_window(h, cfg.num_samplers, cfg.num_extractors)  # stats() says which
     return HistoryOwner(table, h, num_layers=len(cfg.fanouts), window=window, num_samplers=cfg.num_samplers,
                         indptr=ds.indptr, fanout=cfg.fanouts[1], placement=placement)
-
-
-class EpochToken:
-    """Whether an epoch is over for the clock: its iterator is gone (``abandon``, from a
-    ``weakref.finalize`` on the iterator the user holds: it delivers nothing more, though the event
-    loop closes it a moment later) or it was closed.  :meth:`wait` lets the next epoch wait for that."""
-
-    __slots__ = ("abandoned", "_event", "_loop", "_thread")
-
-    def __init__(self) -> None:
-        self.abandoned = False
-        self._event: asyncio.Event | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread = -1
-
-    def abandon(self) -> None:
-        """Any thread (a finalizer runs where the last reference goes)."""
-        self.abandoned = True
-        event, loop = self._event, self._loop
-        if event is None or loop is None or loop.is_closed():
-            return
-        try:
-            if threading.get_ident() == self._thread:
-                event.set()
-            else:
-                loop.call_soon_threadsafe(event.set)
-        except RuntimeError:  # the loop closed meanwhile: nobody waits
-            pass
-
-    async def wait(self, timeout: float) -> bool:
-        """Loop thread: wait up to ``timeout`` seconds for :meth:`abandon`; whether it came."""
-        if not self.abandoned:
-            self._loop, self._event, self._thread = asyncio.get_running_loop(), asyncio.Event(), threading.get_ident()
-            try:
-                await asyncio.wait_for(self._event.wait(), timeout)
-            except TimeoutError:
-                pass
-        return self.abandoned
 
 
 class HistoryOwner:
@@ -175,19 +138,11 @@ class HistoryOwner:
         """Start an epoch (loop thread): its base step, overtaking window and an empty promise table.
 
         One epoch at a time: the bound ``D <= base + seq + window`` counts this epoch's deliveries
-        only, and a second epoch iterated meanwhile would tick the same clock, so it is refused with
-        a :class:`HistoryError`.  Sharing the clock instead is not sound: the first epoch's batches in
-        flight were sampled for steps the second would take.  An epoch whose iterator is gone
-        (``async for`` left by ``break``, perhaps through the user's own async generator) delivers
-        nothing more and is superseded; the event loop drops such iterators a few callbacks later, so
-        a running epoch is given :data:`EPOCH_GRACE_S` to go before the new one is refused."""
-        running = self.current
-        if running is not None and not await running.token.wait(EPOCH_GRACE_S):  # closing abandons too
-            raise HistoryError(
-                f"epoch {self._epochs} of this history loader was started while epoch {running.number} is still "
-                "being iterated; both would tick the one step clock the staleness bound counts, so concurrent "
-                "epochs are refused: finish or close the first iterator (leave its loop, or aclose()/close() it), "
-                "or use a second loader")
+        only, and a second epoch iterated meanwhile would tick the same clock (sharing it is not
+        sound: the first epoch's batches in flight were sampled for steps the second would take).
+        The loader's iteration rule (``_epoch_rule``) refuses such an epoch before it gets here, so
+        an epoch still current now is one whose iterator is gone: it delivers nothing more and is
+        superseded."""
         if self.current is not None:
             self.current.close()
         self._loop, self._thread = asyncio.get_running_loop(), threading.get_ident()

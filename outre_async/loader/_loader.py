@@ -28,18 +28,20 @@ from __future__ import annotations
 import asyncio
 import numbers
 import os
+import threading
 import time
 import weakref
+from contextlib import aclosing
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
 from numpy.typing import ArrayLike
 
-from .._errors import ConfigError, PipelineClosed
-from .._units import format_bytes
+from .._errors import ConfigError, LoaderForkedError, PipelineClosed
+from .._units import available_memory, format_bytes
 from ..aio._channel import Channel
-from ..aio._loop_thread import LoopThread
+from ..aio._loop_thread import LoopThread, forked_message
 from ..cache._history_config import HistoryConfig
 from ..features import FeatureSource
 from ..features._device_rows import assemble_x
@@ -49,14 +51,15 @@ from ..sampling._plan import num_batches
 from ..store._dataset import Dataset, open_dataset
 from ..store._safe_read import fd_exhausted
 from ._batch import ExtractedBatch, OutreBatch, SampledBatch, to_batch
-from ._budget import MemoryPlan, batch_row_bytes, foresight_rows
+from ._budget import MemoryPlan, batch_row_bytes, check_fits_machine, foresight_rows, warn_small_buffer
 from ._config import BACKENDS, LoaderConfig
 from ._delivery import AsyncEpoch, Delivery, EpochStream, ToDevice
 from ._device_copy import CopyEngine, Transfer, wait_on_own_stream
 from ._epoch_io import IOMark, epoch_io, known_rate
 from ._extract_stage import ExtractStage
 from ._foresight import EpochForesight, ForesightTotals
-from ._history import EpochHistory, EpochToken, build_owner
+from ._epoch_rule import EpochToken, OneEpochAtATime
+from ._history import EpochHistory, build_owner
 from ._layout import choose_layout
 from ._out_of_turn import OutOfTurnMemory
 from ._pipeline import EpochParts
@@ -86,6 +89,13 @@ class OutreLoader:
     and the epoch in either order, but by default batches arrive in completion order (the fastest),
     which changes from run to run, so a fixed seed alone does not repeat a training run.  Pass
     ``ordered=True`` for plan order: the same seed then gives the same sequence of batches.
+
+    One epoch at a time: each ``for``/``async for``/``iter()`` starts an epoch, and one started while
+    another epoch of this loader is still being iterated (an iterator kept from ``iter(loader)``,
+    another thread or task) is refused with :class:`ConcurrentEpochError`; the running one goes on.
+    Finish, close or drop the first iterator, or use a second loader (``_epoch_rule``).  A loader
+    belongs to the process that started it: used in a child forked after that (``multiprocessing``,
+    torch ``DataLoader`` workers) it raises :class:`LoaderForkedError`; make it in the worker.
     """
 
     def __init__(self, dataset: Dataset | str | os.PathLike[str], *,
@@ -132,6 +142,9 @@ class OutreLoader:
         self._gpu, self._static = tier_caches(setup, run_cfg, self._applied)  # the GPU and static tiers' rows (``_tiers``)
         self._history = build_owner(ds, run_cfg, setup.first_plan, setup.device)
         self.memory = self._memory_plan(run_cfg)
+        check_fits_machine(self.memory, setup.sizes, available_memory())  # or ConfigError, before anything is allocated
+        if run_cfg.buffer_rows is not None:  # the caller's size (a budget's is the plan's own choice)
+            warn_small_buffer(self.memory.buffer_rows, setup.sizes)
         if run_cfg.extract_queue is None:  # the depth the plan counts (``_budget.extract_depth``)
             run_cfg = replace(run_cfg, extract_queue=self.memory.extract_queue)
         if run_cfg.foresight is None:  # the plan's (``_budget.foresight_depth``)
@@ -146,7 +159,10 @@ class OutreLoader:
         self._gate: OutOfTurnMemory | None = None  # ordered mode: the latest epoch's out-of-turn budget
         self._box = ResourceBox()
         self._bridge: LoopThread | None = None
+        self._bridge_lock = threading.Lock()  # two threads' first iterations make one bridge
         self._finalizer: weakref.finalize | None = None
+        self._turn = OneEpochAtATime()  # the iteration rule (``_epoch_rule``)
+        self._opened_in: int | None = None  # the pid that opened the resources (a forked child has no threads)
 
     @property
     def _res(self) -> Resources | None:
@@ -179,6 +195,7 @@ class OutreLoader:
     async def open(self) -> None:
         """Create the I/O source, buffer, samplers and executor on the running loop (idempotent)."""
         loop = asyncio.get_running_loop()
+        self._check_process()
         if self._res is not None:
             if self._res.loop is not loop:
                 raise ConfigError("this loader is open on another event loop; use one loader per loop")
@@ -194,6 +211,7 @@ class OutreLoader:
                 raise
             raise named from exc
         self._box.res = res
+        self._opened_in = os.getpid()
         for cache in (self._static, self._gpu):  # hot rows, read once through the loader's source
             if cache is not None:
                 await cache.load(res.source)
@@ -205,7 +223,17 @@ class OutreLoader:
         the generator is collected; closing the loader closes it deterministically.  The loader can be
         opened again later.
         """
+        if self._inherited():
+            return  # a forked child: the threads and the ring are the parent's to close
         await self._box.close()
+
+    def _inherited(self) -> bool:
+        """Whether the open resources were opened by another process (this one is a forked child)."""
+        return self._res is not None and self._opened_in != os.getpid()
+
+    def _check_process(self) -> None:
+        if self._inherited():
+            raise LoaderForkedError(forked_message(self._opened_in or 0))
 
     def __aiter__(self) -> AsyncIterator[OutreBatch]:
         token = EpochToken()
@@ -221,6 +249,15 @@ class OutreLoader:
         watch = res.watch
         if watch is not None:  # a file read during epochs changed since the dataset was opened: no epoch
             watch.check()
+        await self._turn.begin(self._epoch, token)  # or ConcurrentEpochError
+        try:
+            async with aclosing(self._epoch_batches(res, token)) as batches:
+                async for batch in batches:
+                    yield batch
+        finally:
+            self._turn.end(token)
+
+    async def _epoch_batches(self, res: Resources, token: EpochToken) -> AsyncGenerator[OutreBatch, None]:
         ordered = self.config.ordered
         history = await self._history.epoch(ordered=ordered, token=token) if self._history is not None else None
         epoch = self._epoch
@@ -317,6 +354,11 @@ class OutreLoader:
         return self
 
     def _sync_bridge(self) -> LoopThread:
+        with self._bridge_lock:
+            return self._bridge_locked()
+
+    def _bridge_locked(self) -> LoopThread:
+        self._check_process()
         if self._res is not None and self._bridge is None:
             raise ConfigError("this loader is open in async mode; use `async for`, or a separate loader")
         if self._bridge is None:

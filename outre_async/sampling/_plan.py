@@ -25,6 +25,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .._errors import ConfigError
+from ..store._masks import mask_hint
 
 if TYPE_CHECKING:
     from ..store._dataset import Dataset
@@ -118,13 +119,13 @@ def seed_ids(dataset: Dataset, split: str | ArrayLike) -> np.ndarray:
     if ids.ndim != 1 or (ids.size and not np.issubdtype(ids.dtype, np.integer)):
         raise ConfigError(f"split must be a split name, a boolean node mask or a 1-D array of node ids, "
                           f"got {ids.dtype} {ids.shape}")
-    ids = ids.astype(np.int64)
+    given, ids = ids, ids.astype(np.int64)
     if ids.size and (ids.min() < 0 or ids.max() >= dataset.num_nodes):
         bad = int(ids.min()) if ids.min() < 0 else int(ids.max())
         raise ConfigError(f"split node id {bad} is out of range [0, {dataset.num_nodes})")
     if len(np.unique(ids)) != len(ids):
-        raise ConfigError(f"split lists {len(ids) - len(np.unique(ids))} node ids more than once; "
-                          f"pass unique ids (e.g. np.unique(split))")
+        hint = mask_hint(given, dataset.num_nodes) or "; pass unique ids (e.g. np.unique(split))"
+        raise ConfigError(f"split lists {len(ids) - len(np.unique(ids))} node ids more than once{hint}")
     return ids
 
 

@@ -25,6 +25,7 @@ from .._errors import ConfigError, DatasetExistsError, InvalidGraphError
 from ._install import install_directory
 from ._layout import RowLayout, RowLayoutName, choose_row_layout
 from ._litter import open_temp_dir
+from ._masks import mask_hint
 from ._manifest import SPLIT_NAMES, FeatureEntry, FileEntry, Manifest
 from ._overwrite import check_overwrite, dataset_names
 
@@ -184,12 +185,13 @@ class DatasetWriter:
         ids = np.asarray(ids)
         if ids.ndim != 1 or (len(ids) and not np.issubdtype(ids.dtype, np.integer)):
             raise InvalidGraphError(f"split {name!r} must be a 1-D integer array, got {ids.dtype} {ids.shape}")
-        ids = ids.astype(np.int64, copy=False)
+        given, ids = ids, ids.astype(np.int64, copy=False)
         if len(ids):
             _check_ids(ids, self.num_nodes, f"split {name!r} node id")
         uniq = np.unique(ids)
         if len(uniq) != len(ids):
-            raise InvalidGraphError(f"split {name!r} lists {len(ids) - len(uniq)} node ids more than once")
+            raise InvalidGraphError(f"split {name!r} lists {len(ids) - len(uniq)} node ids more than once"
+                                    f"{mask_hint(given, self.num_nodes)}")
         for other, other_ids in self._split_ids.items():
             overlap = np.intersect1d(uniq, other_ids, assume_unique=True)
             if len(overlap):

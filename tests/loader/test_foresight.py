@@ -15,6 +15,9 @@ import outre_async as oa
 from outre_async.features import _buffer_kernels as K
 from outre_async.loader._budget import FORESIGHT_REACH, Sizes, foresight_bytes, plan_memory, plan_memory_floor
 
+# buffers smaller than a batch on purpose (streaming in pieces): their SmallBufferWarning is expected
+pytestmark = pytest.mark.filterwarnings("ignore::outre_async.SmallBufferWarning")
+
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> oa.Dataset:

@@ -105,6 +105,7 @@ def test_set_epoch_replays_that_epoch(dataset: oa.Dataset) -> None:
         np.testing.assert_array_equal(e1, e2)
 
 
+@pytest.mark.filterwarnings("ignore::outre_async.SmallBufferWarning")  # a buffer below a batch on purpose
 @pytest.mark.parametrize("policy", ["next-use", "lru-lookahead"])
 @pytest.mark.parametrize("seed", [1, 2])
 def test_each_eviction_policy_serves_every_batch_from_a_small_buffer_under_delays(dataset: oa.Dataset, policy: str,

@@ -13,6 +13,9 @@ from fakes import DelayedSampler, FaultySource
 import outre_async as oa
 from outre_async.sampling._plan import max_rows_per_batch
 
+# buffers smaller than a batch on purpose (streaming in pieces): their SmallBufferWarning is expected
+pytestmark = pytest.mark.filterwarnings("ignore::outre_async.SmallBufferWarning")
+
 N, DIM = 600, 20
 
 
