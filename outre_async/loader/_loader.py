@@ -258,6 +258,7 @@ class OutreLoader:
             self._turn.end(token)
 
     async def _epoch_batches(self, res: Resources, token: EpochToken) -> AsyncGenerator[OutreBatch, None]:
+        watch = res.watch
         ordered = self.config.ordered
         history = await self._history.epoch(ordered=ordered, token=token) if self._history is not None else None
         epoch = self._epoch
