@@ -83,6 +83,7 @@ from ..cache._history_config import (
 )
 from ..cache._record_transfer import RecordTransfer
 from ..machine._device import device_memory
+from ..sampling._items import BatchItem
 from ..sampling._sampler import NeighborSampler, SampledSubgraph
 from ..sampling._sampler_kernels import HistoryPrune
 from ._history_record import HistoryRecord, Push
@@ -91,7 +92,7 @@ EPOCH_GRACE_S = 0.5  # how long a new epoch waits for a running one's iterator t
 MAX_WAIT_GAP = 254  # a gap inside the window is carried as 1 + gap in the uint8 validity copy
 
 
-def build_owner(ds: Any, cfg: Any, plan: Iterable[Any]) -> HistoryOwner | None:
+def build_owner(ds: Any, cfg: Any, plan: Iterable[BatchItem]) -> HistoryOwner | None:
     """The owner for a loader config (None when history is off): candidates ranked by how often
     ``plan``'s first batches meet them in hop 1, unless the config names them."""
     h: HistoryConfig | None = cfg.history
@@ -102,7 +103,7 @@ def build_owner(ds: Any, cfg: Any, plan: Iterable[Any]) -> HistoryOwner | None:
     counts, counted = np.zeros(ds.num_nodes, np.int64), 0
     if h.candidates is None:
         one_hop = NeighborSampler(ds, list(cfg.fanouts[:1]), seed=cfg.seed)
-        counts, counted = frontier_counts(one_hop.sample, [getattr(item, "seeds", item) for item in plan],
+        counts, counted = frontier_counts(one_hop.sample, [item.seeds for item in plan],
                                           ds.num_nodes, h.profile_batches)
     candidates = choose_candidates(h, counts, cfg.num_samplers, counted)
     device = torch.device(cfg.device)

@@ -20,7 +20,8 @@ from typing import Any
 
 from ..aio._channel import Channel
 from ..features import FeatureBuffer, FeatureTier
-from ._batch import ExtractedBatch, PlanItem, SampledBatch, Sampler
+from ..sampling._items import BatchItem
+from ._batch import ExtractedBatch, SampledBatch, Sampler
 from ._batch_memory import BatchMemory
 from ._extract_stage import ExtractStage
 from ._foresight import EpochForesight
@@ -34,7 +35,7 @@ class EpochParts:
     """Everything one epoch's stages use; built by the loader, shared by reference.  The channels
     are the epoch's own (fresh each epoch); the stages and everything else outlive it."""
 
-    plan: Sequence[PlanItem]
+    plan: Sequence[BatchItem]
     samplers: Sequence[Sampler]
     executor: Executor
     buffer: FeatureBuffer       # the sample stage's look-ahead pins are taken on it

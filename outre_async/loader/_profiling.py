@@ -59,7 +59,7 @@ from ..plan._budget_plan import choose, knapsack_input, predict
 from ..plan._costs import MissCosts, measure_costs
 from ..plan._counts import Counts, presample
 from ..plan._files import Profile, profile_path, read_profile, write_profile
-from ..sampling._plan import plan_epoch
+from ..sampling._items import SeedItems
 from ._budget import MemoryPlan, Sizes, default_pool, plan_memory
 from ._config import LoaderConfig
 from ._resources import io_depth
@@ -149,8 +149,8 @@ def run_profile(setup: LoaderSetup, cfg: LoaderConfig, *, name: str | None, max_
     # as many candidates as the cheapest placement's slots the budget (and the device) could hold
     most = max((min(cache_budget // p.host_bytes, cache_budget if p.max_slots is None else p.max_slots)
                 for p in prices), default=0)
-    plan = partitioned.plan(0) if partitioned is not None else plan_epoch(
-        seeds, cfg.batch_size, shuffle=cfg.shuffle, seed=cfg.seed, epoch=0, drop_last=cfg.drop_last)
+    plan = partitioned.plan(0) if partitioned is not None else SeedItems(
+        seeds=seeds, batch_size=cfg.batch_size, shuffle=cfg.shuffle, seed=cfg.seed, drop_last=cfg.drop_last).plan(0)
     with tqdm(total=min(len(plan), max_batches), unit="batch", desc="profile", disable=not progress) as bar:
         counts = presample(ds, plan, fanouts=cfg.fanouts, seed=cfg.seed, stream_base=0, max_batches=max_batches,
                            buffer_rows=mem.buffer_rows, horizon=h.staleness - window if h else -1,
