@@ -62,7 +62,7 @@ class SampleStage:
     def __init__(self) -> None:
         self.counters = SampleCounters()
 
-    async def worker(self, sampler: Sampler, plan: Iterator[tuple[int, BatchItem]], out: Channel[SampledBatch],
+    async def worker(self, sampler: Sampler, *, plan: Iterator[tuple[int, BatchItem]], out: Channel[SampledBatch],
                      executor: Executor, stream_base: int, history: EpochHistory | None = None,
                      stream_stride: int = 1, lookahead: FeatureBuffer | None = None,
                      gate: OutOfTurnMemory | None = None, tiers: FeatureTier | None = None,
