@@ -37,7 +37,6 @@ from outre_async.partition import partition
 N, DIM, HID, CLASSES, EPOCHS = 700, 12, 8, 4, 2
 
 
-
 def _dataset(root: Path) -> oa.Dataset:
     rng = np.random.default_rng(11)
     deg = rng.integers(0, 9, size=N)
