@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # the names as mypy and editors see them; at run time each is
     from outre_async.store._identity import dataset_identity
 
     from ._api import default_name, partition
-    from ._batches import MicroBatch, group_seeds, plan_partition_epoch
+    from ._batches import SeedGroups, group_seeds, plan_partition_epoch
     from ._fennel import PartitionConfig
     from ._reader import AdjacencyBlock, PartitionSet, list_partitions, open_partitions
     from ._redundancy import redundancy_ratio
@@ -29,7 +29,6 @@ if TYPE_CHECKING:  # the names as mypy and editors see them; at run time each is
 _LAZY = {
     "default_name": "._api",
     "partition": "._api",
-    "MicroBatch": "._batches",
     "group_seeds": "._batches",
     "plan_partition_epoch": "._batches",
     "PartitionConfig": "._fennel",
@@ -42,15 +41,16 @@ _LAZY = {
     "reorder": "._reorder",
     "MacroStore": "._sampler",
     "PartitionSampler": "._sampler",
+    "SeedGroups": "._batches",
 }
 
 __all__ = [
     "AdjacencyBlock",
     "MacroStore",
-    "MicroBatch",
     "PartitionConfig",
     "PartitionSampler",
     "PartitionSet",
+    "SeedGroups",
     "dataset_identity",
     "default_name",
     "group_seeds",

@@ -23,22 +23,24 @@ from dataclasses import dataclass
 import numpy as np
 
 from outre_async._errors import ConfigError
+from outre_async.sampling._items import BatchItem, MacroRef, NodeTargets, node_item
 
 from ._output_kernels import group_by_part
 
 
-@dataclass(frozen=True, slots=True)
-class MicroBatch:
-    """One planned batch: its seeds, the macro batch (index, partitions) it was cut from and the epoch
-    it was planned for (the macro store keeps blocks of two epochs at most: ``MacroStore``)."""
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SeedGroups:
+    """The seeds grouped by partition: ``order[ptr[p]:ptr[p + 1]]`` are the positions in ``seeds`` of
+    partition p's seeds, in seed order (positions, so a planned item knows its ``input_id``)."""
 
-    seeds: np.ndarray
-    macro: int
-    parts: tuple[int, ...]
-    epoch: int = 0
+    seeds: np.ndarray  # int64, the loader's input nodes
+    ptr: np.ndarray    # [K + 1]
+    order: np.ndarray  # int64 positions in ``seeds``, grouped by partition
 
-    def __len__(self) -> int:
-        return len(self.seeds)
+    @property
+    def nbytes(self) -> int:
+        """What the grouping holds besides the seeds themselves."""
+        return int(self.ptr.nbytes + self.order.nbytes)
 
 
 DEFAULT_NODES_PER_PART = 128  # ``outre partition``'s part size when no count is given
@@ -81,15 +83,16 @@ def default_interleave(num_parts: int, parts_per_batch: int) -> int:
     return max(1, min(MAX_DEFAULT_INTERLEAVE, -(-num_parts // (WINDOW_SHARE * parts_per_batch))))
 
 
-def group_seeds(assignment: np.ndarray, seeds: np.ndarray, num_parts: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(ptr [K+1], seeds grouped by partition)``: a stable counting sort, O(len(seeds) + K)."""
+def group_seeds(assignment: np.ndarray, seeds: np.ndarray, num_parts: int) -> SeedGroups:
+    """The seeds' positions grouped by partition: a stable counting sort, O(len(seeds) + K)."""
     seeds = np.ascontiguousarray(seeds, dtype=np.int64)
-    return group_by_part(assignment, seeds, num_parts)
+    ptr, order = group_by_part(np.asarray(assignment)[seeds], np.arange(len(seeds), dtype=np.int64), num_parts)
+    return SeedGroups(seeds=seeds, ptr=ptr, order=order)
 
 
-def plan_partition_epoch(ptr: np.ndarray, grouped: np.ndarray, *, parts_per_batch: int, batch_size: int,
+def plan_partition_epoch(groups: SeedGroups, *, parts_per_batch: int, batch_size: int,
                          shuffle: bool, seed: int, epoch: int, drop_last: bool = False,
-                         interleave: int = 1) -> list[MicroBatch]:
+                         interleave: int = 1) -> list[BatchItem]:
     """The micro-batches of one epoch; with ``shuffle``, those of each run of ``interleave`` consecutive
     macro batches are put in a random order together (their adjacency blocks are in use at once)."""
     for name, value in (("parts_per_batch", parts_per_batch), ("batch_size", batch_size), ("interleave", interleave)):
@@ -97,16 +100,18 @@ def plan_partition_epoch(ptr: np.ndarray, grouped: np.ndarray, *, parts_per_batc
             raise ConfigError(f"{name}={value} must be >= 1")
     rng = np.random.default_rng([seed, epoch, 0x9A47])
     mix = np.random.default_rng([seed, epoch, 0x1E4F])  # its own stream: the macro batches do not depend on it
+    ptr = groups.ptr
     holding = np.flatnonzero(np.diff(ptr) > 0)
     order = rng.permutation(holding) if shuffle else holding
-    plan: list[MicroBatch] = []
-    window: list[MicroBatch] = []
+    plan: list[BatchItem] = []
+    window: list[BatchItem] = []
     for macro, start in enumerate(range(0, len(order), parts_per_batch)):
         parts = tuple(int(p) for p in order[start : start + parts_per_batch])
-        ids = np.concatenate([grouped[ptr[p] : ptr[p + 1]] for p in parts])
+        ref = MacroRef(index=macro, parts=parts, epoch=epoch)
+        pos = np.concatenate([groups.order[ptr[p] : ptr[p + 1]] for p in parts])
         if shuffle:
-            ids = rng.permutation(ids)
-        window += [MicroBatch(ids[a:b], macro, parts, epoch) for a, b in _cuts(len(ids), batch_size, drop_last)]
+            pos = rng.permutation(pos)
+        window += [node_item(groups.seeds, pos[a:b], ref) for a, b in _cuts(len(pos), batch_size, drop_last)]
         if (macro + 1) % interleave == 0 or start + parts_per_batch >= len(order):
             plan += [window[i] for i in mix.permutation(len(window))] if shuffle and interleave > 1 else window
             window = []
@@ -130,8 +135,8 @@ def max_batches_per_epoch(num_seeds: int, num_parts: int, parts_per_batch: int, 
     return -(-num_seeds // batch_size) + -(-num_parts // parts_per_batch)
 
 
-def shard_partition_plan(plan: list[MicroBatch], *, rank: int, world_size: int,
-                         drop_last: bool) -> list[MicroBatch | np.ndarray]:
+def shard_partition_plan(plan: list[BatchItem], *, rank: int, world_size: int,
+                         drop_last: bool) -> list[BatchItem]:
     """Rank ``rank``'s share of the epoch's global micro-batch plan (the same on every rank), with
     the same number of steps on every rank.
 
@@ -148,10 +153,10 @@ def shard_partition_plan(plan: list[MicroBatch], *, rank: int, world_size: int,
         return list(plan)
     firsts: dict[int, int] = {}
     for mb in plan:
-        firsts.setdefault(mb.macro, len(firsts))
-    owned: list[list[MicroBatch | np.ndarray]] = [[] for _ in range(world_size)]
+        firsts.setdefault(_macro_of(mb).index, len(firsts))
+    owned: list[list[BatchItem]] = [[] for _ in range(world_size)]
     for mb in plan:
-        owned[firsts[mb.macro] % world_size].append(mb)
+        owned[firsts[_macro_of(mb).index] % world_size].append(mb)
     steps, spare = divmod(len(plan), world_size)
     pool = [mb for share in owned for mb in share[steps:]]
     for share in owned:
@@ -161,9 +166,19 @@ def shard_partition_plan(plan: list[MicroBatch], *, rank: int, world_size: int,
         share += pool[:need]
         del pool[:need]
     if pool and not drop_last:
-        seeds = np.concatenate([np.asarray(mb.seeds if isinstance(mb, MicroBatch) else mb) for mb in pool])
+        seeds = np.concatenate([mb.seeds for mb in pool])
+        input_id = np.concatenate([mb.targets.input_id for mb in pool])
         if len(seeds) >= world_size:
             bounds = [i * len(seeds) // world_size for i in range(world_size + 1)]
             for r in range(world_size):
-                owned[r].append(seeds[bounds[r] : bounds[r + 1]])
+                cut = slice(bounds[r], bounds[r + 1])
+                owned[r].append(BatchItem(seeds=seeds[cut], targets=NodeTargets(input_id=input_id[cut])))
     return owned[rank]
+
+
+def _macro_of(item: BatchItem) -> MacroRef:
+    """The macro batch of an item of :func:`plan_partition_epoch` (every one names its own)."""
+    if item.macro is None:
+        raise ConfigError("shard_partition_plan takes the items of plan_partition_epoch, each of a macro "
+                          "batch; got an item of plain seeds: pass the unsharded epoch plan")
+    return item.macro

@@ -33,10 +33,10 @@ def redundancy_ratio(ds: Dataset, *, fanouts: Sequence[int], batch_size: int, pa
                            "split": split if isinstance(split, str) else f"{len(seeds)} given ids",
                            "random": _rr(sampler, random_plan, max_batches)}
     if partitions is not None:
-        ptr, grouped = group_seeds(partitions.assignment, seeds, partitions.num_parts)
+        groups = group_seeds(partitions.assignment, seeds, partitions.num_parts)
         if parts_per_batch is None:
             parts_per_batch = default_parts_per_batch(partitions.num_parts, len(seeds), batch_size)
-        plan = plan_partition_epoch(ptr, grouped, parts_per_batch=parts_per_batch, batch_size=batch_size,
+        plan = plan_partition_epoch(groups, parts_per_batch=parts_per_batch, batch_size=batch_size,
                                     shuffle=True, seed=seed, epoch=0)
         out["partition"] = _rr(sampler, [b.seeds for b in plan], max_batches)
         out["partitions"] = partitions.name

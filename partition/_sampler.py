@@ -32,10 +32,10 @@ from typing import Any
 import numpy as np
 
 from outre_async._rng import stream_state
+from outre_async.sampling._items import BatchItem
 from outre_async.sampling._sampler import NeighborSampler, SampledSubgraph, _as_seeds
 from outre_async.sampling._sampler_kernels import OK, HistoryPrune, NeighborTiers, sample_multihop
 
-from ._batches import MicroBatch
 from ._reader import AdjacencyBlock, PartitionSet
 
 
@@ -139,9 +139,10 @@ class MacroStore:
 class PartitionSampler:
     """A :class:`~outre_async.NeighborSampler` that reads lists from the caches first.
 
-    ``sample(item, stream)`` takes a :class:`MicroBatch` (its macro batch's adjacency is used) or
-    plain seeds (global cache, then disk).  One instance per sampler thread (its relabel scratch and
-    tier counters are its own); the :class:`MacroStore` and the cache are shared, read-only.
+    ``sample(item, stream)`` takes a :class:`~outre_async.sampling.BatchItem`: of a macro batch, its
+    adjacency block is used; of plain seeds (``macro`` None), the global cache, then disk.  One
+    instance per sampler thread (its relabel scratch and tier counters are its own); the
+    :class:`MacroStore` and the cache are shared, read-only.
     """
 
     def __init__(self, ds: Any, parts: PartitionSet, fanouts: Sequence[int], *, seed: int, cache: Any,
@@ -167,23 +168,22 @@ class PartitionSampler:
                              macro.of_part, macro.base, macro.block.indptr, macro.block.indices,
                              self.tiers if counts is None else counts)
 
-    def sample(self, item: MicroBatch | Any, stream: int = 0, prune: HistoryPrune | None = None) -> SampledSubgraph:
-        if isinstance(item, MicroBatch):
-            key = tuple(item.parts)
-            macro = self.store.acquire(key, item.epoch)
+    def sample(self, item: BatchItem, stream: int = 0, prune: HistoryPrune | None = None) -> SampledSubgraph:
+        if item.macro is not None:
+            key = item.macro.parts
+            macro = self.store.acquire(key, item.macro.epoch)
             try:
                 return self._sample(_as_seeds(item.seeds), stream, macro, prune)
             finally:
                 self.store.release(key)
-        return self._sample(_as_seeds(item), stream, self.store.none, prune)
+        return self._sample(_as_seeds(item.seeds), stream, self.store.none, prune)
 
-    def sample_nodes(self, item: MicroBatch | Any, stream: int = 0) -> np.ndarray:
+    def sample_nodes(self, item: BatchItem, stream: int = 0) -> np.ndarray:
         """The ``n_id`` that :meth:`sample` gives for ``(item, stream)``, sampled without the macro batch's
         block (the neighbour cache, then ``indices``: the same lists), so a batch far ahead of its
         turn loads no block (the loader's foresight, ``loader._foresight``); lists counted apart, in
         :attr:`foresight_tiers`."""
-        seeds = _as_seeds(item.seeds if isinstance(item, MicroBatch) else item)
-        return self._sample(seeds, stream, self.store.none, None, self.foresight_tiers).n_id
+        return self._sample(_as_seeds(item.seeds), stream, self.store.none, None, self.foresight_tiers).n_id
 
     def _sample(self, seeds: np.ndarray, stream: int, macro: _Macro, prune: HistoryPrune | None,
                 counts: np.ndarray | None = None) -> SampledSubgraph:

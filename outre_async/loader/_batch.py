@@ -4,7 +4,8 @@
 the batch's look-ahead :class:`Pin` on the feature buffer); ``ExtractedBatch`` (extractors → consumer)
 adds the gathered feature rows and the :class:`MatrixLease` that counts their matrix against the
 memory budget until the consumer is done with it.  A :class:`Sampler` is whatever the sample stage
-can run: :class:`~outre_async.NeighborSampler` and the partition-mode ``PartitionSampler`` both fit.
+can run on a :class:`~outre_async.sampling.BatchItem`: ``ItemSampler`` (a ``NeighborSampler`` over
+the item's seeds) and the partition-mode ``PartitionSampler`` both fit.
 ``OutreBatch`` is a PyG ``Data`` with one extra method, :meth:`OutreBatch.release`.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -21,24 +22,19 @@ from torch_geometric.data import Data
 from ..cache._history import HistoryDecision
 from ..features._device_rows import DeviceRows
 from ..features._feature_buffer import Pin
+from ..sampling._items import BatchItem
 from ..sampling._sampler import SampledSubgraph
 from ..sampling._sampler_kernels import HistoryPrune
 from ._batch_memory import MatrixLease
-
-if TYPE_CHECKING:
-    from ..partition._batches import MicroBatch
-
-PlanItem: TypeAlias = "np.ndarray | MicroBatch"
-"""One planned batch: its seed ids, or (partition mode) a micro-batch that also names its macro batch."""
 
 
 class Sampler(Protocol):
     """What a sample-stage worker runs in its executor thread; one instance per worker (its scratch
     is its own).  The result depends only on ``(item, stream)``, never on scheduling."""
 
-    def sample(self, item: PlanItem, stream: int = 0, prune: HistoryPrune | None = None, /) -> SampledSubgraph: ...
+    def sample(self, item: BatchItem, stream: int = 0, prune: HistoryPrune | None = None, /) -> SampledSubgraph: ...
 
-    def sample_nodes(self, item: PlanItem, stream: int = 0, /) -> np.ndarray:
+    def sample_nodes(self, item: BatchItem, stream: int = 0, /) -> np.ndarray:
         """``sample(item, stream).n_id``, for the loader's foresight (``_foresight``)."""
         ...
 

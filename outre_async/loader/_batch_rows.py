@@ -20,22 +20,19 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..sampling._items import BatchItem
 from ..sampling._sampler import NeighborSampler
 from ..store._dataset import Dataset
 
 PROBE_BATCHES = 16
 
 
-def expected_batch_rows(dataset: Dataset, fanouts: Sequence[int], plan: Sequence[object], *, seed: int,
+def expected_batch_rows(dataset: Dataset, fanouts: Sequence[int], plan: Sequence[BatchItem], *, seed: int,
                         max_rows: int) -> int:
     """The rows one batch is expected to need (see the module): at least 1, at most ``max_rows``."""
     if not plan:
         return max(1, max_rows)
     sampler = NeighborSampler(dataset, list(fanouts), seed=seed)
     picks = np.unique(np.linspace(0, len(plan) - 1, num=min(PROBE_BATCHES, len(plan))).astype(np.int64))
-    largest = max(sampler.sample(_seeds(plan[i]), int(i)).num_nodes for i in picks.tolist())
+    largest = max(sampler.sample(plan[i].seeds, int(i)).num_nodes for i in picks.tolist())
     return max(1, min(max_rows, largest))
-
-
-def _seeds(item: object) -> np.ndarray:
-    return np.asarray(getattr(item, "seeds", item))

@@ -3,8 +3,9 @@
 For every :class:`SampledBatch` on the extract channel an extractor takes three steps:
 
 1. *reserve* the batch matrix's bytes in the :class:`BatchMemory` pool (its real unique rows; waits
-   while matrices in flight fill the budget's share; in ordered mode the subgraph's bytes too, and a
-   batch sent out of turn brings its lease from the sampler, ``_out_of_turn``);
+   while matrices in flight fill the budget's share; when delivery holds batches back (plan order, or
+   history's overtaking window: ``LoaderConfig.holds_back``) the subgraph's bytes too, and a batch
+   sent out of turn brings its lease from the sampler, ``_out_of_turn``);
 2. *extract*: the top :class:`FeatureTier` (``features._tier``) fills the matrix; each tier answers
    what it holds and passes the rest down: the GPU tier (its rows stay on the device: only the
    misses fill the matrix, as its prefix, and the batch carries a :class:`DeviceRows` assembled at
@@ -62,23 +63,23 @@ class ExtractStage:
         self.counters = ExtractCounters()
 
     async def worker(self, inp: Channel[SampledBatch], out: Channel[ExtractedBatch], tiers: FeatureTier,
-                     matrices: BatchMemory, *, ordered: bool = False) -> None:
-        """Extract every batch on ``inp``; ``ordered``: leases count subgraphs too (the reorder buffer
-        may hold a batch past its queue slot)."""
+                     matrices: BatchMemory, *, holds_back: bool = False) -> None:
+        """Extract every batch on ``inp``; ``holds_back``: delivery may hold a batch past its queue slot
+        (plan order's reorder buffer, or history's overtaking window), so leases count subgraphs too."""
         async for sb in inp:
             try:
-                await self._one(sb, out, tiers, matrices, ordered)
+                await self._one(sb, out, tiers, matrices, holds_back)
             finally:
                 if sb.pin is not None:
                     sb.pin.release()
 
     async def _one(self, sb: SampledBatch, out: Channel[ExtractedBatch], tiers: FeatureTier,
-                   matrices: BatchMemory, ordered: bool) -> None:
+                   matrices: BatchMemory, holds_back: bool) -> None:
         start, cpu = time.perf_counter(), CpuMeter()
         ids = sb.subgraph.n_id
         lease = sb.lease
         if lease is None:
-            lease = await matrices.reserve(len(ids), sb.seq, subgraph_bytes(sb.subgraph) if ordered else 0)
+            lease = await matrices.reserve(len(ids), sb.seq, subgraph_bytes(sb.subgraph) if holds_back else 0)
         try:
             # one metered coroutine per batch: two clock reads per suspension, not per step
             x = matrices.matrix(lease, len(ids), tiers.dim)

@@ -40,7 +40,8 @@ import numpy as np
 from ..aio._threads import run_in_thread
 from ..features import FeatureBuffer, FeatureTier
 from ..features._buffer_holds import Foresight
-from ._batch import PlanItem, Sampler
+from ..sampling._items import BatchItem
+from ._batch import Sampler
 
 
 def compact_ids(ids: np.ndarray, num_nodes: int) -> np.ndarray:
@@ -69,7 +70,7 @@ class EpochForesight:
     The sample stage reports each batch it takes (:meth:`taken`) and pins (:meth:`pinned`), and asks
     for work while its queue is full (:meth:`wanted`, :meth:`step`).  Only the event loop touches it."""
 
-    def __init__(self, plan: Sequence[PlanItem], depth: int, buffer: FeatureBuffer, tiers: FeatureTier, *,
+    def __init__(self, plan: Sequence[BatchItem], depth: int, buffer: FeatureBuffer, tiers: FeatureTier, *,
                  stream_of: Callable[[int], int], num_nodes: int, max_held_rows: int, totals: ForesightTotals) -> None:
         self.plan, self.depth, self.buffer, self.tiers = plan, depth, buffer, tiers
         self.stream_of, self.num_nodes = stream_of, num_nodes

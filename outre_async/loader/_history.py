@@ -84,6 +84,7 @@ from ..cache._history_config import (
 )
 from ..cache._record_transfer import RecordTransfer
 from ..machine._device import device_memory
+from ..sampling._items import BatchItem
 from ..sampling._sampler import NeighborSampler, SampledSubgraph
 from ..sampling._sampler_kernels import HistoryPrune
 from ._epoch_rule import EpochToken
@@ -92,7 +93,7 @@ from ._history_record import HistoryRecord, Push
 MAX_WAIT_GAP = 254  # a gap inside the window is carried as 1 + gap in the uint8 validity copy
 
 
-def build_owner(ds: Any, cfg: Any, plan: Iterable[Any], device: torch.device) -> HistoryOwner | None:
+def build_owner(ds: Any, cfg: Any, plan: Iterable[BatchItem], device: torch.device) -> HistoryOwner | None:
     """The owner for a loader config on its ``device`` (None when history is off): candidates ranked by
     how often ``plan``'s first batches meet them in hop 1, unless the config names them."""
     h: HistoryConfig | None = cfg.history
@@ -103,7 +104,7 @@ def build_owner(ds: Any, cfg: Any, plan: Iterable[Any], device: torch.device) ->
     counts, counted = np.zeros(ds.num_nodes, np.int64), 0
     if h.candidates is None:
         one_hop = NeighborSampler(ds, list(cfg.fanouts[:1]), seed=cfg.seed)
-        counts, counted = frontier_counts(one_hop.sample, [getattr(item, "seeds", item) for item in plan],
+        counts, counted = frontier_counts(one_hop.sample, [item.seeds for item in plan],
                                           ds.num_nodes, h.profile_batches)
     candidates = choose_candidates(h, counts, cfg.num_samplers, counted)
     placement = resolve_placement(h, device.type, history_row_bytes(len(candidates), h.dim), device_memory(device))

@@ -47,7 +47,6 @@ from ..features import FeatureSource
 from ..features._device_rows import assemble_x
 from ..features._disk_probe import DiskProbe
 from ..machine._cores import sized_from_cores
-from ..sampling._plan import num_batches
 from ..store._dataset import Dataset, open_dataset
 from ..store._safe_read import fd_exhausted
 from ._batch import ExtractedBatch, OutreBatch, SampledBatch, to_batch
@@ -266,14 +265,14 @@ class OutreLoader:
         io_start = IOMark(t=time.perf_counter(), io=res.source.stats())
         self._io_marks = (io_start, None)
         parts = self._epoch_parts(res, epoch, history)
+        plan = parts.plan
         device = self._setup.device
         labels = self.dataset.labels
         to_original = self._layout.to_original if self._layout.ordered else None
         edges_to_original = self._layout.edges_to_original if self._layout.ordered else None
 
         def build(eb: ExtractedBatch) -> OutreBatch:
-            return to_batch(eb, labels, epoch, self._setup.seed_index.positions(eb.subgraph.n_id[: eb.subgraph.batch_size]),
-                            to_original, edges_to_original)
+            return to_batch(eb, labels, epoch, plan[eb.seq].targets.input_id, to_original, edges_to_original)
 
         def handed(eb: ExtractedBatch, batch: OutreBatch) -> OutreBatch:
             """At hand-over, in step order: the GPU tier's rows join the misses (on the batch's device, after
@@ -422,9 +421,7 @@ class OutreLoader:
 
     # -- introspection ---------------------------------------------------------------------------
     def __len__(self) -> int:
-        if self._setup.partitioned is not None:  # the plan of the next epoch (macro batches vary per epoch)
-            return len(self._setup.partitioned.plan(self._epoch))
-        return num_batches(len(self._setup.seeds), self.config.batch_size, self.config.drop_last, self._setup.place.world_size)
+        return self._setup.items.num_batches(self._epoch)  # the next epoch's (partition mode: they vary)
 
     def __repr__(self) -> str:
         cfg, res = self.config, self._res

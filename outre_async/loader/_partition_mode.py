@@ -1,9 +1,9 @@
 """What ``OutreLoader(..., partitions=NAME)`` needs, kept out of the loader module.
 
-:class:`PartitionBatching` opens the partitions (validated against the dataset), groups the loader's
-seeds by partition, resolves the default ``parts_per_batch`` and ``interleave``, builds the global
-neighbour cache within its byte budget, plans each epoch's
-micro-batches (:func:`plan_partition_epoch`) and makes the tiered samplers.  Its RNG streams are
+:class:`PartitionBatching` (the partition mode's :class:`~outre_async.sampling.Items`) opens the
+partitions (validated against the dataset), groups the loader's seeds by partition, resolves the
+default ``parts_per_batch`` and ``interleave``, builds the global neighbour cache within its byte
+budget, plans each epoch's micro-batches (:func:`plan_partition_epoch`) and makes the tiered samplers.  Its RNG streams are
 spaced by an upper bound of the batches per epoch, so two epochs never share a stream.
 
 :meth:`PartitionBatching.of_config` is how the loader builds it from its config, and
@@ -22,7 +22,6 @@ import numpy as np
 from .._errors import ConfigError
 from ..cache import NeighborCache
 from ..partition._batches import (
-    MicroBatch,
     default_interleave,
     default_parts_per_batch,
     group_seeds,
@@ -32,6 +31,7 @@ from ..partition._batches import (
 )
 from ..partition._reader import open_partitions
 from ..partition._sampler import MacroStore, PartitionSampler
+from ..sampling._items import BatchItem
 from ..sampling._sampler import SampledSubgraph
 from ..store._dataset import Dataset
 
@@ -45,7 +45,7 @@ class PartitionBatching:
                  shuffle: bool, seed: int, drop_last: bool, neighbor_cache_bytes: int, rank: int = 0,
                  world_size: int = 1) -> None:
         self.parts = open_partitions(ds, name)
-        self.ptr, self.grouped = group_seeds(self.parts.assignment, seeds, self.parts.num_parts)
+        self.groups = group_seeds(self.parts.assignment, seeds, self.parts.num_parts)
         if parts_per_batch is None:
             parts_per_batch = default_parts_per_batch(self.parts.num_parts, len(seeds), batch_size)
         if interleave is None:
@@ -82,7 +82,7 @@ class PartitionBatching:
         partition set's arrays (int32 where they fit, ``cross`` released: ``_reader``), the
         partition-order slot of every node (``slot_of_node``, made by the samplers if not yet) and the
         seeds grouped by partition (a memory plan part, ``_budget``)."""
-        return self.parts.held_bytes + int(self.ptr.nbytes + self.grouped.nbytes)
+        return self.parts.held_bytes + self.groups.nbytes
 
     def macro_block_bytes(self) -> int:
         """The most bytes one macro batch's adjacency block can take (``MacroStore._load``): the
@@ -99,7 +99,7 @@ class PartitionBatching:
         p = self.parts
         nodes = np.diff(p.part_ptr).astype(np.int64)
         edges = (p.adj_ptr[p.part_ptr[1:]] - p.adj_ptr[p.part_ptr[:-1]]).astype(np.int64)
-        holding = np.diff(self.ptr) > 0
+        holding = np.diff(self.groups.ptr) > 0
         per_part = np.sort((16 * nodes + p.adj_itemsize * edges)[holding])[::-1]
         k = self.parts_per_batch
         blocks = max(1, -(-len(per_part) // k))
@@ -113,12 +113,21 @@ class PartitionBatching:
         rank[nodes] = 1
         self.cache = NeighborCache.build(self.ds_indptr, self.ds_indices, rank, budget_bytes)
 
-    def plan(self, epoch: int) -> list[MicroBatch | np.ndarray]:
+    @property
+    def max_seeds(self) -> int:
+        """No micro-batch (nor a last step's plain batch) has more seeds than ``batch_size``."""
+        return self.batch_size
+
+    def plan(self, epoch: int) -> list[BatchItem]:
         """This rank's share of the epoch's global plan (all of it in one process)."""
-        plan = plan_partition_epoch(self.ptr, self.grouped, parts_per_batch=self.parts_per_batch,
+        plan = plan_partition_epoch(self.groups, parts_per_batch=self.parts_per_batch,
                                     batch_size=self.batch_size, shuffle=self.shuffle, seed=self.seed, epoch=epoch,
                                     drop_last=self.drop_last, interleave=self.interleave)
         return shard_partition_plan(plan, rank=self.rank, world_size=self.world_size, drop_last=self.drop_last)
+
+    def num_batches(self, epoch: int) -> int:
+        """The length of :meth:`plan` (macro batches vary per epoch, so it is planned)."""
+        return len(self.plan(epoch))
 
     def stream_base(self, epoch: int) -> int:
         """Batch ``seq`` samples with stream ``stream_base + seq * world_size``: distinct over ranks and epochs."""

@@ -20,7 +20,8 @@ from typing import Any
 
 from ..aio._channel import Channel
 from ..features import FeatureBuffer, FeatureTier
-from ._batch import ExtractedBatch, PlanItem, SampledBatch, Sampler
+from ..sampling._items import BatchItem
+from ._batch import ExtractedBatch, SampledBatch, Sampler
 from ._batch_memory import BatchMemory
 from ._extract_stage import ExtractStage
 from ._foresight import EpochForesight
@@ -34,7 +35,7 @@ class EpochParts:
     """Everything one epoch's stages use; built by the loader, shared by reference.  The channels
     are the epoch's own (fresh each epoch); the stages and everything else outlive it."""
 
-    plan: Sequence[PlanItem]
+    plan: Sequence[BatchItem]
     samplers: Sequence[Sampler]
     executor: Executor
     buffer: FeatureBuffer       # the sample stage's look-ahead pins are taken on it
@@ -59,14 +60,15 @@ async def run_stages(parts: EpochParts) -> None:
     try:
         async with asyncio.TaskGroup() as tg:
             samplers = [
-                tg.create_task(parts.sample_stage.worker(s, plan, extract, parts.executor, parts.stream_base,
-                                                         parts.history, parts.stream_stride, parts.buffer,
-                                                         parts.gate, parts.tiers, parts.foresight))
+                tg.create_task(parts.sample_stage.worker(
+                    s, plan=plan, out=extract, executor=parts.executor, stream_base=parts.stream_base,
+                    history=parts.history, stream_stride=parts.stream_stride, lookahead=parts.buffer,
+                    gate=parts.gate, tiers=parts.tiers, foresight=parts.foresight))
                 for s in parts.samplers
             ]
             extractors = [
                 tg.create_task(parts.extract_stage.worker(extract, ready, parts.tiers, parts.matrices,
-                                                          ordered=parts.gate is not None))
+                                                          holds_back=parts.gate is not None))
                 for _ in range(parts.num_extractors)
             ]
             tg.create_task(_close_after(samplers, extract))

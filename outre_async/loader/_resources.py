@@ -24,6 +24,7 @@ from ..features._disk_probe import gap_from_probe
 from ..features._gpu_tier import DeviceFeatureCache
 from ..features._static_cache import StaticFeatureCache
 from ..features._uring_source import UringSource
+from ..sampling._items import ItemSampler
 from ..sampling._sampler import NeighborSampler
 from ..store._dataset import Dataset
 from ..store._watch import FileWatch
@@ -84,7 +85,7 @@ class Resources:
         if partitioned is not None:
             samplers = [*partitioned.samplers(ds, list(cfg.fanouts), cfg.seed, cfg.num_samplers)]
         else:
-            samplers = [NeighborSampler(ds, list(cfg.fanouts), seed=cfg.seed) for _ in range(cfg.num_samplers)]
+            samplers = [ItemSampler(NeighborSampler(ds, list(cfg.fanouts), seed=cfg.seed)) for _ in range(cfg.num_samplers)]
         executor = ThreadPoolExecutor(cfg.num_samplers, thread_name_prefix="outre-sampler")
         tiers = build_tiers(source, buffer, num_extractors=cfg.num_extractors, static=static, gpu=gpu)
         res = cls(loop, source, owns_source, buffer, matrices, samplers, executor, tiers, engine, partitioned)

@@ -33,8 +33,9 @@ from ..aio._cpu_meter import thread_cpu_call
 from ..aio._threads import run_in_thread
 from ..cache._history import HistoryDecision
 from ..features import FeatureBuffer, FeatureTier
+from ..sampling._items import BatchItem
 from ..sampling._sampler import SampledSubgraph
-from ._batch import PlanItem, SampledBatch, Sampler
+from ._batch import SampledBatch, Sampler
 from ._history import EpochHistory
 from ._out_of_turn import OutOfTurnMemory, subgraph_bytes
 
@@ -61,7 +62,7 @@ class SampleStage:
     def __init__(self) -> None:
         self.counters = SampleCounters()
 
-    async def worker(self, sampler: Sampler, plan: Iterator[tuple[int, PlanItem]], out: Channel[SampledBatch],
+    async def worker(self, sampler: Sampler, *, plan: Iterator[tuple[int, BatchItem]], out: Channel[SampledBatch],
                      executor: Executor, stream_base: int, history: EpochHistory | None = None,
                      stream_stride: int = 1, lookahead: FeatureBuffer | None = None,
                      gate: OutOfTurnMemory | None = None, tiers: FeatureTier | None = None,

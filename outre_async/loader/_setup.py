@@ -20,9 +20,9 @@ from .._errors import ConfigError
 from ..features import FeatureSource, detect_io_uring
 from ..features._disk_source import IOConfig, open_direct
 from ..features._staging import SECTOR
-from ..sampling._plan import SeedIndex, max_edges_per_batch, max_rows_per_batch, plan_epoch, seed_ids
+from ..sampling._items import BatchItem, Items, SeedItems
+from ..sampling._plan import max_edges_per_batch, max_rows_per_batch, seed_ids
 from ..store._dataset import Dataset
-from ._batch import PlanItem
 from ._batch_rows import expected_batch_rows
 from ._budget import MemoryPlan, Sizes, plan_memory
 from ._config import LoaderConfig
@@ -43,20 +43,20 @@ class LoaderSetup:
     config: LoaderConfig                  # as validated (before a profile's plan is applied)
     split: Any                            # as given: a split name, node ids or a mask
     seeds: np.ndarray                     # the split's node ids (``seed_ids``)
-    seed_index: SeedIndex                 # node id -> position in ``seeds`` (batch.input_id)
     place: RankPlace                      # rank, world size, ranks on this host
     budget: int | None                    # this rank's bytes of memory_budget (the host's split, _ranks)
     device: torch.device                  # the config's device (validated there), as the one torch.device passed on
     partitioned: PartitionBatching | None  # partition mode's batching (None: plain seeds)
-    first_plan: Sequence[PlanItem]        # epoch 0's plan for this rank
+    items: Items                          # plans each epoch's batch items for this rank (``partitioned`` or plain)
+    first_plan: Sequence[BatchItem]       # epoch 0's plan for this rank
     sizes: Sizes                          # what the memory plan needs: rows, bytes, probed rows per batch
     source: FeatureSource | None          # a source the caller opened (the loader never closes it)
     source_kind: str                      # "injected", "memory" or "disk"
 
-    def plan(self, epoch: int) -> Sequence[PlanItem]:
+    def plan(self, epoch: int) -> Sequence[BatchItem]:
         """The batches of ``epoch`` for this rank: micro-batches of macro batches in partition mode
         (OUTRE §4.2), else the seeds shuffled by ``seed`` and the epoch (made afresh each call)."""
-        return _plan(self.config, self.seeds, self.place, self.partitioned, epoch)
+        return self.items.plan(epoch)
 
     def memory_plan(self, cfg: LoaderConfig, extra: dict[str, int] | None = None) -> MemoryPlan:
         """The memory plan of ``cfg`` (this setup's config, or it with a profile's plan applied) on
@@ -87,34 +87,29 @@ def loader_setup(dataset: Dataset, config: LoaderConfig, split: Any, source: Fea
         raise ConfigError(f"dataset {dataset.path} has no features; the loader needs them")
     source = _check_source(source, config, dataset)
     seeds = seed_ids(dataset, split)
-    seed_index = SeedIndex(seeds)
     place = resolve_place(config)
     if 0 < len(seeds) < place.world_size:
         raise ConfigError(f"split has {len(seeds)} seeds for {place.world_size} ranks; every rank "
                           "needs at least one: use fewer ranks or a larger split")
-    max_rows = max_rows_per_batch(config.batch_size, config.fanouts, dataset.num_nodes)
     partitioned = _partition_batching(dataset, config, seeds, place)
-    first_plan = _plan(config, seeds, place, partitioned, 0)
+    items: Items = partitioned if partitioned is not None else SeedItems(
+        seeds=seeds, batch_size=config.batch_size, shuffle=config.shuffle, seed=config.seed,
+        drop_last=config.drop_last, rank=place.rank, world_size=place.world_size)
+    max_rows = max_rows_per_batch(items.max_seeds, config.fanouts, dataset.num_nodes)
+    first_plan = items.plan(0)
     batch_rows = expected_batch_rows(dataset, config.fanouts, first_plan, seed=config.seed, max_rows=max_rows)
     sizes = Sizes(num_nodes=dataset.num_nodes, dim=dataset.feature_dim,
                   row_bytes=dataset.feature_dim * dataset.feature_dtype.itemsize, stride=dataset.row_layout.stride,
-                  max_rows=max_rows, max_edges=max_edges_per_batch(config.batch_size, config.fanouts, dataset.num_edges),
+                  max_rows=max_rows, max_edges=max_edges_per_batch(items.max_seeds, config.fanouts, dataset.num_edges),
                   batch_rows=batch_rows)
     sizes = _partition_sizes(sizes, partitioned)
     kind = "injected" if source is not None else "memory" if config.backend == "memory" else "disk"
     if kind == "disk" and config.budget_bytes is not None:
         sizes = replace(sizes, rows_into_slots=_rows_into_slots(dataset, config))
-    return LoaderSetup(dataset=dataset, config=config, split=split, seeds=seeds, seed_index=seed_index, place=place,
+    return LoaderSetup(dataset=dataset, config=config, split=split, seeds=seeds, place=place,
                        budget=place.budget_share(config.budget_bytes), device=torch.device(config.device),
-                       partitioned=partitioned, first_plan=first_plan, sizes=sizes, source=source, source_kind=kind)
-
-
-def _plan(cfg: LoaderConfig, seeds: np.ndarray, place: RankPlace, partitioned: PartitionBatching | None,
-          epoch: int) -> Sequence[PlanItem]:
-    if partitioned is not None:  # micro-batches of macro batches (OUTRE §4.2)
-        return partitioned.plan(epoch)
-    return plan_epoch(seeds, cfg.batch_size, shuffle=cfg.shuffle, seed=cfg.seed, epoch=epoch,
-                      drop_last=cfg.drop_last, rank=place.rank, world_size=place.world_size)
+                       partitioned=partitioned, items=items, first_plan=first_plan, sizes=sizes, source=source,
+                       source_kind=kind)
 
 
 def _rows_into_slots(ds: Dataset, cfg: LoaderConfig) -> bool:

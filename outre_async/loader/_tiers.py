@@ -30,12 +30,13 @@ from ..features._gpu_tier import DeviceFeatureCache, gpu_tier_rows, rank_rows
 from ..features._make_tier import make_tier
 from ..features._static_cache import StaticFeatureCache
 from ..features._tier import FeatureTier
+from ..sampling._items import BatchItem
 from ..sampling._sampler import NeighborSampler
 
 RANK_BATCHES = 32  # planned batches counted to rank rows for the GPU tier when no profile is applied
 
 
-def gpu_rows(ds: Any, cfg: Any, plan: Sequence[object], *, stream_base: int = 0,
+def gpu_rows(ds: Any, cfg: Any, plan: Sequence[BatchItem], *, stream_base: int = 0,
              stream_stride: int = 1) -> np.ndarray | None:
     """The GPU tier's node ids, ascending (module docstring); None when ``gpu_cache_budget`` is off."""
     budget = cfg.gpu_cache_budget
@@ -47,7 +48,7 @@ def gpu_rows(ds: Any, cfg: Any, plan: Sequence[object], *, stream_base: int = 0,
     return np.sort(rank_rows(counts)[:capacity])
 
 
-def gpu_cache(ds: Any, cfg: Any, plan: Sequence[object], *, device: torch.device, stream_base: int = 0,
+def gpu_cache(ds: Any, cfg: Any, plan: Sequence[BatchItem], *, device: torch.device, stream_base: int = 0,
               stream_stride: int = 1) -> DeviceFeatureCache | None:
     """The GPU tier's cache (not loaded yet), or None when it is off or no row was met."""
     nodes = gpu_rows(ds, cfg, plan, stream_base=stream_base, stream_stride=stream_stride)
@@ -56,14 +57,13 @@ def gpu_cache(ds: Any, cfg: Any, plan: Sequence[object], *, device: torch.device
     return DeviceFeatureCache(nodes, ds.num_nodes, ds.feature_dim, device=device)
 
 
-def plan_row_counts(ds: Any, fanouts: Sequence[int], plan: Sequence[object], *, seed: int, stream_base: int = 0,
+def plan_row_counts(ds: Any, fanouts: Sequence[int], plan: Sequence[BatchItem], *, seed: int, stream_base: int = 0,
                     stream_stride: int = 1, batches: int = RANK_BATCHES) -> np.ndarray:
     """How often each node's row is in the first ``batches`` batches of ``plan`` (float64 [N])."""
     sampler = NeighborSampler(ds, list(fanouts), seed=seed)
     counts = np.zeros(ds.num_nodes, np.float64)
     for seq in range(min(batches, len(plan))):
-        seeds = np.asarray(getattr(plan[seq], "seeds", plan[seq]))
-        counts[sampler.sample(seeds, stream_base + seq * stream_stride).n_id] += 1
+        counts[sampler.sample(plan[seq].seeds, stream_base + seq * stream_stride).n_id] += 1
     return counts
 
 

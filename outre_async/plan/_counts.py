@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ..sampling._items import BatchItem
 from ..sampling._sampler import NeighborSampler
 from . import _profile_kernels as K
 from ._costs import BatchShape
@@ -56,7 +57,7 @@ class Counts:
     shapes: tuple[BatchShape, ...] = ()    # a few pre-sampled batches' topology (the step is timed on them)
 
 
-def presample(ds: Any, plan: Sequence[Any], *, fanouts: Sequence[int], seed: int, stream_base: int,
+def presample(ds: Any, plan: Sequence[BatchItem], *, fanouts: Sequence[int], seed: int, stream_base: int,
               max_batches: int, buffer_rows: int, horizon: int, max_candidates: int,
               assignment: np.ndarray | None = None, progress: Callable[[int], None] | None = None) -> Counts:
     """Count the first ``max_batches`` batches of ``plan`` (see the module); ``buffer_rows`` / the mean
@@ -70,12 +71,11 @@ def presample(ds: Any, plan: Sequence[Any], *, fanouts: Sequence[int], seed: int
     keep = {limit * (i + 1) // (SHAPES + 1) for i in range(SHAPES)} if limit else set()
     shapes: list[BatchShape] = []
     if limit:  # warm-up, untimed: the first call compiles the sampler's kernels (a minute cold, issue 25)
-        sampler.sample(getattr(plan[0], "seeds", plan[0]), stream_base)
+        sampler.sample(plan[0].seeds, stream_base)
     for step in range(limit):
         item = plan[step]
-        seeds = getattr(item, "seeds", item)
         start = time.perf_counter()
-        sub = sampler.sample(seeds, stream_base + step)
+        sub = sampler.sample(item.seeds, stream_base + step)
         times.append(time.perf_counter() - start)
         n_id, b = sub.n_id, sub.batch_size
         n1 = sub.num_sampled_nodes[1] if layers > 1 else 0
@@ -85,8 +85,8 @@ def presample(ds: Any, plan: Sequence[Any], *, fanouts: Sequence[int], seed: int
                                      batch_size=int(b)))
         expanded = n_id[: sum(sub.num_sampled_nodes[:-1])]
         on_disk = np.ones(len(expanded), bool)
-        if assignment is not None and hasattr(item, "parts"):
-            on_disk = ~np.isin(assignment[expanded], np.asarray(item.parts))
+        if assignment is not None and item.macro is not None:
+            on_disk = ~np.isin(assignment[expanded], np.asarray(item.macro.parts))
         lists.append(expanded[on_disk])
         app.append((n_id[: b + n1], b, step))
         if layers > 1 and n1:

@@ -1,6 +1,9 @@
-"""Neighbour sampling: the numba sampler kernels, the :class:`NeighborSampler` around them, the epoch plan."""
+"""Neighbour sampling: the numba sampler kernels, the :class:`NeighborSampler` around them, the epoch
+plan, and the batch items it is made of (:class:`BatchItem`, planned by an :class:`Items`)."""
 
+from ._items import BatchItem, Items, MacroRef, NodeTargets, SeedItems
 from ._plan import plan_epoch
 from ._sampler import NeighborSampler, SampledSubgraph, sample_neighbors
 
-__all__ = ["NeighborSampler", "SampledSubgraph", "plan_epoch", "sample_neighbors"]
+__all__ = ["BatchItem", "Items", "MacroRef", "NeighborSampler", "NodeTargets", "SampledSubgraph", "SeedItems",
+           "plan_epoch", "sample_neighbors"]

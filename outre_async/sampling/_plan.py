@@ -136,19 +136,3 @@ def _as_array(value: object) -> np.ndarray:
         value = detach().cpu().numpy()
     return np.asarray(value)
 
-
-class SeedIndex:
-    """Where each seed sits in the loader's seed array: PyG's ``input_id`` (the position of a batch's
-    seeds in ``input_nodes``).  Sorted seeds (split files, masks) are searched in place; otherwise
-    an argsort of the seeds is kept (8 bytes per seed, like the seed array itself)."""
-
-    def __init__(self, seeds: np.ndarray) -> None:
-        self.seeds = seeds
-        ascending = len(seeds) < 2 or bool((seeds[1:] > seeds[:-1]).all())
-        self._order = None if ascending else np.argsort(seeds, kind="stable")
-
-    def positions(self, ids: np.ndarray) -> np.ndarray:
-        """Positions of ``ids`` (each one of the seeds) in the seed array."""
-        if self._order is None:
-            return np.searchsorted(self.seeds, ids).astype(np.int64)
-        return self._order[np.searchsorted(self.seeds, ids, sorter=self._order)].astype(np.int64)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from conftest import generated
 from outre_async.partition import partition, plan_partition_epoch
-from outre_async.partition._batches import MicroBatch, group_seeds, shard_partition_plan
+from outre_async.partition._batches import group_seeds, shard_partition_plan
 
 import outre_async as oa
 from outre_async.sampling._plan import num_batches, plan_epoch, step_cuts
@@ -67,22 +67,18 @@ def test_plan_rejects_bad_ranks(bad: dict) -> None:
         plan_epoch(np.arange(10), 2, shuffle=False, seed=0, epoch=0, **bad)
 
 
-def _seeds_of(item) -> np.ndarray:  # type: ignore[no-untyped-def]
-    return np.asarray(item.seeds if isinstance(item, MicroBatch) else item)
-
-
 @pytest.mark.parametrize("world", [2, 3])
 @pytest.mark.parametrize("ppb", [1, 3])
 @pytest.mark.parametrize("drop_last", [False, True])
 def test_partition_shares_cover_once_with_equal_steps(ds: oa.Dataset, world: int, ppb: int, drop_last: bool) -> None:
     parts = partition(ds, 16, name="p16", passes=1, overwrite=True)
     train = ds.split("train")
-    ptr, grouped = group_seeds(parts.assignment, train, parts.num_parts)
-    plan = plan_partition_epoch(ptr, grouped, parts_per_batch=ppb, batch_size=40, shuffle=True, seed=2, epoch=1,
+    groups = group_seeds(parts.assignment, train, parts.num_parts)
+    plan = plan_partition_epoch(groups, parts_per_batch=ppb, batch_size=40, shuffle=True, seed=2, epoch=1,
                                 drop_last=drop_last, interleave=2)
     shares = [shard_partition_plan(plan, rank=r, world_size=world, drop_last=drop_last) for r in range(world)]
     assert len({len(s) for s in shares}) == 1
-    used = np.concatenate([_seeds_of(b) for s in shares for b in s])
+    used = np.concatenate([b.seeds for s in shares for b in s])
     planned = np.concatenate([mb.seeds for mb in plan])
     assert len(np.unique(used)) == len(used) and set(used.tolist()) <= set(planned.tolist())
     left = len(plan) % world
@@ -91,11 +87,11 @@ def test_partition_shares_cover_once_with_equal_steps(ds: oa.Dataset, world: int
     else:
         assert sum(len(s) for s in shares) == len(plan) - left
     # macro batches are dealt round-robin in plan order; only the surplus beyond the equal step count moves
-    dealt = {m: i % world for i, m in enumerate(dict.fromkeys(mb.macro for mb in plan))}
-    owned = [sum(dealt[mb.macro] == r for mb in plan) for r in range(world)]
+    dealt = {m: i % world for i, m in enumerate(dict.fromkeys(mb.macro.index for mb in plan))}
+    owned = [sum(dealt[mb.macro.index] == r for mb in plan) for r in range(world)]
     steps = len(plan) // world
-    kept = sum(isinstance(b, MicroBatch) and dealt[b.macro] == r for r, s in enumerate(shares) for b in s)
-    moved = sum(isinstance(b, MicroBatch) for s in shares for b in s) - kept
+    kept = sum(b.macro is not None and dealt[b.macro.index] == r for r, s in enumerate(shares) for b in s)
+    moved = sum(b.macro is not None for s in shares for b in s) - kept
     assert moved == sum(max(0, o - steps) for o in owned) - left
 
 

@@ -13,7 +13,6 @@ from conftest import generated, run
 from outre_async.cache import NeighborCache
 from outre_async.partition import (
     MacroStore,
-    MicroBatch,
     PartitionSampler,
     group_seeds,
     partition,
@@ -21,6 +20,7 @@ from outre_async.partition import (
     redundancy_ratio,
 )
 from outre_async.partition._batches import default_interleave, default_num_parts, default_parts_per_batch
+from outre_async.sampling import BatchItem, NodeTargets
 
 import outre_async as oa
 
@@ -40,48 +40,48 @@ def parts(ds: oa.Dataset):
 @pytest.mark.parametrize("interleave", [1, 4])
 def test_plan_covers_every_seed_once_per_epoch(ds: oa.Dataset, parts, ppb: int, shuffle: bool, interleave: int) -> None:
     train = ds.split("train")
-    ptr, grouped = group_seeds(parts.assignment, train, parts.num_parts)
+    groups = group_seeds(parts.assignment, train, parts.num_parts)
     for epoch in range(3):
-        plan = plan_partition_epoch(ptr, grouped, parts_per_batch=ppb, batch_size=50, shuffle=shuffle, seed=1,
+        plan = plan_partition_epoch(groups, parts_per_batch=ppb, batch_size=50, shuffle=shuffle, seed=1,
                                     epoch=epoch, interleave=interleave)
         seen = np.concatenate([b.seeds for b in plan])
         np.testing.assert_array_equal(np.sort(seen), np.sort(train))
         for b in plan:
-            assert 0 < len(b) <= 50 and len(b.parts) <= ppb
-            assert np.isin(parts.assignment[b.seeds], b.parts).all()
-        windows = [b.macro // interleave for b in plan]
+            assert 0 < len(b) <= 50 and len(b.macro.parts) <= ppb
+            assert np.isin(parts.assignment[b.seeds], b.macro.parts).all()
+        windows = [b.macro.index // interleave for b in plan]
         assert windows == sorted(windows)  # a run of `interleave` macro batches is planned before the next
         if interleave == 1 or not shuffle:
-            assert [b.macro for b in plan] == sorted(b.macro for b in plan)
+            assert [b.macro.index for b in plan] == sorted(b.macro.index for b in plan)
 
 
 def test_interleaving_mixes_macro_batches_deterministically(ds: oa.Dataset, parts) -> None:
-    ptr, grouped = group_seeds(parts.assignment, ds.split("train"), parts.num_parts)
+    groups = group_seeds(parts.assignment, ds.split("train"), parts.num_parts)
     kw = {"parts_per_batch": 2, "batch_size": 20, "shuffle": True, "seed": 4, "epoch": 1}
-    plain = plan_partition_epoch(ptr, grouped, **kw)
-    mixed = plan_partition_epoch(ptr, grouped, interleave=8, **kw)
-    again = plan_partition_epoch(ptr, grouped, interleave=8, **kw)
+    plain = plan_partition_epoch(groups, **kw)
+    mixed = plan_partition_epoch(groups, interleave=8, **kw)
+    again = plan_partition_epoch(groups, interleave=8, **kw)
     assert [b.seeds.tolist() for b in mixed] == [b.seeds.tolist() for b in again]
     # the same macro batches, cut the same way; only the order of their micro-batches changes
     assert sorted(b.seeds.tolist() for b in mixed) == sorted(b.seeds.tolist() for b in plain)
-    switches = sum(a.macro != b.macro for a, b in zip(mixed, mixed[1:], strict=False))
-    assert switches > 2 * sum(a.macro != b.macro for a, b in zip(plain, plain[1:], strict=False))
+    switches = sum(a.macro.index != b.macro.index for a, b in zip(mixed, mixed[1:], strict=False))
+    assert switches > 2 * sum(a.macro.index != b.macro.index for a, b in zip(plain, plain[1:], strict=False))
     with pytest.raises(oa.ConfigError, match="interleave=0"):
-        plan_partition_epoch(ptr, grouped, interleave=0, **kw)
+        plan_partition_epoch(groups, interleave=0, **kw)
 
 
 @pytest.mark.parametrize("batch_size", [1, 7, 50, 10_000])
 def test_micro_batches_of_a_macro_batch_are_near_equal(ds: oa.Dataset, parts, batch_size: int) -> None:
-    ptr, grouped = group_seeds(parts.assignment, ds.split("train"), parts.num_parts)
-    plan = plan_partition_epoch(ptr, grouped, parts_per_batch=3, batch_size=batch_size, shuffle=True, seed=2, epoch=0)
-    for macro in {b.macro for b in plan}:
-        sizes = [len(b) for b in plan if b.macro == macro]
+    groups = group_seeds(parts.assignment, ds.split("train"), parts.num_parts)
+    plan = plan_partition_epoch(groups, parts_per_batch=3, batch_size=batch_size, shuffle=True, seed=2, epoch=0)
+    for macro in {b.macro.index for b in plan}:
+        sizes = [len(b) for b in plan if b.macro.index == macro]
         n = sum(sizes)
         assert len(sizes) == -(-n // batch_size) and max(sizes) <= batch_size and max(sizes) - min(sizes) <= 1
-    dropped = plan_partition_epoch(ptr, grouped, parts_per_batch=3, batch_size=batch_size, shuffle=True, seed=2,
+    dropped = plan_partition_epoch(groups, parts_per_batch=3, batch_size=batch_size, shuffle=True, seed=2,
                                    epoch=0, drop_last=True)
     assert all(len(b) == batch_size for b in dropped)
-    assert sum(map(len, dropped)) > sum(map(len, plan)) - batch_size * len({b.macro for b in plan})
+    assert sum(map(len, dropped)) > sum(map(len, plan)) - batch_size * len({b.macro.index for b in plan})
 
 
 def test_default_counts() -> None:
@@ -96,10 +96,10 @@ def test_default_counts() -> None:
 
 
 def test_plans_differ_between_epochs(ds: oa.Dataset, parts) -> None:
-    ptr, grouped = group_seeds(parts.assignment, ds.split("train"), parts.num_parts)
-    a, b = (plan_partition_epoch(ptr, grouped, parts_per_batch=2, batch_size=64, shuffle=True, seed=0, epoch=e)
+    groups = group_seeds(parts.assignment, ds.split("train"), parts.num_parts)
+    a, b = (plan_partition_epoch(groups, parts_per_batch=2, batch_size=64, shuffle=True, seed=0, epoch=e)
             for e in (0, 1))
-    assert [x.parts for x in a] != [x.parts for x in b]
+    assert [x.macro.parts for x in a] != [x.macro.parts for x in b]
 
 
 @pytest.mark.parametrize("cache_bytes", [0, 12_000, 1 << 22])
@@ -108,8 +108,8 @@ def test_tiered_sampler_equals_plain_sampler(ds: oa.Dataset, parts, cache_bytes:
     store = MacroStore(parts, capacity=2)
     tiered = PartitionSampler(ds, parts, [5, 3, 2], seed=9, cache=cache, store=store)
     plain = oa.NeighborSampler(ds, [5, 3, 2], seed=9)
-    ptr, grouped = group_seeds(parts.assignment, ds.split("train"), parts.num_parts)
-    plan = plan_partition_epoch(ptr, grouped, parts_per_batch=2, batch_size=40, shuffle=True, seed=0, epoch=0)
+    groups = group_seeds(parts.assignment, ds.split("train"), parts.num_parts)
+    plan = plan_partition_epoch(groups, parts_per_batch=2, batch_size=40, shuffle=True, seed=0, epoch=0)
     for stream, batch in enumerate(plan[:25]):
         got, want = tiered.sample(batch, stream), plain.sample(batch.seeds, stream)
         np.testing.assert_array_equal(got.n_id, want.n_id)
@@ -120,9 +120,10 @@ def test_tiered_sampler_equals_plain_sampler(ds: oa.Dataset, parts, cache_bytes:
     cached, macro, disk = (int(x) for x in tiered.tiers)
     assert macro > 0 and disk > 0
     assert (cached > 0) == (cache.num_cached > 0)
-    assert store.loads <= len({b.parts for b in plan[:25]})  # each macro batch read once
+    assert store.loads <= len({b.macro.parts for b in plan[:25]})  # each macro batch read once
     # plain seeds (no macro batch) go cache -> disk, same samples
-    np.testing.assert_array_equal(tiered.sample(np.arange(30), 99).n_id, plain.sample(np.arange(30), 99).n_id)
+    seeds = BatchItem(seeds=np.arange(30), targets=NodeTargets(input_id=np.arange(30)))
+    np.testing.assert_array_equal(tiered.sample(seeds, 99).n_id, plain.sample(np.arange(30), 99).n_id)
 
 
 def test_sample_nodes_gives_the_batch_s_n_id_without_loading_its_macro_block(ds: oa.Dataset, parts) -> None:
@@ -131,8 +132,8 @@ def test_sample_nodes_gives_the_batch_s_n_id_without_loading_its_macro_block(ds:
     cache = NeighborCache.build(ds.indptr, ds.indices, parts.cross, 12_000)
     store = MacroStore(parts, capacity=2)
     tiered = PartitionSampler(ds, parts, [5, 3], seed=9, cache=cache, store=store)
-    ptr, grouped = group_seeds(parts.assignment, ds.split("train"), parts.num_parts)
-    plan = plan_partition_epoch(ptr, grouped, parts_per_batch=2, batch_size=40, shuffle=True, seed=0, epoch=0)
+    groups = group_seeds(parts.assignment, ds.split("train"), parts.num_parts)
+    plan = plan_partition_epoch(groups, parts_per_batch=2, batch_size=40, shuffle=True, seed=0, epoch=0)
     foreseen = [tiered.sample_nodes(batch, stream) for stream, batch in enumerate(plan[:12])]
     assert store.loads == 0 and int(tiered.tiers.sum()) == 0 and int(tiered.foresight_tiers.sum()) > 0
     for stream, batch in enumerate(plan[:12]):
@@ -199,8 +200,8 @@ def test_loader_defaults_and_each_macro_batch_read_once(ds: oa.Dataset, parts) -
     assert ppb > 1 and (lists["parts_per_batch"], lists["interleave"]) == (ppb, default_interleave(16, ppb))
     assert redundancy_ratio(ds, fanouts=[2], batch_size=64, partitions=parts)["parts_per_batch"] == ppb
     plan = loader._setup.partitioned.plan(0)
-    assert len({b.macro for b in plan}) > 1 and len(_collect(loader)) == len(plan)
-    assert loader.stats()["neighbor_lists"]["macro_loads"] == len({b.macro for b in plan})  # interleaved, read once
+    assert len({b.macro.index for b in plan}) > 1 and len(_collect(loader)) == len(plan)
+    assert loader.stats()["neighbor_lists"]["macro_loads"] == len({b.macro.index for b in plan})  # interleaved, read once
 
 
 def test_a_reopened_loader_keeps_no_earlier_opening_s_samplers_or_macro_blocks(ds: oa.Dataset, parts) -> None:
@@ -223,7 +224,7 @@ def test_a_reopened_loader_keeps_no_earlier_opening_s_samplers_or_macro_blocks(d
 
     loads = 0
     for epoch in range(3):  # each opening runs the loader's next epoch
-        loads += len({b.macro for b in batching.plan(epoch)})  # interleaved: each macro batch read once
+        loads += len({b.macro.index for b in batching.plan(epoch)})  # interleaved: each macro batch read once
         assert run(one_opening()) == len(batching.plan(epoch))
     gc.collect()
     assert len(opened) == 3 * (2 + 1)  # two samplers and a store per opening ...
@@ -231,8 +232,13 @@ def test_a_reopened_loader_keeps_no_earlier_opening_s_samplers_or_macro_blocks(d
     assert loader.stats()["neighbor_lists"]["macro_loads"] == loads  # the counters outlive the openings
 
 
-def test_microbatch_len() -> None:
-    assert len(MicroBatch(np.arange(3), 0, (1,))) == 3
+def test_planned_items_carry_their_input_ids(ds: oa.Dataset, parts) -> None:
+    seeds = np.random.default_rng(4).permutation(ds.split("train"))  # unsorted: positions are not ids
+    groups = group_seeds(parts.assignment, seeds, parts.num_parts)
+    plan = plan_partition_epoch(groups, parts_per_batch=2, batch_size=40, shuffle=True, seed=0, epoch=0)
+    for item in plan:
+        np.testing.assert_array_equal(seeds[item.targets.input_id], item.seeds)
+    assert len(plan[0]) == len(plan[0].seeds) == len(plan[0].targets.input_id)
 
 
 def test_redundancy_ratio_drops_with_partition_batches(ds: oa.Dataset, parts) -> None:

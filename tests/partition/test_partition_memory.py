@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 from conftest import generated
 from outre_async.cache import NeighborCache
-from outre_async.partition import MacroStore, MicroBatch, PartitionSampler, group_seeds, partition, plan_partition_epoch
+from outre_async.partition import MacroStore, PartitionSampler, group_seeds, partition, plan_partition_epoch
 from outre_async.partition import _reader as reader
 from outre_async.partition._reader import open_partitions
+from outre_async.sampling import BatchItem
 
 import outre_async as oa
 from outre_async.loader._budget import Sizes, macro_adjacency_bytes
@@ -61,8 +62,8 @@ def test_int64_is_kept_past_the_limit_and_samples_are_bit_identical(ds: oa.Datas
         cache = NeighborCache.build(ds.indptr, ds.indices, p.cross, 4 * ds.num_nodes + 2000)
         tiered = PartitionSampler(ds, p, [5, 3], seed=4, cache=cache, store=MacroStore(p, capacity=2))
         plain = oa.NeighborSampler(ds, [5, 3], seed=4)
-        ptr, grouped = group_seeds(p.assignment, ds.split("train"), p.num_parts)
-        plan = plan_partition_epoch(ptr, grouped, parts_per_batch=3, batch_size=40, shuffle=True, seed=1, epoch=0)
+        groups = group_seeds(p.assignment, ds.split("train"), p.num_parts)
+        plan = plan_partition_epoch(groups, parts_per_batch=3, batch_size=40, shuffle=True, seed=1, epoch=0)
         for stream, batch in enumerate(plan[:12]):
             got, want = tiered.sample(batch, stream), plain.sample(batch.seeds, stream)
             np.testing.assert_array_equal(got.n_id, want.n_id)
@@ -95,7 +96,7 @@ def test_the_loader_releases_cross_and_counts_what_it_holds(ds: oa.Dataset) -> N
             b.release()
         p = batching.parts
         held = (p.assignment, p.part_ptr, p.part_nodes, p.train_ptr, p.train_nodes_all, p.adj_ptr, p.slot_of_node,
-                batching.ptr, batching.grouped)
+                batching.groups.ptr, batching.groups.order)
         assert loader.stats()["memory"]["partition arrays"] == sum(a.nbytes for a in held)
         second = 0
         for b in loader:  # a second epoch still samples (the cache was built once, from cross)
@@ -106,7 +107,7 @@ def test_the_loader_releases_cross_and_counts_what_it_holds(ds: oa.Dataset) -> N
         loader.close()
 
 
-def _drive(store: MacroStore, plans: list[list[MicroBatch]], workers: int, rng: np.random.Generator) -> int:
+def _drive(store: MacroStore, plans: list[list[BatchItem]], workers: int, rng: np.random.Generator) -> int:
     """Acquire and release the plans' blocks as ``workers`` samplers would (each holds one item's
     block until it is done; a random one finishes first; epochs run one after another); returns the
     most bytes the store held."""
@@ -116,8 +117,9 @@ def _drive(store: MacroStore, plans: list[list[MicroBatch]], workers: int, rng: 
         for item in plan:
             if len(busy) == workers:
                 store.release(busy.pop(int(rng.integers(len(busy)))))
-            busy.append(tuple(item.parts))
-            store.acquire(busy[-1], item.epoch)
+            assert item.macro is not None
+            busy.append(item.macro.parts)
+            store.acquire(busy[-1], item.macro.epoch)
             most = max(most, store.held_bytes)
         for key in busy:  # the epoch's samplers finish before the next epoch starts
             store.release(key)

@@ -17,8 +17,7 @@ from outre_async.plan._budget_plan import choose, epoch_seconds, knapsack_input,
 from outre_async.plan._costs import BatchShape
 from outre_async.plan._counts import SHAPES, Counts, presample
 from outre_async.plan._knapsack import Choice
-from outre_async.sampling import NeighborSampler
-from outre_async.sampling._plan import plan_epoch
+from outre_async.sampling import NeighborSampler, SeedItems
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"))]
 OPTS = {"fanouts": [5, 5], "batch_size": 64, "memory_budget": "6MiB", "backend": "memory", "seed": 7}
@@ -141,14 +140,14 @@ def test_pulls_are_measured_through_the_record_s_transfer_per_placement(ds: oa.D
 
 def test_presample_keeps_the_shapes_of_batches_it_sampled(ds: oa.Dataset) -> None:
     seeds = ds.split("train")
-    plan = plan_epoch(seeds, 64, shuffle=True, seed=7, epoch=0, drop_last=False)
+    plan = SeedItems(seeds=seeds, batch_size=64, shuffle=True, seed=7).plan(0)
     counts = presample(ds, plan, fanouts=[5, 5], seed=7, stream_base=0, max_batches=8, buffer_rows=256, horizon=-1,
                        max_candidates=0)
     assert len(counts.shapes) == SHAPES
     sampler = NeighborSampler(ds, [5, 5], seed=7)
     steps = [8 * (i + 1) // (SHAPES + 1) for i in range(SHAPES)]
     for step, shape in zip(steps, counts.shapes, strict=True):
-        sub = sampler.sample(plan[step], step)
+        sub = sampler.sample(plan[step].seeds, step)
         assert (shape.num_nodes, shape.batch_size) == (len(sub.n_id), sub.batch_size)
         np.testing.assert_array_equal(shape.edge_index, sub.edge_index)
     assert counts.row_access is not None and counts.row_access.sum() == pytest.approx(counts.accesses * len(plan) / 8)
@@ -181,7 +180,7 @@ def test_the_host_tiers_neither_read_nor_spare_the_gpu_tier_s_rows(ds: oa.Datase
     from outre_async.loader._profiling import host_counts
 
     seeds = ds.split("train")
-    plan = plan_epoch(seeds, 64, shuffle=True, seed=7, epoch=0, drop_last=False)
+    plan = SeedItems(seeds=seeds, batch_size=64, shuffle=True, seed=7).plan(0)
     counts = presample(ds, plan, fanouts=[5, 5], seed=7, stream_base=0, max_batches=len(plan), buffer_rows=256,
                        horizon=10, max_candidates=500)
     cfg = LoaderConfig(fanouts=(5, 5), batch_size=64, seed=7, gpu_cache_budget=40 * 4 * ds.feature_dim)

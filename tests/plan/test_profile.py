@@ -232,7 +232,7 @@ def test_memory_lists_partition_and_profile_parts_and_the_blocks_stay_within_the
         assert batching is not None
         parts = batching.parts
         arrays = (parts.assignment, parts.part_ptr, parts.part_nodes, parts.train_ptr, parts.train_nodes_all,
-                  parts.adj_ptr, batching.ptr, batching.grouped, parts.slot_of_node)  # cross released (issue 26)
+                  parts.adj_ptr, batching.groups.ptr, batching.groups.order, parts.slot_of_node)  # cross released (issue 26)
         applied = _arrays(ds, "held")
         most, held, total = 0, 0, 0
         for _ in loader:

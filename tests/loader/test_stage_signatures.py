@@ -1,0 +1,23 @@
+"""The stages' worker signatures, pinned: a sample worker's eleven knobs are passed by name (two of
+them, the stream base and stride, are ints that swap silently by position), and the extract worker's
+flag says what it means: delivery may hold a batch back (plan order or history's window), not only
+``ordered=True``."""
+
+from __future__ import annotations
+
+import inspect
+
+from outre_async.loader._extract_stage import ExtractStage
+from outre_async.loader._sample_stage import SampleStage
+
+
+def test_a_sample_worker_takes_everything_but_its_sampler_by_keyword() -> None:
+    params = list(inspect.signature(SampleStage.worker).parameters.values())[1:]  # less self
+    assert params[0].name == "sampler" and params[0].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+    assert len(params) == 11 and all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params[1:])
+
+
+def test_the_extract_worker_s_flag_is_named_for_holding_back() -> None:
+    params = inspect.signature(ExtractStage.worker).parameters
+    assert "holds_back" in params and "ordered" not in params
+    assert params["holds_back"].kind is inspect.Parameter.KEYWORD_ONLY
