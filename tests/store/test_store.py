@@ -169,6 +169,25 @@ def test_bad_writer_input_is_named(tmp_path: Path, action, error, match) -> None
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("labels", [np.array([0, 1, 5, 0, 1]), np.array([0, 10**12, 1, -1, 0])])
+def test_a_stray_label_cannot_size_the_classes(tmp_path: Path, labels: np.ndarray) -> None:
+    """Without num_classes, the largest label decides it: one past the node count (dense class ids
+    cannot reach it) is a named error, not a 10**12-wide output layer later."""
+    w = _writer(tmp_path)
+    with pytest.raises(oa.InvalidGraphError, match=r"makes num_classes=[\d,]+, more than the node count \(5\)"):
+        w.write_labels(labels)
+    w.abort()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_num_classes_given_is_bounded_too(tmp_path: Path) -> None:
+    with pytest.raises(oa.InvalidGraphError, match="num_classes=1,000,000,000,001, more than the node count"):
+        _writer(tmp_path, num_classes=10**12 + 1)
+    with pytest.raises(oa.InvalidGraphError, match=r"more than the cap of 1,048,576"):
+        _writer(tmp_path, num_nodes=1 << 21, num_classes=(1 << 20) + 1)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_overlapping_splits_rejected(tmp_path: Path) -> None:
     w = _writer(tmp_path)
     w.write_split("train", np.array([0, 1]))
@@ -227,6 +246,8 @@ def test_missing_dataset(tmp_path: Path) -> None:
         (lambda p: (p / "labels.bin").write_bytes(b"\0" * (p / "labels.bin").stat().st_size), oa.DatasetCorruptError, "checksum"),
         (lambda p: _rewrite_small(p, "indptr", _nonmonotone(p)), oa.DatasetCorruptError, "not monotone"),
         (lambda p: _rewrite_small(p, "labels", np.full(50, 7, dtype=np.int64)), oa.DatasetCorruptError, "labels fall outside"),
+        (lambda p: _save_manifest(p, {**_manifest(p), "num_classes": 10**12 + 1}), oa.ManifestError,
+         "num_classes=1,000,000,000,001, more than the node count"),
         (lambda p: _rewrite_small(p, "test", np.array([1, 2, 3, 4, 99], dtype=np.int64)), oa.DatasetCorruptError, "outside"),
         (lambda p: _rewrite_small(p, "test", np.array([1, 2, 3, 4, 4], dtype=np.int64)), oa.DatasetCorruptError, "more than once"),
     ],
