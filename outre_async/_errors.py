@@ -24,6 +24,7 @@
     │   └── CheckpointMismatchError    written for another dataset or an incompatible config; --resume --force
     ├── TooManyOpenFilesError          the process (or system) ran out of file descriptors (EMFILE/ENFILE)
     ├── OverwriteRefusedError          overwrite would replace something outre did not write
+    ├── OutputLockedError              another run holds the lock of the output folder (two ``outre train`` into one --out)
     ├── InvalidGraphError (ValueError) graph data handed to a writer/importer breaks an invariant
     ├── InputFormatError               an input file cannot be parsed (carries path and line)
     ├── ExtractorError                 a feature read failed (carries path and byte offset)
@@ -61,6 +62,7 @@ __all__ = [
     "InvalidGraphError",
     "ManifestError",
     "NotSupportedError",
+    "OutputLockedError",
     "OutreError",
     "OverwriteRefusedError",
     "PartitionCorruptError",
@@ -188,6 +190,11 @@ class TooManyOpenFilesError(OutreError):
 class OverwriteRefusedError(OutreError, FileExistsError):
     """``overwrite`` was asked, but the output is not empty and not an outre folder of the expected
     kind (or holds files outre did not write, or holds the input): nothing was changed."""
+
+
+class OutputLockedError(OutreError):
+    """Another process holds the lock of the output folder asked for (``outre train --out DIR`` while
+    another run trains into DIR): two runs would mix their checkpoints and metrics.  Nothing was written."""
 
 
 class InvalidGraphError(OutreError, ValueError):

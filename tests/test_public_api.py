@@ -43,6 +43,7 @@ PUBLIC = {
         "ManifestError",
         "NeighborSampler",
         "NotSupportedError",
+        "OutputLockedError",
         "OutreBatch",
         "OutreError",
         "OutreLoader",

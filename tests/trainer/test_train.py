@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import json
 import os
@@ -144,6 +145,58 @@ def oa_train(dataset: Path, out: Path) -> None:
 
     config = TrainConfig(fanouts=(4, 4), hidden=16, batch_size=256, deterministic=True, backend="pread", epochs=2)
     run_train(dataset, config, out, resume=True)
+
+
+def test_out_inside_a_dataset_is_refused(tiny: Path, tmp_path: Path, capsys) -> None:
+    """`outre train DS --out DS` used to write last.pt/best.pt/metrics.json among the dataset's files."""
+    before = sorted(p.name for p in tiny.iterdir())
+    link = tmp_path / "link"
+    link.symlink_to(tiny)
+    for out, where in ((tiny, "is the dataset"), (tiny / "runs" / "a", "is inside the dataset"),
+                       (link / "run", "is inside the dataset")):
+        assert main(["train", str(tiny), "--epochs", "1", "--out", str(out), *ARGS]) == 2
+        err = capsys.readouterr().err
+        assert f"--out {out} {where} {tiny.resolve()}" in err and err.count("\n") == 1, err
+    assert sorted(p.name for p in tiny.iterdir()) == before
+    other = tmp_path / "web"  # another project's manifest.json is not a dataset
+    other.mkdir()
+    (other / "manifest.json").write_text('{"name": "a web app"}')
+    assert main(["train", str(tiny), "--epochs", "1", "--out", str(other / "run"), *ARGS]) == 0
+
+
+def _try_lock(folder: Path) -> bool:
+    """Whether this process could take the folder's lock now (taken and dropped at once)."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def test_a_second_run_into_one_out_is_refused_while_the_first_holds_it(tiny: Path, tmp_path: Path, capsys) -> None:
+    """Two `outre train` into one --out used to both exit 0 with their files mixed: the run holds a flock on
+    the folder for its whole length (checked from inside it), and a second run meets it at once."""
+    out = tmp_path / "run"
+    out.mkdir()
+    fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY)  # another run's lock (flock: per open file, so in-process too)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        assert main(["train", str(tiny), "--epochs", "1", "--out", str(out), *ARGS]) == 2
+        err = capsys.readouterr().err
+        assert f"another run holds {out}" in err and err.count("\n") == 1, err
+        assert list(out.iterdir()) == []
+    finally:
+        os.close(fd)
+    from outre_async.trainer._run import run_train
+
+    seen: list[bool] = []
+    config = TrainConfig(fanouts=(4, 4), hidden=16, batch_size=256, deterministic=True, backend="pread", epochs=2)
+    run_train(tiny, config, out, say=lambda line: seen.append(_try_lock(out)))
+    assert len(seen) > 4 and not any(seen)  # held at every line the run said, from the first to the last
+    assert _try_lock(out) and sorted(p.name for p in out.iterdir())[:3] == ["best.pt", "last.pt", "metrics.json"]
 
 
 def test_gcn_and_gat_train_too(tiny: Path, tmp_path: Path) -> None:
