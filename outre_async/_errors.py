@@ -30,6 +30,7 @@
     ├── ExtractorError                 a feature read failed (carries path and byte offset)
     ├── ProbeError                     the disk probe cannot measure the path given (too small, a read failed)
     │   └── DirectIOUnsupported        the file system refuses O_DIRECT (tmpfs): probe buffered reads instead
+    ├── NonFiniteLossError             a training step's loss is NaN or inf (names the epoch, step and seeds)
     ├── HistoryError                   the history was misused (hook not called, wrong width, twice; two epochs at once)
     ├── DistributedError               another rank failed or a collective timed out (data-parallel run)
     ├── NotSupportedError              a PyG feature outre-async does not offer yet (hetero, link prediction)
@@ -61,6 +62,7 @@ __all__ = [
     "InputFormatError",
     "InvalidGraphError",
     "ManifestError",
+    "NonFiniteLossError",
     "NotSupportedError",
     "OutputLockedError",
     "OutreError",
@@ -236,6 +238,17 @@ class DirectIOUnsupported(ProbeError):
 class HistoryError(OutreError):
     """A model trained on history batches without the hook, pushed rows of the wrong width, or a second
     epoch of a history loader iterated while another runs (both would tick the staleness clock)."""
+
+
+class NonFiniteLossError(OutreError):
+    """A training step's loss is NaN or inf: training stops before that step changes the weights.
+    ``epoch`` (or None), ``step`` (1-based within the epoch) and ``seeds`` (the batch's first seed ids)
+    say where; NaN features (``outre info --verify`` finds them) or too high a learning rate are the
+    usual causes."""
+
+    def __init__(self, message: str, *, epoch: int | None, step: int, seeds: list[int]):
+        super().__init__(message)
+        self.epoch, self.step, self.seeds = epoch, step, seeds
 
 
 class NotSupportedError(OutreError, NotImplementedError):

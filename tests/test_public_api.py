@@ -42,6 +42,7 @@ PUBLIC = {
         "MLP",
         "ManifestError",
         "NeighborSampler",
+        "NonFiniteLossError",
         "NotSupportedError",
         "OutputLockedError",
         "OutreBatch",

@@ -191,7 +191,7 @@ class _Run:
     def epoch(self, epoch: int, loader: OutreLoader, progress: bool) -> None:
         before = loader.stats()
         batches = tqdm(loader, total=len(loader), desc=f"epoch {epoch}", leave=False, disable=not progress)
-        result = train_epoch(self.trained, batches, self.optimizer, every_step=self.every_step)
+        result = train_epoch(self.trained, batches, self.optimizer, every_step=self.every_step, epoch=epoch)
         after = loader.stats()
         stall = after.get("stall_seconds", 0.0) - before.get("stall_seconds", 0.0)
         row: dict[str, Any] = {"epoch": epoch, "loss": result.loss, "train_accuracy": result.accuracy,
