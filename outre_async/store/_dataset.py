@@ -37,7 +37,9 @@ import numpy as np
 
 from .._errors import ConfigError, DatasetCorruptError, DatasetNotFoundError
 from .._units import available_memory
-from ._file_reads import blocks, check_disjoint, check_split, load_small, open_data_file, scan_features, scan_indptr, scan_labels, scan_node_ids
+from ._file_reads import (
+    blocks, check_disjoint, check_split, load_small, open_data_file, scan_features, scan_indptr, scan_labels, scan_node_ids,
+)
 from ._layout import RowLayout
 from ._manifest import MANIFEST_NAME, SPLIT_NAMES, Manifest, read_manifest
 from ._paths import confined
