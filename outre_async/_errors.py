@@ -25,11 +25,13 @@
     │   └── CheckpointMismatchError    written for another dataset or an incompatible config; --resume --force
     ├── TooManyOpenFilesError          the process (or system) ran out of file descriptors (EMFILE/ENFILE)
     ├── OverwriteRefusedError          overwrite would replace something outre did not write
+    ├── OutputLockedError              another run holds the lock of the output folder (two ``outre train`` into one --out)
     ├── InvalidGraphError (ValueError) graph data handed to a writer/importer breaks an invariant
     ├── InputFormatError               an input file cannot be parsed (carries path and line)
     ├── ExtractorError                 a feature read failed (carries path and byte offset)
     ├── ProbeError                     the disk probe cannot measure the path given (too small, a read failed)
     │   └── DirectIOUnsupported        the file system refuses O_DIRECT (tmpfs): probe buffered reads instead
+    ├── NonFiniteLossError             a training step's loss is NaN or inf (names the epoch, step and seeds)
     ├── HistoryError                   the history was misused (hook not called, wrong width, twice)
     ├── ConcurrentEpochError           an epoch was started while another of the same loader is being iterated
     ├── DistributedError               another rank failed or a collective timed out (data-parallel run)
@@ -68,7 +70,9 @@ __all__ = [
     "InvalidGraphError",
     "LoaderForkedError",
     "ManifestError",
+    "NonFiniteLossError",
     "NotSupportedError",
+    "OutputLockedError",
     "OutreError",
     "OverwriteRefusedError",
     "PartitionCorruptError",
@@ -208,6 +212,11 @@ class OverwriteRefusedError(OutreError, FileExistsError):
     kind (or holds files outre did not write, or holds the input): nothing was changed."""
 
 
+class OutputLockedError(OutreError):
+    """Another process holds the lock of the output folder asked for (``outre train --out DIR`` while
+    another run trains into DIR): two runs would mix their checkpoints and metrics.  Nothing was written."""
+
+
 class InvalidGraphError(OutreError, ValueError):
     """Graph data handed to a writer or importer breaks an invariant (ids out of range, ...)."""
 
@@ -252,6 +261,17 @@ class ConcurrentEpochError(OutreError):
     """An epoch of a loader was started (``for``, ``async for``, ``iter()``, from another thread or
     task) while another epoch of the same loader is still being iterated: a loader runs one epoch at
     a time.  Finish or close the first iterator, or use a second loader."""
+
+
+class NonFiniteLossError(OutreError):
+    """A training step's loss is NaN or inf: training stops before that step changes the weights.
+    ``epoch`` (or None), ``step`` (1-based within the epoch) and ``seeds`` (the batch's first seed ids)
+    say where; NaN features (``outre info --verify`` finds them) or too high a learning rate are the
+    usual causes."""
+
+    def __init__(self, message: str, *, epoch: int | None, step: int, seeds: list[int]):
+        super().__init__(message)
+        self.epoch, self.step, self.seeds = epoch, step, seeds
 
 
 class NotSupportedError(OutreError, NotImplementedError):

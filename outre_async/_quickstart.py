@@ -146,7 +146,7 @@ def _fit(model, loaders, config: QuickstartConfig, say, progress: bool,  # type:
     history = []
     for epoch in range(1, config.epochs + 1):
         batches = _progress(loaders["train"], epoch, progress, ticks or say)
-        train: EpochResult = train_epoch(model, batches, optimizer)
+        train: EpochResult = train_epoch(model, batches, optimizer, epoch=epoch)
         val = evaluate(model, loaders["val"])
         history.append({"epoch": epoch, "loss": train.loss, "train_accuracy": train.accuracy,
                         "val_accuracy": val.accuracy, "seconds": train.seconds, "batches": train.batches})

@@ -6,6 +6,7 @@ that any loader (the synchronous baseline now, the async loader later) plugs in 
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ._errors import NonFiniteLossError
 from .nn import seed_logits, seed_targets
 
 
@@ -27,24 +29,32 @@ class EpochResult:
 
 
 def train_epoch(model: nn.Module, batches: Iterable, optimizer: torch.optim.Optimizer, *,
-                every_step: bool = False) -> EpochResult:
+                every_step: bool = False, epoch: int | None = None) -> EpochResult:
     """One pass over ``batches``: cross-entropy on the labelled seeds, one optimizer step per batch.
 
     A batch without a labelled seed is skipped, unless ``every_step`` (data parallel: every rank must
     take every step, or the others wait forever in DDP's all-reduce): it then takes a step with a zero
-    loss that still reaches every parameter, so this rank adds zeros to the averaged gradients."""
+    loss that still reaches every parameter, so this rank adds zeros to the averaged gradients.
+
+    A NaN or inf loss raises :class:`NonFiniteLossError` (naming ``epoch``, the step and the batch's
+    first seeds) before its backward pass: the weights keep the last finite step's values, where
+    training on used to print ``loss = nan`` and ruin them without a word.  Reading the loss before the
+    backward pass (not after the step) costs one host sync per step, which ``.item()`` paid anyway."""
     model.train()
     start = time.perf_counter()
     loss_sum, correct, seen, count = 0.0, 0, 0, 0
-    for batch in batches:
+    for step, batch in enumerate(batches, 1):  # step: the batch's place in the epoch, skipped ones counted
         logits, target = _labelled(model, batch)
         if len(target) == 0 and not every_step:
             continue
         optimizer.zero_grad(set_to_none=True)
         loss = F.cross_entropy(logits, target) if len(target) else logits.sum() * 0.0
+        value = loss.item()
+        if not math.isfinite(value):
+            raise _non_finite(value, batch, epoch, step)
         loss.backward()
         optimizer.step()
-        loss_sum += loss.item() * len(target)
+        loss_sum += value * len(target)
         correct += int((logits.argmax(-1) == target).sum())
         seen += len(target)
         count += 1
@@ -64,6 +74,20 @@ def evaluate(model: nn.Module, batches: Iterable) -> EpochResult:
         seen += len(target)
         count += 1
     return _result(loss_sum, correct, seen, count, start)
+
+
+SEEDS_SHOWN = 5  # the first seeds a NonFiniteLossError names
+
+
+def _non_finite(value: float, batch, epoch: int | None, step: int) -> NonFiniteLossError:  # type: ignore[no-untyped-def]
+    n_id = getattr(batch, "n_id", None)
+    seeds = [] if n_id is None else [int(v) for v in n_id[: min(int(batch.batch_size), SEEDS_SHOWN)]]
+    more = int(batch.batch_size) - len(seeds) if n_id is not None else 0
+    where = f"epoch {epoch}, step {step}" if epoch is not None else f"step {step}"
+    shown = f"seeds {seeds}" + (f" and {more:,} more" if more > 0 else "") if n_id is not None else "seeds unknown"
+    return NonFiniteLossError(f"training loss is {value} at {where} (batch {shown}); stopped before that step changed "
+                              "the weights: check the features for NaN/inf (`outre info --verify`) or lower the "
+                              "learning rate", epoch=epoch, step=step, seeds=seeds)
 
 
 def _labelled(model: nn.Module, batch) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[no-untyped-def]

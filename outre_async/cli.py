@@ -172,7 +172,7 @@ def _cmd_convert(args: argparse.Namespace) -> dict[str, Any]:
 
 def _args_info(p: argparse.ArgumentParser) -> None:
     p.add_argument("dataset", type=Path)
-    p.add_argument("--verify", action="store_true", help="also scan every edge (O(E))")
+    p.add_argument("--verify", action="store_true", help="also scan every edge and feature value (O(E + N*D))")
 
 
 def _cmd_info(args: argparse.Namespace) -> dict[str, Any]:
@@ -196,7 +196,7 @@ def _cmd_info(args: argparse.Namespace) -> dict[str, Any]:
         + "  ".join(f"{k} {format_bytes(v)}" for k, v in s["bytes"].items()),
     ]
     if args.verify:
-        lines.append("verify       ok (every neighbour id in range)")
+        lines.append("verify       ok (every neighbour id in range, every feature value finite)")
     from .partition._cli import info_lines
     from .partition._reader import list_partitions
 

@@ -57,6 +57,33 @@ def test_convert_npz_then_info(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert info["splits"] == {"train": 140, "val": 500, "test": 1000}
 
 
+def _npz(path: Path, y: np.ndarray) -> Path:
+    n = len(y)
+    ring = np.stack([np.arange(n), (np.arange(n) + 1) % n])
+    np.savez(path, edge_index=ring, x=np.ones((n, 4), np.float32), y=y, train_idx=np.arange(0, n, 2),
+             val_idx=np.arange(1, n, 2))
+    return path
+
+
+def test_a_stray_label_is_refused_at_convert_and_at_train(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A label of 10**12 used to become num_classes 10**12 + 1, and `outre train` a 32 TB RuntimeError."""
+    y = np.arange(40) % 3
+    y[7] = 10**12
+    assert main(["convert", str(_npz(tmp_path / "bad.npz", y)), str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err
+    assert "label 1000000000000 makes num_classes=1,000,000,000,001, more than the node count (40)" in err
+    assert err.count("\n") == 1 and not (tmp_path / "bad").exists()
+    y[7] = 1
+    assert main(["convert", str(_npz(tmp_path / "ok.npz", y)), str(tmp_path / "ok")]) == 0
+    manifest = tmp_path / "ok" / "manifest.json"  # a manifest is untrusted: edited, the train refuses it whole
+    manifest.write_text(manifest.read_text().replace('"num_classes": 3', '"num_classes": 1000000000001'))
+    capsys.readouterr()
+    assert main(["train", str(tmp_path / "ok"), "--epochs", "1", "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("outre train: error: ") and "num_classes=1,000,000,000,001, more than the node count" in err
+    assert not (tmp_path / "run").exists()
+
+
 def test_errors_are_one_line_and_nonzero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["info", str(tmp_path / "missing")]) == 2
     err = capsys.readouterr().err

@@ -95,13 +95,17 @@ def add_convert_arguments(p: argparse.ArgumentParser) -> None:
                         "float32); float16 halves the bytes on disk, the loader delivers float32")
     p.add_argument("--drop-edge-features", action="store_true",
                    help="convert without edge_attr / edge_weight / link targets (else refused: not stored yet)")
+    p.add_argument("--split-scheme", metavar="NAME",
+                   help="OGB folder: the split/NAME/ to use (default: the only one present)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace OUT if it is a dataset this tool wrote (anything else there is refused)")
 
 
 def run_convert(args: argparse.Namespace, say: Say, progress: bool) -> dict[str, Any]:
-    from ._convert import convert
+    from ._convert import convert, detect_format
 
+    if args.split_scheme is not None and (args.format or detect_format(args.src)) != "ogb":
+        raise ConfigError(f"--split-scheme picks split/NAME/ of an OGB folder; {args.src} is not one (drop the flag)")
     if args.num_nodes is not None:
         checks.check_fits_memory(f"--num-nodes {args.num_nodes:,}", args.num_nodes * 8)
     checks.check_output_dir("OUT", args.out)
@@ -116,6 +120,8 @@ def run_convert(args: argparse.Namespace, say: Say, progress: bool) -> dict[str,
         opts["num_nodes"] = args.num_nodes
     if args.binary_dtype is not None:
         opts["binary_dtype"] = args.binary_dtype
+    if args.split_scheme is not None:
+        opts["split_scheme"] = args.split_scheme
     start = time.perf_counter()
     path = convert(args.src, args.out, format=args.format, **opts)
     return _report_written(say, path, time.perf_counter() - start)

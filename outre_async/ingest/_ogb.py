@@ -106,13 +106,15 @@ def _ogb_split_files(root: Path, scheme: str | None) -> dict[str, Path]:
     if scheme is None:
         if len(schemes) > 1:
             raise ConfigError(
-                f"{split_dir} holds several split schemes {schemes}; pass split_scheme="
+                f"{split_dir} holds several split schemes {schemes}; pick one: split_scheme="
+                f"{schemes[0]!r} (outre convert --split-scheme {schemes[0]})"
             )
         if not schemes:
             return {}
         scheme = schemes[0]
     if scheme not in schemes:
-        raise ConfigError(f"split scheme {scheme!r} not found under {split_dir}; found {schemes}")
+        raise ConfigError(f"split scheme {scheme!r} not found under {split_dir}; found {schemes} (split_scheme=, "
+                          "--split-scheme)")
     files = {
         ours: _ogb_file(split_dir / scheme, theirs)
         for ours, theirs in (("train", "train"), ("val", "valid"), ("test", "test"))

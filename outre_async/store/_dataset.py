@@ -16,7 +16,7 @@ batch's kernel, or an EIO on a mapped page, remain fatal, which is why ``indices
 Opening checks the manifest, every file's presence and exact size, the checksums of the small files,
 ``indptr`` monotonicity and the id ranges of splits and labels, scanning ``indptr`` and ``labels`` in
 fixed-size blocks (so opening holds neither); :meth:`Dataset.verify` additionally scans ``indices``
-(O(E), so it is not done on open).
+and the features for NaN/inf (O(E + N·D), so it is not done on open).
 
 A reordered dataset (``outre reorder``) also names ``original_ids`` and ``new_ids``, a permutation and
 its inverse: their ranges are scanned on open (in blocks, like ``labels``), and on first use
@@ -42,7 +42,9 @@ import numpy as np
 
 from .._errors import ConfigError, DatasetCorruptError, DatasetNotFoundError
 from .._units import available_memory
-from ._file_reads import blocks, check_disjoint, check_split, load_small, open_data_file, scan_indptr, scan_labels, scan_node_ids
+from ._file_reads import (
+    blocks, check_disjoint, check_split, load_small, open_data_file, scan_features, scan_indptr, scan_labels, scan_node_ids,
+)
 from ._layout import RowLayout
 from ._manifest import MANIFEST_NAME, SPLIT_NAMES, Manifest, read_manifest
 from ._paths import confined
@@ -233,9 +235,10 @@ class Dataset:
         return np.diff(self.indptr)
 
     def verify(self, chunk: int = 1 << 24) -> None:
-        """Full O(E) scan: every neighbour id in range.  Raises :class:`DatasetCorruptError`.
+        """Full O(E + N·D) scan: every neighbour id in range, every feature value finite (a NaN in
+        ``features.bin`` would train to ``loss = nan``).  Raises :class:`DatasetCorruptError`.
 
-        It reads the file in blocks (never through a map: a file truncated meanwhile is a short read
+        It reads the files in blocks (never through a map: a file truncated meanwhile is a short read
         and a named error here, not a SIGBUS), holding one block at a time."""
         e, start = self.manifest.indices, 0
         for part in blocks(self.path, e, items=chunk):
@@ -247,6 +250,8 @@ class Dataset:
         if start != self.num_edges:
             raise DatasetCorruptError(f"{self.path}: {e.file} ends after {start} ids, the manifest says "
                                       f"{self.num_edges} (truncated); re-create the dataset")
+        if self.manifest.features is not None:
+            scan_features(self.path, self.manifest.features, self.num_nodes, items=chunk)
 
     def summary(self) -> dict[str, Any]:
         """Counts, degree statistics, file sizes and split sizes (what ``outre info`` prints)."""

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import DatasetCorruptError, DatasetReadError
-from ._manifest import FileEntry
+from ._manifest import FeatureEntry, FileEntry
 from ._safe_read import open_regular
 
 _SCAN_ITEMS = 1 << 20  # items per block of the open-time scans (8 MiB of int64)
@@ -108,6 +108,28 @@ def scan_indptr(root: Path, entry: FileEntry, num_edges: int) -> None:
         last = int(block[-1])
     if first != 0 or last != num_edges:
         raise DatasetCorruptError(f"{root}: indptr must run from 0 to num_edges={num_edges}, runs {first}..{last}")
+
+
+def scan_features(root: Path, entry: FeatureEntry, num_nodes: int, items: int = _SCAN_ITEMS) -> None:
+    """Raise :class:`DatasetCorruptError` if a feature value (padding excluded) is NaN or inf, naming
+    the first one's row and column and their count.  Whole rows are read in blocks of about ``items``
+    values through :func:`blocks` (bounded memory, a short read is a named error, never a SIGBUS)."""
+    width = entry.stride // np.dtype(entry.dtype).itemsize  # values per stored row, padding included
+    flat = FileEntry(file=entry.file, dtype=entry.dtype, shape=(num_nodes * width,), nbytes=entry.nbytes)
+    row, count, first = 0, 0, None
+    for block in blocks(root, flat, items=max(1, items // width) * width):
+        if len(block) % width:  # the file shrank during the scan (its size was checked at open)
+            raise DatasetCorruptError(f"{root}: {entry.file} ends inside row {row + len(block) // width} (truncated); "
+                                      "re-create the dataset")
+        bad = ~np.isfinite(block.reshape(-1, width)[:, : entry.dim])
+        if first is None and bad.any():
+            r, c = np.argwhere(bad)[0]
+            first = (row + int(r), int(c))
+        count += int(bad.sum())
+        row += len(block) // width
+    if first is not None:
+        raise DatasetCorruptError(f"{root}: {entry.file} holds {count:,} non-finite feature value(s) (NaN or inf), the "
+                                  f"first at row {first[0]}, column {first[1]}; fix the source's features and re-convert")
 
 
 def scan_labels(root: Path, entry: FileEntry, num_classes: int) -> None:

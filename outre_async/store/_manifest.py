@@ -24,6 +24,9 @@ FORMAT_VERSION = 1
 MANIFEST_NAME = "manifest.json"
 SPLIT_NAMES = ("train", "val", "test")
 MANIFEST_MAX_BYTES = 16 << 20  # a manifest is a few KiB: a larger one is refused before it is read
+# the model's output layer is num_classes wide: a stray label of 10**12 must not become a 32 TB weight;
+# 2**20 is above every node-classification label set we know (extreme classification: ~670K)
+MAX_CLASSES = 1 << 20
 ALLOWED_DTYPES = {
     "indptr": ("int64",),
     "indices": ("int32", "int64"),
@@ -111,7 +114,7 @@ def _parse(doc: dict[str, Any], path: Path) -> Manifest:
         if (original_ids is None) != (new_ids is None):
             raise ManifestError(f"{path}: original_ids and new_ids come together (a reordered dataset's permutation "
                                 "and its inverse), one is missing; re-create the dataset")
-        return Manifest(
+        manifest = Manifest(
             num_nodes=_int(doc["num_nodes"], "num_nodes", path),
             num_edges=_int(doc["num_edges"], "num_edges", path),
             num_classes=_int(doc["num_classes"], "num_classes", path),
@@ -131,6 +134,25 @@ def _parse(doc: dict[str, Any], path: Path) -> Manifest:
         raise ManifestError(f"{path} lacks required key {exc}; re-create the dataset") from exc
     except (TypeError, ValueError) as exc:
         raise ManifestError(f"{path} has a malformed entry ({exc}); re-create the dataset") from exc
+    problem = check_classes(manifest.num_classes, manifest.num_nodes)
+    if problem is not None:  # the trainer would allocate a num_classes-wide output layer from it
+        raise ManifestError(f"{path}: {problem}; the manifest is damaged or hand-edited: re-create the dataset")
+    return manifest
+
+
+def class_bound(num_nodes: int) -> int:
+    """The most classes a dataset of ``num_nodes`` nodes may have: class ids are dense (0..C-1), so a
+    class no node could carry is a stray label; never more than ``MAX_CLASSES``, always 2 allowed."""
+    return min(max(num_nodes, 2), MAX_CLASSES)
+
+
+def check_classes(num_classes: int, num_nodes: int) -> str | None:
+    """Why ``num_classes`` is out of bounds for ``num_nodes`` nodes (a message part), or None."""
+    bound = class_bound(num_nodes)
+    if num_classes <= bound:
+        return None
+    which = f"the cap of {MAX_CLASSES:,}" if bound == MAX_CLASSES else f"the node count ({num_nodes:,})"
+    return f"num_classes={num_classes:,}, more than {which}"
 
 
 def _int(value: Any, key: str, path: Path) -> int:

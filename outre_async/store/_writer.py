@@ -25,8 +25,8 @@ from .._errors import ConfigError, DatasetExistsError, InvalidGraphError
 from ._install import install_directory
 from ._layout import RowLayout, RowLayoutName, choose_row_layout
 from ._litter import open_temp_dir
+from ._manifest import SPLIT_NAMES, FeatureEntry, FileEntry, Manifest, check_classes
 from ._masks import mask_hint
-from ._manifest import SPLIT_NAMES, FeatureEntry, FileEntry, Manifest
 from ._overwrite import check_overwrite, dataset_names
 
 INT32_LIMIT = 2**31 - 1
@@ -60,6 +60,9 @@ class DatasetWriter:
             raise ConfigError(f"feature_dim must be >= 0, got {feature_dim=}")
         if feature_dtype not in ("float32", "float16"):
             raise ConfigError(f"feature_dtype must be 'float32' or 'float16', got {feature_dtype=}")
+        if num_classes is not None and (num_classes < 0 or check_classes(num_classes, num_nodes)):
+            raise InvalidGraphError(f"{check_classes(num_classes, num_nodes) or f'num_classes={num_classes} is negative'}"
+                                    "; pass the number of classes the labels 0..C-1 use")
         if os.path.lexists(self.path) and not overwrite:
             raise DatasetExistsError(f"{self.path} already exists; choose another path or pass overwrite")
         if overwrite:
@@ -171,6 +174,10 @@ class DatasetWriter:
         if labels.min() < -1:
             raise InvalidGraphError(f"labels must be >= -1 (-1 = unlabelled), found {int(labels.min())}")
         if self.num_classes is None:
+            problem = check_classes(int(labels.max()) + 1, self.num_nodes)
+            if problem is not None:  # a stray label (10**12) would size the model's output layer
+                raise InvalidGraphError(f"label {int(labels.max())} makes {problem}; class ids must be dense 0..C-1: "
+                                        "renumber the labels (np.unique(y, return_inverse=True)) or fix the stray one")
             self.num_classes = int(labels.max()) + 1
         elif labels.max() >= self.num_classes:
             raise InvalidGraphError(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from ..partition._output import dataset_identity
 from ..store._dataset import Dataset, open_dataset
 from ._config import TrainConfig
 from ._files import load_checkpoint, save_checkpoint, write_metrics
+from ._out import check_outside_datasets, hold_output
 from ._plot import plot_time_to_accuracy
 from ._report import cache_lines, epoch_cache_stats, setup_lines
 
@@ -74,7 +76,15 @@ def _train(dataset: str | Path, config: TrainConfig, out: Path, *, resume: bool,
     ds = open_dataset(dataset)
     _check_dataset(ds)
     device = ctx.device if ctx is not None else resolve_device(config.device, "--device")  # before any file
+    check_outside_datasets(out)
     out.mkdir(parents=True, exist_ok=True)
+    with hold_output(out) if ctx is None or ctx.rank == 0 else nullcontext():  # rank 0 alone writes
+        return _train_into(ds, config, out, resume=resume, force=force, progress=progress, say=say, ctx=ctx,
+                           device=device)
+
+
+def _train_into(ds: Dataset, config: TrainConfig, out: Path, *, resume: bool, force: bool, progress: bool, say: Say,
+                ctx: DistributedContext | None, device: torch.device) -> dict[str, Any]:
     torch.manual_seed(config.seed)  # the initial weights (a resumed run loads its own, and the RNG state)
     model = build_model(config, ds).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
@@ -181,7 +191,7 @@ class _Run:
     def epoch(self, epoch: int, loader: OutreLoader, progress: bool) -> None:
         before = loader.stats()
         batches = tqdm(loader, total=len(loader), desc=f"epoch {epoch}", leave=False, disable=not progress)
-        result = train_epoch(self.trained, batches, self.optimizer, every_step=self.every_step)
+        result = train_epoch(self.trained, batches, self.optimizer, every_step=self.every_step, epoch=epoch)
         after = loader.stats()
         stall = after.get("stall_seconds", 0.0) - before.get("stall_seconds", 0.0)
         row: dict[str, Any] = {"epoch": epoch, "loss": result.loss, "train_accuracy": result.accuracy,

@@ -307,6 +307,24 @@ def test_ogb_num_nodes_from_feature_rows_and_split_schemes(tmp_path: Path) -> No
         oa.from_ogb(tmp_path / "o", tmp_path / "ds2", split_scheme="c")
 
 
+def test_outre_convert_picks_an_ogb_split_scheme(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two split schemes used to end in "pass split_scheme=", which the CLI had no flag for."""
+    from outre_async.cli import main
+
+    ref = make_ogb(tmp_path / "o", gz=False, schemes=("a", "b"))
+    assert main(["convert", str(tmp_path / "o"), str(tmp_path / "ds")]) == 2
+    err = capsys.readouterr().err
+    assert "holds several split schemes ['a', 'b']; pick one: split_scheme='a' (outre convert --split-scheme a)" in err
+    assert main(["convert", str(tmp_path / "o"), str(tmp_path / "ds"), "--split-scheme", "b"]) == 0
+    np.testing.assert_array_equal(oa.open_dataset(tmp_path / "ds").split("val"), ref["valid"])
+    assert main(["convert", str(tmp_path / "o"), str(tmp_path / "ds2"), "--split-scheme", "c"]) == 2
+    assert "split scheme 'c' not found" in capsys.readouterr().err
+    (tmp_path / "e.txt").write_text("0 1\n")
+    assert main(["convert", str(tmp_path / "e.txt"), str(tmp_path / "ds3"), "--split-scheme", "a"]) == 2
+    assert "--split-scheme picks split/NAME/ of an OGB folder" in capsys.readouterr().err
+    assert not (tmp_path / "ds2").exists() and not (tmp_path / "ds3").exists()
+
+
 # -- edge lists ------------------------------------------------------------------------------------
 
 

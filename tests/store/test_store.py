@@ -169,6 +169,25 @@ def test_bad_writer_input_is_named(tmp_path: Path, action, error, match) -> None
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("labels", [np.array([0, 1, 5, 0, 1]), np.array([0, 10**12, 1, -1, 0])])
+def test_a_stray_label_cannot_size_the_classes(tmp_path: Path, labels: np.ndarray) -> None:
+    """Without num_classes, the largest label decides it: one past the node count (dense class ids
+    cannot reach it) is a named error, not a 10**12-wide output layer later."""
+    w = _writer(tmp_path)
+    with pytest.raises(oa.InvalidGraphError, match=r"makes num_classes=[\d,]+, more than the node count \(5\)"):
+        w.write_labels(labels)
+    w.abort()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_num_classes_given_is_bounded_too(tmp_path: Path) -> None:
+    with pytest.raises(oa.InvalidGraphError, match="num_classes=1,000,000,000,001, more than the node count"):
+        _writer(tmp_path, num_classes=10**12 + 1)
+    with pytest.raises(oa.InvalidGraphError, match=r"more than the cap of 1,048,576"):
+        _writer(tmp_path, num_nodes=1 << 21, num_classes=(1 << 20) + 1)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_overlapping_splits_rejected(tmp_path: Path) -> None:
     w = _writer(tmp_path)
     w.write_split("train", np.array([0, 1]))
@@ -227,6 +246,8 @@ def test_missing_dataset(tmp_path: Path) -> None:
         (lambda p: (p / "labels.bin").write_bytes(b"\0" * (p / "labels.bin").stat().st_size), oa.DatasetCorruptError, "checksum"),
         (lambda p: _rewrite_small(p, "indptr", _nonmonotone(p)), oa.DatasetCorruptError, "not monotone"),
         (lambda p: _rewrite_small(p, "labels", np.full(50, 7, dtype=np.int64)), oa.DatasetCorruptError, "labels fall outside"),
+        (lambda p: _save_manifest(p, {**_manifest(p), "num_classes": 10**12 + 1}), oa.ManifestError,
+         "num_classes=1,000,000,000,001, more than the node count"),
         (lambda p: _rewrite_small(p, "test", np.array([1, 2, 3, 4, 99], dtype=np.int64)), oa.DatasetCorruptError, "outside"),
         (lambda p: _rewrite_small(p, "test", np.array([1, 2, 3, 4, 4], dtype=np.int64)), oa.DatasetCorruptError, "more than once"),
     ],
@@ -252,6 +273,63 @@ def test_verify_finds_out_of_range_indices(tmp_path: Path) -> None:
     ds = oa.open_dataset(tmp_path / "ds")
     with pytest.raises(oa.DatasetCorruptError, match="outside"):
         ds.verify()
+
+
+def _poke_features(path: Path, cells: list[tuple[int, int]], value: float) -> None:
+    f = oa.open_dataset(path).manifest.features
+    assert f is not None
+    with open(path / f.file, "r+b") as out:
+        for row, col in cells:
+            out.seek(row * f.stride + col * np.dtype(f.dtype).itemsize)
+            out.write(np.array([value], dtype=f.dtype).tobytes())
+
+
+@pytest.mark.parametrize(("dim", "dtype"), [(8, "float32"), (100, "float32"), (12, "float16")])
+def test_verify_finds_non_finite_features(tmp_path: Path, dim: int, dtype: str) -> None:
+    """A NaN in features.bin used to pass --verify (only indices were scanned); now the first bad cell
+    and the count are named, whatever block a cell falls in (the scan reads a few rows at a time)."""
+    _write(tmp_path / "ds", dim=dim, dtype=dtype)
+    oa.open_dataset(tmp_path / "ds").verify(chunk=3 * dim)
+    _poke_features(tmp_path / "ds", [(41, dim - 1)], np.inf)
+    _poke_features(tmp_path / "ds", [(17, 3), (17, 5)], np.nan)
+    ds = oa.open_dataset(tmp_path / "ds")
+    for chunk in (1, 3 * dim, 1 << 24):
+        with pytest.raises(oa.DatasetCorruptError, match=r"features.bin holds 3 non-finite feature value\(s\) "
+                                                         r"\(NaN or inf\), the first at row 17, column 3"):
+            ds.verify(chunk=chunk)
+
+
+def test_verify_ignores_row_padding_and_holds_a_block_at_a_time(tmp_path: Path) -> None:
+    import tracemalloc
+
+    _write(tmp_path / "ds", n=400, dim=100)  # 400-byte rows padded to 512: the padding is not a feature
+    f = oa.open_dataset(tmp_path / "ds").manifest.features
+    assert f is not None and f.stride > f.row_bytes
+    _poke_features(tmp_path / "ds", [(9, 120)], np.nan)  # column 120 lies in row 9's padding
+    ds = oa.open_dataset(tmp_path / "ds")
+    tracemalloc.start()
+    try:
+        ds.verify(chunk=2 * 128)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < f.nbytes // 8, (peak, f.nbytes)  # a block of two rows and a file buffer, not the file
+    _poke_features(tmp_path / "ds", [(9, 99)], np.nan)  # the row's last feature
+    with pytest.raises(oa.DatasetCorruptError, match="holds 1 non-finite feature value.s. .NaN or inf., the first at row 9, column 99"):
+        ds.verify(chunk=2 * 128)
+
+
+def test_info_verify_names_a_nan_feature(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from outre_async.cli import main
+
+    _write(tmp_path / "ds")
+    _poke_features(tmp_path / "ds", [(30, 2)], np.nan)
+    assert main(["info", str(tmp_path / "ds")]) == 0  # opening does not scan O(N*D); --verify does
+    capsys.readouterr()
+    assert main(["info", str(tmp_path / "ds"), "--verify"]) == 2
+    err = capsys.readouterr().err
+    assert "holds 1 non-finite feature value(s) (NaN or inf), the first at row 30, column 2" in err
+    assert err.count("\n") == 1
 
 
 def test_public_names_are_exported() -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from conftest import generated
@@ -144,6 +146,116 @@ def oa_train(dataset: Path, out: Path) -> None:
 
     config = TrainConfig(fanouts=(4, 4), hidden=16, batch_size=256, deterministic=True, backend="pread", epochs=2)
     run_train(dataset, config, out, resume=True)
+
+
+def test_out_inside_a_dataset_is_refused(tiny: Path, tmp_path: Path, capsys) -> None:
+    """`outre train DS --out DS` used to write last.pt/best.pt/metrics.json among the dataset's files."""
+    before = sorted(p.name for p in tiny.iterdir())
+    link = tmp_path / "link"
+    link.symlink_to(tiny)
+    for out, where in ((tiny, "is the dataset"), (tiny / "runs" / "a", "is inside the dataset"),
+                       (link / "run", "is inside the dataset")):
+        assert main(["train", str(tiny), "--epochs", "1", "--out", str(out), *ARGS]) == 2
+        err = capsys.readouterr().err
+        assert f"--out {out} {where} {tiny.resolve()}" in err and err.count("\n") == 1, err
+    assert sorted(p.name for p in tiny.iterdir()) == before
+    other = tmp_path / "web"  # another project's manifest.json is not a dataset
+    other.mkdir()
+    (other / "manifest.json").write_text('{"name": "a web app"}')
+    assert main(["train", str(tiny), "--epochs", "1", "--out", str(other / "run"), *ARGS]) == 0
+
+
+def _try_lock(folder: Path) -> bool:
+    """Whether this process could take the folder's lock now (taken and dropped at once)."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def test_a_second_run_into_one_out_is_refused_while_the_first_holds_it(tiny: Path, tmp_path: Path, capsys) -> None:
+    """Two `outre train` into one --out used to both exit 0 with their files mixed: the run holds a flock on
+    the folder for its whole length (checked from inside it), and a second run meets it at once."""
+    out = tmp_path / "run"
+    out.mkdir()
+    fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY)  # another run's lock (flock: per open file, so in-process too)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        assert main(["train", str(tiny), "--epochs", "1", "--out", str(out), *ARGS]) == 2
+        err = capsys.readouterr().err
+        assert f"another run holds {out}" in err and err.count("\n") == 1, err
+        assert list(out.iterdir()) == []
+    finally:
+        os.close(fd)
+    from outre_async.trainer._run import run_train
+
+    seen: list[bool] = []
+    config = TrainConfig(fanouts=(4, 4), hidden=16, batch_size=256, deterministic=True, backend="pread", epochs=2)
+    run_train(tiny, config, out, say=lambda line: seen.append(_try_lock(out)))
+    assert len(seen) > 4 and not any(seen)  # held at every line the run said, from the first to the last
+    assert _try_lock(out) and sorted(p.name for p in out.iterdir())[:3] == ["best.pt", "last.pt", "metrics.json"]
+
+
+def _nan_rows(dataset: Path, rows: np.ndarray) -> None:
+    """Write NaN over the given feature rows, as a damaged or hand-edited features.bin would hold."""
+    f = oa.open_dataset(dataset).manifest.features
+    assert f is not None
+    x = np.memmap(dataset / f.file, dtype=f.dtype, mode="r+").reshape(-1, f.stride // np.dtype(f.dtype).itemsize)
+    x[rows, : f.dim] = np.nan
+    x.flush()
+    del x
+
+
+def test_a_non_finite_loss_stops_training_before_the_step(tmp_path: Path) -> None:
+    """NaN features used to train to `loss = nan` silently; the first such loss now raises a named error
+    naming the epoch, the step and the batch's first seeds, and the step is not taken (weights unchanged)."""
+    from outre_async._train import train_epoch
+
+    ds_path = generated(tmp_path / "ds", "tiny", num_nodes=600).path
+    ds = oa.open_dataset(ds_path)
+    with oa.OutreLoader(ds, split="train", fanouts=[4, 4], batch_size=64, shuffle=True, seed=0, ordered=True,
+                        backend="pread") as loader:
+        batches = list(loader)
+    third = batches[2].n_id[: batches[2].batch_size].numpy()
+    earlier = np.concatenate([b.n_id.numpy() for b in batches[:2]])
+    bad = np.setdiff1d(third, earlier)  # seeds of step 3 that steps 1 and 2 never read
+    assert len(bad) > 0
+    _nan_rows(ds_path, bad)
+    with oa.OutreLoader(ds, split="train", fanouts=[4, 4], batch_size=64, shuffle=True, seed=0, ordered=True,
+                        backend="pread") as loader:
+        nan_batches = list(loader)
+    torch.manual_seed(0)
+    model = oa.GraphSAGE(ds.feature_dim, 16, 2, ds.num_classes)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    train_epoch(model, nan_batches[:1], optimizer, epoch=7)  # finite: a step is taken
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(oa.NonFiniteLossError) as info:
+        train_epoch(model, nan_batches, optimizer, epoch=7)
+    err = info.value
+    assert (err.epoch, err.step, err.seeds) == (7, 3, [int(v) for v in third[:5]])
+    assert str(err).startswith(f"training loss is nan at epoch 7, step 3 (batch seeds {err.seeds} and "
+                               f"{len(third) - 5} more); stopped before that step changed the weights")
+    # steps 1 and 2 were taken, step 3 was not: the weights are those after step 2, all finite
+    assert all(torch.isfinite(v).all() for v in model.state_dict().values())
+    assert any(not torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_outre_train_on_nan_features_is_a_one_line_error(tiny: Path, tmp_path: Path, capsys) -> None:
+    import shutil
+
+    copy = tmp_path / "nan"
+    shutil.copytree(tiny, copy)
+    _nan_rows(copy, np.arange(oa.open_dataset(copy).num_nodes))
+    out = tmp_path / "run"
+    assert main(["train", str(copy), "--epochs", "2", "--out", str(out), *ARGS]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("outre train: error: training loss is nan at epoch 1, step 1 (batch seeds [") and \
+        err.count("\n") == 1, err
+    assert not (out / "last.pt").exists() and not (out / "metrics.json").exists()
 
 
 def test_gcn_and_gat_train_too(tiny: Path, tmp_path: Path) -> None:
