@@ -26,12 +26,13 @@ from outre_async.partition import partition
 
 HERE = Path(__file__).resolve().parent
 
-CASES = {  # (case, indices mode): what must happen
+CASES: dict[tuple[str, str], str | tuple[str, ...]] = {  # (case, indices mode): what must happen
     ("sync-indices", "auto"): "completed",
     ("outre-indices", "auto"): "completed",
     ("part-indices", "auto"): "completed",
     ("sync-features", "auto"): "named DatasetCorruptError",
-    ("outre-features", "auto"): "named ExtractorError",
+    # the loader's file watch (issue 34) or a read that comes back short: whichever sees it first
+    ("outre-features", "auto"): ("named DatasetChangedError", "named ExtractorError"),
     ("sync-indices", "map"): "named DatasetCorruptError",
     ("sync-features", "map"): "named DatasetCorruptError",
     ("verify-indices", "map"): "named DatasetCorruptError",
@@ -66,7 +67,8 @@ def test_truncation_mid_epoch_is_not_a_crash(outcomes: dict[tuple[str, str], tup
                                              key: tuple[str, str]) -> None:
     code, outcome = outcomes[key]
     assert code == 0, f"child died with {code} (-7 / 135 is SIGBUS): {outcome}"
-    assert outcome == CASES[key]
+    expected = CASES[key]
+    assert outcome in (expected if isinstance(expected, tuple) else (expected,))
 
 
 def test_indices_in_ram_and_mapped_hold_the_same_ids(tmp_path: Path) -> None:
