@@ -1,43 +1,28 @@
 """The io_uring feature source: the fast path of feature extraction (design §5).
 
-How it works, and why:
-
 * **One ring, one eventfd, no threads, no polling.**  The ring is created lazily inside the running
-  event loop; an eventfd is registered with it (``io_uring_register_eventfd``) and watched with
-  ``loop.add_reader``.  The kernel bumps the eventfd whenever it posts a completion; the loop then
-  calls :meth:`UringSource._reap`, which drains the completion queue and resolves requests.
-* **A shared in-flight budget.**  Every ``read_rows`` chunk becomes a :class:`_Job` in one queue,
-  ordered by the priority of the batch it serves, then by arrival (``_read_priority``: a window's
-  later requests must not hold back an earlier batch's own reads); :meth:`UringSource._pump` prepares
-  SQEs from the queue's head while fewer than ``max_in_flight`` reads are outstanding, then makes ONE
-  ``io_uring_submit`` for all of them.  The
-  pump runs when work arrives and after every reap, so completions of one batch immediately make
-  room for the next batch's reads: the device queue stays fed across batch boundaries and
-  concurrent callers share it.
-* **Per-read work in numba** (:mod:`._uring_kernels`).  A job's reads are arrays (memory address,
-  length, file offset, tag); :meth:`UringSource._pump` fills SQEs for every read the in-flight budget
-  allows with one kernel call and submits them with one ``io_uring_enter``; :meth:`UringSource._reap`
-  drains the completion queue into arrays with one kernel call per slice and settles them with a
-  few numpy operations per job.  No Python object per read (measured on this machine: about
-  0.3-0.6 µs of user CPU per read, against 3-5 µs through the Python binding's ``Iovec``/``Cqe``).
-* **Staging.**  Reads are ``IORING_OP_READ`` into the job's page-aligned mmap arena, so a coalesced
-  run lands in place and each row is copied once from there to its destination.  The arena's
-  address is taken once and no view of it is kept, so an arena is unmapped normally when given
-  back.  Buffers are not registered with the ring (``READ_FIXED``): the arenas come and go with
-  the staging pool, and fio's default (no fixed buffers) is the reference we compare with.
-* **Short reads** are resubmitted from the aligned offset where data stopped; end of file before
-  the bytes a row needs is an :class:`ExtractorError`, never a resubmission loop.  Transient errors
-  (EIO, EAGAIN, EINTR) are resubmitted up to ``READ_RETRIES`` times (``_faults``); other negative
-  results (EBADF, EINVAL...), or the last retry's, become :class:`ExtractorError` with the file path,
-  the read's byte offset and the errno, raised in the awaiting ``read_rows`` once the job's other
-  reads are done.
+  event loop; its registered eventfd is watched with ``loop.add_reader``, and each completion the
+  kernel posts makes the loop call :meth:`UringSource._reap`, which drains the completion queue.
+* **A shared in-flight budget.**  Every ``read_rows`` chunk is a :class:`_Job` in one queue, ordered by
+  the priority of the batch it serves, then by arrival (``_read_priority``); :meth:`UringSource._pump`
+  prepares SQEs from its head while fewer than ``max_in_flight`` reads are outstanding and submits them
+  with ONE ``io_uring_submit``, when work arrives and after every reap: the device queue stays fed
+  across batch boundaries and concurrent callers share it.
+* **Per-read work in numba** (:mod:`._uring_kernels`): a job's reads are arrays (address, length,
+  offset, tag), filled into SQEs and drained from CQEs by one kernel call per slice; no Python object
+  per read (``benchmarks/bench_extract.py`` measures the CPU per read).
+* **Staging.**  Reads are ``IORING_OP_READ`` into the job's page-aligned mmap arena, so a coalesced run
+  lands in place and each row is copied once; arenas are not registered (``READ_FIXED``): they come and go.
+* **Short reads** are resubmitted from the aligned offset where data stopped (end of file before a
+  row's bytes is an :class:`ExtractorError`); transient errors (EIO, EAGAIN, EINTR) up to
+  ``READ_RETRIES`` times (``_faults``); other results, or the last retry's, are an
+  :class:`ExtractorError` with the path, offset and errno, raised once the job's other reads are done.
 
 Cancellation rule: a cancelled ``read_rows`` stops submitting its remaining reads, waits (absorbing
 further cancellations) until its submitted reads complete, since the kernel writes into its staging
 memory, then releases the staging memory and re-raises ``CancelledError``.  :meth:`aclose` stops
 accepting work, fails queued requests with :class:`PipelineClosed`, drains the reads in flight,
-removes the reader, unregisters and closes the eventfd, exits the ring, closes the file and gives
-back every staging arena.
+removes the reader, closes the eventfd, the ring and the file and gives back every staging arena.
 """
 
 from __future__ import annotations
@@ -368,29 +353,27 @@ class UringSource(_DiskSource):
 
     def _retry_or_fail(self, job: _Job, k: int, res: int) -> None:
         off, length, done = int(job.offsets[k]), int(job.lengths[k]), int(job.done[k])
-        if res < 0:
-            if -res in TRANSIENT_READ_ERRNOS and job.retries[k] < READ_RETRIES:  # issued again, from ``done[k]``
-                job.retries[k] += 1
-                job.resume.append(k)
-                self._counters["reads_retried"] += 1
-                self._enqueue(job)
-                return
+        counter = "reads_retried"
+        if res < 0 and (-res not in TRANSIENT_READ_ERRNOS or job.retries[k] >= READ_RETRIES):
             note = retry_note(-res, int(job.retries[k]))
             job.fail(self._error(f"read of {length} bytes failed: {os.strerror(-res)}{note}", off, -res))
             self._counters["errors"] += 1
             return
-        try:
-            nxt = resume_at(off, int(job.needs[k]), off + done, res, self.align)
-        except EOFError as exc:
-            job.fail(self._error(f"read ended early, {exc} (file truncated?)", off, None))
-            self._counters["errors"] += 1
-            return
-        if nxt is None:  # unreachable: complete reads are counted in bulk in _complete
-            job.left -= 1
-            return
-        job.done[k] = nxt - off
+        if res < 0:  # transient: issued again, from ``done[k]``
+            job.retries[k] += 1
+        else:
+            try:
+                nxt = resume_at(off, int(job.needs[k]), off + done, res, self.align)
+            except EOFError as exc:
+                job.fail(self._error(f"read ended early, {exc} (file truncated?)", off, None))
+                self._counters["errors"] += 1
+                return
+            if nxt is None:  # unreachable: complete reads are counted in bulk in _complete
+                job.left -= 1
+                return
+            job.done[k], counter = nxt - off, "short_reads_resubmitted"
         job.resume.append(k)
-        self._counters["short_reads_resubmitted"] += 1
+        self._counters[counter] += 1
         self._enqueue(job)
 
     # -- reads straight into buffer slots ------------------------------------------------------------

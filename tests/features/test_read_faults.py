@@ -127,6 +127,7 @@ def _epoch_rows_right(loader: oa.OutreLoader, x: np.ndarray) -> int:
     return n
 
 
+@pytest.mark.filterwarnings("ignore::outre_async.SmallBufferWarning")  # a small buffer: rows keep coming from disk
 @pytest.mark.parametrize("backend", DISK)
 def test_a_failing_device_ends_the_epoch_cleanly(store: tuple, backend: str) -> None:
     """EIO on every try of one row's read: the epoch ends with the named error, nothing hangs or leaks,
