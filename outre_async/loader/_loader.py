@@ -7,20 +7,11 @@
         ...
 
 Memory is bounded by construction (all capacities are config), and ``memory_budget`` covers all of
-it: the feature buffer, its node → slot table, the staging arenas, extractor and sampler scratch,
-sampled subgraphs and gathered batches in flight (the formula, part by part, is in ``_budget``;
-``stats()["memory"]`` reports the parts).  Given a budget, the loader sizes the staging arenas and
-the buffer to fit it, or refuses it with a :class:`ConfigError` naming the minimum.  With ``history=``
-the table adds ``4 N + C (4 dim + 21 + num_samplers)`` bytes (C slots of h^(L-1) rows; the cache's
-``history_bytes``), counted as one more part of the plan before the feature buffer is sized, less its
-rows, ``C x 4 dim`` bytes, when they live on a GPU (``HistoryConfig.placement``: device memory then,
-``stats()["device"]["resident"]``), and its records' reused transfer buffer (``history transfer``).  With
-``ordered=True`` the batches the reorder buffer holds keep their leases on the pool of batch
-matrices or on the samplers' out-of-turn budget (``_out_of_turn``), both parts of the plan; the
-batches the history's overtaking window holds back in completion order keep theirs on the pool (the
-gate gives them no out-of-turn budget).  With
-``gpu_cache_budget=`` the GPU tier's rows, ``min(budget // (4 dim), N) x 4 dim`` bytes, are device memory,
-outside ``memory_budget``; its ``4 N`` node -> slot table is a host part (``gpu tier index``; ``_tiers``).
+it, part by part (``_budget``; ``stats()["memory"]``; docs/design/memory.md has the formula): given a
+budget the loader sizes the staging arenas and the buffer to fit it, or refuses it with a
+:class:`ConfigError` naming the minimum.  The history's table and transfer buffer, the batches the
+reorder buffer or the history's window hold back, and the GPU tier's index are parts of the plan too;
+the GPU tier's and a device history's rows are device memory, outside it.
 """
 
 from __future__ import annotations
