@@ -12,6 +12,7 @@ works).  ``main(argv)`` is what the tests call.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import signal
 import sys
@@ -46,8 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OutreError as exc:
         return _fail(args, str(exc))
     except OSError as exc:  # a path the checks could not foresee (a read-only file system, a race)
-        where = f": {exc.filename}" if exc.filename is not None else ""
-        return _fail(args, f"{exc.strerror or exc}{where}")
+        return _fail(args, os_error_message(exc))
     except MemoryError:
         return _fail(args, "out of memory; lower the sizes given (nodes, dims, budgets) or free memory")
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
@@ -60,6 +60,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result, indent=2, default=str))
     return 0
+
+
+def os_error_message(exc: OSError) -> str:
+    """One line for an ``OSError`` no check foresaw; a full or failing disk says what to do, and that the
+    previous outputs stand (every writer installs its output only once it is whole: the reliability tests)."""
+    where = f": {exc.filename}" if exc.filename is not None else ""
+    text = f"{exc.strerror or exc}{where}"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO):
+        text += ("; nothing was replaced (what was there before is as it was): free space on that disk, or "
+                 "write to another folder, and run it again")
+    return text
 
 
 class Terminated(KeyboardInterrupt):

@@ -16,6 +16,8 @@ of it) or with other ``TrainConfig.RESUMED`` options is a :class:`CheckpointMism
 
 from __future__ import annotations
 
+import contextlib
+
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -77,10 +79,17 @@ def _train(dataset: str | Path, config: TrainConfig, out: Path, *, resume: bool,
     _check_dataset(ds)
     device = ctx.device if ctx is not None else resolve_device(config.device, "--device")  # before any file
     check_outside_datasets(out)
+    made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    with hold_output(out) if ctx is None or ctx.rank == 0 else nullcontext():  # rank 0 alone writes
-        return _train_into(ds, config, out, resume=resume, force=force, progress=progress, say=say, ctx=ctx,
-                           device=device)
+    try:
+        with hold_output(out) if ctx is None or ctx.rank == 0 else nullcontext():  # rank 0 alone writes
+            return _train_into(ds, config, out, resume=resume, force=force, progress=progress, say=say, ctx=ctx,
+                               device=device)
+    except BaseException:
+        if made and (ctx is None or ctx.rank == 0):  # a run that wrote nothing leaves no empty --out behind
+            with contextlib.suppress(OSError):
+                out.rmdir()  # only when empty: a checkpoint already written stays
+        raise
 
 
 def _train_into(ds: Dataset, config: TrainConfig, out: Path, *, resume: bool, force: bool, progress: bool, say: Say,
