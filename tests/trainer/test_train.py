@@ -225,6 +225,7 @@ def test_a_non_finite_loss_stops_training_before_the_step(tmp_path: Path) -> Non
     bad = np.setdiff1d(third, earlier)  # seeds of step 3 that steps 1 and 2 never read
     assert len(bad) > 0
     _nan_rows(ds_path, bad)
+    ds = oa.open_dataset(ds_path)  # opened again: a dataset whose files changed is refused (DatasetChangedError)
     with oa.OutreLoader(ds, split="train", fanouts=[4, 4], batch_size=64, shuffle=True, seed=0, ordered=True,
                         backend="pread") as loader:
         nan_batches = list(loader)
