@@ -445,10 +445,12 @@ class OutreLoader:
 
         Called inside the loop (or after leaving it early), it describes the epoch being iterated;
         after an epoch's last batch, the next epoch, from its start.  Give it to a fresh loader's
-        :meth:`load_state_dict` to deliver the rest.  Nothing else is restored: the feature buffer
-        and the history table (``history=``) start empty, so rows may come from other tiers and, with
-        history, sampling may prune other nodes and the pulled rows differ; without history the
-        remaining batches are the same (``ordered=True``: in the same order too)."""
+        :meth:`load_state_dict` to deliver the rest.  Without ``history=`` the remaining batches are
+        the uninterrupted run's, byte for byte (``ordered=True``: in the same order too).  Not restored:
+        the feature buffer (rows are read again, the same rows) and the history table, which starts
+        empty: a resumed epoch keeps each batch's seq and seeds, but what sampling prunes by the
+        table, and so the subgraphs and pulled rows, differ (they vary between uninterrupted runs
+        with history too)."""
         progress = self._resume
         if progress is None and self._progress is not None and self._progress.epoch == self._epoch - 1 \
                 and not self._progress.complete:

@@ -9,9 +9,10 @@ and the streams, which must match on load (:func:`check_facts`).  The delivered 
 completion-order loader hands batches out of plan order), kept compactly: the length of the
 delivered prefix ``0 .. prefix-1`` plus the sorted extra seqs after it.
 
-What is not restored: the history table (``history=``) and the feature buffer's contents start
-empty, which changes where rows are read from (and, with history, what sampling may prune), never
-the plan or the streams.
+What is not restored: the feature buffer starts empty (the same rows are read again) and so does
+the history table (``history=``): the plan, the seqs and the streams are kept, but what sampling
+prunes by the table, and so a batch's subgraph and pulled rows, may differ (with history they vary
+between uninterrupted runs too: pruning depends on which batches were sampled first).
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 from conftest import generated, labelled_store
 
 import outre_async as oa
@@ -170,3 +171,29 @@ def test_loading_while_an_epoch_runs_is_refused(dataset: oa.Dataset) -> None:
         it.close()
         loader.load_state_dict(state)
         assert loader.epoch == 0
+
+
+def test_with_history_the_resumed_epoch_delivers_the_remaining_seqs_with_their_seeds(dataset: oa.Dataset) -> None:
+    """The table is not restored (and pruning by it depends on timing, so even two uninterrupted runs
+    with history differ in their subgraphs): what a resume keeps is the plan, each remaining batch's
+    seq and seeds, and the history hook's contract."""
+    history = oa.HistoryConfig(staleness=10, dim=8, warmup=0, admission="all")
+    kw = {**KW, "ordered": True, "history": history}
+
+    def used(b: oa.OutreBatch) -> tuple[int, bytes]:
+        b.history.exchange(torch.zeros(len(b.n_id), 8))
+        return b.seq, b.input_id.numpy().tobytes()
+
+    with oa.OutreLoader(dataset, **kw) as loader:
+        want = [used(b) for b in loader]
+    with oa.OutreLoader(dataset, **kw) as loader:
+        first = []
+        for b in loader:
+            first.append(used(b))
+            if len(first) == 13:
+                state = loader.state_dict()
+                break
+    with oa.OutreLoader(dataset, **kw) as loader:
+        loader.load_state_dict(state)
+        rest = [used(b) for b in loader]
+    assert first + rest == want
