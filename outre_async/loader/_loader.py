@@ -156,6 +156,7 @@ class OutreLoader:
         self._epoch = 0
         self._progress: Progress | None = None  # the latest epoch's delivered seqs (``state_dict``)
         self._resume: Progress | None = None    # a loaded state's epoch, run next with only its remaining batches
+        self._identity: dict[str, Any] | None = None  # the dataset's, as a state records it (``_facts``)
         self._io_marks: tuple[IOMark, IOMark | None] | None = None  # the latest epoch's start and end (epoch_io)
         self._sample, self._extract, self._delivery = SampleStage(), ExtractStage(), Delivery()
         self._channels = self._new_channels()  # the latest epoch's (what stats()["queues"] reports)
@@ -481,7 +482,9 @@ class OutreLoader:
     def _facts(self, num_batches: int) -> dict[str, Any]:
         """What must match for a state to resume on this loader (``_resume.check_facts``)."""
         cfg, setup, part = self.config, self._setup, self._setup.partitioned
-        identity = {f"dataset_{k}": v for k, v in dataset_identity(self.dataset).items()}
+        if self._identity is None:  # read once (the manifest and 2 MiB of indices): not on every checkpoint
+            self._identity = {f"dataset_{k}": v for k, v in dataset_identity(self.dataset).items()}
+        identity = self._identity
         return {**identity, "num_seeds": len(setup.seeds), "seeds_crc32": seeds_crc(setup.seeds),
                 "seed": cfg.seed, "batch_size": cfg.batch_size, "fanouts": list(cfg.fanouts), "shuffle": cfg.shuffle,
                 "drop_last": cfg.drop_last, "partitions": cfg.partitions,

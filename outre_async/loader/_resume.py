@@ -26,7 +26,8 @@ import numpy as np
 
 from .._errors import CheckpointError, CheckpointMismatchError
 
-__all__ = ["STATE_VERSION", "Progress", "check_facts", "decode_progress", "encode_progress"]
+__all__ = ["STATE_VERSION", "Progress", "check_facts", "check_header", "decode_progress", "encode_progress", "header",
+           "seeds_crc"]
 
 STATE_VERSION = 1
 _FORMAT = "outre-loader-state"

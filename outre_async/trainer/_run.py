@@ -183,8 +183,9 @@ class _Run:
         if self.start >= self.config.epochs:
             raise ConfigError(f"the checkpoint has {self.start} epochs already; raise --epochs to train more")
         if "loader" in state:  # written mid-epoch: the loader resumes the epoch's remaining batches
-            self.loader_state, self.partial = state["loader"], _totals(last, state.get("partial"))
-            self.say(f"resumed {self.out / LAST} in epoch {self.start + 1} after {self.partial.count} of its steps")
+            partial = _totals(last, state.get("partial"))
+            self.loader_state, self.partial = state["loader"], partial
+            self.say(f"resumed {self.out / LAST} in epoch {self.start + 1} after {partial.count} of its steps")
         else:
             self.say(f"resumed {self.out / LAST} after epoch {self.start}")
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from conftest import generated, labelled_store
+from conftest import generated, labelled_store, run
 
 import outre_async as oa
 from outre_async.partition import partition
@@ -197,3 +197,24 @@ def test_with_history_the_resumed_epoch_delivers_the_remaining_seqs_with_their_s
         loader.load_state_dict(state)
         rest = [used(b) for b in loader]
     assert first + rest == want
+
+
+def test_async_for_resumes_like_the_sync_loop(dataset: oa.Dataset) -> None:
+    async def body() -> tuple[list, list, list]:
+        kw = {**KW, "ordered": True}
+        async with oa.OutreLoader(dataset, **kw) as loader:
+            want = [_row(b) async for b in loader]
+        first = []
+        async with oa.OutreLoader(dataset, **kw) as loader:
+            async for b in loader:
+                first.append(_row(b))
+                if len(first) == 10:
+                    state = loader.state_dict()
+                    break
+        async with oa.OutreLoader(dataset, **kw) as loader:
+            loader.load_state_dict(state)
+            rest = [_row(b) async for b in loader]
+        return want, first, rest
+
+    want, first, rest = run(body())
+    assert len(rest) == 22 and first + rest == want
