@@ -90,6 +90,7 @@ class OutreLoader:
     and the epoch in either order, but by default batches arrive in completion order (the fastest),
     which changes from run to run, so a fixed seed alone does not repeat a training run.  Pass
     ``ordered=True`` for plan order: the same seed then gives the same sequence of batches.
+    :meth:`state_dict` / :meth:`load_state_dict` resume an epoch where it stopped (``_resume``).
 
     One epoch at a time: each ``for``/``async for``/``iter()`` starts an epoch, and one started while
     another epoch of this loader is still being iterated (an iterator kept from ``iter(loader)``,
