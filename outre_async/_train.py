@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -28,8 +29,24 @@ class EpochResult:
     seeds: int
 
 
+@dataclass(kw_only=True, slots=True)
+class EpochTotals:
+    """A training epoch's sums so far: what a mid-epoch checkpoint saves (``outre train
+    --checkpoint-every``) so that the resumed epoch reports the whole epoch, not its last part."""
+
+    loss_sum: float = 0.0
+    correct: int = 0
+    seen: int = 0
+    count: int = 0
+    seconds: float = 0.0  # training seconds so far (an earlier process's part included)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
 def train_epoch(model: nn.Module, batches: Iterable, optimizer: torch.optim.Optimizer, *,
-                every_step: bool = False, epoch: int | None = None) -> EpochResult:
+                every_step: bool = False, epoch: int | None = None, totals: EpochTotals | None = None,
+                after_batch: Callable[[EpochTotals], None] | None = None) -> EpochResult:
     """One pass over ``batches``: cross-entropy on the labelled seeds, one optimizer step per batch.
 
     A batch without a labelled seed is skipped, unless ``every_step`` (data parallel: every rank must
@@ -39,26 +56,32 @@ def train_epoch(model: nn.Module, batches: Iterable, optimizer: torch.optim.Opti
     A NaN or inf loss raises :class:`NonFiniteLossError` (naming ``epoch``, the step and the batch's
     first seeds) before its backward pass: the weights keep the last finite step's values, where
     training on used to print ``loss = nan`` and ruin them without a word.  Reading the loss before the
-    backward pass (not after the step) costs one host sync per step, which ``.item()`` paid anyway."""
+    backward pass (not after the step) costs one host sync per step, which ``.item()`` paid anyway.
+
+    ``totals``: the sums of the epoch's earlier part (a run resumed mid-epoch), added to;
+    ``after_batch``: called after each batch with the sums so far (a mid-epoch checkpoint)."""
     model.train()
     start = time.perf_counter()
-    loss_sum, correct, seen, count = 0.0, 0, 0, 0
+    t = totals if totals is not None else EpochTotals()
+    before = t.seconds
     for step, batch in enumerate(batches, 1):  # step: the batch's place in the epoch, skipped ones counted
         logits, target = _labelled(model, batch)
-        if len(target) == 0 and not every_step:
-            continue
-        optimizer.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(logits, target) if len(target) else logits.sum() * 0.0
-        value = loss.item()
-        if not math.isfinite(value):
-            raise _non_finite(value, batch, epoch, step)
-        loss.backward()
-        optimizer.step()
-        loss_sum += value * len(target)
-        correct += int((logits.argmax(-1) == target).sum())
-        seen += len(target)
-        count += 1
-    return _result(loss_sum, correct, seen, count, start)
+        if len(target) or every_step:
+            optimizer.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(logits, target) if len(target) else logits.sum() * 0.0
+            value = loss.item()
+            if not math.isfinite(value):
+                raise _non_finite(value, batch, epoch, step)
+            loss.backward()
+            optimizer.step()
+            t.loss_sum += value * len(target)
+            t.correct += int((logits.argmax(-1) == target).sum())
+            t.seen += len(target)
+            t.count += 1
+        if after_batch is not None:
+            after_batch(replace(t, seconds=before + time.perf_counter() - start))
+    return EpochResult(loss=t.loss_sum / max(t.seen, 1), accuracy=t.correct / max(t.seen, 1),
+                       seconds=before + time.perf_counter() - start, batches=t.count, seeds=t.seen)
 
 
 @torch.no_grad()

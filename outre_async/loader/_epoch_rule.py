@@ -86,6 +86,11 @@ class OneEpochAtATime:
                 "it.aclose(), or del it), or use a second loader")
         self._running = (number, token)
 
+    @property
+    def running(self) -> bool:
+        """Whether an epoch has the turn now (its iterator is neither exhausted nor closed)."""
+        return self._running is not None
+
     def end(self, token: EpochToken) -> None:
         """The epoch of ``token`` is over (its iterator ended, was closed or dropped)."""
         token.abandon()

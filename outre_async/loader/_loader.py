@@ -39,6 +39,7 @@ from ..features._device_rows import assemble_x
 from ..features._disk_probe import DiskProbe
 from ..machine._cores import sized_from_cores
 from ..store._dataset import Dataset, open_dataset
+from ..store._identity import dataset_identity
 from ..store._safe_read import fd_exhausted
 from ._batch import ExtractedBatch, OutreBatch, SampledBatch, to_batch
 from ._budget import MemoryPlan, batch_row_bytes, check_fits_machine, foresight_rows, warn_small_buffer
@@ -55,6 +56,7 @@ from ._out_of_turn import OutOfTurnMemory
 from ._pipeline import EpochParts
 from ._profiling import load_plan, profile_stats
 from ._pyg_names import check_dataset_argument, check_transform
+from ._resume import Progress, check_facts, check_header, decode_progress, encode_progress, header, seeds_crc
 from ._resources import ResourceBox, Resources
 from ._sample_stage import SampleStage
 from ._setup import loader_config, loader_setup
@@ -79,6 +81,7 @@ class OutreLoader:
     and the epoch in either order, but by default batches arrive in completion order (the fastest),
     which changes from run to run, so a fixed seed alone does not repeat a training run.  Pass
     ``ordered=True`` for plan order: the same seed then gives the same sequence of batches.
+    :meth:`state_dict` / :meth:`load_state_dict` resume an epoch where it stopped (``_resume``).
 
     One epoch at a time: each ``for``/``async for``/``iter()`` starts an epoch, and one started while
     another epoch of this loader is still being iterated (an iterator kept from ``iter(loader)``,
@@ -143,6 +146,9 @@ class OutreLoader:
         self.config = run_cfg  # set once: what the loader runs with
         self.buffer_rows = self.memory.buffer_rows
         self._epoch = 0
+        self._progress: Progress | None = None  # the latest epoch's delivered seqs (``state_dict``)
+        self._resume: Progress | None = None    # a loaded state's epoch, run next with only its remaining batches
+        self._identity: dict[str, Any] | None = None  # the dataset's, as a state records it (``_facts``)
         self._io_marks: tuple[IOMark, IOMark | None] | None = None  # the latest epoch's start and end (epoch_io)
         self._sample, self._extract, self._delivery = SampleStage(), ExtractStage(), Delivery()
         self._channels = self._new_channels()  # the latest epoch's (what stats()["queues"] reports)
@@ -253,17 +259,23 @@ class OutreLoader:
         history = await self._history.epoch(ordered=ordered, token=token) if self._history is not None else None
         epoch = self._epoch
         self._epoch += 1
+        resume, self._resume = self._resume, None
         io_start = IOMark(t=time.perf_counter(), io=res.source.stats())
         self._io_marks = (io_start, None)
-        parts = self._epoch_parts(res, epoch, history)
-        plan = parts.plan
+        parts = self._epoch_parts(res, epoch, history, resume)
+        plan, seqs = parts.plan, parts.seqs
+        self._progress = progress = Progress(epoch=epoch, num_batches=len(plan) + (len(resume.delivered) if resume else 0),
+                                             delivered=set(resume.delivered) if resume else set())
         device = self._setup.device
         labels = self.dataset.labels
         to_original = self._layout.to_original if self._layout.ordered else None
         edges_to_original = self._layout.edges_to_original if self._layout.ordered else None
 
         def build(eb: ExtractedBatch) -> OutreBatch:
-            return to_batch(eb, labels, epoch, plan[eb.seq].targets.input_id, to_original, edges_to_original)
+            batch = to_batch(eb, labels, epoch, plan[eb.seq].targets.input_id, to_original, edges_to_original)
+            if seqs is not None:  # a resumed epoch: its seq in the full plan, not its position in the rest
+                batch.seq = seqs[eb.seq]
+            return batch
 
         def handed(eb: ExtractedBatch, batch: OutreBatch) -> OutreBatch:
             """At hand-over, in step order: the GPU tier's rows join the misses (on the batch's device, after
@@ -298,6 +310,7 @@ class OutreLoader:
             async for batch in batches:
                 if watch is not None:  # before a batch whose rows a rewrite may have mixed is handed over
                     watch.check_due()
+                progress.delivered.add(batch.seq)  # handed to the caller now (what ``state_dict`` records)
                 yield batch if transform is None else transform(batch)
             if self._res is not res:  # aclose() ended this epoch's delivery: not an epoch's end
                 raise PipelineClosed("the loader was closed during this epoch: its iterator delivers no more "
@@ -310,7 +323,8 @@ class OutreLoader:
             await batches.aclose()  # the loader's aclose may be closing it too: both wait for one shutdown
             res.epochs.discard(batches)
 
-    def _epoch_parts(self, res: Resources, epoch: int, history: EpochHistory | None) -> EpochParts:
+    def _epoch_parts(self, res: Resources, epoch: int, history: EpochHistory | None,
+                     resume: Progress | None = None) -> EpochParts:
         cfg = self.config
         plan = self._setup.plan(epoch)
         # rank r's batch seq samples with stream (epoch * spacing + seq) * W + r: distinct over ranks and epochs
@@ -319,18 +333,23 @@ class OutreLoader:
             stream_base = self._setup.partitioned.stream_base(epoch)
         else:
             stream_base = epoch * max(len(plan), 1) * world + self._setup.place.rank
+        seqs = None
+        if resume is not None:  # only the batches not yet delivered, each with its own seq's stream (``_resume``)
+            seqs = resume.remaining()
+            plan = [plan[s] for s in seqs]
         self._channels = extract, ready = self._new_channels()
         if cfg.holds_back:  # plan order, or history's overtaking window: held batches keep their leases
             self._gate = OutOfTurnMemory(self.memory.out_of_turn_bytes, batch_row_bytes(self.dataset.feature_dim))
         sight = None if not cfg.foresight or history is not None else EpochForesight(
-            plan, cfg.foresight, res.buffer, res.tiers, stream_of=lambda seq: stream_base + seq * world,
+            plan, cfg.foresight, res.buffer, res.tiers,
+            stream_of=lambda pos: stream_base + (pos if seqs is None else seqs[pos]) * world,
             num_nodes=self.dataset.num_nodes, max_held_rows=foresight_rows(cfg.foresight, self._setup.sizes),
             totals=self._foresight_totals)
         return EpochParts(
             plan=plan, samplers=res.samplers, executor=res.executor, buffer=res.buffer, tiers=res.tiers,
             extract=extract, ready=ready, num_extractors=cfg.num_extractors, stream_base=stream_base,
             sample_stage=self._sample, extract_stage=self._extract, matrices=res.matrices, history=history,
-            gate=self._gate if cfg.holds_back else None, stream_stride=world, foresight=sight,
+            gate=self._gate if cfg.holds_back else None, stream_stride=world, foresight=sight, seqs=seqs,
         )
 
     # -- sync API --------------------------------------------------------------------------------
@@ -409,9 +428,66 @@ class OutreLoader:
         if isinstance(epoch, bool) or not isinstance(epoch, numbers.Integral) or epoch < 0:
             raise ConfigError(f"set_epoch({epoch!r}): the epoch must be an int >= 0")
         self._epoch = int(epoch)
+        self._progress = self._resume = None  # a loaded state's partial epoch too: the set epoch runs whole
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where this loader is, as plain JSON-able values for a checkpoint (torchdata's
+        ``StatefulDataLoader`` convention): the epoch, the seqs of its batches already handed to the
+        caller, and the facts a loader must share to resume it (dataset identity, split, seed,
+        batch size, fanouts, shuffle, drop_last, partitions, rank and world size, number of batches).
+
+        Called inside the loop (or after leaving it early), it describes the epoch being iterated;
+        after an epoch's last batch, the next epoch, from its start.  Give it to a fresh loader's
+        :meth:`load_state_dict` to deliver the rest.  Without ``history=`` the remaining batches are
+        the uninterrupted run's, byte for byte (``ordered=True``: in the same order too).  Not restored:
+        the feature buffer (rows are read again, the same rows) and the history table, which starts
+        empty: a resumed epoch keeps each batch's seq and seeds, but what sampling prunes by the
+        table, and so the subgraphs and pulled rows, differ (they vary between uninterrupted runs
+        with history too)."""
+        progress = self._resume
+        if progress is None and self._progress is not None and self._progress.epoch == self._epoch - 1 \
+                and not self._progress.complete:
+            progress = self._progress
+        if progress is None:
+            progress = Progress(epoch=self._epoch, num_batches=self._setup.items.num_batches(self._epoch))
+        return {**header(), "epoch": progress.epoch, "delivered": encode_progress(progress.delivered),
+                "facts": self._facts(progress.num_batches)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume from :meth:`state_dict`'s ``state``: the next iteration runs its epoch with only the
+        batches not yet delivered (their own seqs, so their own sampling streams), the one after
+        continues normally.  Call it before iterating; a state of another dataset or setup is a
+        :class:`CheckpointMismatchError` naming the field, a malformed one a :class:`CheckpointError`."""
+        if self._turn.running:
+            raise ConfigError("load_state_dict() while an epoch of this loader is being iterated; call it before "
+                              "iterating (or after leaving the loop)")
+        check_header(state)
+        epoch = int(state["epoch"])
+        num_batches = self._setup.items.num_batches(epoch)
+        check_facts(state["facts"], self._facts(num_batches))
+        delivered = decode_progress(state.get("delivered"), num_batches)
+        progress = Progress(epoch=epoch, num_batches=num_batches, delivered=delivered)
+        self._progress = None
+        self._epoch = epoch + 1 if progress.complete else epoch
+        self._resume = progress if delivered and not progress.complete else None
+
+    def _facts(self, num_batches: int) -> dict[str, Any]:
+        """What must match for a state to resume on this loader (``_resume.check_facts``)."""
+        cfg, setup, part = self.config, self._setup, self._setup.partitioned
+        if self._identity is None:  # read once (the manifest and 2 MiB of indices): not on every checkpoint
+            self._identity = {f"dataset_{k}": v for k, v in dataset_identity(self.dataset).items()}
+        identity = self._identity
+        return {**identity, "num_seeds": len(setup.seeds), "seeds_crc32": seeds_crc(setup.seeds),
+                "seed": cfg.seed, "batch_size": cfg.batch_size, "fanouts": list(cfg.fanouts), "shuffle": cfg.shuffle,
+                "drop_last": cfg.drop_last, "partitions": cfg.partitions,
+                "parts_per_batch": part.parts_per_batch if part is not None else None,
+                "interleave": part.interleave if part is not None else None,
+                "rank": setup.place.rank, "world_size": setup.place.world_size, "num_batches": num_batches}
 
     # -- introspection ---------------------------------------------------------------------------
     def __len__(self) -> int:
+        if self._resume is not None:  # a loaded state's epoch: the batches it has left
+            return self._resume.num_batches - len(self._resume.delivered)
         return self._setup.items.num_batches(self._epoch)  # the next epoch's (partition mode: they vary)
 
     def __repr__(self) -> str:

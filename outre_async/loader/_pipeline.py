@@ -51,6 +51,13 @@ class EpochParts:
     gate: OutOfTurnMemory | None = None  # ordered mode: the epoch's out-of-turn budget (``_out_of_turn``)
     stream_stride: int = 1  # batch seq samples with stream ``stream_base + seq * stream_stride`` (one per rank)
     foresight: EpochForesight | None = None  # the batches beyond the extract queue the buffer foresees (``_foresight``)
+    seqs: Sequence[int] | None = None  # a resumed epoch: the plan seq of each position of ``plan`` (None: its position)
+
+    def stream(self, position: int) -> int:
+        """The RNG stream of the batch at ``position`` of ``plan``: that of its seq in the full epoch's plan,
+        so a resumed epoch's remaining batches sample exactly as the uninterrupted epoch's (``_resume``)."""
+        seq = position if self.seqs is None else self.seqs[position]
+        return self.stream_base + seq * self.stream_stride
 
 
 async def run_stages(parts: EpochParts) -> None:
@@ -61,8 +68,8 @@ async def run_stages(parts: EpochParts) -> None:
         async with asyncio.TaskGroup() as tg:
             samplers = [
                 tg.create_task(parts.sample_stage.worker(
-                    s, plan=plan, out=extract, executor=parts.executor, stream_base=parts.stream_base,
-                    history=parts.history, stream_stride=parts.stream_stride, lookahead=parts.buffer,
+                    s, plan=plan, out=extract, executor=parts.executor, stream_of=parts.stream,
+                    history=parts.history, lookahead=parts.buffer,
                     gate=parts.gate, tiers=parts.tiers, foresight=parts.foresight))
                 for s in parts.samplers
             ]

@@ -23,7 +23,7 @@ result is dropped, and only then does the cancellation propagate.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -63,17 +63,18 @@ class SampleStage:
         self.counters = SampleCounters()
 
     async def worker(self, sampler: Sampler, *, plan: Iterator[tuple[int, BatchItem]], out: Channel[SampledBatch],
-                     executor: Executor, stream_base: int, history: EpochHistory | None = None,
-                     stream_stride: int = 1, lookahead: FeatureBuffer | None = None,
+                     executor: Executor, stream_of: Callable[[int], int], history: EpochHistory | None = None,
+                     lookahead: FeatureBuffer | None = None,
                      gate: OutOfTurnMemory | None = None, tiers: FeatureTier | None = None,
                      foresight: EpochForesight | None = None) -> None:
         """Sample every item of ``plan`` onto ``out``; ``lookahead``: pin each batch's rows in the buffer,
         only those the ``tiers`` above it pass down (their own rows are never read through it);
-        ``foresight``: while ``out`` is full, foresee the batches beyond it (``_foresight``)."""
+        ``foresight``: while ``out`` is full, foresee the batches beyond it (``_foresight``); ``stream_of``:
+        the RNG stream of the batch at a position of ``plan`` (``EpochParts.stream``)."""
         for seq, item in plan:
             if foresight is not None:
                 foresight.taken(seq)
-            stream = stream_base + seq * stream_stride
+            stream = stream_of(seq)
             start = time.perf_counter()
             decision: HistoryDecision | None = None
             if history is None:

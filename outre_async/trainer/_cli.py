@@ -37,6 +37,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eval-every", type=checks.count(), default=1, help="layer-wise inference every N epochs")
     p.add_argument("--out", type=Path, default=None, help="checkpoints and metrics (default: DATASET-train-MODEL beside it)")
     p.add_argument("--resume", action="store_true", help="continue the run in --out from its last.pt")
+    p.add_argument("--checkpoint-every", type=checks.count(), default=None, metavar="N",
+                   help="also replace last.pt every N training batches, so --resume continues mid-epoch with the "
+                        "epoch's remaining batches (one process only; --staleness's cache is not saved)")
     p.add_argument("--force", action="store_true",
                    help="with --resume: continue even if last.pt was trained on another dataset (version) or options")
     p.add_argument("--profile", default=None,
@@ -61,7 +64,10 @@ def run_command(args: argparse.Namespace, say: Callable[[str], None], progress: 
                          lr=args.lr, weight_decay=args.weight_decay, seed=args.seed, partitions=args.partitions,
                          staleness=args.staleness, memory_budget=args.memory_budget, backend=args.backend,
                          deterministic=args.deterministic, eval_every=args.eval_every, profile=args.profile,
-                         device=args.device)
+                         device=args.device, checkpoint_every=args.checkpoint_every)
+    if args.checkpoint_every is not None and (args.nproc > 1 or "RANK" in os.environ):
+        raise ConfigError("--checkpoint-every is for one process: each rank's loader is at its own place in the "
+                          "epoch and rank 0 alone writes last.pt; drop it (--nproc runs checkpoint at epoch ends)")
     out = args.out or args.dataset.parent / f"{args.dataset.name}-train-{args.model}"
     if args.nproc > 1 and "RANK" not in os.environ:  # the launcher: torchrun starts nproc copies of this command
         from ..distributed import launch

@@ -33,6 +33,7 @@ class TrainConfig:
     eval_every: int = 1  # layer-wise inference every N epochs (and after the last)
     profile: str | None = None  # profile/<name>/ splitting memory_budget (`outre profile`), or "auto"
     device: str = "auto"  # auto (CUDA when present), cpu, cuda, cuda:N; a data-parallel rank uses its own
+    checkpoint_every: int | None = None  # also replace last.pt every N training batches (None: at epoch ends only)
 
     def __post_init__(self) -> None:
         if self.model not in MODELS:
@@ -55,6 +56,8 @@ class TrainConfig:
                               "give one fanout per layer")
         if self.model == "gat" and self.hidden % self.heads:
             raise ConfigError(f"--model gat needs --hidden divisible by --heads: {self.hidden=} {self.heads=}")
+        if self.checkpoint_every is not None and self.checkpoint_every < 1:
+            raise ConfigError(f"--checkpoint-every must be >= 1 batches, got {self.checkpoint_every}")
         if self.profile is not None and self.memory_budget is None:
             raise ConfigError(f"--profile {self.profile} splits --memory-budget between the caches; pass --memory-budget too")
         check_device_name(self.device, "--device")

@@ -87,7 +87,7 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
 
 _TYPES: dict[str, tuple[type, ...]] = {"model": (dict,), "optimizer": (dict,), "epoch": (int,), "config": (dict,),
                                        "metrics": (list,), "best": (dict,), "torch_rng": (torch.Tensor,),
-                                       "dataset": (dict,)}
+                                       "dataset": (dict,), "loader": (dict,), "partial": (dict,)}
 
 
 def check_checkpoint(path: Path, state: Any) -> None:

@@ -12,6 +12,12 @@ records the dataset's identity (``dataset_identity``, the one partitions and pro
 the manifest's hash, a probe of ``indices``) and the config; resuming on another dataset (or version
 of it) or with other ``TrainConfig.RESUMED`` options is a :class:`CheckpointMismatchError` that
 ``force`` (``--resume --force``) overrides; the model shape never can be overridden.
+
+``checkpoint_every`` (``--checkpoint-every N``) also replaces ``last.pt`` after every N-th batch of an
+epoch, with the loader's ``state_dict()`` (the epoch's batches already delivered) and the epoch's sums
+so far; ``resume`` then continues that epoch with its remaining batches (``OutreLoader.load_state_dict``),
+so a ``deterministic`` run resumed mid-epoch also gives the uninterrupted run's weights.  One process
+only (each rank's loader is at its own place); the history table (``--staleness``) is not saved.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import torch
 from tqdm import tqdm
 
 from .._errors import CheckpointError, CheckpointMismatchError, ConfigError
-from .._train import train_epoch
+from .._train import EpochTotals, train_epoch
 from ..cache._history_config import history_for
 from ..distributed import DistributedContext
 from ..layerwise import inference
@@ -119,7 +125,7 @@ def _train_into(ds: Dataset, config: TrainConfig, out: Path, *, resume: bool, fo
             say("allocator    glibc's mmap threshold held at 128 KiB, so freed blocks leave the heap and the budget "
                 "holds (set MALLOC_MMAP_THRESHOLD_ to choose)")
         say(f"{'epoch':>5} {'loss':>8} {'train':>6} {'val':>6} {'test':>6} {'batch/s':>8} {'stall s':>8} {'epoch s':>8} {'eval s':>7}")
-        loader.set_epoch(run.start)  # carry the epoch numbering on: shuffles and sampling streams continue
+        run.place(loader, force)  # the next epoch, or the rest of a mid-epoch checkpoint's
         for epoch in range(run.start + 1, config.epochs + 1):
             run.epoch(epoch, loader, progress)
         stats = loader.stats()
@@ -154,6 +160,9 @@ class _Run:
         self.start, self.metrics, self.best = 0, [], {}  # type: ignore[var-annotated]
         self.shape = {"num_nodes": ds.num_nodes, "feature_dim": ds.feature_dim, "num_classes": ds.num_classes}
         self.identity = dataset_identity(ds)  # what partitions and profiles record: checked on --resume
+        # a mid-epoch checkpoint's (--checkpoint-every): the loader's place and the epoch's sums so far
+        self.loader_state: dict[str, Any] | None = None
+        self.partial: EpochTotals | None = None
 
     def restore(self, state: dict[str, Any], *, force: bool = False) -> None:
         """Continue from ``state`` (types checked by ``load_checkpoint``).  The model shape and the
@@ -182,7 +191,28 @@ class _Run:
         self.start, self.metrics, self.best = int(state["epoch"]), list(state["metrics"]), dict(state["best"])
         if self.start >= self.config.epochs:
             raise ConfigError(f"the checkpoint has {self.start} epochs already; raise --epochs to train more")
-        self.say(f"resumed {self.out / LAST} after epoch {self.start}")
+        if "loader" in state:  # written mid-epoch: the loader resumes the epoch's remaining batches
+            partial = _totals(last, state.get("partial"))
+            self.loader_state, self.partial = state["loader"], partial
+            self.say(f"resumed {self.out / LAST} in epoch {self.start + 1} after {partial.count} of its steps")
+        else:
+            self.say(f"resumed {self.out / LAST} after epoch {self.start}")
+
+    def place(self, loader: OutreLoader, force: bool) -> None:
+        """Put ``loader`` where the checkpoint left off: the next epoch, or the rest of a mid-epoch
+        checkpoint's epoch (its facts must match; ``force`` then starts that epoch afresh)."""
+        if self.loader_state is None:
+            loader.set_epoch(self.start)  # carry the epoch numbering on: shuffles and sampling streams continue
+            return
+        try:
+            loader.load_state_dict(self.loader_state)
+        except CheckpointMismatchError as exc:
+            if not force:
+                raise CheckpointMismatchError(f"{self.out / LAST} (written mid-epoch): {exc}; --resume --force "
+                                              "starts that epoch afresh") from exc
+            self.say(f"the loader's place in epoch {self.start + 1} does not fit this run ({exc}); that epoch starts afresh")
+            loader.set_epoch(self.start)
+            self.partial = None
 
     def _check_same_run(self, last: Path, state: dict[str, Any]) -> None:
         have = state.get("dataset_identity")
@@ -200,7 +230,11 @@ class _Run:
     def epoch(self, epoch: int, loader: OutreLoader, progress: bool) -> None:
         before = loader.stats()
         batches = tqdm(loader, total=len(loader), desc=f"epoch {epoch}", leave=False, disable=not progress)
-        result = train_epoch(self.trained, batches, self.optimizer, every_step=self.every_step, epoch=epoch)
+        every = self.config.checkpoint_every
+        saver = None if every is None or not self.writes else _MidEpoch(self, epoch, loader, every)
+        totals, self.partial = self.partial, None
+        result = train_epoch(self.trained, batches, self.optimizer, every_step=self.every_step, epoch=epoch,
+                             totals=totals, after_batch=saver)
         after = loader.stats()
         stall = after.get("stall_seconds", 0.0) - before.get("stall_seconds", 0.0)
         row: dict[str, Any] = {"epoch": epoch, "loss": result.loss, "train_accuracy": result.accuracy,
@@ -264,3 +298,29 @@ def _line(row: dict[str, Any]) -> str:
     return (f"{row['epoch']:>5} {row['loss']:>8.4f} {acc(row['train_accuracy'])} {acc(row['val_accuracy'])} "
             f"{acc(row['test_accuracy'])} {row['batches_per_second']:>8.1f} {row['stall_seconds']:>8.2f} "
             f"{row['train_seconds']:>8.2f} {row['eval_seconds']:>7.2f}")
+
+
+class _MidEpoch:
+    """``--checkpoint-every N``: after every N-th batch of an epoch, replace ``last.pt`` with the run as
+    it is then (weights, optimizer, torch RNG after that step), the epochs before it as completed, the
+    loader's ``state_dict()`` (the batches already delivered) and the epoch's sums so far."""
+
+    def __init__(self, run: _Run, epoch: int, loader: OutreLoader, every: int) -> None:
+        self.run, self.epoch, self.loader, self.every, self.batches = run, epoch, loader, every, 0
+
+    def __call__(self, totals: EpochTotals) -> None:
+        self.batches += 1
+        if self.batches % self.every == 0:
+            state = {**self.run.state(self.epoch - 1), "loader": self.loader.state_dict(), "partial": totals.as_dict()}
+            save_checkpoint(self.run.out / LAST, state)
+
+
+def _totals(path: Path, value: Any) -> EpochTotals:
+    """A mid-epoch checkpoint's sums (``EpochTotals.as_dict``), types checked."""
+    kinds = {"loss_sum": float, "correct": int, "seen": int, "count": int, "seconds": float}
+    if not isinstance(value, dict) or set(value) != set(kinds) or any(
+            isinstance(value[k], bool) or not isinstance(value[k], (int, float) if t is float else int) or value[k] < 0
+            for k, t in kinds.items()):
+        raise CheckpointError(f"{path}: partial is {value!r:.100}, expected the epoch's sums {sorted(kinds)} "
+                              ">= 0; remove it and train without --resume")
+    return EpochTotals(**{k: t(value[k]) for k, t in kinds.items()})

@@ -1,5 +1,6 @@
-"""The stages' worker signatures, pinned: a sample worker's eleven knobs are passed by name (two of
-them, the stream base and stride, are ints that swap silently by position), and the extract worker's
+"""The stages' worker signatures, pinned: a sample worker's ten knobs are passed by name (the RNG
+stream of a batch is one callable, ``EpochParts.stream``, not two ints that would swap silently by
+position), and the extract worker's
 flag says what it means: delivery may hold a batch back (plan order or history's window), not only
 ``ordered=True``."""
 
@@ -14,7 +15,7 @@ from outre_async.loader._sample_stage import SampleStage
 def test_a_sample_worker_takes_everything_but_its_sampler_by_keyword() -> None:
     params = list(inspect.signature(SampleStage.worker).parameters.values())[1:]  # less self
     assert params[0].name == "sampler" and params[0].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
-    assert len(params) == 11 and all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params[1:])
+    assert len(params) == 10 and all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params[1:])
 
 
 def test_the_extract_worker_s_flag_is_named_for_holding_back() -> None:

@@ -296,3 +296,42 @@ def test_nproc_is_taken_out_of_the_relaunched_command() -> None:
     from outre_async.trainer._cli import _without_nproc
 
     assert _without_nproc(["train", "d", "--nproc", "2", "--epochs", "1", "--nproc=3"]) == ["train", "d", "--epochs", "1"]
+
+
+@pytest.mark.slow  # three training runs, ~20 s on two loaded cores
+def test_checkpoint_every_resumes_mid_epoch_to_the_uninterrupted_weights(tiny: Path, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--checkpoint-every 3``: a run stopped after step 3 of epoch 2 (its last.pt then, kept aside while
+    the run goes on) and resumed from it ends with the uninterrupted run's weights and epoch rows."""
+    from outre_async.trainer import _run
+
+    args = [*ARGS[:4], "--batch-size", "32", *ARGS[6:], "--eval-every", "2"]  # 10 batches an epoch, one evaluation
+    straight, split = tmp_path / "straight", tmp_path / "split"
+    assert main(["train", str(tiny), "--epochs", "2", "--out", str(straight), *args]) == 0
+    kept: list[bytes] = []
+    real = _run.save_checkpoint
+
+    def keep(path: Path, state: dict) -> None:
+        real(path, state)
+        if path.name == "last.pt" and "loader" in state and state["epoch"] == 1 and not kept:
+            kept.append(path.read_bytes())
+
+    monkeypatch.setattr(_run, "save_checkpoint", keep)
+    assert main(["train", str(tiny), "--epochs", "2", "--out", str(split), "--checkpoint-every", "3", *args]) == 0
+    monkeypatch.undo()
+    (split / "last.pt").write_bytes(kept[0])  # as if the run had been killed after epoch 2's step 3
+    mid = load_checkpoint(split / "last.pt")
+    assert mid["loader"]["epoch"] == 1 and mid["loader"]["delivered"] == {"prefix": 3, "extra": []}
+    assert mid["partial"]["count"] == 3 and len(mid["metrics"]) == 1
+    assert main(["train", str(tiny), "--epochs", "2", "--out", str(split), "--resume", *args]) == 0
+    a, b = load_checkpoint(straight / "last.pt"), load_checkpoint(split / "last.pt")
+    assert b["epoch"] == 2 and "loader" not in b  # the epoch's end replaced the mid-epoch checkpoint
+    for name, tensor in a["model"].items():
+        torch.testing.assert_close(b["model"][name], tensor, rtol=0, atol=0, msg=name)
+    for key in ("batches", "loss", "train_accuracy", "val_accuracy"):
+        assert b["metrics"][1][key] == a["metrics"][1][key], key
+
+
+def test_checkpoint_every_is_refused_for_data_parallel_runs(tiny: Path, tmp_path: Path, capsys) -> None:
+    assert main(["train", str(tiny), "--out", str(tmp_path / "r"), "--nproc", "2", "--checkpoint-every", "5", *ARGS]) == 2
+    assert "--checkpoint-every is for one process" in capsys.readouterr().err
