@@ -23,7 +23,7 @@ import threading
 import time
 import weakref
 from contextlib import aclosing
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -39,13 +39,12 @@ from ..features._device_rows import assemble_x
 from ..features._disk_probe import DiskProbe
 from ..machine._cores import sized_from_cores
 from ..store._dataset import Dataset, open_dataset
-from ..store._identity import dataset_identity
 from ..store._safe_read import fd_exhausted
 from ._batch import ExtractedBatch, OutreBatch, SampledBatch, to_batch
 from ._budget import MemoryPlan, batch_row_bytes, check_fits_machine, foresight_rows, warn_small_buffer
 from ._config import BACKENDS, LoaderConfig
 from ._delivery import AsyncEpoch, Delivery, EpochStream, ToDevice
-from ._device_copy import CopyEngine, Transfer, wait_on_own_stream
+from ._device_copy import CopyEngine, Transfer
 from ._epoch_io import IOMark, epoch_io, known_rate
 from ._extract_stage import ExtractStage
 from ._foresight import EpochForesight, ForesightTotals
@@ -56,17 +55,19 @@ from ._out_of_turn import OutOfTurnMemory
 from ._pipeline import EpochParts
 from ._profiling import load_plan, profile_stats
 from ._pyg_names import check_dataset_argument, check_transform
-from ._resume import Progress, check_facts, check_header, decode_progress, encode_progress, header, seeds_crc
+from ._resume import Progress
 from ._resources import ResourceBox, Resources
 from ._sample_stage import SampleStage
 from ._setup import loader_config, loader_setup
+from ._stateful import StatefulEpochs
+from ._sync_api import SyncIteration
 from ._stats import device_resident, queue_stats, resource_stats, stage_stats
 from ._tiers import tier_caches
 
 __all__ = ["BACKENDS", "LoaderConfig", "OutreLoader"]
 
 
-class OutreLoader:
+class OutreLoader(SyncIteration, StatefulEpochs):
     """Streams PyG mini-batches of ``split`` through samplers, io_uring extractors and bounded queues.
 
     Knobs come as keywords (``fanouts=``, ``batch_size=``, ...: :class:`LoaderConfig`'s fields, with
@@ -159,10 +160,6 @@ class OutreLoader:
         self._finalizer: weakref.finalize | None = None
         self._turn = OneEpochAtATime()  # the iteration rule (``_epoch_rule``)
         self._opened_in: int | None = None  # the pid that opened the resources (a forked child has no threads)
-
-    @property
-    def _res(self) -> Resources | None:
-        return self._box.res
 
     def _memory_plan(self, cfg: LoaderConfig) -> MemoryPlan:
         # its host parts; rows on a GPU are device memory (``stats()["device"]["resident"]``)
@@ -352,69 +349,6 @@ class OutreLoader:
             gate=self._gate if cfg.holds_back else None, stream_stride=world, foresight=sight, seqs=seqs,
         )
 
-    # -- sync API --------------------------------------------------------------------------------
-    def __iter__(self) -> Iterator[OutreBatch]:
-        return self._sync_epoch(self._sync_bridge())
-
-    def start(self) -> OutreLoader:
-        """Open the resources now, from synchronous code (``await loader.open()`` is the async
-        form); otherwise the first batch does it.  What it costs, e.g. reading a profile's static
-        feature cache, is then paid before the training loop starts rather than inside its first epoch."""
-        self._sync_bridge().call(self.open)
-        return self
-
-    def _sync_bridge(self) -> LoopThread:
-        with self._bridge_lock:
-            return self._bridge_locked()
-
-    def _bridge_locked(self) -> LoopThread:
-        self._check_process()
-        if self._res is not None and self._bridge is None:
-            raise ConfigError("this loader is open in async mode; use `async for`, or a separate loader")
-        if self._bridge is None:
-            try:
-                self._bridge = LoopThread()
-            except OSError as exc:  # the loop's selector and self-pipe need descriptors too
-                named = fd_exhausted(exc, f"starting a loader of {self.dataset.path}")
-                if named is None:
-                    raise
-                raise named from exc
-            self._finalizer = weakref.finalize(self, _close_bridge, self._bridge, self._box)
-        return self._bridge
-
-    def _sync_epoch(self, bridge: LoopThread) -> Iterator[OutreBatch]:
-        agen = bridge.call(self._make_epoch)
-        try:
-            while True:
-                try:
-                    batch = bridge.call(agen.__anext__)
-                except StopAsyncIteration:
-                    return
-                if self._res is not None and self._res.engine is not None:
-                    wait_on_own_stream(batch, self._res.engine)
-                yield batch
-        finally:
-            if not bridge.closed:
-                bridge.call(agen.aclose)
-
-    async def _make_epoch(self) -> AsyncGenerator[OutreBatch, None]:
-        return self._one_epoch(EpochToken())  # the sync generator closes it when dropped
-
-    def close(self) -> None:
-        """Shut down the sync bridge: resources closed on its loop, thread joined (idempotent)."""
-        bridge, self._bridge = self._bridge, None
-        if self._finalizer is not None:
-            self._finalizer.detach()
-            self._finalizer = None
-        if bridge is not None:
-            _close_bridge(bridge, self._box)
-
-    def __enter__(self) -> OutreLoader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     # -- epochs ------------------------------------------------------------------------------------
     @property
     def epoch(self) -> int:
@@ -429,60 +363,6 @@ class OutreLoader:
             raise ConfigError(f"set_epoch({epoch!r}): the epoch must be an int >= 0")
         self._epoch = int(epoch)
         self._progress = self._resume = None  # a loaded state's partial epoch too: the set epoch runs whole
-
-    def state_dict(self) -> dict[str, Any]:
-        """Where this loader is, as plain JSON-able values for a checkpoint (torchdata's
-        ``StatefulDataLoader`` convention): the epoch, the seqs of its batches already handed to the
-        caller, and the facts a loader must share to resume it (dataset identity, split, seed,
-        batch size, fanouts, shuffle, drop_last, partitions, rank and world size, number of batches).
-
-        Called inside the loop (or after leaving it early), it describes the epoch being iterated;
-        after an epoch's last batch, the next epoch, from its start.  Give it to a fresh loader's
-        :meth:`load_state_dict` to deliver the rest.  Without ``history=`` the remaining batches are
-        the uninterrupted run's, byte for byte (``ordered=True``: in the same order too).  Not restored:
-        the feature buffer (rows are read again, the same rows) and the history table, which starts
-        empty: a resumed epoch keeps each batch's seq and seeds, but what sampling prunes by the
-        table, and so the subgraphs and pulled rows, differ (they vary between uninterrupted runs
-        with history too)."""
-        progress = self._resume
-        if progress is None and self._progress is not None and self._progress.epoch == self._epoch - 1 \
-                and not self._progress.complete:
-            progress = self._progress
-        if progress is None:
-            progress = Progress(epoch=self._epoch, num_batches=self._setup.items.num_batches(self._epoch))
-        return {**header(), "epoch": progress.epoch, "delivered": encode_progress(progress.delivered),
-                "facts": self._facts(progress.num_batches)}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume from :meth:`state_dict`'s ``state``: the next iteration runs its epoch with only the
-        batches not yet delivered (their own seqs, so their own sampling streams), the one after
-        continues normally.  Call it before iterating; a state of another dataset or setup is a
-        :class:`CheckpointMismatchError` naming the field, a malformed one a :class:`CheckpointError`."""
-        if self._turn.running:
-            raise ConfigError("load_state_dict() while an epoch of this loader is being iterated; call it before "
-                              "iterating (or after leaving the loop)")
-        check_header(state)
-        epoch = int(state["epoch"])
-        num_batches = self._setup.items.num_batches(epoch)
-        check_facts(state["facts"], self._facts(num_batches))
-        delivered = decode_progress(state.get("delivered"), num_batches)
-        progress = Progress(epoch=epoch, num_batches=num_batches, delivered=delivered)
-        self._progress = None
-        self._epoch = epoch + 1 if progress.complete else epoch
-        self._resume = progress if delivered and not progress.complete else None
-
-    def _facts(self, num_batches: int) -> dict[str, Any]:
-        """What must match for a state to resume on this loader (``_resume.check_facts``)."""
-        cfg, setup, part = self.config, self._setup, self._setup.partitioned
-        if self._identity is None:  # read once (the manifest and 2 MiB of indices): not on every checkpoint
-            self._identity = {f"dataset_{k}": v for k, v in dataset_identity(self.dataset).items()}
-        identity = self._identity
-        return {**identity, "num_seeds": len(setup.seeds), "seeds_crc32": seeds_crc(setup.seeds),
-                "seed": cfg.seed, "batch_size": cfg.batch_size, "fanouts": list(cfg.fanouts), "shuffle": cfg.shuffle,
-                "drop_last": cfg.drop_last, "partitions": cfg.partitions,
-                "parts_per_batch": part.parts_per_batch if part is not None else None,
-                "interleave": part.interleave if part is not None else None,
-                "rank": setup.place.rank, "world_size": setup.place.world_size, "num_batches": num_batches}
 
     # -- introspection ---------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -556,9 +436,3 @@ class OutreLoader:
         info = self._applied.info if self._applied is not None else None
         return epoch_io(start, end, known_rate(self.config.disk_probe, info, self.dataset.row_layout.stride,
                                                end.io.get("max_in_flight")))
-
-
-def _close_bridge(bridge: LoopThread, box: ResourceBox) -> None:
-    """Close the resources on the bridge's loop, then stop and join it (also the GC finalizer, which
-    may run on any thread, the loop's own included: ``LoopThread.close`` handles both)."""
-    bridge.close(box.close)

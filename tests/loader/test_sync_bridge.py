@@ -17,7 +17,7 @@ from conftest import LOOPS, random_graph, run, write_store
 
 import outre_async as oa
 from outre_async.aio._loop_thread import LoopThread
-from outre_async.loader._loader import _close_bridge
+from outre_async.loader._sync_api import close_bridge as _close_bridge
 
 N, DIM = 300, 8
 
