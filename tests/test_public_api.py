@@ -85,6 +85,7 @@ PUBLIC = {
         "probe_disk",
         "profile",
         "sample_neighbors",
+        "split_edges",
         "with_history",
         "write_dataset",
     ],
@@ -104,6 +105,7 @@ PUBLIC = {
         "from_ogb",
         "from_pyg",
         "generate",
+        "split_edges",
         "write_dataset",
     ],
     "outre_async.sampling": [
