@@ -110,8 +110,11 @@ PUBLIC = {
     ],
     "outre_async.sampling": [
         "BatchItem",
+        "EdgeItems",
+        "EdgeTargets",
         "Items",
         "MacroRef",
+        "NegativeSpec",
         "NeighborSampler",
         "NodeTargets",
         "SampledSubgraph",

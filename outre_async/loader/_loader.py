@@ -59,6 +59,7 @@ from ._extract_stage import ExtractStage
 from ._foresight import EpochForesight, ForesightTotals
 from ._epoch_rule import EpochToken, OneEpochAtATime
 from ._history import EpochHistory, build_owner
+from ._link_input import check_link_config, link_input
 from ._layout import choose_layout
 from ._out_of_turn import OutOfTurnMemory
 from ._pipeline import EpochParts
@@ -100,6 +101,9 @@ class OutreLoader:
     def __init__(self, dataset: Dataset | str | os.PathLike[str], *,
                  # what to iterate (``input_nodes``: PyG's name for ``split``)
                  split: str | ArrayLike | None = None, input_nodes: str | ArrayLike | None = None,
+                 # link prediction (PyG LinkNeighborLoader's names; _link_input): pairs or an edge split name
+                 edge_label_index: str | ArrayLike | None = None, edge_label: ArrayLike | None = None,
+                 neg_sampling: Any = None, neg_sampling_ratio: float | None = None,
                  # LoaderConfig's knobs, with its defaults (tests/loader/test_signature.py keeps them equal)
                  fanouts: Sequence[int] | None = None, batch_size: int | None = None,
                  shuffle: bool = True, seed: int = 0, drop_last: bool = False, ordered: bool = False,
@@ -122,19 +126,24 @@ class OutreLoader:
                  # NeighborLoader's and DataLoader's other names: accepted where they mean what the loader
                  # does, else a ConfigError naming what it does instead (_pyg_names.NO_COUNTERPART)
                  **pyg_options: Any) -> None:
+        if edge_label_index is not None and (split is not None or input_nodes is not None):
+            raise ConfigError("pass input_nodes= (seed nodes) or edge_label_index= (supervision pairs), not both")
         split, cfg = loader_config(config, locals())
         self.transform = check_transform(transform)
         if not isinstance(dataset, Dataset):
             check_dataset_argument(dataset)
         original = dataset if isinstance(dataset, Dataset) else open_dataset(dataset)
+        links = link_input(original, edge_label_index, edge_label, neg_sampling, neg_sampling_ratio)
         # partition batches read the partition-ordered copy when there (issue 26; ``_layout``): a source
         # the caller opened or a profile's rows name the original's rows, so those read the original
         auto_original = cfg.layout == "auto" and (source is not None or cfg.profile is not None)
         self._layout = choose_layout(original, "original" if auto_original else cfg.layout, cfg.partitions)
         self.original_dataset = original
         self.dataset = ds = self._layout.read  # what is sampled and read (n_id is mapped back in batches)
+        if links is not None:
+            check_link_config(cfg, self._layout.ordered)
         split = self._layout.split(split)
-        self._setup = setup = loader_setup(ds, cfg, split, source)
+        self._setup = setup = loader_setup(ds, cfg, split, source, links)
         # profile=: the budget's split (issue 12); the config the loader runs with is then the plan's
         self._applied = load_plan(setup) if cfg.profile is not None else None
         run_cfg = self._applied.config if self._applied is not None else cfg
@@ -272,7 +281,9 @@ class OutreLoader:
         edges_to_original = self._layout.edges_to_original if self._layout.ordered else None
 
         def build(eb: ExtractedBatch) -> OutreBatch:
-            return to_batch(eb, labels, epoch, plan[eb.seq].targets.input_id, to_original, edges_to_original)
+            targets = plan[eb.seq].targets
+            return to_batch(eb, labels, epoch, targets.input_id, to_original, edges_to_original,
+                            fields=targets.batch_fields())
 
         def handed(eb: ExtractedBatch, batch: OutreBatch) -> OutreBatch:
             """At hand-over, in step order: the GPU tier's rows join the misses (on the batch's device, after
