@@ -68,10 +68,10 @@ def link_input(ds: Dataset, edge_label_index: Any, edge_label: Any, neg_sampling
     return LinkInput(pairs=pairs, labels=labels, negatives=negatives, name=name)
 
 
-def check_link_config(cfg: LoaderConfig, ordered_copy: bool) -> None:
+def check_link_config(cfg: LoaderConfig, *, other_copy: bool) -> None:
     """Refuse the loader modes edge batches do not have yet (this first version: plain batches)."""
     for knob, given in (("partitions", cfg.partitions is not None), ("history", cfg.history is not None),
-                        ("profile", cfg.profile is not None), ("layout", ordered_copy)):
+                        ("profile", cfg.profile is not None), ("layout", other_copy)):
         if given:
             raise NotSupportedError(f"edge batches (edge_label_index=) with {knob}= are not supported yet: they "
                                     f"run in plain mode only; leave {knob}= out for link prediction")

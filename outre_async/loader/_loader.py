@@ -134,14 +134,14 @@ class OutreLoader:
             check_dataset_argument(dataset)
         original = dataset if isinstance(dataset, Dataset) else open_dataset(dataset)
         links = link_input(original, edge_label_index, edge_label, neg_sampling, neg_sampling_ratio)
+        if links is not None:  # before a partition folder or a layout is looked for
+            check_link_config(cfg, other_copy=cfg.layout not in ("auto", "original"))
         # partition batches read the partition-ordered copy when there (issue 26; ``_layout``): a source
         # the caller opened or a profile's rows name the original's rows, so those read the original
         auto_original = cfg.layout == "auto" and (source is not None or cfg.profile is not None)
         self._layout = choose_layout(original, "original" if auto_original else cfg.layout, cfg.partitions)
         self.original_dataset = original
         self.dataset = ds = self._layout.read  # what is sampled and read (n_id is mapped back in batches)
-        if links is not None:
-            check_link_config(cfg, self._layout.ordered)
         split = self._layout.split(split)
         self._setup = setup = loader_setup(ds, cfg, split, source, links)
         # profile=: the budget's split (issue 12); the config the loader runs with is then the plan's
