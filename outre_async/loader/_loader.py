@@ -133,7 +133,7 @@ class OutreLoader:
         if not isinstance(dataset, Dataset):
             check_dataset_argument(dataset)
         original = dataset if isinstance(dataset, Dataset) else open_dataset(dataset)
-        links = link_input(original, edge_label_index, edge_label, neg_sampling, neg_sampling_ratio)
+        self._links = links = link_input(original, edge_label_index, edge_label, neg_sampling, neg_sampling_ratio)
         if links is not None:  # before a partition folder or a layout is looked for
             check_link_config(cfg, other_copy=cfg.layout not in ("auto", "original"))
         # partition batches read the partition-ordered copy when there (issue 26; ``_layout``): a source
@@ -437,9 +437,13 @@ class OutreLoader:
     def __repr__(self) -> str:
         cfg, res = self.config, self._res
         split = self._setup.split if isinstance(self._setup.split, str) else "<ids>"
+        what = f"input_nodes={split!r} ({len(self._setup.seeds)} seeds)"
+        if self._links is not None:
+            what = (f"edge_label_index={self._links.name or '<pairs>'!r} ({self._links.pairs.shape[1]} pairs, "
+                    f"neg_sampling={None if self._links.negatives is None else self._links.negatives.mode!r})")
         backend = res.source.backend if res is not None else cfg.backend
         budget = "none" if cfg.budget_bytes is None else format_bytes(cfg.budget_bytes)
-        return (f"OutreLoader(dataset={str(self.dataset.path)!r}, input_nodes={split!r} ({len(self._setup.seeds)} seeds), "
+        return (f"OutreLoader(dataset={str(self.dataset.path)!r}, {what}, "
                 f"fanouts={list(cfg.fanouts)}, batch_size={cfg.batch_size}, batches={len(self)}, "
                 f"order={'plan' if cfg.ordered else 'completion'}, backend={backend!r}, memory_budget={budget}, "
                 f"planned={format_bytes(self.memory.total)}{', partitions=' + repr(cfg.partitions) if cfg.partitions else ''}, "

@@ -181,6 +181,7 @@ def test_stored_split_names_and_their_negatives(tmp_path) -> None:
     ds = oa.open_dataset(oa.split_edges(base, tmp_path / "s", val=0.1, test=0.1))
     with oa.OutreLoader(ds, num_neighbors=[2], batch_size=1000, edge_label_index="val", backend="memory") as loader:
         (b,) = list(loader)
+    assert f"edge_label_index='val' ({2 * ds.edge_split('val').shape[1]} pairs, neg_sampling=None)" in repr(loader)
     val, neg = ds.edge_split("val"), ds.edge_split("val_neg")
     got = b.n_id[b.edge_label_index].numpy()
     order = b.input_id.numpy()
