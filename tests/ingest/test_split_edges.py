@@ -134,3 +134,10 @@ def test_cli_split_edges(tmp_path, capsys) -> None:
     assert "already exists" in capsys.readouterr().err
     assert main(["info", str(tmp_path / "s")]) == 0
     assert "edge splits  train" in capsys.readouterr().out
+
+
+def test_overwrite_replaces_a_split_dataset_edge_split_files_included(tmp_path) -> None:
+    ds = _undirected_store(tmp_path / "g")
+    first = oa.open_dataset(oa.split_edges(ds, tmp_path / "s", seed=1)).edge_split("test")
+    again = oa.open_dataset(oa.split_edges(ds, tmp_path / "s", seed=2, overwrite=True)).edge_split("test")
+    assert not np.array_equal(first, again)
