@@ -131,6 +131,7 @@ _LAZY = {
     "from_ogb": ".ingest",
     "from_edge_list": ".ingest",
     "generate": ".ingest",
+    "split_edges": ".ingest",
     "PRESETS": ".ingest",
     "GeneratorConfig": ".ingest",
     "sample_neighbors": ".sampling",

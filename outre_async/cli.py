@@ -203,6 +203,7 @@ def _cmd_info(args: argparse.Namespace) -> dict[str, Any]:
         f"features     {s['feature_dim']} x {s['feature_dtype']}  {s['row_layout']}",
         f"classes      {s['num_classes']}",
         "splits       " + ("  ".join(f"{k} {v:,}" for k, v in s["splits"].items()) or "none"),
+        *(["edge splits  " + "  ".join(f"{k} {v:,}" for k, v in s["edge_splits"].items())] if s["edge_splits"] else []),
         f"size         {format_bytes(s['total_bytes'])}  "
         + "  ".join(f"{k} {format_bytes(v)}" for k, v in s["bytes"].items()),
     ]
@@ -214,6 +215,35 @@ def _cmd_info(args: argparse.Namespace) -> dict[str, Any]:
     s["partitions"] = list_partitions(ds)
     lines += info_lines(s["partitions"])
     _say(args, "\n".join(lines))
+    return s
+
+
+# -- split-edges -----------------------------------------------------------------------------------
+
+
+def _args_split_edges(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dataset", type=Path)
+    p.add_argument("out", type=Path, help="the new dataset: DATASET without the held-out edges, with edge splits")
+    p.add_argument("--val", type=float, default=0.05, help="share of the node pairs held out for validation")
+    p.add_argument("--test", type=float, default=0.1, help="share of the node pairs held out for testing")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--undirected", action=argparse.BooleanOptionalAction, default=None,
+                   help="split both directions of a pair together (default: when every edge has its reverse)")
+    p.add_argument("--disjoint-train-ratio", type=float, default=0.0,
+                   help="share of the training pairs kept out of message passing (supervision only)")
+    p.add_argument("--eval-negatives", type=int, default=1, help="fixed negatives per val/test pair (0: none)")
+    p.add_argument("--overwrite", action="store_true", help="replace OUT if it is a dataset")
+
+
+def _cmd_split_edges(args: argparse.Namespace) -> dict[str, Any]:
+    from .ingest._split_edges import split_edges, split_summary
+
+    out = split_edges(args.dataset, args.out, val=args.val, test=args.test, seed=args.seed, undirected=args.undirected,
+                      disjoint_train_ratio=args.disjoint_train_ratio, eval_negatives=args.eval_negatives,
+                      overwrite=args.overwrite)
+    s = split_summary(out)
+    _say(args, f"wrote {out}: {s['num_edges']:,} message-passing edges; edge splits "
+               + "  ".join(f"{k} {v:,}" for k, v in s["edge_splits"].items()))
     return s
 
 
@@ -399,6 +429,7 @@ _VERBS: dict[str, tuple[Handler, str]] = {
     "quickstart": (_cmd_quickstart, "generate a small graph and train GraphSAGE on it"),
     "partition": (_cmd_partition, "partition a dataset with streaming FENNEL into partitions/<name>/"),
     "reorder": (_cmd_reorder, "write a copy of a dataset renumbered so each partition's nodes are contiguous"),
+    "split-edges": (_cmd_split_edges, "write a copy of a dataset with train/val/test edge splits for link prediction"),
     "stats": (_cmd_stats, "dataset statistics: `stats redundancy` = OUTRE's redundancy ratio"),
     "train": (_cmd_train, "train a GNN with the loader, evaluate with layer-wise inference, checkpoint"),
     "bench": (_cmd_bench, "run systems side by side under a memory cap against the physical limit"),
@@ -408,7 +439,7 @@ _VERBS: dict[str, tuple[Handler, str]] = {
 }
 _ARGS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "generate": _args_generate, "convert": _args_convert, "info": _args_info, "quickstart": _args_quickstart,
-    "partition": _args_partition, "reorder": _args_reorder, "stats": _args_stats,
+    "partition": _args_partition, "reorder": _args_reorder, "split-edges": _args_split_edges, "stats": _args_stats,
     "bench": _args_bench, "clean": _args_clean, "train": _args_train, "profile": _args_profile,
     "probe": _args_probe,
 }

@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # the names as mypy and editors see them; at run time each is
     from ._npz import from_npz
     from ._ogb import from_ogb
     from ._pyg import from_pyg
+    from ._split_edges import split_edges
 
 _LAZY = {
     "write_dataset": "._arrays",
@@ -28,12 +29,14 @@ _LAZY = {
     "PRESETS": "._gen_config",
     "GeneratorConfig": "._gen_config",
     "generate": "._generate",
+    "split_edges": "._split_edges",
     "from_npz": "._npz",
     "from_ogb": "._ogb",
     "from_pyg": "._pyg",
 }
 
-__all__ = ["PRESETS", "GeneratorConfig", "convert", "from_edge_list", "from_npz", "from_ogb", "from_pyg", "generate", "write_dataset"]
+__all__ = ["PRESETS", "GeneratorConfig", "convert", "from_edge_list", "from_npz", "from_ogb", "from_pyg", "generate", "split_edges",
+           "write_dataset"]
 
 
 def __getattr__(name: str) -> Any:

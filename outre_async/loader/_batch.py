@@ -83,12 +83,15 @@ class OutreBatch(Data):
 
 def to_batch(eb: ExtractedBatch, labels: np.ndarray | None, epoch: int, input_id: np.ndarray | None = None,
              to_original: Callable[[np.ndarray], np.ndarray] | None = None,
-             edges_to_original: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None) -> OutreBatch:
+             edges_to_original: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+             fields: dict[str, np.ndarray] | None = None) -> OutreBatch:
     """Wrap an extracted batch as PyG ``Data`` on the host, sharing its arrays (no copy).  A loader
     on a device copies it there through its copy engine (``_device_copy``, ``_delivery``).
     ``to_original``: the loader reads a partition-ordered copy (``_layout``); ``n_id`` is handed out
     in the original's ids (``y`` is looked up in the copy's labels, by the copy's ids), and ``e_id`` in
-    the original's CSC positions through ``edges_to_original(e_id, target node of each edge)``."""
+    the original's CSC positions through ``edges_to_original(e_id, target node of each edge)``.
+    ``fields``: an edge batch's targets (``edge_label_index``, ``edge_label``, or the triplet indices;
+    ``EdgeTargets.batch_fields``), set as tensors under their PyG names."""
     sub = eb.subgraph
     ids = np.asarray(sub.n_id, dtype=np.int64)
     n_id = torch.from_numpy(ids if to_original is None else np.asarray(to_original(ids), dtype=np.int64))
@@ -109,4 +112,6 @@ def to_batch(eb: ExtractedBatch, labels: np.ndarray | None, epoch: int, input_id
     )
     if labels is not None:
         batch.y = torch.from_numpy(labels[sub.n_id])
+    for name, value in (fields or {}).items():
+        batch[name] = torch.from_numpy(value)
     return batch

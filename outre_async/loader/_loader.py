@@ -50,6 +50,7 @@ from ._extract_stage import ExtractStage
 from ._foresight import EpochForesight, ForesightTotals
 from ._epoch_rule import EpochToken, OneEpochAtATime
 from ._history import EpochHistory, build_owner
+from ._link_input import check_link_config, link_input
 from ._layout import choose_layout
 from ._out_of_turn import OutOfTurnMemory
 from ._pipeline import EpochParts
@@ -95,6 +96,9 @@ class OutreLoader(SyncIteration, StatefulEpochs):
     def __init__(self, dataset: Dataset | str | os.PathLike[str], *,
                  # what to iterate (``input_nodes``: PyG's name for ``split``)
                  split: str | ArrayLike | None = None, input_nodes: str | ArrayLike | None = None,
+                 # link prediction (PyG LinkNeighborLoader's names; _link_input): pairs or an edge split name
+                 edge_label_index: str | ArrayLike | None = None, edge_label: ArrayLike | None = None,
+                 neg_sampling: Any = None, neg_sampling_ratio: float | None = None,
                  # LoaderConfig's knobs, with its defaults (tests/loader/test_signature.py keeps them equal)
                  fanouts: Sequence[int] | None = None, batch_size: int | None = None,
                  shuffle: bool = True, seed: int = 0, drop_last: bool = False, ordered: bool = False,
@@ -117,11 +121,16 @@ class OutreLoader(SyncIteration, StatefulEpochs):
                  # NeighborLoader's and DataLoader's other names: accepted where they mean what the loader
                  # does, else a ConfigError naming what it does instead (_pyg_names.NO_COUNTERPART)
                  **pyg_options: Any) -> None:
+        if edge_label_index is not None and (split is not None or input_nodes is not None):
+            raise ConfigError("pass input_nodes= (seed nodes) or edge_label_index= (supervision pairs), not both")
         split, cfg = loader_config(config, locals())
         self.transform = check_transform(transform)
         if not isinstance(dataset, Dataset):
             check_dataset_argument(dataset)
         original = dataset if isinstance(dataset, Dataset) else open_dataset(dataset)
+        self._links = links = link_input(original, edge_label_index, edge_label, neg_sampling, neg_sampling_ratio)
+        if links is not None:  # before a partition folder or a layout is looked for
+            check_link_config(cfg, other_copy=cfg.layout not in ("auto", "original"))
         # partition batches read the partition-ordered copy when there (issue 26; ``_layout``): a source
         # the caller opened or a profile's rows name the original's rows, so those read the original
         auto_original = cfg.layout == "auto" and (source is not None or cfg.profile is not None)
@@ -129,7 +138,7 @@ class OutreLoader(SyncIteration, StatefulEpochs):
         self.original_dataset = original
         self.dataset = ds = self._layout.read  # what is sampled and read (n_id is mapped back in batches)
         split = self._layout.split(split)
-        self._setup = setup = loader_setup(ds, cfg, split, source)
+        self._setup = setup = loader_setup(ds, cfg, split, source, links)
         # profile=: the budget's split (issue 12); the config the loader runs with is then the plan's
         self._applied = load_plan(setup) if cfg.profile is not None else None
         run_cfg = self._applied.config if self._applied is not None else cfg
@@ -269,7 +278,9 @@ class OutreLoader(SyncIteration, StatefulEpochs):
         edges_to_original = self._layout.edges_to_original if self._layout.ordered else None
 
         def build(eb: ExtractedBatch) -> OutreBatch:
-            batch = to_batch(eb, labels, epoch, plan[eb.seq].targets.input_id, to_original, edges_to_original)
+            targets = plan[eb.seq].targets
+            batch = to_batch(eb, labels, epoch, targets.input_id, to_original, edges_to_original,
+                             fields=targets.batch_fields())
             if seqs is not None:  # a resumed epoch: its seq in the full plan, not its position in the rest
                 batch.seq = seqs[eb.seq]
             return batch
@@ -373,9 +384,13 @@ class OutreLoader(SyncIteration, StatefulEpochs):
     def __repr__(self) -> str:
         cfg, res = self.config, self._res
         split = self._setup.split if isinstance(self._setup.split, str) else "<ids>"
+        what = f"input_nodes={split!r} ({len(self._setup.seeds)} seeds)"
+        if self._links is not None:
+            what = (f"edge_label_index={self._links.name or '<pairs>'!r} ({self._links.pairs.shape[1]} pairs, "
+                    f"neg_sampling={None if self._links.negatives is None else self._links.negatives.mode!r})")
         backend = res.source.backend if res is not None else cfg.backend
         budget = "none" if cfg.budget_bytes is None else format_bytes(cfg.budget_bytes)
-        return (f"OutreLoader(dataset={str(self.dataset.path)!r}, input_nodes={split!r} ({len(self._setup.seeds)} seeds), "
+        return (f"OutreLoader(dataset={str(self.dataset.path)!r}, {what}, "
                 f"fanouts={list(cfg.fanouts)}, batch_size={cfg.batch_size}, batches={len(self)}, "
                 f"order={'plan' if cfg.ordered else 'completion'}, backend={backend!r}, memory_budget={budget}, "
                 f"planned={format_bytes(self.memory.total)}{', partitions=' + repr(cfg.partitions) if cfg.partitions else ''}, "

@@ -118,9 +118,7 @@ _THREADS = "samplers and extractors are threads of this process, not worker proc
 _PLAN = ("the epoch plan orders the seeds: input_nodes= says which, shuffle= and seed= their order, "
          "partitions= groups them")
 _TEMPORAL = "temporal sampling is not offered; leave it out"
-_LINK = ("link prediction (PyG's LinkNeighborLoader) is not offered yet: OutreLoader samples around seed "
-         "nodes; for now sample edges' endpoints as input_nodes= and score pairs in your model, or use PyG's "
-         "LinkNeighborLoader over oa.pyg's feature and graph stores")
+_LINK_TIME = "temporal link sampling is not offered; leave edge_label_time out (edge_label_index= works without it)"
 
 # name -> (the values that mean what the loader does, what it does instead)
 NO_COUNTERPART: dict[str, tuple[Callable[[Any], bool], str]] = {
@@ -155,12 +153,10 @@ NO_COUNTERPART: dict[str, tuple[Callable[[Any], bool], str]] = {
                             "with it instead, pass outre_async.pyg.OutreNodeSampler to NodeLoader"),
     "input_id": (_is(None), "batch.input_id is each seed's position in input_nodes, as PyG's default"),
     # LinkNeighborLoader / LinkLoader
-    "edge_label_index": (_is(None), _LINK),
-    "edge_label": (_is(None), _LINK),
-    "edge_label_time": (_is(None), _LINK),
-    "neg_sampling": (_is(None), _LINK),
-    "neg_sampling_ratio": (_is(None), _LINK),
-    "link_sampler": (_is(), _LINK),
+    # (edge_label_index, edge_label, neg_sampling, neg_sampling_ratio are the loader's own keywords: _link_input)
+    "edge_label_time": (_is(None), _LINK_TIME),
+    "link_sampler": (_is(), "the loader samples edge batches with its own sampler (edge_label_index=, neg_sampling=, "
+                            "fanouts=, seed=)"),
     # torch.utils.data.DataLoader
     "sampler": (_is(None), _PLAN),
     "batch_sampler": (_is(None), _PLAN),

@@ -20,6 +20,7 @@ from .._errors import ConfigError
 from ..features import FeatureSource, detect_io_uring
 from ..features._disk_source import IOConfig, open_direct
 from ..features._staging import SECTOR
+from ..sampling._edge_items import EdgeItems
 from ..sampling._items import BatchItem, Items, SeedItems
 from ..sampling._plan import max_edges_per_batch, max_rows_per_batch, seed_ids
 from ..store._dataset import Dataset
@@ -30,6 +31,7 @@ from ._pyg_names import given_options, resolve_aliases, resolve_pyg_options
 from ._ranks import RankPlace, resolve_place
 
 if TYPE_CHECKING:
+    from ._link_input import LinkInput
     from ._partition_mode import PartitionBatching
 
 _SOURCE_KNOBS = ("backend", "max_in_flight", "source_options")
@@ -80,21 +82,30 @@ def loader_config(config: LoaderConfig | None, values: dict[str, Any]) -> tuple[
     return split, _config(config, given)
 
 
-def loader_setup(dataset: Dataset, config: LoaderConfig, split: Any, source: FeatureSource | None) -> LoaderSetup:
+def loader_setup(dataset: Dataset, config: LoaderConfig, split: Any, source: FeatureSource | None,
+                 links: LinkInput | None = None) -> LoaderSetup:
     """Resolve ``config`` on ``dataset``: check the source and the seeds against the ranks, build
-    the partition batching and the first plan, probe the rows a batch needs."""
+    the partition batching and the first plan, probe the rows a batch needs.  ``links``: edge
+    batches of these supervision pairs instead (plain mode; ``seeds`` are then their endpoints)."""
     if dataset.feature_dim == 0:
         raise ConfigError(f"dataset {dataset.path} has no features; the loader needs them")
     source = _check_source(source, config, dataset)
-    seeds = seed_ids(dataset, split)
+    seeds = seed_ids(dataset, split) if links is None else np.unique(links.pairs)
     place = resolve_place(config)
-    if 0 < len(seeds) < place.world_size:
-        raise ConfigError(f"split has {len(seeds)} seeds for {place.world_size} ranks; every rank "
+    count, what = (len(seeds), "seeds") if links is None else (links.pairs.shape[1], "pairs")
+    if 0 < count < place.world_size:
+        raise ConfigError(f"split has {count} {what} for {place.world_size} ranks; every rank "
                           "needs at least one: use fewer ranks or a larger split")
     partitioned = _partition_batching(dataset, config, seeds, place)
-    items: Items = partitioned if partitioned is not None else SeedItems(
-        seeds=seeds, batch_size=config.batch_size, shuffle=config.shuffle, seed=config.seed,
-        drop_last=config.drop_last, rank=place.rank, world_size=place.world_size)
+    items: Items
+    if links is not None:
+        items = EdgeItems(pairs=links.pairs, labels=links.labels, negatives=links.negatives,
+                          num_nodes=dataset.num_nodes, batch_size=config.batch_size, shuffle=config.shuffle,
+                          seed=config.seed, drop_last=config.drop_last, rank=place.rank, world_size=place.world_size)
+    else:
+        items = partitioned if partitioned is not None else SeedItems(
+            seeds=seeds, batch_size=config.batch_size, shuffle=config.shuffle, seed=config.seed,
+            drop_last=config.drop_last, rank=place.rank, world_size=place.world_size)
     max_rows = max_rows_per_batch(items.max_seeds, config.fanouts, dataset.num_nodes)
     first_plan = items.plan(0)
     batch_rows = expected_batch_rows(dataset, config.fanouts, first_plan, seed=config.seed, max_rows=max_rows)

@@ -5,8 +5,8 @@ A batch item says three things apart, so no stage has to guess them from an arra
 * ``seeds``: the unique node ids to sample.  All the sampler, the feature buffer, the foresight and
   the history ever see of a batch (PyG's ``NodeSamplerInput.node``, GraphBolt's ``MiniBatch.seeds``).
 * ``targets``: what the batch supervises.  Today :class:`NodeTargets`, the seeds' positions in the
-  loader's input nodes (PyG's ``input_id``, handed out as ``batch.input_id``); link prediction adds
-  edge targets beside it.
+  loader's input nodes (PyG's ``input_id``, handed out as ``batch.input_id``), or
+  ``_edge_items.EdgeTargets`` for link prediction (the supervised pairs and their negatives).
 * ``macro``: partition mode's reference (:class:`MacroRef`: the macro batch whose adjacency block the
   batch samples with), or None for a batch of plain seeds.
 
@@ -20,7 +20,7 @@ it); partition mode's is ``loader._partition_mode.PartitionBatching``.  :class:`
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -28,12 +28,19 @@ from ._plan import num_batches, plan_epoch
 from ._sampler import NeighborSampler, SampledSubgraph
 from ._sampler_kernels import HistoryPrune
 
+if TYPE_CHECKING:
+    from ._edge_items import EdgeTargets
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class NodeTargets:
     """A node batch's targets: ``input_id[i]`` is the position of ``seeds[i]`` in the loader's input nodes."""
 
     input_id: np.ndarray
+
+    def batch_fields(self) -> dict[str, np.ndarray]:
+        """The fields a batch carries besides ``input_id``: none for nodes (see ``EdgeTargets``)."""
+        return {}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -51,7 +58,7 @@ class BatchItem:
     """One planned batch (see the module): the seeds to sample, the targets, the macro batch or None."""
 
     seeds: np.ndarray
-    targets: NodeTargets
+    targets: NodeTargets | EdgeTargets
     macro: MacroRef | None = None
 
     def __len__(self) -> int:

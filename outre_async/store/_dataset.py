@@ -46,7 +46,7 @@ from ._file_reads import (
     blocks, check_disjoint, check_split, load_small, open_data_file, scan_features, scan_indptr, scan_labels, scan_node_ids,
 )
 from ._layout import RowLayout
-from ._manifest import MANIFEST_NAME, SPLIT_NAMES, Manifest, read_manifest
+from ._manifest import EDGE_SPLIT_NAMES, MANIFEST_NAME, SPLIT_NAMES, Manifest, read_manifest
 from ._paths import confined
 from ._watch import WATCH_INTERVAL_S, Fingerprint, FileWatch
 
@@ -231,6 +231,25 @@ class Dataset:
     def split_names(self) -> list[str]:
         return [s for s in SPLIT_NAMES if s in self._splits]
 
+    def edge_split(self, name: str) -> np.ndarray:
+        """Supervision pairs ``[2, E]`` (int64, row 0 the source) of edge split ``name`` (``train``,
+        ``val``, ``test``, ``val_neg``, ``test_neg``; written by ``oa.split_edges``), read whole and
+        checked (checksum, ids in range) on each call: a link loader takes them once."""
+        entry = self.manifest.edge_splits.get(name)
+        if entry is None:
+            have = self.edge_split_names or "none (make them with `outre split-edges`)"
+            raise ConfigError(f"dataset {self.path} has no edge split {name!r}; it has: {have}")
+        pairs = load_small(self.path, entry)
+        if pairs.size and (pairs.min() < 0 or pairs.max() >= self.num_nodes):
+            bad = int(pairs.min()) if pairs.min() < 0 else int(pairs.max())
+            raise DatasetCorruptError(f"{self.path}: edge split {name!r} holds node {bad}, outside "
+                                      f"[0, {self.num_nodes}); re-create it with `outre split-edges`")
+        return pairs
+
+    @property
+    def edge_split_names(self) -> list[str]:
+        return [s for s in EDGE_SPLIT_NAMES if s in self.manifest.edge_splits]
+
     def in_degrees(self) -> np.ndarray:
         return np.diff(self.indptr)
 
@@ -275,6 +294,7 @@ class Dataset:
                 "isolated": int((deg == 0).sum()),
             },
             "splits": {name: int(len(ids)) for name, ids in self._splits.items()},
+            "edge_splits": {name: int(self.manifest.edge_splits[name].shape[1]) for name in self.edge_split_names},
             "bytes": sizes,
             "total_bytes": int(sum(sizes.values())),
             "meta": self.manifest.meta,
@@ -319,6 +339,7 @@ def _check_files(root: Path, m: Manifest) -> None:
     if m.labels is not None:
         entries.append(("labels", m.labels.file, m.labels.nbytes))
     entries += [(f"split {name!r}", e.file, e.nbytes) for name, e in m.splits.items()]
+    entries += [(f"edge split {name!r}", e.file, e.nbytes) for name, e in m.edge_splits.items()]
     for what, e in (("original_ids", m.original_ids), ("new_ids", m.new_ids)):
         if e is not None:
             if e.shape != (m.num_nodes,):
@@ -331,7 +352,8 @@ def _check_files(root: Path, m: Manifest) -> None:
 
 def _file_names(m: Manifest) -> list[str]:
     """Every data file the manifest names."""
-    entries = [m.indptr, m.indices, m.features, m.labels, m.original_ids, m.new_ids, *m.splits.values()]
+    entries = [m.indptr, m.indices, m.features, m.labels, m.original_ids, m.new_ids, *m.splits.values(),
+               *m.edge_splits.values()]
     return [e.file for e in entries if e is not None]
 
 

@@ -3,7 +3,7 @@
 The manifest is written last by the writer (so a directory without one is never a dataset) and read
 first by the reader.  Parsing checks types and required keys and raises :class:`ManifestError`
 with the offending key, and checks each entry against itself (``nbytes == prod(shape) * itemsize``,
-1-D arrays, a feature stride of whole items), so that no later size computed from it can disagree;
+1-D arrays, ``[2, E]`` edge splits, a feature stride of whole items), so that no later size computed from it can disagree;
 checking the files (names confined to the folder, sizes) and the counts is the reader's job.
 """
 
@@ -23,6 +23,9 @@ FORMAT_NAME = "outre-async-dataset"
 FORMAT_VERSION = 1
 MANIFEST_NAME = "manifest.json"
 SPLIT_NAMES = ("train", "val", "test")
+# link prediction's supervision pairs (``oa.split_edges``): [2, E] int64 each, source row first;
+# ``val_neg``/``test_neg`` are the fixed evaluation negatives
+EDGE_SPLIT_NAMES = ("train", "val", "test", "val_neg", "test_neg")
 MANIFEST_MAX_BYTES = 16 << 20  # a manifest is a few KiB: a larger one is refused before it is read
 # the model's output layer is num_classes wide: a stray label of 10**12 must not become a 32 TB weight;
 # 2**20 is above every node-classification label set we know (extreme classification: ~670K)
@@ -34,6 +37,7 @@ ALLOWED_DTYPES = {
     "labels": ("int64",),
     "split": ("int64",),
     "node_ids": ("int64",),
+    "edge_split": ("int64",),
 }
 
 
@@ -77,6 +81,8 @@ class Manifest:
     # original node v is node new_ids[v] here; both present or both absent
     original_ids: FileEntry | None = None
     new_ids: FileEntry | None = None
+    # link prediction's supervision pairs by name (EDGE_SPLIT_NAMES), each FileEntry of shape [2, E]
+    edge_splits: dict[str, FileEntry] = field(default_factory=dict)
 
     def to_json(self) -> str:
         doc = {"format": FORMAT_NAME, **asdict(self)}
@@ -129,6 +135,10 @@ def _parse(doc: dict[str, Any], path: Path) -> Manifest:
             meta=_dict(doc.get("meta", {}), "meta", path),
             original_ids=None if original_ids is None else _file_entry(original_ids, "node_ids", path),
             new_ids=None if new_ids is None else _file_entry(new_ids, "node_ids", path),
+            edge_splits={
+                _edge_split_name(name, path): _file_entry(entry, "edge_split", path, dims=2)
+                for name, entry in _dict(doc.get("edge_splits", {}), "edge_splits", path).items()
+            },
         )
     except KeyError as exc:
         raise ManifestError(f"{path} lacks required key {exc}; re-create the dataset") from exc
@@ -179,6 +189,12 @@ def _split_name(name: Any, path: Path) -> str:
     return str(name)
 
 
+def _edge_split_name(name: Any, path: Path) -> str:
+    if name not in EDGE_SPLIT_NAMES:
+        raise ManifestError(f"{path}: edge split names must be among {EDGE_SPLIT_NAMES}, got {name!r}")
+    return str(name)
+
+
 def _dtype(value: Any, kind: str, path: Path) -> str:
     if value not in ALLOWED_DTYPES[kind]:
         raise ManifestError(f"{path}: {kind} dtype must be one of {ALLOWED_DTYPES[kind]}, got {value!r}")
@@ -186,12 +202,14 @@ def _dtype(value: Any, kind: str, path: Path) -> str:
     return str(value)
 
 
-def _file_entry(doc: Any, kind: str, path: Path) -> FileEntry:
+def _file_entry(doc: Any, kind: str, path: Path, *, dims: int = 1) -> FileEntry:
+    """One array file's entry; ``dims=2``: an edge split, whose shape is ``[2, E]``."""
     doc = _dict(doc, kind, path)
     crc = doc.get("crc32")
     shape = doc["shape"]
-    if not isinstance(shape, list) or len(shape) != 1:
-        raise ManifestError(f"{path}: {kind}.shape must be a list of one length, got {shape!r}")
+    if not isinstance(shape, list) or len(shape) != dims or (dims == 2 and shape[0] != 2):
+        want = "a list of one length" if dims == 1 else "[2, number of pairs]"
+        raise ManifestError(f"{path}: {kind}.shape must be {want}, got {shape!r}")
     entry = FileEntry(
         file=_str(doc["file"], f"{kind}.file", path),
         dtype=_dtype(doc["dtype"], kind, path),
@@ -199,7 +217,7 @@ def _file_entry(doc: Any, kind: str, path: Path) -> FileEntry:
         nbytes=_int(doc["nbytes"], f"{kind}.nbytes", path),
         crc32=None if crc is None else _int(crc, f"{kind}.crc32", path),
     )
-    want = entry.shape[0] * np.dtype(entry.dtype).itemsize
+    want = int(np.prod(entry.shape)) * np.dtype(entry.dtype).itemsize
     if entry.nbytes != want:
         raise ManifestError(f"{path}: {kind} has nbytes={entry.nbytes}, but shape {list(entry.shape)} of "
                             f"{entry.dtype} is {want} bytes; re-create the dataset")

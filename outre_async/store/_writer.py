@@ -25,7 +25,7 @@ from .._errors import ConfigError, DatasetExistsError, InvalidGraphError
 from ._install import install_directory
 from ._layout import RowLayout, RowLayoutName, choose_row_layout
 from ._litter import open_temp_dir
-from ._manifest import SPLIT_NAMES, FeatureEntry, FileEntry, Manifest, check_classes
+from ._manifest import EDGE_SPLIT_NAMES, SPLIT_NAMES, FeatureEntry, FileEntry, Manifest, check_classes
 from ._masks import mask_hint
 from ._overwrite import check_overwrite, dataset_names
 
@@ -95,6 +95,7 @@ class DatasetWriter:
         self._splits: dict[str, FileEntry] = {}
         self._split_ids: dict[str, np.ndarray] = {}
         self._node_ids: tuple[FileEntry, FileEntry] | None = None
+        self._edge_splits: dict[str, FileEntry] = {}
         self._closed = False
 
     @property
@@ -206,6 +207,19 @@ class DatasetWriter:
         self._split_ids[name] = uniq
         self._splits[name] = self._write_small(f"split_{name}", ids)
 
+    def write_edge_split(self, name: str, pairs: np.ndarray) -> None:
+        """Write the supervision pairs of edge split ``name`` (``EDGE_SPLIT_NAMES``): ``[2, E]`` integer
+        node ids in range, row 0 the source (``oa.split_edges`` checks disjointness before it calls this)."""
+        if name not in EDGE_SPLIT_NAMES:
+            raise ConfigError(f"edge split name must be one of {EDGE_SPLIT_NAMES}, got {name!r}")
+        pairs = np.asarray(pairs)
+        if pairs.ndim != 2 or pairs.shape[0] != 2 or (pairs.size and not np.issubdtype(pairs.dtype, np.integer)):
+            raise InvalidGraphError(f"edge split {name!r} must be integer pairs of shape [2, E], got {pairs.dtype} {pairs.shape}")
+        pairs = pairs.astype(np.int64, copy=False)
+        if pairs.size:
+            _check_ids(pairs, self.num_nodes, f"edge split {name!r} node id")
+        self._edge_splits[name] = self._write_small(f"edge_split_{name}", pairs)
+
     def write_node_ids(self, original_ids: np.ndarray) -> None:
         """Mark this dataset as a relabelled one: node ``i`` is node ``original_ids[i]`` of the original
         (a permutation of ``0..N-1``); its inverse is written beside it (``Dataset.original_ids``)."""
@@ -302,6 +316,7 @@ class DatasetWriter:
             meta=self.meta,
             original_ids=None if self._node_ids is None else self._node_ids[0],
             new_ids=None if self._node_ids is None else self._node_ids[1],
+            edge_splits=dict(self._edge_splits),
         )
 
     def _feature_entry(self) -> FeatureEntry | None:

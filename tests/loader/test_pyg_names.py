@@ -17,7 +17,8 @@ import outre_async as oa
 
 N, DIM = 400, 6
 # keywords of OutreLoader that are not LoaderConfig fields, and why
-LOADER_ONLY = {"split", "input_nodes", "config", "source", "num_neighbors", "num_workers", "pin_memory", "transform"}
+LOADER_ONLY = {"split", "input_nodes", "edge_label_index", "edge_label", "neg_sampling", "neg_sampling_ratio",
+               "config", "source", "num_neighbors", "num_workers", "pin_memory", "transform"}
 
 
 @pytest.fixture(scope="module")

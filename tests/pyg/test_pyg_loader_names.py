@@ -63,12 +63,9 @@ CASES: dict[str, tuple[list, object]] = {
     "prefetch_factor": ([None], 2),
     "persistent_workers": ([True], False),
     "pin_memory_device": ([""], "cuda"),
-    # LinkNeighborLoader's: link prediction is not offered yet, each a ConfigError pointing at the route
-    "edge_label_index": ([None], torch.zeros(2, 3, dtype=torch.long)),
-    "edge_label": ([None], torch.ones(3)),
+    # LinkNeighborLoader's: edge_label_index, edge_label, neg_sampling(_ratio) are the loader's own
+    # keywords (tests/loader/test_link_contract.py); temporal links and a sampler object have no counterpart
     "edge_label_time": ([None], torch.arange(3)),
-    "neg_sampling": ([None], "binary"),
-    "neg_sampling_ratio": ([None], 1.0),
     "link_sampler": ([], object()),
 }
 
@@ -138,6 +135,9 @@ def test_a_pyg_graph_in_memory_points_to_from_pyg() -> None:
         oa.OutreLoader(3, num_neighbors=[2], batch_size=2)  # type: ignore[arg-type]
 
 
-def test_link_prediction_names_a_one_line_error_pointing_to_the_route(dataset: oa.Dataset) -> None:
-    with pytest.raises(oa.ConfigError, match=r"edge_label_index=<Tensor of shape \[2, 3\]> .* link prediction"):
-        oa.OutreLoader(dataset, num_neighbors=[2], batch_size=16, edge_label_index=torch.zeros(2, 3, dtype=torch.long))
+def test_link_prediction_keywords_are_taken_not_refused(dataset: oa.Dataset) -> None:
+    loader = oa.OutreLoader(dataset, num_neighbors=[2], batch_size=16, edge_label_index=torch.zeros(2, 3, dtype=torch.long),
+                            neg_sampling_ratio=1.0, backend="memory")
+    with loader:
+        (batch,) = list(loader)
+    assert batch.edge_label.tolist() == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
