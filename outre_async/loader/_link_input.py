@@ -39,9 +39,18 @@ class LinkInput:
     name: str | None = None  # the edge split's name, when one was named
 
 
-def link_input(ds: Dataset, edge_label_index: Any, edge_label: Any, neg_sampling: Any,
-               neg_sampling_ratio: Any) -> LinkInput | None:
-    """The checked link input, or None when none of the link keywords was given."""
+def link_input(ds: Dataset, cfg: LoaderConfig, edge_label_index: Any, edge_label: Any,
+               neg_sampling: Any, neg_sampling_ratio: Any) -> LinkInput | None:
+    """The checked link input, or None when none of the link keywords was given (then the loader's
+    modes edge batches do not have yet are refused: ``check_link_config``)."""
+    links = _link_input(ds, edge_label_index, edge_label, neg_sampling, neg_sampling_ratio)
+    if links is not None:
+        check_link_config(cfg, other_copy=cfg.layout not in ("auto", "original"))
+    return links
+
+
+def _link_input(ds: Dataset, edge_label_index: Any, edge_label: Any, neg_sampling: Any,
+                neg_sampling_ratio: Any) -> LinkInput | None:
     if neg_sampling_ratio is not None and neg_sampling_ratio != 0.0:
         if neg_sampling is not None:
             raise ConfigError("pass neg_sampling= or neg_sampling_ratio= (PyG's older name for binary sampling), not both")

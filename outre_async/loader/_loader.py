@@ -50,7 +50,7 @@ from ._extract_stage import ExtractStage
 from ._foresight import EpochForesight, ForesightTotals
 from ._epoch_rule import EpochToken, OneEpochAtATime
 from ._history import EpochHistory, build_owner
-from ._link_input import check_link_config, link_input
+from ._link_input import link_input
 from ._layout import choose_layout
 from ._out_of_turn import OutOfTurnMemory
 from ._pipeline import EpochParts
@@ -121,16 +121,13 @@ class OutreLoader(SyncIteration, StatefulEpochs):
                  # NeighborLoader's and DataLoader's other names: accepted where they mean what the loader
                  # does, else a ConfigError naming what it does instead (_pyg_names.NO_COUNTERPART)
                  **pyg_options: Any) -> None:
-        if edge_label_index is not None and (split is not None or input_nodes is not None):
-            raise ConfigError("pass input_nodes= (seed nodes) or edge_label_index= (supervision pairs), not both")
         split, cfg = loader_config(config, locals())
         self.transform = check_transform(transform)
         if not isinstance(dataset, Dataset):
             check_dataset_argument(dataset)
         original = dataset if isinstance(dataset, Dataset) else open_dataset(dataset)
-        self._links = links = link_input(original, edge_label_index, edge_label, neg_sampling, neg_sampling_ratio)
-        if links is not None:  # before a partition folder or a layout is looked for
-            check_link_config(cfg, other_copy=cfg.layout not in ("auto", "original"))
+        self._links = links = link_input(original, cfg, edge_label_index, edge_label, neg_sampling,
+                                         neg_sampling_ratio)  # before a partition folder or a layout is looked for
         # partition batches read the partition-ordered copy when there (issue 26; ``_layout``): a source
         # the caller opened or a profile's rows name the original's rows, so those read the original
         auto_original = cfg.layout == "auto" and (source is not None or cfg.profile is not None)

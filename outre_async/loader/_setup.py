@@ -72,6 +72,9 @@ class LoaderSetup:
 def loader_config(config: LoaderConfig | None, values: dict[str, Any]) -> tuple[Any, LoaderConfig]:
     """``(split, config)`` from the loader's keywords (``values``: every LoaderConfig knob, ``split``
     and PyG's names): ``config=`` as given, or one made from the knobs that differ from their defaults."""
+    if values.get("edge_label_index") is not None and (values.get("split") is not None
+                                                        or values.get("input_nodes") is not None):
+        raise ConfigError("pass input_nodes= (seed nodes) or edge_label_index= (supervision pairs), not both")
     given = given_options(values)
     split, given = resolve_aliases(given, split=values.get("split"), input_nodes=values.get("input_nodes"),
                                    num_neighbors=values.get("num_neighbors"), num_workers=values.get("num_workers"),

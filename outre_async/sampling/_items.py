@@ -20,7 +20,7 @@ it); partition mode's is ``loader._partition_mode.PartitionBatching``.  :class:`
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -28,8 +28,14 @@ from ._plan import num_batches, plan_epoch
 from ._sampler import NeighborSampler, SampledSubgraph
 from ._sampler_kernels import HistoryPrune
 
-if TYPE_CHECKING:
-    from ._edge_items import EdgeTargets
+class Targets(Protocol):
+    """What a batch supervises (``NodeTargets``; ``_edge_items.EdgeTargets`` for link prediction): the
+    input positions of what it supervises, and the other fields its batch carries."""
+
+    @property
+    def input_id(self) -> np.ndarray: ...
+
+    def batch_fields(self) -> dict[str, np.ndarray]: ...
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -58,7 +64,7 @@ class BatchItem:
     """One planned batch (see the module): the seeds to sample, the targets, the macro batch or None."""
 
     seeds: np.ndarray
-    targets: NodeTargets | EdgeTargets
+    targets: Targets  # NodeTargets or EdgeTargets
     macro: MacroRef | None = None
 
     def __len__(self) -> int:
