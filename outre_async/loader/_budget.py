@@ -92,6 +92,7 @@ from ..features._bounce import PAGE_BYTES, PAGES_PER_READ
 from ..features._disk_probe import in_flight_for
 from ..features._disk_source import IOConfig
 from ..features._staging import GATHER_BLOCK, SECTOR, arena_bytes
+from ..store._row_format import RowFormat
 from ._config import EXTRACT_QUEUE, LoaderConfig
 from ._read_depth import uring_depth
 
@@ -117,9 +118,8 @@ class Sizes:
     """What the plan needs to know about the dataset and the batches."""
 
     num_nodes: int
-    dim: int
-    row_bytes: int      # bytes of one stored row (dim x itemsize)
-    stride: int         # bytes between stored rows
+    format: RowFormat   # one feature row: its stored, held and delivered bytes
+    stride: int         # bytes between stored rows (the layout's)
     max_rows: int       # R
     max_edges: int      # E
     batch_rows: int | None = None  # r, the rows one batch is expected to need (None: R)
@@ -128,6 +128,20 @@ class Sizes:
     macro_top_bytes: tuple[int, ...] = ()  # partition mode: item j, the most j blocks of one epoch take (T(j))
     interleave: int = 0  # partition mode: macro batches interleaved (i)
     rows_into_slots: bool = False  # the disk source reads the buffer's rows into its slots (no staging)
+
+    @property
+    def dim(self) -> int:
+        return self.format.dim
+
+    @property
+    def row_bytes(self) -> int:
+        """Bytes of one stored row (dim x itemsize), without the layout's padding."""
+        return self.format.stored_row_bytes
+
+    @property
+    def slot_bytes(self) -> int:
+        """Bytes of one feature buffer slot: its held row and its bookkeeping."""
+        return self.format.held_row_bytes + SLOT_BYTES
 
     @property
     def expected_rows(self) -> int:
@@ -168,9 +182,9 @@ class MemoryPlan:
         return out
 
 
-def batch_row_bytes(dim: int) -> int:
-    """Bytes one row of a batch in flight costs: its float32 features and its share of the rest."""
-    return 4 * dim + LEASE_BYTES
+def batch_row_bytes(row: RowFormat) -> int:
+    """Bytes one row of a batch in flight costs: its delivered features and its share of the rest."""
+    return row.delivered_row_bytes + LEASE_BYTES
 
 
 def plan_memory(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str, int] | None = None) -> MemoryPlan:
@@ -230,7 +244,7 @@ def _plan_parts(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str
     cfg = replace(cfg, extract_queue=extract_depth(cfg, sizes, source=source, extra=extra))
     budget = cfg.budget_bytes
     io = IOConfig(**cfg.source_options) if source == "disk" else None
-    slot, least_pool = 4 * sizes.dim + SLOT_BYTES, _least_pool(cfg, sizes)
+    slot, least_pool = sizes.slot_bytes, _least_pool(cfg, sizes)
     stage = _stage_bytes(cfg, sizes, io, budget)
     if budget is not None:  # smaller arenas rather than less room than the buffer's floor and two batches
         least, needed = _stage_bytes(cfg, sizes, io, 0), _least_buffer_rows(cfg, sizes) * slot + least_pool
@@ -293,7 +307,7 @@ def plan_memory_floor(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: di
     rows = _least_buffer_rows(cfg, sizes) if cfg.buffer_rows is None else min(cfg.buffer_rows, sizes.num_nodes)
     # foresight asked for (a default one is left off where it does not fit), unless ``extra`` holds it already
     asked = 0 if "foresight" in (extra or {}) else foresight_bytes(cfg, sizes, cfg.foresight or 0)
-    return (rows * (4 * sizes.dim + SLOT_BYTES) + _least_pool(cfg, sizes)
+    return (rows * sizes.slot_bytes + _least_pool(cfg, sizes)
             + sum(_fixed_parts(cfg, sizes, source, stage, extra).values()) + asked)
 
 
@@ -323,7 +337,7 @@ def expected_batch_bytes(cfg: LoaderConfig, sizes: Sizes) -> int:
     """``b``: what one batch of the expected rows costs in flight (with its subgraph where delivery
     may hold it back, ``LoaderConfig.holds_back``)."""
     sub = 8 * sizes.expected_rows + 24 * sizes.max_edges if cfg.holds_back else 0
-    return sizes.expected_rows * batch_row_bytes(sizes.dim) + sub
+    return sizes.expected_rows * batch_row_bytes(sizes.format) + sub
 
 
 def _least_buffer_rows(cfg: LoaderConfig, sizes: Sizes) -> int:
@@ -459,6 +473,6 @@ def _source_bytes(cfg: LoaderConfig, sizes: Sizes, source: str, stage: int) -> i
 
 def _describe(plan: MemoryPlan, sizes: Sizes) -> str:
     parts = ", ".join(f"{name} {format_bytes(b)}" for name, b in plan.parts.items() if b)
-    one = sizes.expected_rows * batch_row_bytes(sizes.dim)
+    one = sizes.expected_rows * batch_row_bytes(sizes.format)
     return (f"{parts} (a buffer of {plan.buffer_rows} rows; one batch is expected to need {sizes.expected_rows} "
             f"rows, a {format_bytes(one)} matrix)")

@@ -330,7 +330,7 @@ class OutreLoader:
             stream_base = epoch * max(len(plan), 1) * world + self._setup.place.rank
         self._channels = extract, ready = self._new_channels()
         if cfg.holds_back:  # plan order, or history's overtaking window: held batches keep their leases
-            self._gate = OutOfTurnMemory(self.memory.out_of_turn_bytes, batch_row_bytes(self.dataset.feature_dim))
+            self._gate = OutOfTurnMemory(self.memory.out_of_turn_bytes, batch_row_bytes(self.dataset.row_format))
         sight = None if not cfg.foresight or history is not None else EpochForesight(
             plan, cfg.foresight, res.buffer, res.tiers, stream_of=lambda seq: stream_base + seq * world,
             num_nodes=self.dataset.num_nodes, max_held_rows=foresight_rows(cfg.foresight, self._setup.sizes),
