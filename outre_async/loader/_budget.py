@@ -1,13 +1,15 @@
 """How ``memory_budget`` is spent: every part an :class:`OutreLoader` allocates, sized to fit.
 
 A pure function of the config and the dataset's sizes (tested with numbers, like the cache split).
-With ``N`` nodes, feature ``dim``, ``R`` = the most rows one batch can need, ``r`` = the rows one
-batch is expected to need (a probe of real batches, ``_batch_rows``; at most ``R``) and ``E`` = the
-most edges one batch can sample, the loader holds at most::
+With ``N`` nodes, ``f`` = one feature row's held bytes and ``x`` its delivered bytes (``Sizes.format``,
+the dataset's ``RowFormat``: 4 x the feature dim, float16 stores being widened to float32 when read),
+``R`` = the most rows one batch can need, ``r`` = the rows one batch is expected to need (a probe of
+real batches, ``_batch_rows``; at most ``R``) and ``E`` = the most edges one batch can sample, the
+loader holds at most (``dim`` in the history lines: the history's own, its rows float32)::
 
     slot table        8 N                                   (node -> slot map, look-ahead counts)
     next-use chains   4 N + 16 R x (extract_queue + extractors)  (buffer_policy="next-use" only)
-    feature buffer    rows x (4 dim + 40)                   (rows + bookkeeping: node, refs, LRU)
+    feature buffer    rows x (f + 40)                       (rows + bookkeeping: node, refs, LRU)
     staging           2 x extractors x S                    (two chunks in flight per extractor;
                                                              S = one staging arena, a power of two:
                                                              what a chunk needs in flight,
@@ -17,9 +19,9 @@ most edges one batch can sample, the loader holds at most::
     subgraphs         (extract_queue + extractors + ready_queue + 1) x sub,   sub = 8 R + 24 E (n_id, edges, e_id)
                       (extract_queue by default: samplers + 2, deepened up to 32 within 2 % of the
                       budget and what it leaves above the floor, ``extract_depth``)
-    batches           a byte pool for batch matrices in flight, real rows x (4 dim + 33) each
+    batches           a byte pool for batch matrices in flight, real rows x (x + 33) each
                       (matrix, labels, input_id, piece ids + slots, actions; ``_batch_memory``;
-                      default (ready_queue + extractors + 1) x b, b = r x (4 dim + 33))
+                      default (ready_queue + extractors + 1) x b, b = r x (x + 33))
     reorder buffer    ordered mode: 1.1 x samplers x b for batches sent out of turn (``_out_of_turn``)
     history table     4 N + C x (4 dim + 21 + samplers)     (with ``history=``: C cached h^(L-1) rows;
                                                              rows on a GPU: 4 N + C x (21 + samplers))

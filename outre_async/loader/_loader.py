@@ -18,9 +18,9 @@ rows, ``C x 4 dim`` bytes, when they live on a GPU (``HistoryConfig.placement``:
 ``ordered=True`` the batches the reorder buffer holds keep their leases on the pool of batch
 matrices or on the samplers' out-of-turn budget (``_out_of_turn``), both parts of the plan; the
 batches the history's overtaking window holds back in completion order keep theirs on the pool (the
-gate gives them no out-of-turn budget).  With
-``gpu_cache_budget=`` the GPU tier's rows, ``min(budget // (4 dim), N) x 4 dim`` bytes, are device memory,
-outside ``memory_budget``; its ``4 N`` node -> slot table is a host part (``gpu tier index``; ``_tiers``).
+gate gives them no out-of-turn budget).  With ``gpu_cache_budget=`` the GPU tier's rows,
+``min(budget // f, N) x f`` bytes (``f``: a feature row's held bytes, ``RowFormat``), are device
+memory, outside ``memory_budget``; its ``4 N`` node -> slot table is a host part (``gpu tier index``; ``_tiers``).
 """
 
 from __future__ import annotations

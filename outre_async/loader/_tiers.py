@@ -2,7 +2,7 @@
 
 Rows held, chosen once when the loader is made:
 
-* GPU tier (``gpu_cache_budget`` bytes of device memory, ``min(budget // (4 dim), N)`` rows): the rows
+* GPU tier (``gpu_cache_budget`` bytes of device memory, ``min(budget // held_row_bytes, N)`` rows): the rows
   met most often in the first :data:`RANK_BATCHES` batches of epoch 0's plan (sampled with the epoch's
   own streams, so those batches are counted exactly), with or without a profile.  Not the profile's
   ranking (``row_hot``, the reads the feature buffer would miss): the GPU tier is asked first, so every

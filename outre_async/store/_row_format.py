@@ -1,8 +1,8 @@
 """How a feature row is stored on disk, held in the loader's memory and delivered in a batch.
 
 :class:`RowFormat` is built once from the manifest's feature entry (:meth:`RowFormat.of_entry`), and
-every part that sizes or allocates feature rows reads its byte counts from it instead of writing
-``4 * dim``: the feature buffer's slots, the static cache, the GPU tier, the batch matrices, the
+every part that sizes or allocates feature rows reads its byte counts from it instead of assuming
+four bytes a value: the feature buffer's slots, the static cache, the GPU tier, the batch matrices, the
 memory plan (``loader._budget``), the profile's knapsack (``plan._budget_plan``).
 
 Three dtypes, because they differ as soon as rows are stored narrower than they are trained on:
