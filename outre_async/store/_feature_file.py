@@ -11,16 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
 from .._errors import ConfigError
 from ._layout import RowLayout
 from ._row_format import RowFormat
-
-if TYPE_CHECKING:
-    from ._dataset import Dataset
 
 
 class FeatureKey(NamedTuple):
@@ -32,6 +29,14 @@ class FeatureKey(NamedTuple):
 
 
 NODE_FEATURES = FeatureKey("node", None, "x")  # the one matrix of a homogeneous dataset
+
+
+class _HasFeatures(Protocol):
+    """What :meth:`FeatureFile.of` reads (a :class:`~outre_async.store.Dataset`; named by its
+    property so that this module does not import the dataset's, which imports it)."""
+
+    @property
+    def feature_file(self) -> FeatureFile: ...
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -49,7 +54,7 @@ class FeatureFile:
                               f"bytes, the layout says {self.layout.row_bytes}; build the layout from the format")
 
     @classmethod
-    def of(cls, dataset: Dataset) -> FeatureFile:
+    def of(cls, dataset: _HasFeatures) -> FeatureFile:
         """The node feature file of ``dataset`` (:attr:`Dataset.feature_file`)."""
         return dataset.feature_file
 

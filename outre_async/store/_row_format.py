@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import operator
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from .._errors import ConfigError
 
@@ -97,10 +98,10 @@ class RowFormat:
         return self.dim * self.delivered.itemsize
 
 
-def held_dtype(dtype: object) -> np.dtype:
+def held_dtype(dtype: DTypeLike) -> np.dtype:
     """``dtype`` as the dtype a cache holds rows in (a :class:`ConfigError` for one no cache is wired for):
     what the buffer, the static cache and the GPU tier take from ``RowFormat.held``."""
-    held = np.dtype(dtype)  # type: ignore[call-overload]  # any dtype-like; refused below if not held
+    held = np.dtype(dtype)
     if held not in HELD_DTYPES:
         raise ConfigError(f"feature rows held as {held} are not supported; this version holds float32 rows")
     return held
