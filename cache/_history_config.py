@@ -248,7 +248,7 @@ def record_buffer_bytes(max_rows: int, dim: int, *, rows_on_host: bool) -> int:
     batches of at most ``max_rows`` rows: per batch ``8 (4 p + q)`` bytes of indices, ages, degrees and
     slots (``p`` rows pulled, ``q`` pushed, each at most ``max_rows``) plus ``4 p dim`` for the pulled
     rows when a host table's rows cross to a GPU (``rows_on_host``), grown to a power of two."""
-    need = 8 * 5 * max_rows + (4 * max_rows * dim if rows_on_host else 0)
+    need = 8 * 5 * max_rows + (max_rows * table_row_bytes(dim) if rows_on_host else 0)
     return max(RECORD_MIN_BUFFER, 1 << max(0, (need - 1).bit_length()))
 
 

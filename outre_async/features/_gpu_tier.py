@@ -157,7 +157,7 @@ class GpuTier(CachedTier):
         return {"tier": self.name, "device": str(self.cache.device), **tier_counts(c["hits"], c["rows"] - c["hits"]),
                 "rows_held": len(self.cache.nodes), "bytes_held": self.cache.nbytes,
                 "host_index_bytes": self.cache.index_bytes,
-                "pcie_bytes_saved": c["batch_hits"] * 4 * self.cache.dim}
+                "pcie_bytes_saved": c["batch_hits"] * self.cache.dim * self.cache.held.itemsize}
 
 
 def _torch_dtype(dtype: np.dtype) -> torch.dtype:

@@ -15,7 +15,8 @@ from outre_async.store import NODE_FEATURES, FeatureFile, FeatureKey, RowFormat,
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_DIRS = ("outre_async", "cache", "partition")  # outre_async, outre_async.cache, outre_async.partition
-ROW_LITERAL = re.compile(r"4 \* (sizes\.|ds\.|self\.)?(dim|feature_dim)|dim \* 4")
+# issue 35's ``git grep -nE`` pattern, and ``4 * <anything>.dim`` (``4 * self.cache.dim`` hid from it)
+ROW_LITERAL = re.compile(r"4 \* (sizes\.|ds\.|self\.)?(dim|feature_dim)|dim \* 4|\b4 \* [a-z_.]*dim\b")
 
 
 def _dataset(path: Path, *, dim: int, dtype: str = "float32", row_layout: str = "auto") -> oa.Dataset:
