@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .._errors import ConfigError
-from ..store._row_format import FLOAT32
 from .._units import format_bytes
+from ..store._row_format import FLOAT32
 
 if TYPE_CHECKING:
     from ._device_copy import HostRegistry

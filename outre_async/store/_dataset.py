@@ -43,10 +43,10 @@ import numpy as np
 
 from .._errors import ConfigError, DatasetCorruptError, DatasetNotFoundError
 from .._units import available_memory
+from ._feature_file import NODE_FEATURES, FeatureFile, FeatureKey
 from ._file_reads import (
     blocks, check_disjoint, check_split, load_small, open_data_file, scan_features, scan_indptr, scan_labels, scan_node_ids,
 )
-from ._feature_file import NODE_FEATURES, FeatureFile, FeatureKey
 from ._layout import RowLayout
 from ._manifest import MANIFEST_NAME, SPLIT_NAMES, Manifest, read_manifest
 from ._paths import confined

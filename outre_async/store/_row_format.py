@@ -14,7 +14,7 @@ Three dtypes, because they differ as soon as rows are stored narrower than they 
 Decoding, stored to held, happens where rows leave the staging arena (or the in-memory matrix) for
 a slot or a batch row: :func:`outre_async.features._staging.gather_blocks` (``float16`` rows are
 widened by numpy there; ``float32`` rows are a bit copy by ``_staging_kernels.scatter_rows``), and
-in :class:`~outre_async.features.MemorySource` and ``SyncLoader.gather_features`` for the readers
+in :class:`~outre_async.features.MemorySource` and ``loader._sync_loader.gather_features`` for the readers
 that have no staging.  Held and delivered are the same dtype today, so nothing decodes after that.
 io_uring reads rows straight into slots only when stored and held agree (``loader._setup``).
 
@@ -25,10 +25,9 @@ nothing stores yet.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-
-import operator
 
 import numpy as np
 from numpy.typing import DTypeLike
