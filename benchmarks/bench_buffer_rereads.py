@@ -82,7 +82,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
             s = loader.stats()
             reads, unique = s["buffer"]["reads"] - before, int(seen.sum())
             epochs.append({"rows_read": reads, "unique_rows": unique, "reads_per_unique_row": reads / max(unique, 1),
-                           "bytes_read": reads * ds.feature_dim * 4, "seconds": wall,
+                           "bytes_read": reads * ds.row_format.stored_row_bytes, "seconds": wall,
                            "buffer_rows": s["buffer_rows"], "hit_rate": s["buffer"]["hit_rate"],
                            "extract_queue": loader.config.extract_capacity,
                            "memory": s["memory"], "batch_matrices": s.get("batch_matrices"),

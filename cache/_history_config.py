@@ -78,6 +78,7 @@ from numpy.typing import ArrayLike
 
 from outre_async._errors import ConfigError
 from outre_async._units import parse_bytes
+from outre_async.store._row_format import RowFormat
 
 ADMISSIONS = ("auto", "all", "grad")
 PLACEMENTS = ("auto", "host", "device")
@@ -185,7 +186,7 @@ def history_bytes(num_nodes: int, slots: int, dim: int, num_samplers: int) -> in
 def history_slot_bytes(dim: int, num_samplers: int, *, rows_on_host: bool = True) -> int:
     """Bytes of one slot (:func:`history_bytes`); ``rows_on_host=False``: its host bytes when its row
     lives in a GPU's memory (placement ``"device"``), the bookkeeping alone."""
-    return (4 * dim if rows_on_host else 0) + SLOT_BOOKKEEPING + num_samplers
+    return (table_row_bytes(dim) if rows_on_host else 0) + SLOT_BOOKKEEPING + num_samplers
 
 
 SLOT_BOOKKEEPING = 8 + 8 + 4 + 1  # per slot on the host whatever the placement: stamp, node id, promise, retired
@@ -231,7 +232,12 @@ def slot_prices(cfg: HistoryConfig, device_type: str, device_memory: int | None,
 
 def history_row_bytes(slots: int, dim: int) -> int:
     """Bytes of the table's rows alone (float32 h^(L-1)): the part ``placement`` may put on the device."""
-    return 4 * dim * slots
+    return table_row_bytes(dim) * slots
+
+
+def table_row_bytes(dim: int) -> int:
+    """Bytes of one table row: ``h^(L-1)`` of ``dim`` values, held as float32 (``HistoryTable.rows``)."""
+    return RowFormat.float32(dim).held_row_bytes if dim else 0
 
 
 RECORD_MIN_BUFFER = 4096  # the record transfer's smallest host buffer (it grows by powers of two)
@@ -242,7 +248,7 @@ def record_buffer_bytes(max_rows: int, dim: int, *, rows_on_host: bool) -> int:
     batches of at most ``max_rows`` rows: per batch ``8 (4 p + q)`` bytes of indices, ages, degrees and
     slots (``p`` rows pulled, ``q`` pushed, each at most ``max_rows``) plus ``4 p dim`` for the pulled
     rows when a host table's rows cross to a GPU (``rows_on_host``), grown to a power of two."""
-    need = 8 * 5 * max_rows + (4 * max_rows * dim if rows_on_host else 0)
+    need = 8 * 5 * max_rows + (max_rows * table_row_bytes(dim) if rows_on_host else 0)
     return max(RECORD_MIN_BUFFER, 1 << max(0, (need - 1).bit_length()))
 
 

@@ -92,6 +92,10 @@ PUBLIC = {
     "outre_async.store": [
         "Dataset",
         "DatasetWriter",
+        "FeatureFile",
+        "FeatureKey",
+        "NODE_FEATURES",
+        "RowFormat",
         "RowLayout",
         "choose_row_layout",
         "open_dataset",

@@ -81,7 +81,7 @@ def train_in_ram(model: nn.Module, optimizer: torch.optim.Optimizer, ds: Any, su
     the run's metrics, with ``train_seconds`` the training steps alone (``sampling``: seconds to sample)."""
     from ..loader._sync_loader import to_data
 
-    row_bytes = max(ds.feature_dim * 4, 1)
+    row_bytes = ds.row_format.delivered_row_bytes if ds.feature_dim else 1  # rows as a batch holds them
     budget_rows = max(ram_budget // row_bytes, 1)
     seen = np.zeros(ds.num_nodes, dtype=np.bool_)
     train = load = user = sys_ = 0.0

@@ -11,6 +11,7 @@ from typing import Protocol
 
 import numpy as np
 
+from ..store._row_format import FLOAT32
 from . import _buffer_kernels as K
 
 
@@ -24,13 +25,14 @@ class SlotReader(Protocol):
 SLOT_ALIGN = 4096  # slots of sector-multiple rows can take O_DIRECT reads straight from the file
 
 
-def page_aligned_zeros(rows: int, dim: int) -> np.ndarray:
-    """A zeroed ``[rows, dim]`` float32 array whose first byte is page aligned, so that where a row
-    is a whole number of sectors every slot is sector aligned and a disk source can read straight
-    into it (one copy per row: slot -> batch matrix)."""
-    raw = np.zeros(rows * dim * 4 + SLOT_ALIGN, dtype=np.uint8)
+def page_aligned_zeros(rows: int, dim: int, dtype: np.dtype = FLOAT32) -> np.ndarray:
+    """A zeroed ``[rows, dim]`` array of ``dtype`` (the rows' held dtype) whose first byte is page
+    aligned, so that where a row is a whole number of sectors every slot is sector aligned and a disk
+    source can read straight into it (one copy per row: slot -> batch matrix)."""
+    nbytes = rows * dim * dtype.itemsize
+    raw = np.zeros(nbytes + SLOT_ALIGN, dtype=np.uint8)
     shift = -raw.ctypes.data % SLOT_ALIGN
-    return raw[shift : shift + rows * dim * 4].view(np.float32).reshape(rows, dim)
+    return raw[shift : shift + nbytes].view(dtype).reshape(rows, dim)
 
 
 @dataclass(eq=False, slots=True)

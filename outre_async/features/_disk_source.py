@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import ConfigError, DatasetCorruptError, ExtractorError, PipelineClosed
-from ..store._dataset import Dataset
+from ..store._feature_file import FeatureFile
 from ..store._safe_read import check_regular
 from ._faults import FaultPlan
 from ._source import FeatureSource
@@ -106,31 +106,6 @@ class IOConfig:
     def staging_cap(self) -> int:
         """Bytes the staging pool holds at most (``max_staging_bytes`` or its default)."""
         return 4 * self.max_stage_bytes if self.max_staging_bytes is None else self.max_staging_bytes
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class FeatureFile:
-    """What a disk source needs to know about ``features.bin``: where rows live and their type."""
-
-    path: Path
-    num_rows: int
-    dim: int
-    dtype: np.dtype
-    stride: int
-
-    @classmethod
-    def of(cls, dataset: Dataset) -> FeatureFile:
-        layout = dataset.row_layout
-        return cls(path=dataset.features_path, num_rows=dataset.num_nodes, dim=dataset.feature_dim,
-                   dtype=dataset.feature_dtype, stride=layout.stride)
-
-    @property
-    def row_bytes(self) -> int:
-        return self.dim * self.dtype.itemsize
-
-    @property
-    def nbytes(self) -> int:
-        return self.num_rows * self.stride
 
 
 class _Flight:

@@ -74,6 +74,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .._errors import ConfigError
+from ..store._row_format import FLOAT32, held_dtype
 from . import _buffer_kernels as K
 from ._buffer_holds import Acquisition, Foresight, Pin, SlotReader, int64_ids, page_aligned_zeros
 from ._disk_source import uncancellable
@@ -93,7 +94,7 @@ class FeatureBuffer:
     """``num_slots`` rows of ``dim`` float32 values plus GNNDrive's mapping table and two standby
     lists (cold, wanted) and the per-node look-ahead counts."""
 
-    def __init__(self, num_nodes: int, num_slots: int, dim: int, *, min_slots: int = 1,
+    def __init__(self, num_nodes: int, num_slots: int, dim: int, *, held: np.dtype = FLOAT32, min_slots: int = 1,
                  policy: str = POLICY, read_ahead: int | None = None, merge_rows: int = 0) -> None:
         self.policy = check_policy(policy)
         if num_slots < max(min_slots, 1):
@@ -102,7 +103,7 @@ class FeatureBuffer:
                 "raise buffer_rows / memory_budget"
             )
         self.num_slots = num_slots
-        self.data = page_aligned_zeros(num_slots, dim)
+        self.data = page_aligned_zeros(num_slots, dim, held_dtype(held))  # rows as the format holds them
         self._next_use = self.policy == "next-use"
         if self._next_use:  # see _buffer_kernels: the occurrence chains and the next-use buckets
             self._nodes, self._rec, self._head, self._occ, self._meta = K.new_next_use_state(
@@ -400,7 +401,7 @@ class FeatureBuffer:
 
     def gather(self, acq: Acquisition) -> np.ndarray:
         """The piece's rows ``[len(ids), dim]``, copied out of the slots."""
-        out = np.empty((len(acq.slots), self.data.shape[1]), dtype=np.float32)
+        out = np.empty((len(acq.slots), self.data.shape[1]), dtype=self.data.dtype)
         K.gather_rows(self.data, acq.slots, out)
         return out
 

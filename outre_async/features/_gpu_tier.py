@@ -19,9 +19,10 @@ cross PCIe.  On ``device="cpu"`` the same function assembles on the CPU, bit-ide
 read without the tier.  Its generic :meth:`GpuTier.read_rows` fills a host matrix instead (hits copied
 back from the device): the contract's reference path, not the loader's.
 
-Memory: device ``rows x 4 dim`` bytes (:func:`gpu_cache_bytes`; ``rows = min(gpu_cache_budget // (4
-dim), N)``), outside ``memory_budget``; host ``4 N`` bytes for the node -> slot table
-(:func:`gpu_index_bytes`), a part of the host memory plan.  A budget below one row is a
+Memory: device ``rows x row_bytes`` bytes, rows in their held dtype (:func:`gpu_cache_bytes`;
+``rows = min(gpu_cache_budget // row_bytes, N)``, ``row_bytes`` the format's ``held_row_bytes``),
+outside ``memory_budget``; host ``4 N`` bytes for the node -> slot table (:func:`gpu_index_bytes`), a
+part of the host memory plan.  A budget below one row is a
 :class:`ConfigError` (pass 0 or None to turn the tier off).
 """
 
@@ -31,6 +32,7 @@ import numpy as np
 import torch
 
 from .._errors import ConfigError
+from ..store._row_format import FLOAT32, held_dtype
 from ._device_rows import DeviceRows
 from ._feature_buffer import Pin
 from ._source import FeatureSource
@@ -39,18 +41,18 @@ from ._tier import CachedTier, FeatureTier, tier_counts
 LOAD_CHUNK = 1 << 14  # rows per read while loading the device rows
 
 
-def gpu_tier_rows(budget: int, dim: int, num_nodes: int) -> int:
-    """Rows a ``budget`` of device bytes holds (at most every node); a :class:`ConfigError` below one row."""
-    row = 4 * dim
-    if budget < row:
-        raise ConfigError(f"gpu_cache_budget={budget} bytes holds no feature row ({row} bytes each, 4 x dim "
-                          f"{dim}); raise it to at least {row} or pass 0 to turn the GPU tier off")
-    return min(budget // row, num_nodes)
+def gpu_tier_rows(budget: int, *, row_bytes: int, num_nodes: int) -> int:
+    """Rows a ``budget`` of device bytes holds (at most every node), rows of ``row_bytes`` held bytes
+    (``RowFormat.held_row_bytes``); a :class:`ConfigError` below one row."""
+    if budget < row_bytes:
+        raise ConfigError(f"gpu_cache_budget={budget} bytes holds no feature row ({row_bytes} bytes each); "
+                          f"raise it to at least {row_bytes} or pass 0 to turn the GPU tier off")
+    return min(budget // row_bytes, num_nodes)
 
 
-def gpu_cache_bytes(rows: int, dim: int) -> int:
-    """Device bytes of a GPU tier of ``rows`` rows (float32)."""
-    return rows * 4 * dim
+def gpu_cache_bytes(rows: int, *, row_bytes: int) -> int:
+    """Device bytes of a GPU tier of ``rows`` rows of ``row_bytes`` held bytes each."""
+    return rows * row_bytes
 
 
 def gpu_index_bytes(num_nodes: int) -> int:
@@ -68,7 +70,8 @@ def rank_rows(counts: np.ndarray) -> np.ndarray:
 class DeviceFeatureCache:
     """``nodes`` (ascending, unique) rows on ``device``; :meth:`load` reads them once."""
 
-    def __init__(self, nodes: np.ndarray, num_nodes: int, dim: int, device: str | torch.device = "cpu") -> None:
+    def __init__(self, nodes: np.ndarray, num_nodes: int, dim: int, device: str | torch.device = "cpu", *,
+                 held: np.dtype = FLOAT32) -> None:
         nodes = np.asarray(nodes, dtype=np.int64)
         if nodes.ndim != 1 or (len(nodes) and (nodes[0] < 0 or nodes[-1] >= num_nodes or (np.diff(nodes) <= 0).any())):
             raise ConfigError(f"GPU tier nodes must be ascending unique ids in [0, {num_nodes})")
@@ -76,14 +79,15 @@ class DeviceFeatureCache:
         self.device = torch.device(device)
         self._slot_of = np.full(num_nodes, -1, np.int32)
         self._slot_of[nodes] = np.arange(len(nodes), dtype=np.int32)
-        self.rows = torch.zeros((0, dim), dtype=torch.float32)  # on the device once loaded
+        self.held = held_dtype(held)  # the rows' dtype here and in the host staging that loads them
+        self.rows = torch.zeros((0, dim), dtype=_torch_dtype(self.held))  # on the device once loaded
         self.loaded = False
         self.counters = {"rows": 0, "hits": 0, "batch_hits": 0}
 
     @property
     def nbytes(self) -> int:
         """Device bytes (the rows)."""
-        return gpu_cache_bytes(len(self.nodes), self.dim)
+        return gpu_cache_bytes(len(self.nodes), row_bytes=self.dim * self.held.itemsize)
 
     @property
     def index_bytes(self) -> int:
@@ -94,8 +98,8 @@ class DeviceFeatureCache:
         """Read every held row through ``source`` into the device tensor (once; later calls return)."""
         if self.loaded:
             return
-        rows = torch.empty((len(self.nodes), self.dim), dtype=torch.float32, device=self.device)
-        staging = np.empty((min(LOAD_CHUNK, len(self.nodes)), self.dim), np.float32)
+        rows = torch.empty((len(self.nodes), self.dim), dtype=_torch_dtype(self.held), device=self.device)
+        staging = np.empty((min(LOAD_CHUNK, len(self.nodes)), self.dim), self.held)
         for start in range(0, len(self.nodes), LOAD_CHUNK):
             stop = min(start + LOAD_CHUNK, len(self.nodes))
             await source.read_rows(self.nodes[start:stop], staging[: stop - start])
@@ -153,4 +157,9 @@ class GpuTier(CachedTier):
         return {"tier": self.name, "device": str(self.cache.device), **tier_counts(c["hits"], c["rows"] - c["hits"]),
                 "rows_held": len(self.cache.nodes), "bytes_held": self.cache.nbytes,
                 "host_index_bytes": self.cache.index_bytes,
-                "pcie_bytes_saved": c["batch_hits"] * 4 * self.cache.dim}
+                "pcie_bytes_saved": c["batch_hits"] * self.cache.dim * self.cache.held.itemsize}
+
+
+def _torch_dtype(dtype: np.dtype) -> torch.dtype:
+    """torch's dtype of numpy's ``dtype``."""
+    return torch.from_numpy(np.empty(0, dtype)).dtype

@@ -7,8 +7,9 @@ feature buffer: a batch's ids are looked up here first, only the misses go down 
 batch matrix: they acquire buffer slots and I/O), then the cached rows are merged in place.  With
 ``pin=True`` (the loader's device is CUDA) the rows live in pinned memory.
 
-Bytes: ``rows x (4 dim + 8)`` (the float32 rows and their node ids) ``+ 4 N`` (node -> row table,
-int32): :func:`static_cache_bytes`, the price the plan pays for it.
+Bytes: ``rows x (row_bytes + 8)`` (the rows in their held dtype, ``RowFormat.held_row_bytes``, and
+their node ids) ``+ 4 N`` (node -> row table, int32): :func:`static_cache_bytes`, the price the plan
+pays for it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._errors import ConfigError
+from ..store._row_format import FLOAT32, held_dtype
 from ._feature_buffer import Pin
 from ._source import FeatureSource
 from ._static_kernels import merge_static_rows
@@ -24,25 +26,27 @@ from ._tier import CachedTier, FeatureTier, tier_counts
 LOAD_CHUNK = 1 << 14  # rows per read while loading (the source stages them within its own budget)
 
 
-def static_cache_bytes(num_nodes: int, rows: int, dim: int) -> int:
-    return rows * (4 * dim + 8) + 4 * num_nodes if rows else 0
+def static_cache_bytes(num_nodes: int, rows: int, *, row_bytes: int) -> int:
+    """Bytes of a static cache of ``rows`` rows of ``row_bytes`` held bytes each (module docstring)."""
+    return rows * (row_bytes + 8) + 4 * num_nodes if rows else 0
 
 
 class StaticFeatureCache:
-    def __init__(self, nodes: np.ndarray, num_nodes: int, dim: int, *, pin: bool = False) -> None:
+    def __init__(self, nodes: np.ndarray, num_nodes: int, dim: int, *, held: np.dtype = FLOAT32,
+                 pin: bool = False) -> None:
         nodes = np.asarray(nodes, dtype=np.int64)
         if nodes.ndim != 1 or (len(nodes) and (nodes[0] < 0 or nodes[-1] >= num_nodes or (np.diff(nodes) <= 0).any())):
             raise ConfigError(f"static cache nodes must be ascending unique ids in [0, {num_nodes})")
         self.nodes, self.num_nodes, self.dim = nodes, num_nodes, dim
         self._slot_of = np.full(num_nodes, -1, np.int32)
         self._slot_of[nodes] = np.arange(len(nodes), dtype=np.int32)
-        self.rows, self._pinned = _rows(len(nodes), dim, pin)  # _pinned keeps the pinned storage alive
+        self.rows, self._pinned = _rows(len(nodes), dim, held_dtype(held), pin)  # _pinned keeps the pinned storage alive
         self.loaded = False
         self.counters = {"rows": 0, "hits": 0}
 
     @property
     def nbytes(self) -> int:
-        return static_cache_bytes(self.num_nodes, len(self.nodes), self.dim)
+        return static_cache_bytes(self.num_nodes, len(self.nodes), row_bytes=self.dim * self.rows.dtype.itemsize)
 
     async def load(self, source: FeatureSource) -> None:
         """Read every cached row through ``source`` (once; later calls return at once)."""
@@ -66,7 +70,7 @@ class StaticFeatureCache:
 
     def merge(self, slots: np.ndarray, missed: np.ndarray) -> np.ndarray:
         """The batch matrix: cached rows where ``slots >= 0``, ``missed`` (in order) elsewhere."""
-        out = np.empty((len(slots), self.dim), np.float32)
+        out = np.empty((len(slots), self.dim), self.rows.dtype)
         out[: len(missed)] = missed
         self.merge_into(slots, out)
         return out
@@ -105,10 +109,10 @@ class StaticTier(CachedTier):
                 "rows_held": len(self.cache.nodes)}
 
 
-def _rows(count: int, dim: int, pin: bool) -> tuple[np.ndarray, object]:
+def _rows(count: int, dim: int, dtype: np.dtype, pin: bool) -> tuple[np.ndarray, object]:
     if not pin:
-        return np.zeros((count, dim), np.float32), None
+        return np.zeros((count, dim), dtype), None
     import torch
 
-    pinned = torch.zeros(count, dim, dtype=torch.float32).pin_memory()
+    pinned = torch.zeros(count, dim, dtype=torch.from_numpy(np.empty(0, dtype)).dtype).pin_memory()
     return pinned.numpy(), pinned

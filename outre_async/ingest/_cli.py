@@ -9,10 +9,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .. import _cli_checks as checks
 from .._errors import ConfigError
 from .._units import format_bytes
 from ..store._manifest import ALLOWED_DTYPES
+from ..store._row_format import RowFormat
 
 Say = Callable[[str], None]
 
@@ -60,7 +63,8 @@ def _check_generate_sizes(args: argparse.Namespace, overrides: dict[str, Any]) -
     n, dim = cfg.num_nodes, cfg.feature_dim
     checks.check_fits_memory(f"--num-nodes {n:,} (with --num-classes {cfg.num_classes} x --feature-dim {dim})",
                              n * 8 + cfg.num_classes * dim * 8)
-    disk = n * (dim * 4 + cfg.avg_degree * 4 + 16)
+    row = RowFormat(dim=dim, stored=np.dtype(cfg.feature_dtype)).stored_row_bytes if dim else 0  # rows as written, unpadded
+    disk = n * (row + cfg.avg_degree * 4 + 16)
     checks.check_output_dir("OUT", args.out, need_bytes=disk)
 
 

@@ -22,13 +22,14 @@ from ..features._disk_source import FeatureFile, IOConfig
 from ..features._memory_source import MemorySource
 from ..features._pread_source import PreadSource
 from ..features._source import FeatureSource
+from ..store._row_format import RowFormat
 
 
 class SpillFile:
     """A ``[num_rows, dim]`` float32 file being written chunk by chunk."""
 
     def __init__(self, path: Path, num_rows: int, dim: int) -> None:
-        self.file = FeatureFile(path=path, num_rows=num_rows, dim=dim, dtype=np.dtype(np.float32), stride=4 * dim)
+        self.file = FeatureFile.packed(path, num_rows, RowFormat.float32(dim))
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         try:
             os.ftruncate(self._fd, self.file.nbytes)

@@ -39,17 +39,18 @@ import numpy as np
 
 from .._errors import ConfigError
 from .._units import format_bytes
+from ..store._row_format import FLOAT32
 
 if TYPE_CHECKING:
     from ._device_copy import HostRegistry
 
 
-def new_matrix(rows: int, dim: int) -> np.ndarray:
-    """A writable float32 ``[rows, dim]`` matrix in its own anonymous map (see the module and
-    :func:`_new_map`)."""
+def new_matrix(rows: int, dim: int, dtype: np.dtype = FLOAT32) -> np.ndarray:
+    """A writable ``[rows, dim]`` matrix of ``dtype`` (the rows' delivered dtype) in its own anonymous
+    map (see the module and :func:`_new_map`)."""
     if rows * dim == 0:
-        return np.empty((rows, dim), dtype=np.float32)
-    return _as_matrix(_new_map(rows * dim * 4), rows, dim)
+        return np.empty((rows, dim), dtype=dtype)
+    return _as_matrix(_new_map(rows * dim * dtype.itemsize), rows, dim, dtype)
 
 
 def _new_map(nbytes: int) -> mmap.mmap:
@@ -70,8 +71,8 @@ def _new_map(nbytes: int) -> mmap.mmap:
     return block
 
 
-def _as_matrix(block: mmap.mmap, rows: int, dim: int) -> np.ndarray:
-    return np.frombuffer(block, dtype=np.float32, count=rows * dim).reshape(rows, dim)
+def _as_matrix(block: mmap.mmap, rows: int, dim: int, dtype: np.dtype) -> np.ndarray:
+    return np.frombuffer(block, dtype=dtype, count=rows * dim).reshape(rows, dim)
 
 
 def _unmap(block: mmap.mmap) -> None:
@@ -111,11 +112,14 @@ class MatrixLease:
 
 class BatchMemory:
     """At most ``capacity`` bytes of batch matrices reserved at once (``budget``: the loader's
-    ``memory_budget``, for the error message; ``None`` grants what could never fit, see the module)."""
+    ``memory_budget``, for the error message; ``None`` grants what could never fit, see the module).
+    ``row_bytes``: what one row of a batch costs (``_budget.batch_row_bytes``); ``dtype``: the matrices'
+    (the rows' delivered dtype, ``RowFormat.delivered``)."""
 
     def __init__(self, capacity: int, row_bytes: int, *, budget: int | None,
-                 registry: HostRegistry | None = None) -> None:
+                 registry: HostRegistry | None = None, dtype: np.dtype = FLOAT32) -> None:
         self.capacity, self.row_bytes, self.budget = int(capacity), int(row_bytes), budget
+        self.dtype = np.dtype(dtype)
         self.registry = registry  # a CUDA loader's: each map page-locked once (``_device_copy``)
         self._used = self._peak = self._consumer = 0
         self._waiters: deque[tuple[int, int, asyncio.Future[None]]] = deque()
@@ -126,7 +130,7 @@ class BatchMemory:
                          "maps_reused": 0, "maps_resized": 0}
 
     def matrix(self, lease: MatrixLease, rows: int, dim: int) -> np.ndarray:
-        """The batch's ``[rows, dim]`` float32 matrix for ``lease``: the map of a dead matrix when
+        """The batch's ``[rows, dim]`` matrix (of ``dtype``) for ``lease``: the map of a dead matrix when
         one fits, else a new map (:func:`_new_map`).  Its content is stale; the extractor writes
         every row.
 
@@ -145,9 +149,9 @@ class BatchMemory:
         igb-like 79 of 85 matrices were new maps that way, each ~60 MB zeroed by the loop thread.
         A reservation alone allocates nothing, so until a map is made here physical memory stays
         within what the last call left (``used + spare <= capacity``)."""
-        n = rows * dim * 4
+        n = rows * dim * self.dtype.itemsize
         if n == 0:
-            return np.empty((rows, dim), dtype=np.float32)
+            return np.empty((rows, dim), dtype=self.dtype)
         self._drain()
         block = self._best_spare(lease, n)
         if block is None:
@@ -160,7 +164,7 @@ class BatchMemory:
             self.counters["maps_reused"] += 1
         if self.registry is not None:
             self.registry.pin(block)  # once per map: a recycled map is pinned already
-        x = _as_matrix(block, rows, dim)
+        x = _as_matrix(block, rows, dim, self.dtype)
         # on the flat array under x: every numpy view of x (a slice of it too) keeps that one alive,
         # so the map is never recycled under a view that outlived x.  Not at interpreter exit:
         # finalizers run then even for live arrays (a batch the script still holds), and the

@@ -1,13 +1,15 @@
 """How ``memory_budget`` is spent: every part an :class:`OutreLoader` allocates, sized to fit.
 
 A pure function of the config and the dataset's sizes (tested with numbers, like the cache split).
-With ``N`` nodes, feature ``dim``, ``R`` = the most rows one batch can need, ``r`` = the rows one
-batch is expected to need (a probe of real batches, ``_batch_rows``; at most ``R``) and ``E`` = the
-most edges one batch can sample, the loader holds at most::
+With ``N`` nodes, ``f`` = one feature row's held bytes and ``x`` its delivered bytes (``Sizes.format``,
+the dataset's ``RowFormat``: 4 x the feature dim, float16 stores being widened to float32 when read),
+``R`` = the most rows one batch can need, ``r`` = the rows one batch is expected to need (a probe of
+real batches, ``_batch_rows``; at most ``R``) and ``E`` = the most edges one batch can sample, the
+loader holds at most (``dim`` in the history lines: the history's own, its rows float32)::
 
     slot table        8 N                                   (node -> slot map, look-ahead counts)
     next-use chains   4 N + 16 R x (extract_queue + extractors)  (buffer_policy="next-use" only)
-    feature buffer    rows x (4 dim + 40)                   (rows + bookkeeping: node, refs, LRU)
+    feature buffer    rows x (f + 40)                       (rows + bookkeeping: node, refs, LRU)
     staging           2 x extractors x S                    (two chunks in flight per extractor;
                                                              S = one staging arena, a power of two:
                                                              what a chunk needs in flight,
@@ -17,9 +19,9 @@ most edges one batch can sample, the loader holds at most::
     subgraphs         (extract_queue + extractors + ready_queue + 1) x sub,   sub = 8 R + 24 E (n_id, edges, e_id)
                       (extract_queue by default: samplers + 2, deepened up to 32 within 2 % of the
                       budget and what it leaves above the floor, ``extract_depth``)
-    batches           a byte pool for batch matrices in flight, real rows x (4 dim + 33) each
+    batches           a byte pool for batch matrices in flight, real rows x (x + 33) each
                       (matrix, labels, input_id, piece ids + slots, actions; ``_batch_memory``;
-                      default (ready_queue + extractors + 1) x b, b = r x (4 dim + 33))
+                      default (ready_queue + extractors + 1) x b, b = r x (x + 33))
     reorder buffer    ordered mode: 1.1 x samplers x b for batches sent out of turn (``_out_of_turn``)
     history table     4 N + C x (4 dim + 21 + samplers)     (with ``history=``: C cached h^(L-1) rows;
                                                              rows on a GPU: 4 N + C x (21 + samplers))
@@ -92,6 +94,7 @@ from ..features._bounce import PAGE_BYTES, PAGES_PER_READ
 from ..features._disk_probe import in_flight_for
 from ..features._disk_source import IOConfig
 from ..features._staging import GATHER_BLOCK, SECTOR, arena_bytes
+from ..store._row_format import RowFormat
 from ._config import EXTRACT_QUEUE, LoaderConfig
 from ._read_depth import uring_depth
 
@@ -117,9 +120,8 @@ class Sizes:
     """What the plan needs to know about the dataset and the batches."""
 
     num_nodes: int
-    dim: int
-    row_bytes: int      # bytes of one stored row (dim x itemsize)
-    stride: int         # bytes between stored rows
+    format: RowFormat   # one feature row: its stored, held and delivered bytes
+    stride: int         # bytes between stored rows (the layout's)
     max_rows: int       # R
     max_edges: int      # E
     batch_rows: int | None = None  # r, the rows one batch is expected to need (None: R)
@@ -128,6 +130,20 @@ class Sizes:
     macro_top_bytes: tuple[int, ...] = ()  # partition mode: item j, the most j blocks of one epoch take (T(j))
     interleave: int = 0  # partition mode: macro batches interleaved (i)
     rows_into_slots: bool = False  # the disk source reads the buffer's rows into its slots (no staging)
+
+    @property
+    def dim(self) -> int:
+        return self.format.dim
+
+    @property
+    def row_bytes(self) -> int:
+        """Bytes of one stored row (dim x itemsize), without the layout's padding."""
+        return self.format.stored_row_bytes
+
+    @property
+    def slot_bytes(self) -> int:
+        """Bytes of one feature buffer slot: its held row and its bookkeeping."""
+        return self.format.held_row_bytes + SLOT_BYTES
 
     @property
     def expected_rows(self) -> int:
@@ -168,9 +184,9 @@ class MemoryPlan:
         return out
 
 
-def batch_row_bytes(dim: int) -> int:
-    """Bytes one row of a batch in flight costs: its float32 features and its share of the rest."""
-    return 4 * dim + LEASE_BYTES
+def batch_row_bytes(row: RowFormat) -> int:
+    """Bytes one row of a batch in flight costs: its delivered features and its share of the rest."""
+    return row.delivered_row_bytes + LEASE_BYTES
 
 
 def plan_memory(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str, int] | None = None) -> MemoryPlan:
@@ -230,7 +246,7 @@ def _plan_parts(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str
     cfg = replace(cfg, extract_queue=extract_depth(cfg, sizes, source=source, extra=extra))
     budget = cfg.budget_bytes
     io = IOConfig(**cfg.source_options) if source == "disk" else None
-    slot, least_pool = 4 * sizes.dim + SLOT_BYTES, _least_pool(cfg, sizes)
+    slot, least_pool = sizes.slot_bytes, _least_pool(cfg, sizes)
     stage = _stage_bytes(cfg, sizes, io, budget)
     if budget is not None:  # smaller arenas rather than less room than the buffer's floor and two batches
         least, needed = _stage_bytes(cfg, sizes, io, 0), _least_buffer_rows(cfg, sizes) * slot + least_pool
@@ -293,7 +309,7 @@ def plan_memory_floor(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: di
     rows = _least_buffer_rows(cfg, sizes) if cfg.buffer_rows is None else min(cfg.buffer_rows, sizes.num_nodes)
     # foresight asked for (a default one is left off where it does not fit), unless ``extra`` holds it already
     asked = 0 if "foresight" in (extra or {}) else foresight_bytes(cfg, sizes, cfg.foresight or 0)
-    return (rows * (4 * sizes.dim + SLOT_BYTES) + _least_pool(cfg, sizes)
+    return (rows * sizes.slot_bytes + _least_pool(cfg, sizes)
             + sum(_fixed_parts(cfg, sizes, source, stage, extra).values()) + asked)
 
 
@@ -323,7 +339,7 @@ def expected_batch_bytes(cfg: LoaderConfig, sizes: Sizes) -> int:
     """``b``: what one batch of the expected rows costs in flight (with its subgraph where delivery
     may hold it back, ``LoaderConfig.holds_back``)."""
     sub = 8 * sizes.expected_rows + 24 * sizes.max_edges if cfg.holds_back else 0
-    return sizes.expected_rows * batch_row_bytes(sizes.dim) + sub
+    return sizes.expected_rows * batch_row_bytes(sizes.format) + sub
 
 
 def _least_buffer_rows(cfg: LoaderConfig, sizes: Sizes) -> int:
@@ -459,6 +475,6 @@ def _source_bytes(cfg: LoaderConfig, sizes: Sizes, source: str, stage: int) -> i
 
 def _describe(plan: MemoryPlan, sizes: Sizes) -> str:
     parts = ", ".join(f"{name} {format_bytes(b)}" for name, b in plan.parts.items() if b)
-    one = sizes.expected_rows * batch_row_bytes(sizes.dim)
+    one = sizes.expected_rows * batch_row_bytes(sizes.format)
     return (f"{parts} (a buffer of {plan.buffer_rows} rows; one batch is expected to need {sizes.expected_rows} "
             f"rows, a {format_bytes(one)} matrix)")

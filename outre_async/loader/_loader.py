@@ -11,7 +11,7 @@ it, part by part (``_budget``; ``stats()["memory"]``; docs/design/memory.md has 
 budget the loader sizes the staging arenas and the buffer to fit it, or refuses it with a
 :class:`ConfigError` naming the minimum.  The history's table and transfer buffer, the batches the
 reorder buffer or the history's window hold back, and the GPU tier's index are parts of the plan too;
-the GPU tier's and a device history's rows are device memory, outside it.
+the GPU tier's and a device history's rows (held row bytes, ``RowFormat``) are device memory, outside it.
 """
 
 from __future__ import annotations
@@ -344,7 +344,7 @@ class OutreLoader(SyncIteration, StatefulEpochs):
             plan = [plan[s] for s in seqs]
         self._channels = extract, ready = self._new_channels()
         if cfg.holds_back:  # plan order, or history's overtaking window: held batches keep their leases
-            self._gate = OutOfTurnMemory(self.memory.out_of_turn_bytes, batch_row_bytes(self.dataset.feature_dim))
+            self._gate = OutOfTurnMemory(self.memory.out_of_turn_bytes, batch_row_bytes(self.dataset.row_format))
         sight = None if not cfg.foresight or history is not None else EpochForesight(
             plan, cfg.foresight, res.buffer, res.tiers,
             stream_of=lambda pos: stream_base + (pos if seqs is None else seqs[pos]) * world,

@@ -183,7 +183,7 @@ def run_profile(setup: LoaderSetup, cfg: LoaderConfig, *, name: str | None, max_
     options = []
     placements: list[SlotPrice | None] = [*prices] or [None]
     for offered in placements:  # each placement the config allows, priced as it will be; the better kept
-        inp = knapsack_input(host, costs, num_nodes=ds.num_nodes, dim=ds.feature_dim, hist_dim=h.dim if h else None,
+        inp = knapsack_input(host, costs, num_nodes=ds.num_nodes, row=ds.row_format, hist_dim=h.dim if h else None,
                              num_samplers=cfg.num_samplers, list_bytes=list_bytes, gpu_held=held, price=offered)
         options.append((*choose(inp, cache_budget, cfg.cache_split), offered))
     choice, alpha, price = max(options, key=lambda o: o[0].saved_us)  # ties: the first (the device's rows)
@@ -234,7 +234,7 @@ def host_counts(counts: Counts, cfg: LoaderConfig, ds: Any, plan: Any, *,
     host[rows] = 0.0
     held = np.zeros(len(host), bool)
     held[rows] = True
-    info = {"rows": len(rows), "bytes": gpu_cache_bytes(len(rows), ds.feature_dim),
+    info = {"rows": len(rows), "bytes": gpu_cache_bytes(len(rows), row_bytes=ds.row_format.held_row_bytes),
             "row_reads_spared": float(counts.row_hot[rows].sum())}
     return (dataclasses.replace(counts, row_hot=host, attr_rows=np.where(held[counts.attr_node], 0.0, counts.attr_rows)),
             info, rows)

@@ -76,11 +76,11 @@ class Resources:
         owns_source = source is None
         if source is None:
             source = _open_source(cfg, ds, plan.source_options())
-        buffer = FeatureBuffer(ds.num_nodes, plan.buffer_rows, ds.feature_dim, policy=cfg.buffer_policy,
-                               merge_rows=source.merge_rows)
+        buffer = FeatureBuffer(ds.num_nodes, plan.buffer_rows, ds.feature_dim, held=ds.row_format.held,
+                               policy=cfg.buffer_policy, merge_rows=source.merge_rows)
         engine = copy_engine_for(device, cfg.device_depth)  # None on the CPU
-        matrices = BatchMemory(plan.batch_bytes, batch_row_bytes(ds.feature_dim), budget=budget,
-                               registry=engine.registry if engine is not None else None)
+        matrices = BatchMemory(plan.batch_bytes, batch_row_bytes(ds.row_format), budget=budget,
+                               registry=engine.registry if engine is not None else None, dtype=ds.row_format.delivered)
         samplers: list[Sampler]
         if partitioned is not None:
             samplers = [*partitioned.samplers(ds, list(cfg.fanouts), cfg.seed, cfg.num_samplers)]

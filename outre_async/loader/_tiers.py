@@ -2,7 +2,7 @@
 
 Rows held, chosen once when the loader is made:
 
-* GPU tier (``gpu_cache_budget`` bytes of device memory, ``min(budget // (4 dim), N)`` rows): the rows
+* GPU tier (``gpu_cache_budget`` bytes of device memory, ``min(budget // held_row_bytes, N)`` rows): the rows
   met most often in the first :data:`RANK_BATCHES` batches of epoch 0's plan (sampled with the epoch's
   own streams, so those batches are counted exactly), with or without a profile.  Not the profile's
   ranking (``row_hot``, the reads the feature buffer would miss): the GPU tier is asked first, so every
@@ -42,7 +42,7 @@ def gpu_rows(ds: Any, cfg: Any, plan: Sequence[BatchItem], *, stream_base: int =
     budget = cfg.gpu_cache_budget
     if not budget:
         return None
-    capacity = gpu_tier_rows(int(budget), ds.feature_dim, ds.num_nodes)
+    capacity = gpu_tier_rows(int(budget), row_bytes=ds.row_format.held_row_bytes, num_nodes=ds.num_nodes)
     counts = plan_row_counts(ds, cfg.fanouts, plan, seed=cfg.seed, stream_base=stream_base,
                              stream_stride=stream_stride)
     return np.sort(rank_rows(counts)[:capacity])
@@ -54,7 +54,7 @@ def gpu_cache(ds: Any, cfg: Any, plan: Sequence[BatchItem], *, device: torch.dev
     nodes = gpu_rows(ds, cfg, plan, stream_base=stream_base, stream_stride=stream_stride)
     if nodes is None or not len(nodes):
         return None
-    return DeviceFeatureCache(nodes, ds.num_nodes, ds.feature_dim, device=device)
+    return DeviceFeatureCache(nodes, ds.num_nodes, ds.feature_dim, device=device, held=ds.row_format.held)
 
 
 def plan_row_counts(ds: Any, fanouts: Sequence[int], plan: Sequence[BatchItem], *, seed: int, stream_base: int = 0,
@@ -76,7 +76,7 @@ def static_cache(ds: Any, static_rows: np.ndarray, gpu: DeviceFeatureCache | Non
         rows = rows[~np.isin(rows, gpu.nodes)]
     if not len(rows):
         return None
-    return StaticFeatureCache(rows, ds.num_nodes, ds.feature_dim, pin=device.type == "cuda")
+    return StaticFeatureCache(rows, ds.num_nodes, ds.feature_dim, held=ds.row_format.held, pin=device.type == "cuda")
 
 
 def build_tiers(source: FeatureSource, buffer: FeatureBuffer, *, num_extractors: int,

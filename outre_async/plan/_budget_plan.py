@@ -2,7 +2,8 @@
 
 Byte prices (the loader's own accounting, so that the plan and the memory plan agree):
 
-* a static feature row ``4 dim + 8`` (float32 row + its node id), table ``4 N`` (node -> row, int32);
+* a static feature row ``held_row_bytes + 8`` (the row in its held dtype, ``RowFormat``, + its node id),
+  table ``4 N`` (node -> row, int32);
 * a history slot ``4 h + 21 + samplers`` (``cache.history_bytes``), table ``4 N``; with its rows on a
   GPU (placement ``"device"``) ``21 + samplers`` of host bytes, at most the device budget's
   ``device_budget // 4 h`` slots (``cache.slot_prices``: the profile solves each placement the
@@ -42,6 +43,7 @@ import numpy as np
 
 from .._errors import ConfigError
 from ..cache._history_config import SlotPrice, history_slot_bytes
+from ..store._row_format import RowFormat
 from ._costs import MissCosts
 from ._counts import Counts
 from ._knapsack import Attribution, Choice, KnapsackInput, solve
@@ -70,10 +72,11 @@ def device_row_us(costs: MissCosts, num_nodes: int, gpu_held: np.ndarray | None)
     return per
 
 
-def knapsack_input(counts: Counts, costs: MissCosts, *, num_nodes: int, dim: int, hist_dim: int | None,
+def knapsack_input(counts: Counts, costs: MissCosts, *, num_nodes: int, row: RowFormat, hist_dim: int | None,
                    num_samplers: int, list_bytes: np.ndarray | None,
                    gpu_held: np.ndarray | None = None, price: SlotPrice | None = None) -> KnapsackInput:
-    """The knapsack's view of a profile (module docstring for the prices); no history without
+    """The knapsack's view of a profile (module docstring for the prices; ``row``: the feature rows'
+    format, whose held bytes a static row costs); no history without
     ``hist_dim``, no neighbour lists without ``list_bytes`` (not partition mode).  With a GPU tier
     (``gpu_held``: its node ids; ``counts`` already without their host reads, ``_profiling.host_counts``),
     a history slot also spares the tier's assembly of its subtree's rows, each at the tier's own
@@ -99,7 +102,7 @@ def knapsack_input(counts: Counts, costs: MissCosts, *, num_nodes: int, dim: int
         row_hot=counts.row_hot, list_hot=list_hot, list_bytes=lb,
         hist_nodes=counts.cand[:c], hist_fresh=counts.cand_fresh[:c],
         hist_own=own, attribution=attr,
-        row_us=costs.row_us, list_us=costs.list_us, row_bytes=4 * dim + 8,
+        row_us=costs.row_us, list_us=costs.list_us, row_bytes=row.held_row_bytes + 8,
         slot_bytes=price.host_bytes if price is not None else history_slot_bytes(hist_dim or 1, num_samplers),
         max_slots=price.max_slots if price is not None else None, tables=tables)
 

@@ -7,7 +7,10 @@ gather that partition and cache share, is imported only by them).
 """
 
 from ._dataset import Dataset, open_dataset
+from ._feature_file import NODE_FEATURES, FeatureFile, FeatureKey
 from ._layout import RowLayout, choose_row_layout
+from ._row_format import RowFormat
 from ._writer import DatasetWriter
 
-__all__ = ["Dataset", "DatasetWriter", "RowLayout", "choose_row_layout", "open_dataset"]
+__all__ = ["NODE_FEATURES", "Dataset", "DatasetWriter", "FeatureFile", "FeatureKey", "RowFormat", "RowLayout",
+           "choose_row_layout", "open_dataset"]

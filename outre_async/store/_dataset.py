@@ -33,21 +33,24 @@ from __future__ import annotations
 import mmap
 import os
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import cached_property
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
 from .._errors import ConfigError, DatasetCorruptError, DatasetNotFoundError
 from .._units import available_memory
+from ._feature_file import NODE_FEATURES, FeatureFile, FeatureKey
 from ._file_reads import (
     blocks, check_disjoint, check_split, load_small, open_data_file, scan_features, scan_indptr, scan_labels, scan_node_ids,
 )
 from ._layout import RowLayout
 from ._manifest import EDGE_SPLIT_NAMES, MANIFEST_NAME, SPLIT_NAMES, Manifest, read_manifest
 from ._paths import confined
+from ._row_format import RowFormat
 from ._watch import WATCH_INTERVAL_S, Fingerprint, FileWatch
 
 
@@ -91,23 +94,44 @@ class Dataset:
 
     @property
     def feature_dtype(self) -> np.dtype:
-        if self.manifest.features is None:
-            raise ConfigError(f"dataset {self.path} has no features")
-        return np.dtype(self.manifest.features.dtype)
+        """The stored dtype of the node features (``row_format.stored``)."""
+        return self.feature_file.dtype
 
     @property
     def row_layout(self) -> RowLayout:
         """Byte layout of ``features.bin`` (stride, row bytes): what O_DIRECT readers need."""
-        f = self.manifest.features
-        if f is None:
-            raise ConfigError(f"dataset {self.path} has no features")
-        return RowLayout(row_bytes=f.row_bytes, stride=f.stride, layout=f.layout)  # type: ignore[arg-type]
+        return self.feature_file.layout
+
+    @property
+    def row_format(self) -> RowFormat:
+        """How a node feature row is stored, held and delivered: the bytes every cache and plan counts."""
+        return self.feature_file.format
 
     @property
     def features_path(self) -> Path:
-        if self.manifest.features is None:
+        return self.feature_file.path
+
+    @cached_property
+    def feature_files(self) -> Mapping[FeatureKey, FeatureFile]:
+        """Every feature matrix by :class:`FeatureKey` (read-only; empty for a topology-only dataset).
+
+        A second name beside :attr:`features` rather than a new meaning of it: ``features`` stays the
+        memmap ``[N, D]`` that PyG users and the in-RAM readers index; this is the typed view (path,
+        row format, layout) the loader sizes from.  A homogeneous dataset has one key, ``NODE_FEATURES``."""
+        f = self.manifest.features
+        if f is None:
+            return MappingProxyType({})
+        layout = RowLayout(row_bytes=f.row_bytes, stride=f.stride, layout=f.layout)  # type: ignore[arg-type]
+        file = FeatureFile(path=self.path / f.file, num_rows=self.num_nodes, format=RowFormat.of_entry(f), layout=layout)
+        return MappingProxyType({NODE_FEATURES: file})
+
+    @property
+    def feature_file(self) -> FeatureFile:
+        """The node feature file (``feature_files[NODE_FEATURES]``); a :class:`ConfigError` without features."""
+        file = self.feature_files.get(NODE_FEATURES)
+        if file is None:
             raise ConfigError(f"dataset {self.path} has no features")
-        return self.path / self.manifest.features.file
+        return file
 
     # -- arrays ----------------------------------------------------------------------------------
     @cached_property

@@ -29,6 +29,7 @@ from outre_async.features import (
 )
 from outre_async.features._device_rows import assemble_x
 from outre_async.features._gpu_tier import gpu_cache_bytes, gpu_tier_rows, rank_rows
+from outre_async.store import RowFormat
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -179,12 +180,13 @@ def test_tier_stats_add_up(store: tuple) -> None:
 
 
 def test_budgets_hold() -> None:
-    assert gpu_tier_rows(4 * DIM, DIM, N) == 1
-    assert gpu_tier_rows(4 * DIM * 10 + 4 * DIM - 1, DIM, N) == 10  # never more rows than the bytes allow
-    assert gpu_tier_rows(10**12, DIM, N) == N  # never more than every node
-    assert gpu_cache_bytes(gpu_tier_rows(12345, DIM, N), DIM) <= 12345
+    row = RowFormat.float32(DIM).held_row_bytes
+    assert gpu_tier_rows(row, row_bytes=row, num_nodes=N) == 1
+    assert gpu_tier_rows(row * 10 + row - 1, row_bytes=row, num_nodes=N) == 10  # never more rows than the bytes allow
+    assert gpu_tier_rows(10**12, row_bytes=row, num_nodes=N) == N  # never more than every node
+    assert gpu_cache_bytes(gpu_tier_rows(12345, row_bytes=row, num_nodes=N), row_bytes=row) <= 12345
     with pytest.raises(oa.ConfigError, match="holds no feature row"):
-        gpu_tier_rows(4 * DIM - 1, DIM, N)
+        gpu_tier_rows(row - 1, row_bytes=row, num_nodes=N)
     with pytest.raises(oa.ConfigError, match="ascending unique"):
         DeviceFeatureCache(np.array([3, 3]), N, DIM)
     with pytest.raises(oa.ConfigError, match="smaller than"):

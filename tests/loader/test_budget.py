@@ -19,8 +19,9 @@ from outre_async.loader._budget import (
     plan_memory_floor,
 )
 from outre_async.sampling._plan import max_edges_per_batch
+from outre_async.store import RowFormat
 
-SIZES = Sizes(num_nodes=200_000, dim=128, row_bytes=512, stride=512, max_rows=62_464, max_edges=61_440)
+SIZES = Sizes(num_nodes=200_000, format=RowFormat.float32(128), stride=512, max_rows=62_464, max_edges=61_440)
 
 
 def _cfg(**kw: object) -> oa.LoaderConfig:
@@ -32,7 +33,7 @@ def test_every_part_fits_the_budget_and_the_buffer_takes_the_rest(budget: int) -
     plan = plan_memory(_cfg(memory_budget=budget), SIZES, source="disk")
     assert budget - (4 * 128 + SLOT_BYTES) < plan.total <= budget  # the buffer and the pool take the rest
     assert plan.buffer_rows >= 2 * 128  # the buffer's floor: a piece in flight per extractor
-    assert plan.parts["batches"] >= 2 * SIZES.max_rows * batch_row_bytes(128)  # the consumer's batch and the next
+    assert plan.parts["batches"] >= 2 * SIZES.max_rows * batch_row_bytes(RowFormat.float32(128))  # the consumer's batch and the next
     assert plan.parts["staging"] == 2 * 2 * plan.stage_bytes <= budget // 8
     assert plan.parts["slot table"] == 8 * 200_000  # node -> slot, look-ahead counts
 
@@ -40,12 +41,12 @@ def test_every_part_fits_the_budget_and_the_buffer_takes_the_rest(budget: int) -
 def test_the_buffer_gets_its_piece_floor_before_the_pool_grows_past_its_own() -> None:
     """Small budgets: pieces of 4096 rows per extractor where the pool keeps two batches and 10 %;
     at the least budget the buffer keeps its 128-row floor (the floor is not raised)."""
-    real = Sizes(num_nodes=300_000, dim=256, row_bytes=1024, stride=1024, max_rows=60_000, max_edges=60_000,
+    real = Sizes(num_nodes=300_000, format=RowFormat.float32(256), stride=1024, max_rows=60_000, max_edges=60_000,
                  batch_rows=26_000)
     cfg = oa.LoaderConfig(fanouts=(10, 10), batch_size=512, memory_budget="128MiB")
     plan = plan_memory(cfg, real, source="disk")
     assert plan.buffer_rows == 2 * 4096 and plan.total <= 128 << 20
-    assert plan.parts["batches"] >= 2.2 * 26_000 * batch_row_bytes(256)
+    assert plan.parts["batches"] >= 2.2 * 26_000 * batch_row_bytes(RowFormat.float32(256))
     floor = plan_memory_floor(cfg, real, source="disk")
     tight = plan_memory(oa.LoaderConfig(fanouts=(10, 10), batch_size=512, memory_budget=floor), real, source="disk")
     assert tight.buffer_rows == 2 * 128
@@ -56,11 +57,11 @@ def test_the_buffer_gets_its_piece_floor_before_the_pool_grows_past_its_own() ->
 
 def test_the_buffer_is_sized_by_real_batches_not_the_worst_case() -> None:
     """With batches that really need a third of the bound, the matrices' pool shrinks and the cache grows."""
-    big = Sizes(num_nodes=2_000_000, dim=128, row_bytes=512, stride=512, max_rows=62_464, max_edges=61_440)
-    real = Sizes(num_nodes=2_000_000, dim=128, row_bytes=512, stride=512, max_rows=62_464, max_edges=61_440,
+    big = Sizes(num_nodes=2_000_000, format=RowFormat.float32(128), stride=512, max_rows=62_464, max_edges=61_440)
+    real = Sizes(num_nodes=2_000_000, format=RowFormat.float32(128), stride=512, max_rows=62_464, max_edges=61_440,
                  batch_rows=20_000)
     worst, probed = (plan_memory(_cfg(memory_budget=1 << 30), s, source="disk") for s in (big, real))
-    pool = (2 + 2 + 1) * 20_000 * batch_row_bytes(128)  # ready queue + extractors + the consumer's batch
+    pool = (2 + 2 + 1) * 20_000 * batch_row_bytes(RowFormat.float32(128))  # ready queue + extractors + the consumer's batch
     assert pool <= probed.parts["batches"] < pool + 4 * 128 + SLOT_BYTES  # (the rows' remainder goes to the pool)
     assert probed.buffer_rows > worst.buffer_rows + 100_000
     assert plan_memory(_cfg(), real, source="disk").buffer_rows == 3 * 20_000  # default: extractors + 1 batches
@@ -69,12 +70,12 @@ def test_the_buffer_is_sized_by_real_batches_not_the_worst_case() -> None:
 def test_facebook_like_rows_fit_128_mib_with_batch_64_and_fanouts_10_10() -> None:
     """The case the worst-case sizing refused (18 KiB rows, R = 7,104 rows = 128 MiB a batch): with the
     real batches' 2,918 rows at most the buffer gets its floor and the pool holds two matrices."""
-    fb = Sizes(num_nodes=22_470, dim=4714, row_bytes=4 * 4714, stride=4 * 4714, max_rows=7104,
+    fb = Sizes(num_nodes=22_470, format=RowFormat.float32(4714), stride=4 * 4714, max_rows=7104,
                max_edges=64 * 110, batch_rows=2918)
     cfg = oa.LoaderConfig(fanouts=(10, 10), batch_size=64, memory_budget="128MiB")
     plan = plan_memory(cfg, fb, source="disk")
     assert plan.total <= 128 << 20 and plan.buffer_rows >= 256
-    assert plan.parts["batches"] >= 2 * 2918 * batch_row_bytes(4714)
+    assert plan.parts["batches"] >= 2 * 2918 * batch_row_bytes(RowFormat.float32(4714))
     with pytest.raises(oa.ConfigError, match=r"one batch is expected to need 2918 rows, a 52.\d MiB matrix"):
         plan_memory(oa.LoaderConfig(fanouts=(10, 10), batch_size=64, memory_budget="64MiB"), fb, source="disk")
     assert plan.source_options() == {"max_stage_bytes": plan.stage_bytes, "max_staging_bytes": plan.parts["staging"]}
@@ -88,7 +89,7 @@ def test_a_budget_below_the_floor_names_memory_budget_and_the_minimum() -> None:
 
 
 def test_ordered_mode_and_deeper_queues_cost_buffer_rows() -> None:
-    big = Sizes(num_nodes=2_000_000, dim=128, row_bytes=512, stride=512, max_rows=62_464, max_edges=61_440)
+    big = Sizes(num_nodes=2_000_000, format=RowFormat.float32(128), stride=512, max_rows=62_464, max_edges=61_440)
     base = plan_memory(_cfg(memory_budget=1 << 30), big, source="disk")
     ordered = plan_memory(_cfg(memory_budget=1 << 30, ordered=True), big, source="disk")
     deep = plan_memory(_cfg(memory_budget=1 << 30, ready_queue=8), big, source="disk")
@@ -115,7 +116,7 @@ def test_max_edges_per_batch() -> None:
     assert max_edges_per_batch(4, (30, 30), 1000) == 1000
 
 
-IGB_LIKE = Sizes(num_nodes=1_000_000, dim=1024, row_bytes=4096, stride=4096, max_rows=31_232, max_edges=30_720,
+IGB_LIKE = Sizes(num_nodes=1_000_000, format=RowFormat.float32(1024), stride=4096, max_rows=31_232, max_edges=30_720,
                  batch_rows=17_101)  # fanouts (10, 5), batch 512; 17,101 rows: the probe on bench-fennel-256
 
 
@@ -126,7 +127,7 @@ def test_ordered_mode_counts_out_of_turn_batches_at_their_real_rows() -> None:
     cfg = oa.LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget="1.6GiB", ordered=True,
                           partitions="bench-fennel-256", neighbor_cache=64 << 20)
     plan = plan_memory(cfg, IGB_LIKE, source="disk")
-    batch = 17_101 * batch_row_bytes(1024) + 8 * 17_101 + 24 * 30_720
+    batch = 17_101 * batch_row_bytes(RowFormat.float32(1024)) + 8 * 17_101 + 24 * 30_720
     assert plan.parts["reorder buffer"] == plan.out_of_turn_bytes == math.ceil(1.1 * 2 * batch)
     assert plan.parts["batches"] >= (2 + 2 + 1) * batch  # ready queue + extractors + the consumer's, subgraphs too
     assert plan.total <= cfg.budget_bytes and plan.buffer_rows > 200_000
@@ -160,8 +161,8 @@ def test_history_in_completion_order_counts_the_batches_its_window_holds_back() 
     assert cfg.holds_back and not replace(cfg, history=None).holds_back and replace(cfg, ordered=True).holds_back
     plan = plan_memory(cfg, IGB_LIKE, source="disk")
     assert "reorder buffer" not in plan.parts and plan.out_of_turn_bytes == 0
-    assert expected_batch_bytes(cfg, IGB_LIKE) == 17_101 * batch_row_bytes(1024) + 8 * 17_101 + 24 * 30_720
-    assert expected_batch_bytes(replace(cfg, history=None), IGB_LIKE) == 17_101 * batch_row_bytes(1024)
+    assert expected_batch_bytes(cfg, IGB_LIKE) == 17_101 * batch_row_bytes(RowFormat.float32(1024)) + 8 * 17_101 + 24 * 30_720
+    assert expected_batch_bytes(replace(cfg, history=None), IGB_LIKE) == 17_101 * batch_row_bytes(RowFormat.float32(1024))
     off = oa.HistoryConfig(staleness=1, dim=32)  # staleness 1: no history, nothing held back
     assert not off.enabled and "reorder buffer" not in plan_memory(replace(cfg, history=off), IGB_LIKE,
                                                                      source="disk").parts
@@ -255,7 +256,8 @@ def test_staging_is_what_a_chunk_needs_in_flight_where_rows_go_into_slots() -> N
     assert plan_memory(_cfg(), slots, source="disk").stage_bytes == 64 << 20  # no budget: max_stage_bytes
     deep = plan_memory(replace(cfg, max_in_flight=1024), slots, source="disk")  # rows: 1024 x 4 KiB = 4 MiB
     assert deep.stage_bytes == 4 << 20
-    wide = replace(slots, row_bytes=40_000, stride=40_000)  # a row's span: 10 sectors, 40,960 bytes
+    # a row's span: 10 sectors, 40,960 bytes (batches small enough for the budget to hold such rows)
+    wide = replace(slots, format=RowFormat.float32(10_000), stride=40_000, max_rows=1000, max_edges=1000)
     assert plan_memory(replace(cfg, max_in_flight=64), wide, source="disk").stage_bytes == 4 << 20  # 2.5 MiB up
     tight = plan_memory_floor(cfg, slots, source="disk") + (1 << 20)
     small = plan_memory(replace(cfg, memory_budget=tight), slots, source="disk")

@@ -14,6 +14,7 @@ from fakes import FaultySource
 import outre_async as oa
 from outre_async.features import _buffer_kernels as K
 from outre_async.loader._budget import FORESIGHT_REACH, Sizes, foresight_bytes, plan_memory, plan_memory_floor
+from outre_async.store import RowFormat
 
 # buffers smaller than a batch on purpose (streaming in pieces): their SmallBufferWarning is expected
 pytestmark = pytest.mark.filterwarnings("ignore::outre_async.SmallBufferWarning")
@@ -115,7 +116,7 @@ def test_the_foresight_knob_is_checked_and_refused_where_it_cannot_work() -> Non
     assert not history.foresight_allowed
 
 
-SIZES = Sizes(num_nodes=8_000_000, dim=128, row_bytes=512, stride=512, max_rows=120_000, max_edges=330_000,
+SIZES = Sizes(num_nodes=8_000_000, format=RowFormat.float32(128), stride=512, max_rows=120_000, max_edges=330_000,
               batch_rows=31_000)
 
 

@@ -11,6 +11,7 @@ from conftest import labelled_store
 import outre_async as oa
 from outre_async.loader._budget import MemoryPlan, Sizes, check_fits_machine
 from outre_async.loader._config import AT_MOST
+from outre_async.store import RowFormat
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +42,7 @@ def test_a_plan_larger_than_the_available_memory_is_refused_at_construction(data
 
 def test_check_fits_machine_compares_the_plan_total_with_what_is_available() -> None:
     plan = MemoryPlan(buffer_rows=10, stage_bytes=0, parts={"feature buffer": 1000, "batches": 500})
-    sizes = Sizes(num_nodes=100, dim=4, row_bytes=16, stride=16, max_rows=20, max_edges=30)
+    sizes = Sizes(num_nodes=100, format=RowFormat.float32(4), stride=16, max_rows=20, max_edges=30)
     check_fits_machine(plan, sizes, 1500)  # exactly fits
     with pytest.raises(oa.ConfigError, match=r"plans 1500 bytes .* more than the 1499 "):
         check_fits_machine(plan, sizes, 1499)

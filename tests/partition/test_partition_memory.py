@@ -18,6 +18,7 @@ from outre_async.sampling import BatchItem
 import outre_async as oa
 from outre_async.loader._budget import Sizes, macro_adjacency_bytes
 from outre_async.loader._partition_mode import PartitionBatching
+from outre_async.store import RowFormat
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +138,7 @@ def test_macro_blocks_never_pass_the_plan_bound(ds: oa.Dataset, samplers: int, p
     batching = PartitionBatching(ds, "p16", seeds, parts_per_batch=ppb, interleave=interleave, batch_size=16,
                                  shuffle=shuffle, seed=5, drop_last=False, neighbor_cache_bytes=0)
     top = batching.macro_top_bytes()
-    sizes = Sizes(num_nodes=ds.num_nodes, dim=8, row_bytes=32, stride=32, max_rows=1, max_edges=1,
+    sizes = Sizes(num_nodes=ds.num_nodes, format=RowFormat.float32(8), stride=32, max_rows=1, max_edges=1,
                   macro_block_bytes=top[1], macro_top_bytes=top, interleave=interleave)
     cfg = oa.LoaderConfig(fanouts=[2], batch_size=16, num_samplers=samplers)
     bound = macro_adjacency_bytes(cfg, sizes)

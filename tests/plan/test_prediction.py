@@ -18,6 +18,7 @@ from outre_async.plan._costs import BatchShape
 from outre_async.plan._counts import SHAPES, Counts, presample
 from outre_async.plan._knapsack import Choice
 from outre_async.sampling import NeighborSampler, SeedItems
+from outre_async.store import RowFormat
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"))]
 OPTS = {"fanouts": [5, 5], "batch_size": 64, "memory_budget": "6MiB", "backend": "memory", "seed": 7}
@@ -89,7 +90,7 @@ def test_a_history_slot_spares_the_gpu_tier_s_assembly_of_its_subtree() -> None:
         attr_cand=np.array([0, 0]), attr_node=np.array([2, 3]), attr_rows=np.array([0.0, 0.0]),
         attr_lists=np.array([0.0, 0.0]), attr_access=np.array([10.0, 20.0]))
     costs = MissCosts(row_us=10.0, list_us=1.0, recompute_us=2.0, backend="fixed", gpu_hit_us=0.5, gpu_miss_us=3.0)
-    kw = {"num_nodes": n, "dim": 4, "hist_dim": 4, "num_samplers": 2, "list_bytes": None}
+    kw = {"num_nodes": n, "row": RowFormat.float32(4), "hist_dim": 4, "num_samplers": 2, "list_bytes": None}
     without = knapsack_input(counts, costs, **kw)
     held = knapsack_input(counts, costs, **kw, gpu_held=np.array([3]))
     assert without.hist_own[0] == pytest.approx(30.0 * 2.0)
@@ -112,7 +113,7 @@ def test_a_pulled_row_costs_its_placement_s_measured_pull_in_the_slot_s_value_an
         attr_lists=np.array([0.0]), attr_access=np.array([0.0]))
     costs = MissCosts(row_us=10.0, list_us=1.0, recompute_us=0.2, backend="fixed", device="cuda:0",
                       pull_host_us=0.5, pull_device_us=0.02)
-    kw = {"num_nodes": n, "dim": 4, "hist_dim": 4, "num_samplers": 2, "list_bytes": None}
+    kw = {"num_nodes": n, "row": RowFormat.float32(4), "hist_dim": 4, "num_samplers": 2, "list_bytes": None}
     host = knapsack_input(counts, costs, **kw, price=SlotPrice(placement="host", host_bytes=40, max_slots=None))
     device = knapsack_input(counts, costs, **kw, price=SlotPrice(placement="device", host_bytes=24, max_slots=9))
     assert host.hist_own[0] == pytest.approx(30 * 0.2 - 10 * 0.5) and host.slot_bytes == 40
