@@ -46,6 +46,13 @@ PAGES_PER_READ = 2  # the default pool: this many pages per read in flight (read
 class BouncePool:
     """``pages`` page-aligned pages of ``page_bytes``; a stack of free page numbers."""
 
+    @staticmethod
+    def planned_bytes(reads: int, cap: int | None = None) -> int:
+        """The default pool for ``reads`` in flight (``PAGES_PER_READ`` pages each), at most ``cap``
+        in whole pages (0 where not one fits)."""
+        want = reads * PAGES_PER_READ * PAGE_BYTES
+        return want if cap is None else min(want, cap // PAGE_BYTES * PAGE_BYTES)
+
     def __init__(self, pages: int, page_bytes: int = PAGE_BYTES) -> None:
         self.pages, self.page_bytes = max(0, int(pages)), int(page_bytes)
         self._mm = mmap.mmap(-1, max(1, self.pages * self.page_bytes), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)

@@ -61,6 +61,23 @@ REF = 2  # one reference in STATE (bit 0 is valid)
 AHEAD = 8  # prefetch distance in rows (see _cache_hints; measured with benchmarks/bench_buffer_kernels.py)
 
 
+def slot_bytes() -> int:
+    """What a slot holds besides its row, for the memory plan (``loader._budget``): its record here
+    (node id, refs and valid bit, LRU links: 4 x int64) and the buffer's reader id (int64)."""
+    return 40
+
+
+def table_bytes(num_nodes: int) -> int:
+    """The node -> slot table: per node its slot and its look-ahead count (``nodes``, 2 x int32)."""
+    return 8 * num_nodes
+
+
+def next_use_bytes(num_nodes: int, queued_rows: int) -> int:
+    """``policy="next-use"``'s chains: a head per node (int32) and a use record (seq, link: 16
+    bytes) per row of a queued batch (``new_next_use_state``)."""
+    return 4 * num_nodes + 16 * queued_rows
+
+
 def new_state(num_nodes: int, num_slots: int) -> tuple[np.ndarray, np.ndarray]:
     """Fresh ``(nodes, rec)``: no node mapped, every slot empty on the cold list."""
     nodes = np.zeros((num_nodes, 2), dtype=np.int32)

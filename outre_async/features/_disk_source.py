@@ -46,9 +46,16 @@ from ..store._dataset import Dataset
 from ..store._safe_read import check_regular
 from ._faults import FaultPlan
 from ._source import FeatureSource
-from ._staging import DEFAULT_MERGE_GAP, Arena, ReadPlan, StagingPool, gather_blocks, plan_reads, split_by_bytes
+from ._staging import DEFAULT_MERGE_GAP, GATHER_BLOCK, Arena, ReadPlan, StagingPool, gather_blocks, plan_reads, split_by_bytes
 
 _ALIGNMENTS = (512, 4096)
+
+
+def extract_work_bytes(max_rows: int) -> int:
+    """What one extractor holds besides the rows it reads, for a batch of ``max_rows``: its ids'
+    unique values, inverse, slots and actions (32 a row, ``_DiskSource._read_to``) and one gather
+    block (``gather_blocks``)."""
+    return 32 * max_rows + GATHER_BLOCK
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

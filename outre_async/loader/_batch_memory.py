@@ -85,6 +85,7 @@ def _unmap(block: mmap.mmap) -> None:
 
 _HUGE_PAGE = 2 << 20
 _MADV_HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", None)
+_LEASE_BYTES = 33  # per row of a batch besides its features (``BatchMemory.row_bookkeeping_bytes``)
 _REUSE_SLACK = 1.25  # a spare map serves a matrix of at least 1 / 1.25 of its size
 
 
@@ -112,6 +113,12 @@ class MatrixLease:
 class BatchMemory:
     """At most ``capacity`` bytes of batch matrices reserved at once (``budget``: the loader's
     ``memory_budget``, for the error message; ``None`` grants what could never fit, see the module)."""
+
+    @staticmethod
+    def row_bookkeeping_bytes() -> int:
+        """Bytes a row of a batch in flight costs besides its features (the memory plan's per-row
+        share): labels 8, input_id 8 (per seed), piece ids + slots 16, actions 1."""
+        return _LEASE_BYTES
 
     def __init__(self, capacity: int, row_bytes: int, *, budget: int | None,
                  registry: HostRegistry | None = None) -> None:

@@ -88,18 +88,20 @@ from dataclasses import dataclass, replace
 from .._errors import ConfigError, SmallBufferWarning
 from .._units import format_bytes
 from ..cache._history_config import record_buffer_bytes
-from ..features._bounce import PAGE_BYTES, PAGES_PER_READ
+from ..features._bounce import BouncePool
 from ..features._disk_probe import in_flight_for
-from ..features._disk_source import IOConfig
-from ..features._staging import GATHER_BLOCK, SECTOR, arena_bytes
+from ..features._disk_source import IOConfig, extract_work_bytes
+from ..features._buffer_kernels import next_use_bytes, slot_bytes, table_bytes
+from ..features._staging import StagingPool, aligned_span, arena_bytes, least_arena_bytes
+from ..sampling._sampler import NeighborSampler, SampledSubgraph
+from ._batch_memory import BatchMemory
 from ._config import EXTRACT_QUEUE, LoaderConfig
+from ._foresight import held_id_bytes
 from ._read_depth import uring_depth
 
-SLOT_BYTES = 40     # per buffer slot besides its row: node id 8, refs 4, valid 1, LRU links 16, slack
-LEASE_BYTES = 33    # per row of a batch besides its features: labels 8, input_id 8 (per seed), piece ids + slots 16, actions 1
-NODE_BYTES = 8      # per node: its slot (4) and its look-ahead count (4), one int32 record (_buffer_kernels)
-NEXT_USE_NODE_BYTES = 4  # buffer_policy="next-use": per node, the head of its chain of queued uses
-NEXT_USE_PIN_BYTES = 16  # buffer_policy="next-use": per row of a queued batch, its use record (seq, link)
+# every part's bytes come from its owner (``planned_bytes`` and kin, next to the code that allocates it)
+SLOT_BYTES = slot_bytes()  # per buffer slot besides its row
+LEASE_BYTES = BatchMemory.row_bookkeeping_bytes()    # per row of a batch in flight besides its features
 MIN_ROWS_PER_EXTRACTOR = 128  # the buffer's floor: a piece of reads in flight for every extractor
 PIECE_ROWS_PER_EXTRACTOR = 4096  # the buffer's piece floor where the budget allows (module docstring)
 MIN_BATCHES = 2.2   # the pool's floor: the batch the consumer holds and the next one, + 10 % for
@@ -109,7 +111,6 @@ LOOKAHEAD_SHARE = 0.04  # the default extract queue deepens within this share of
 BOUNCE_SHARE = 0.02  # the io_uring source's bounce pages take at most this share of the budget (bounce_bytes)
 FORESIGHT_REACH = 3.5  # default foresight: the batches in sight need this many times the buffer's rows (foresight_depth)
 FORESIGHT_MAX = 256  # default foresight: at most this many batches beyond the queue
-_SPAN_SLACK = 8192  # an aligned row span passes its row by at most two 4 KiB sectors
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -215,9 +216,8 @@ def foresight_bytes(cfg: LoaderConfig, sizes: Sizes, depth: int) -> int:
     sampler makes for it while it also holds its own (``8 R + 24 E``)."""
     if not depth:
         return 0
-    id_bytes = 4 if sizes.num_nodes <= 2**31 - 1 else 8
-    return id_bytes * (foresight_rows(depth, sizes) + sizes.max_rows) + cfg.num_samplers * (
-        8 * sizes.max_rows + 24 * sizes.max_edges)
+    return held_id_bytes(sizes.num_nodes) * (foresight_rows(depth, sizes) + sizes.max_rows) + cfg.num_samplers * (
+        SampledSubgraph.planned_bytes(sizes.max_rows, sizes.max_edges))
 
 
 def foresight_rows(depth: int, sizes: Sizes) -> int:
@@ -309,9 +309,9 @@ def extract_depth(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[s
     if budget is None:
         return EXTRACT_QUEUE
     room = min(int(LOOKAHEAD_SHARE * budget), budget - plan_memory_floor(cfg, sizes, source=source, extra=extra))
-    per_batch = 8 * sizes.max_rows + 24 * sizes.max_edges
+    per_batch = SampledSubgraph.planned_bytes(sizes.max_rows, sizes.max_edges)
     if cfg.buffer_policy == "next-use":
-        per_batch += NEXT_USE_PIN_BYTES * sizes.max_rows
+        per_batch += next_use_bytes(0, sizes.max_rows)
     return least + max(0, min(EXTRACT_QUEUE - least, room // per_batch))
 
 
@@ -322,7 +322,7 @@ def _least_pool(cfg: LoaderConfig, sizes: Sizes) -> int:
 def expected_batch_bytes(cfg: LoaderConfig, sizes: Sizes) -> int:
     """``b``: what one batch of the expected rows costs in flight (with its subgraph where delivery
     may hold it back, ``LoaderConfig.holds_back``)."""
-    sub = 8 * sizes.expected_rows + 24 * sizes.max_edges if cfg.holds_back else 0
+    sub = SampledSubgraph.planned_bytes(sizes.expected_rows, sizes.max_edges) if cfg.holds_back else 0
     return sizes.expected_rows * batch_row_bytes(sizes.dim) + sub
 
 
@@ -349,7 +349,7 @@ def _stage_bytes(cfg: LoaderConfig, sizes: Sizes, io: IOConfig | None, budget: i
         return 0
     if "max_stage_bytes" in cfg.source_options:
         return arena_bytes(io.max_stage_bytes)
-    least = arena_bytes(max(io.max_read_bytes, sizes.row_bytes + _SPAN_SLACK))
+    least = least_arena_bytes(io.max_read_bytes, sizes.row_bytes)
     if budget is None:
         return max(least, arena_bytes(io.max_stage_bytes))
     if not budget:  # the least arena (``plan_memory_floor``)
@@ -370,7 +370,7 @@ def chunk_stage_bytes(cfg: LoaderConfig, sizes: Sizes, io: IOConfig) -> int:
     128 MiB of staging (now 4 MiB: 1 MiB arenas; 8 MiB with its probe).  Where staging is the read
     path (pread), 1 MiB arenas made 40 papers-like batches 1.2-1.5x slower than 32 MiB ones (and
     8 MiB ones about as fast), hence the old rule there."""
-    span = -(-sizes.stride // SECTOR) * SECTOR  # one row's aligned read, at the largest alignment
+    span = aligned_span(sizes.stride)  # one row's aligned read, at the largest alignment
     depth, probe = uring_depth(cfg, sizes.stride), cfg.disk_probe
     merged = in_flight_for(probe, io.max_read_bytes) * io.max_read_bytes if probe is not None else 0
     return arena_bytes(max(depth * span, merged))
@@ -383,11 +383,8 @@ def bounce_bytes(cfg: LoaderConfig, sizes: Sizes) -> int:
     io = IOConfig(**cfg.source_options)
     if io.bounce_bytes is not None:
         return io.bounce_bytes
-    want = uring_depth(cfg, sizes.stride) * PAGES_PER_READ * PAGE_BYTES
     budget = cfg.budget_bytes
-    if budget is not None:
-        want = min(want, int(BOUNCE_SHARE * budget) // PAGE_BYTES * PAGE_BYTES)
-    return want
+    return BouncePool.planned_bytes(uring_depth(cfg, sizes.stride), None if budget is None else int(BOUNCE_SHARE * budget))
 
 
 def _floor_pow2(n: int) -> int:
@@ -397,19 +394,18 @@ def _floor_pow2(n: int) -> int:
 def _fixed_parts(cfg: LoaderConfig, sizes: Sizes, source: str, stage: int,
                  extra: dict[str, int] | None = None) -> dict[str, int]:
     n, r, e = sizes.num_nodes, sizes.max_rows, cfg.num_extractors
-    sub = 8 * r + 24 * sizes.max_edges  # n_id, edge_index, e_id
-    scratch = 4 if n <= 2**31 - 1 else 8
+    sub = SampledSubgraph.planned_bytes(r, sizes.max_edges)
     parts = {
-        "slot table": NODE_BYTES * n,
+        "slot table": table_bytes(n),
         ("features in RAM" if source == "memory" else "staging"): _source_bytes(cfg, sizes, source, stage),
-        "extractor work": e * (32 * r + GATHER_BLOCK),
-        "sampler scratch": cfg.num_samplers * (scratch * n + 3 * sub),
+        "extractor work": e * extract_work_bytes(r),
+        "sampler scratch": cfg.num_samplers * NeighborSampler.scratch_bytes(n, r, sizes.max_edges),
         "subgraphs": (cfg.extract_capacity + e + cfg.ready_capacity + 1) * sub,
     }
     if source == "disk" and sizes.rows_into_slots and stage:  # merged reads into slots go through it
         parts["read bounce"] = bounce_bytes(cfg, sizes)
     if cfg.buffer_policy == "next-use":  # its use chains: a head per node, a record per queued row
-        parts["next-use chains"] = NEXT_USE_NODE_BYTES * n + NEXT_USE_PIN_BYTES * r * (cfg.extract_capacity + e)
+        parts["next-use chains"] = next_use_bytes(n, r * (cfg.extract_capacity + e))
     if cfg.ordered:  # batches sent out of turn (``_out_of_turn``); the others' matrices are the pool's
         parts["reorder buffer"] = math.ceil(OUT_OF_TURN_MARGIN * cfg.num_samplers * expected_batch_bytes(cfg, sizes))
     if cfg.history is not None:  # the records' one copy a step goes through it
@@ -448,9 +444,7 @@ def macro_adjacency_bytes(cfg: LoaderConfig, sizes: Sizes) -> int:
 
 def _source_bytes(cfg: LoaderConfig, sizes: Sizes, source: str, stage: int) -> int:
     if source == "disk":
-        io = IOConfig(**cfg.source_options)
-        held = 2 * cfg.num_extractors * stage
-        return held if io.max_staging_bytes is None else max(held, io.max_staging_bytes)
+        return StagingPool.planned_bytes(cfg.num_extractors, stage, IOConfig(**cfg.source_options).max_staging_bytes)
     if source == "memory":
         n, padded = sizes.num_nodes, sizes.stride != sizes.row_bytes
         return n * sizes.row_bytes + (n * sizes.stride if padded else 0)

@@ -49,6 +49,11 @@ def compact_ids(ids: np.ndarray, num_nodes: int) -> np.ndarray:
     return ids.astype(np.int32) if num_nodes <= np.iinfo(np.int32).max else ids.astype(np.int64)
 
 
+def held_id_bytes(num_nodes: int) -> int:
+    """Bytes one foreseen id holds (``compact_ids``): 4 where every node id fits int32, else 8."""
+    return 4 if num_nodes <= np.iinfo(np.int32).max else 8
+
+
 @dataclass(slots=True)
 class ForesightTotals:
     """The loader's foresight figures over every epoch (``stats()["foresight"]``)."""
