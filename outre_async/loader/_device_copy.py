@@ -35,11 +35,14 @@ import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from .._errors import ConfigError
+
+if TYPE_CHECKING:
+    from ._history_record import HistoryRecord
 
 _BATCH_KEYS = ("x", "edge_index", "n_id", "e_id", "input_id", "y")
 
@@ -232,16 +235,15 @@ def copy_engine_for(device: torch.device, depth: int) -> CopyEngine | None:
     return None
 
 
-def wait_on_own_stream(batch: Any, engine: CopyEngine) -> None:
+def wait_on_own_stream(transfer: Transfer | None, record: HistoryRecord | None, engine: CopyEngine) -> None:
     """The sync bridge's consumer thread: when it trains on a CUDA stream other than the device's
-    default one (which already waits for the copy, at hand-over), that stream waits for it too."""
-    transfer = getattr(batch, "__dict__", {}).get("_outre_transfer")
+    default one (which already waits for the copy, at hand-over), that stream waits for a batch's
+    ``transfer`` too, and its history ``record`` follows (``BatchHandles``)."""
     device = engine.device
     if transfer is None or device.type != "cuda":
         return
     if torch.cuda.current_stream(device) != torch.cuda.default_stream(device):
         engine.wait(transfer)
-        record = batch.__dict__.get("_outre_history")
         if record is not None:  # its arrays came over in one non_blocking copy on the loop's stream
             record.follow()
 

@@ -49,7 +49,8 @@ from ..features._disk_probe import DiskProbe
 from ..machine._cores import sized_from_cores
 from ..store._dataset import Dataset, open_dataset
 from ..store._safe_read import fd_exhausted
-from ._batch import ExtractedBatch, OutreBatch, SampledBatch, to_batch
+from ._batch import BatchHandles, ExtractedBatch, OutreBatch, SampledBatch, attach_handles, batch_handles, to_batch
+from ._batch_memory import MatrixLease
 from ._budget import MemoryPlan, batch_row_bytes, check_fits_machine, foresight_rows, warn_small_buffer
 from ._config import BACKENDS, LoaderConfig
 from ._delivery import AsyncEpoch, Delivery, EpochStream, ToDevice
@@ -274,18 +275,17 @@ class OutreLoader:
         def build(eb: ExtractedBatch) -> OutreBatch:
             return to_batch(eb, labels, epoch, plan[eb.seq].targets.input_id, to_original, edges_to_original)
 
-        def handed(eb: ExtractedBatch, batch: OutreBatch) -> OutreBatch:
+        def handed(eb: ExtractedBatch, batch: OutreBatch, *, lease: MatrixLease | None = None,
+                   transfer: Transfer | None = None) -> OutreBatch:
             """At hand-over, in step order: the GPU tier's rows join the misses (on the batch's device, after
-            its copy), the history's clock ticks and its rows are pulled now."""
+            its copy), the history's clock ticks and its rows are pulled now; the batch gets its handles."""
             batch.x = assemble_x(batch.x, eb.device_rows)
-            if history is not None and eb.history is not None:
-                batch.__dict__["_outre_history"] = history.record(eb.history, device, eb.seq)
+            record = history.record(eb.history, device, eb.seq) if history is not None and eb.history is not None else None
+            attach_handles(batch, BatchHandles(lease=lease, history=record, transfer=transfer))
             return batch
 
         def wrap(eb: ExtractedBatch) -> OutreBatch:
-            batch = build(eb)
-            batch.__dict__["_outre_release"] = eb.lease.release
-            return handed(eb, batch)
+            return handed(eb, build(eb), lease=eb.lease)  # a host batch's lease ends at ``release``
 
         window = history.window if history is not None and not ordered else None
         batches: EpochStream[OutreBatch]
@@ -296,8 +296,7 @@ class OutreLoader:
 
             def wrap_copied(eb: ExtractedBatch, batch: OutreBatch, transfer: Transfer) -> OutreBatch:
                 engine.wait(transfer)  # the loop thread's stream: the device's default stream, the trainer's too
-                batch.__dict__["_outre_transfer"] = transfer  # a trainer on a stream of its own waits again
-                return handed(eb, batch)
+                return handed(eb, batch, transfer=transfer)  # a trainer on a stream of its own waits again
 
             to = ToDevice(engine=engine, depth=self.config.device_depth, build=build)
             batches = self._delivery.deliver_to_device(parts, ordered=ordered, to=to, wrap=wrap_copied, window=window)
@@ -381,7 +380,8 @@ class OutreLoader:
                 except StopAsyncIteration:
                     return
                 if self._res is not None and self._res.engine is not None:
-                    wait_on_own_stream(batch, self._res.engine)
+                    handles = batch_handles(batch)
+                    wait_on_own_stream(handles.transfer, handles.history, self._res.engine)
                 yield batch
         finally:
             if not bridge.closed:
