@@ -42,7 +42,7 @@ _SPAN_SLACK = 2 * SECTOR  # an aligned row span passes its row by at most two se
 def merge_gap_bytes(iops: float | None, bytes_per_s: float | None, *, read_bytes: int = SECTOR,
                     max_read: int = 128 << 10, default: int = DEFAULT_MERGE_GAP) -> int:
     """The largest hole between two needed rows worth reading through rather than issuing one more read
-    (issue 26, merged reads): one extra read of ``read_bytes`` costs the device ``1 / iops`` seconds at
+    (merged reads): one extra read of ``read_bytes`` costs the device ``1 / iops`` seconds at
     the depth the loader keeps in flight, reading ``g`` more bytes costs ``g / bytes_per_s`` at its
     bandwidth, so holes up to ``bytes_per_s / iops`` bytes are cheaper read (rounded down to whole
     4 KiB sectors, at most ``max_read``: a read never passes that cap anyway).  Without a measure

@@ -18,8 +18,8 @@ How it works, and why:
   length, file offset, tag); :meth:`UringSource._pump` fills SQEs for every read the in-flight budget
   allows with one kernel call and submits them with one ``io_uring_enter``; :meth:`UringSource._reap`
   drains the completion queue into arrays with one kernel call per slice and settles them with a
-  few numpy operations per job.  No Python object per read (measured on this machine: about
-  0.3-0.6 µs of user CPU per read, against 3-5 µs through the Python binding's ``Iovec``/``Cqe``).
+  few numpy operations per job.  No Python object per read: a Python binding's ``Iovec``/``Cqe`` per
+  read cost several times the user CPU per read that ``benchmarks/bench_loader_cpu.py`` measures now.
 * **Staging.**  Reads are ``IORING_OP_READ`` into the job's page-aligned mmap arena, so a coalesced
   run lands in place and each row is copied once from there to its destination.  The arena's
   address is taken once and no view of it is kept, so an arena is unmapped normally when given

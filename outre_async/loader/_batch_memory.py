@@ -18,8 +18,8 @@ and the next.
 Matrices are allocated by :meth:`BatchMemory.matrix` in their own anonymous memory map, so their bytes
 go back to the system when a batch dies, or serve the next batch (:meth:`BatchMemory.matrix`).  With
 ``np.empty``, glibc raises its mmap threshold after the
-first large block is freed and serves later matrices from its heap, which it keeps: at a 96 MiB
-budget (200k x 128 rows, batch 1024) the peak RSS was 111 MiB that way and 65 MiB with mapped matrices.
+first large block is freed and serves later matrices from its heap, which it keeps: the peak RSS then
+passed the budget, and stays well within it with mapped matrices (``benchmarks/bench_memory_budget.py``).
 
 Only the event loop thread touches this object.  Cancellation rule: a cancelled :meth:`reserve`
 takes nothing (a grant that raced with the cancellation is given back); a lease released twice
@@ -55,9 +55,9 @@ def new_matrix(rows: int, dim: int) -> np.ndarray:
 def _new_map(nbytes: int) -> mmap.mmap:
     """A private anonymous map, backed by transparent huge pages where the kernel offers them.
 
-    Why huge pages: each 4 KiB page of a fresh map faults once; igb-like's ~60 MiB matrices took
-    15,360 faults and ~27 ms of system CPU each, with 2 MiB pages 30 faults and ~3 ms (THP in
-    ``madvise`` mode; a 26 MiB matrix: 20 -> 2 ms, ``benchmarks/bench_loader_cpu.py``).  Python's
+    Why huge pages: each 4 KiB page of a fresh map faults once, so a large matrix took thousands of
+    faults and milliseconds of system CPU, 2 MiB pages a handful of faults and a fraction of the CPU (THP in ``madvise``
+    mode; ``benchmarks/bench_loader_cpu.py`` reports the system CPU).  Python's
     ``mmap(-1, n)`` is a *shared* map, which gets no THP: hence the flags.  The map is not grown to a
     2 MiB multiple (its head and tail keep small pages), so it never holds more than the bytes asked
     for."""
@@ -149,7 +149,8 @@ class BatchMemory:
         the capacity.  In steady state the pool is full, so this batch's reservation took exactly
         the bytes the dead batch gave back; checking the capacity first unmapped the dead map (it
         no longer "fit" beside the reservation made for its successor) and mapped a new one.  On
-        igb-like 79 of 85 matrices were new maps that way, each ~60 MB zeroed by the loop thread.
+        igb-like nearly every matrix was a new map that way, zeroed by the loop thread (``stats()``'s
+        ``maps_new`` against ``maps_reused`` shows it).
         A reservation alone allocates nothing, so until a map is made here physical memory stays
         within what the last call left (``used + spare <= capacity``)."""
         n = rows * dim * 4
@@ -200,10 +201,10 @@ class BatchMemory:
     def _resized_spare(self, n: int) -> mmap.mmap | None:
         """A spare map resized to exactly ``n`` bytes (``mremap``), when none fits as it is.
 
-        Why: batch sizes vary (igb-like: 10k to 17.6k unique rows), so the spare that comes back is
-        often a little too small, or too large to lend its extra bytes; a new map then costs the
-        kernel zeroing every page of it (22 of 223 matrices, ~1.4 s of the loop thread's CPU per
-        igb-like epoch).  Resizing keeps the resident pages: shrinking one that is too large costs
+        Why: batch sizes vary, so the spare that comes back is often a little too small, or too large
+        to lend its extra bytes; a new map then costs the kernel zeroing every page of it, a second or
+        more of the loop thread's CPU per igb-like epoch (``stats()``'s ``maps_resized`` counts the
+        maps saved).  Resizing keeps the resident pages: shrinking one that is too large costs
         no fault (the tail goes back), growing the largest one faults only the new tail.  The map is
         then exactly the batch's reservation, so the accounting needs no extra bytes.  Where the
         platform cannot resize an anonymous map, the spare stays and a new map is made."""

@@ -49,20 +49,19 @@ from the pool, so what the reorder buffer holds is inside those two parts whatev
 ``history=`` in completion order (``LoaderConfig.holds_back``) the overtaking window holds back a batch
 that arrives before the batches it must follow (``_delivery._Windowed``); such a batch keeps its lease
 (and ``b`` its subgraph), and the samplers' gate gives it no out-of-turn budget: a batch sampled before
-an earlier one waits to be sent until its turn, so every held batch's matrix is the pool's.  Before
-issue 27 a held batch gave its lease back and stayed outside the plan (partition batches, 50k nodes,
-dim 64, staleness 8, 48 MiB: up to 8 held at once).  Why no reorder buffer part there: 1.1 x samplers
-x b (5.6 MB at 48 MiB) came out of the static cache, which then read 3.7x the rows, and two epochs
-took 2.6x as long (3.9-4.8 s against 1.5-1.7 s before); with none they took 1.3x (8.1-8.9 s against
-6.5-6.6 s, the machine busier), and at 64 MiB as long as before.
+an earlier one waits to be sent until its turn, so every held batch's matrix is the pool's.  (A held
+batch that gave its lease back, as once, stayed outside the plan: several could be held at once.)  Why
+no reorder buffer part there: at small budgets it came out of the static cache, which then read several
+times the rows, and epochs took far longer than without it (``benchmarks/bench_memory_budget.py
+--partitions 64 --history 8 --profile``).
 The feature buffer is a cache (a batch streams through it in pieces), so it needs only
 ``min(N, 128 x extractors)`` rows; the ``batches`` pool must hold two real batches (the one the
 consumer's loop still holds and the next, ``_batch_memory``) plus 10 % for batches larger than the
 probe's largest.  Given a budget,
 the parts above except the buffer and the pool are fixed; the buffer first gets its *piece floor*,
-``min(N, extractors x min(4096, r))`` rows, as far as the pool keeps its own floor (a piece costs
-about 0.1-0.2 ms of Python bookkeeping, so 128-row pieces cost ~1.5 µs of user CPU per row read and
-4096-row ones ~0.05: measured 3.1 -> 1.0 µs per row read at a 128 MiB budget, for 8 MiB of buffer);
+``min(N, extractors x min(4096, r))`` rows, as far as the pool keeps its own floor (a piece costs a
+fixed share of Python bookkeeping, so small pieces cost far more user CPU per row read than large
+ones: ``benchmarks/bench_loader_cpu.py`` measures it per row read);
 then the pool gets its default or what is left, whichever is less, and the buffer gets the rest
 (capped at ``N`` rows; what a full buffer leaves goes back to the pool).  A budget that leaves less than the buffer's
 minimum plus 2.2 expected batches is a :class:`ConfigError` naming that minimum; batches that turn
@@ -107,7 +106,7 @@ PIECE_ROWS_PER_EXTRACTOR = 4096  # the buffer's piece floor where the budget all
 MIN_BATCHES = 2.2   # the pool's floor: the batch the consumer holds and the next one, + 10 % for
                     # batches larger than the probe's largest
 OUT_OF_TURN_MARGIN = 1.1  # ordered mode: a batch out of turn per sampler, + 10 % (as above)
-LOOKAHEAD_SHARE = 0.04  # the default extract queue deepens within this share of the budget (issue 26)
+LOOKAHEAD_SHARE = 0.04  # the default extract queue deepens within this share of the budget (``extract_depth``)
 BOUNCE_SHARE = 0.02  # the io_uring source's bounce pages take at most this share of the budget (bounce_bytes)
 FORESIGHT_REACH = 3.5  # default foresight: the batches in sight need this many times the buffer's rows (foresight_depth)
 FORESIGHT_MAX = 256  # default foresight: at most this many batches beyond the queue
@@ -198,10 +197,9 @@ def foresight_depth(cfg: LoaderConfig, sizes: Sizes, buffer_rows: int) -> int:
     else as many as make the batches in sight (queued and foreseen) need ``FORESIGHT_REACH`` times the
     buffer's rows, at most ``FORESIGHT_MAX``; 0 where foresight is not allowed (``foresight_allowed``).
     Why rows: past the best depth more foresight reads more (windows then evict foreseen rows the
-    buffer would have kept), and the best depth was where the batches in sight needed 3.2-3.7 x the
-    buffer's rows on papers-like (664 k slots, 31 k rows a batch: 64 foreseen past a queue of 15) and
-    products-like (407 k slots, 25 k: 32-40 past 16); igb-like read within 2 % of its best at any depth
-    (``benchmarks/replay_window_reads.py --foresight``; the figures are in ``_foresight``)."""
+    buffer would have kept), and on papers-like and products-like the best depth was where the batches
+    in sight needed about ``FORESIGHT_REACH`` times the buffer's rows, while igb-like read about as many
+    rows at any depth (``benchmarks/replay_window_reads.py --foresight``)."""
     if cfg.foresight is not None:
         return cfg.foresight
     if not cfg.foresight_allowed:
@@ -262,8 +260,9 @@ def _plan_parts(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str
 def warn_small_buffer(rows: int, sizes: Sizes) -> None:
     """A :class:`SmallBufferWarning` when a given ``buffer_rows`` is below the rows one batch is expected
     to read (capped at the node count): the loader stays correct (batches stream through in pieces)
-    but each piece waits for the one before it; issue 34 measured ``buffer_rows=1`` ~130x slower than
-    the default.  A warning, not a floor: the streaming tests run such buffers on purpose."""
+    but each piece waits for the one before it, far slower than the default (the message's figure
+    was measured with ``buffer_rows=1``).  A warning, not a floor: the streaming tests run such buffers
+    on purpose (``tests/loader/test_streaming.py``)."""
     floor = min(sizes.expected_rows, sizes.num_nodes)
     if rows < floor:
         warnings.warn(SmallBufferWarning(
@@ -275,8 +274,8 @@ def warn_small_buffer(rows: int, sizes: Sizes) -> None:
 def check_fits_machine(plan: MemoryPlan, sizes: Sizes, available: int) -> None:
     """Refuse a plan larger than the host memory ``available`` now (``_units.available_memory``:
     ``MemAvailable`` under the process's memory cgroup limits): such a loader would only be killed
-    later, or swap, part way through an epoch (issue 34: ``num_extractors=10**6`` planned 135 TB and
-    delivered nothing while its memory climbed)."""
+    later, or swap, part way through an epoch (``num_extractors=10**6`` once planned terabytes and
+    delivered nothing while its memory climbed: ``tests/loader/test_machine_bounds.py``)."""
     if plan.total > available:
         raise ConfigError(
             f"this loader plans {plan.total} bytes ({format_bytes(plan.total)}) of host memory, more than the "
@@ -366,10 +365,10 @@ def chunk_stage_bytes(cfg: LoaderConfig, sizes: Sizes, io: IOConfig) -> int:
     span) or, with a probe, merged reads of ``max_read_bytes`` (the depth that saturates the device at that size).  Why not
     a share of the budget (1/16 of it per extractor, still the rule where staging is the read path):
     io_uring reads aligned float32 rows into the feature buffer's slots, so staging serves only other
-    reads (the static and GPU tiers' loads); papers-like at 1 GiB staged nothing in an epoch out of
-    128 MiB of staging (now 4 MiB: 1 MiB arenas; 8 MiB with its probe).  Where staging is the read
-    path (pread), 1 MiB arenas made 40 papers-like batches 1.2-1.5x slower than 32 MiB ones (and
-    8 MiB ones about as fast), hence the old rule there."""
+    reads (the static and GPU tiers' loads), and a share of the budget was staging left unused.  Where
+    staging is the read path (pread), small arenas made batches slower than large ones, hence the old rule
+    there (papers-like batches, arenas compared by hand through ``source_options={"max_stage_bytes": ...}``;
+    no benchmark sweeps them yet)."""
     span = aligned_span(sizes.stride)  # one row's aligned read, at the largest alignment
     depth, probe = uring_depth(cfg, sizes.stride), cfg.disk_probe
     merged = in_flight_for(probe, io.max_read_bytes) * io.max_read_bytes if probe is not None else 0

@@ -6,9 +6,10 @@ the CPU; only the stream and event calls need a GPU:
 - :class:`HostRegistry` page-locks the maps of the batch-matrix pool (``_batch_memory``) *once per
   map* (``cudaHostRegister``), and unlocks a map before it is resized (``mremap``) or unmapped.  A
   batch matrix is then DMA-able where the extractor wrote it: no per-batch ``pin_memory()`` (which
-  allocated a pinned tensor and copied the ~60 MB matrix into it before the real copy, issue 25).
+  allocated a pinned tensor and copied the whole matrix into it before the real copy;
+  ``tests/loader/test_device_copy.py`` checks no such copy is made).
   Why not allocate the pool as pinned torch tensors instead: torch's caching host allocator rounds
-  every block up to a power of two (a 60 MB matrix holds 64 MB) and never gives pages back, while
+  every block up to a power of two and never gives pages back, while
   the pool's own maps are sized to the batch, resized in place and unmapped past the budget.
 - :class:`CopyEngine` issues a batch's copies and says when they are done.  :class:`CudaCopyEngine`:
   copies on a dedicated stream, an event recorded after them; the consumer's stream waits on the

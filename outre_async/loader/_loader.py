@@ -128,7 +128,7 @@ class OutreLoader:
         if not isinstance(dataset, Dataset):
             check_dataset_argument(dataset)
         original = dataset if isinstance(dataset, Dataset) else open_dataset(dataset)
-        # partition batches read the partition-ordered copy when there (issue 26; ``_layout``): a source
+        # partition batches read the partition-ordered copy when there (``_layout``): a source
         # the caller opened or a profile's rows name the original's rows, so those read the original
         auto_original = cfg.layout == "auto" and (source is not None or cfg.profile is not None)
         self._layout = choose_layout(original, "original" if auto_original else cfg.layout, cfg.partitions)
@@ -136,7 +136,7 @@ class OutreLoader:
         self.dataset = ds = self._layout.read  # what is sampled and read (n_id is mapped back in batches)
         split = self._layout.split(split)
         self._setup = setup = loader_setup(ds, cfg, split, source)
-        # profile=: the budget's split (issue 12); the config the loader runs with is then the plan's
+        # profile=: the budget's split (``_profiling``); the config the loader runs with is then the plan's
         self._applied = load_plan(setup) if cfg.profile is not None else None
         run_cfg = self._applied.config if self._applied is not None else cfg
         self._gpu, self._static = tier_caches(setup, run_cfg, self._applied)  # the GPU and static tiers' rows (``_tiers``)
