@@ -137,8 +137,8 @@ class BatchMemory:
         one fits, else a new map (:func:`_new_map`).  Its content is stale; the extractor writes
         every row.
 
-        Why recycle: a fresh map is zeroed by the kernel page by page, which was a third of the
-        loader process's CPU samples on igb-like (``clear_page``); a dead matrix's map, already
+        Why recycle: a fresh map is zeroed by the kernel page by page, a large share of the loader
+        process's CPU samples on igb-like (``clear_page``; ``stats()``'s ``maps_reused``); a dead matrix's map, already
         resident, costs nothing.  Accounting: spare maps count with the reserved bytes against the
         capacity (``used + spare <= capacity`` after every call), a recycled map's extra bytes
         (at most ``_REUSE_SLACK``) are added to the lease, so the plan's ``batches`` part still holds.

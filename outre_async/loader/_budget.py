@@ -430,8 +430,9 @@ def macro_adjacency_bytes(cfg: LoaderConfig, sizes: Sizes) -> int:
     ``T(ceil(B/2)) + T(floor(B/2))``, as the store holds blocks of two epochs only and one epoch's
     blocks hold disjoint partitions (``MacroStore``, ``PartitionBatching.macro_top_bytes``): ``k``
     blocks of one epoch and ``B - k`` of the other take at most ``T(k) + T(B - k)``, largest at
-    ``k = B/2`` as ``T`` is concave (a sum of the largest partitions).  papers-like (1024 parts, 8 a
-    batch, 2 samplers, interleave 8 -> B = 12): 112 MiB where ``B x M`` is 220 MiB."""
+    ``k = B/2`` as ``T`` is concave (a sum of the largest partitions).  On papers-like's partitions the
+    second bound is about half the first (``tests/partition/test_partition_memory.py`` checks the bytes
+    held stay within it)."""
     blocks = macro_blocks(cfg, sizes)
     worst = blocks * sizes.macro_block_bytes
     top = sizes.macro_top_bytes
