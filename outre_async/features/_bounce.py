@@ -1,24 +1,22 @@
 """Bounce pages: a merged read into buffer slots lands in a few bounce pages first and its rows are copied to
-their slots when it completes (issue 26).
+their slots when it completes.
 
 Why: a merged read straight into slots is a vectored read with a segment per row and per hole
-(``_uring_kernels.slot_iovecs``), and on the virtio disk here every segment costs the device about 2 µs:
-45 KiB random reads at depth 256 ran 23.5 k/s as one segment, 22.6 k/s with 2, 20.5 k/s with 4, 16.2 k/s
-with 12 (papers-like's reads: 6 rows of 512 B a read), 12.8 k/s with 24 and 7.0 k/s with 48
-(``benchmarks/readv_segments.py``; 512 B or 4 KiB segment alignment made no difference).  papers-like's
-loader-bound epoch kept 226 reads on the device and got 0.74 GB/s where the probe's random reads of the
-same size get 1.05.  A read into ``ceil(length / PAGE_BYTES)`` bounce pages (one
-to four segments) plus a copy of its rows (512 B each, ~0.1 µs) is cheaper than the segments, so a read of
+(``_uring_kernels.slot_iovecs``), and every segment costs the device time: reads of a dozen segments
+(papers-like's: a few small rows a read) run far slower than one contiguous read of the same size
+(``benchmarks/readv_segments.py`` measures it per segment count), so a loader-bound epoch got less than
+the probe's random reads of that size.  A read into ``ceil(length / PAGE_BYTES)`` bounce pages (one
+to four segments) plus a copy of its rows is cheaper than the segments, so a read of
 ``BOUNCE_SEGMENTS`` segments or more (three rows, or two with a hole between) goes through pages when enough
 are free (else it is read vectored, as before: the pool never makes a read wait); shorter ones go straight
 to their slots.  Why not from two segments: igb-like's 4 KiB rows make reads of mostly 2-3 segments, where
-the copy (on the event loop, as reads complete) cost more than the device saved: its loader-bound epoch took
-14.5-16.3 s bouncing those against 14.0 s without (``benchmarks/disk_idle_epoch.py --bounce-bytes 0``).
+the copy (on the event loop, as reads complete) cost more than the device saved
+(``benchmarks/disk_idle_epoch.py --bounce-bytes 0`` compares the epochs).
 
-Why pages, not one slot a read: the reads are up to ``max_read_bytes`` (128 KiB) long but 40-55 KB on
-average, so 128 KiB slots for the 256 reads in flight took 32 MiB (papers-like at 1 GiB: 59 k rows of
-buffer, 1.12 x MIN instead of 1.10); 64 KiB slots fitted only 40 % of its reads (48-54 s epochs against
-37-42 s).  32 KiB pages hold the reads in flight in about half, for one or two extra segments a read.
+Why pages, not one slot a read: the reads are up to ``max_read_bytes`` long but much shorter on average,
+so a slot of the longest read for every read in flight took budget from the feature buffer (which then
+read more rows), and half-size slots fitted too few reads to help; pages of ``PAGE_BYTES`` hold the reads
+in flight in about half, for one or two extra segments a read (``benchmarks/disk_idle_epoch.py``).
 
 :class:`BouncePool` holds ``pages`` pages of ``page_bytes`` in one anonymous mmap, touched only as used;
 the io_uring source (``_uring_source``) takes pages for the reads it submits (:meth:`BouncePool.take`) and
@@ -40,11 +38,18 @@ if TYPE_CHECKING:
 _INDEX_MASK = np.uint64((1 << 32) - 1)
 BOUNCE_SEGMENTS = 4  # reads of at least this many segments go through pages (fewer: vectored, no copy)
 PAGE_BYTES = 32 << 10  # a bounce page (the module says why)
-PAGES_PER_READ = 2  # the default pool: this many pages per read in flight (reads average 40-55 KB)
+PAGES_PER_READ = 2  # the default pool: this many pages per read in flight (a merged read averages under two pages)
 
 
 class BouncePool:
     """``pages`` page-aligned pages of ``page_bytes``; a stack of free page numbers."""
+
+    @staticmethod
+    def planned_bytes(reads: int, cap: int | None = None) -> int:
+        """The default pool for ``reads`` in flight (``PAGES_PER_READ`` pages each), at most ``cap``
+        in whole pages (0 where not one fits)."""
+        want = reads * PAGES_PER_READ * PAGE_BYTES
+        return want if cap is None else min(want, cap // PAGE_BYTES * PAGE_BYTES)
 
     def __init__(self, pages: int, page_bytes: int = PAGE_BYTES) -> None:
         self.pages, self.page_bytes = max(0, int(pages)), int(page_bytes)

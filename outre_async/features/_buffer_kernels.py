@@ -16,9 +16,9 @@ State (owned by one event loop, so no locks), laid out so that one row costs few
 
 Why records: a row taken as a hit reads its node's record, its slot's record and its two standby
 neighbours' records, four cache lines; with one array per field (slot_of, wanted, node_of, refs,
-valid, prev, next) the same step touched seven, and at a 440 MiB budget (234k slots, 78 % hits)
-these kernels were the largest user CPU of the loader: announce + acquire + withdraw + release took
-170 ns per batch row with one array per field and 100-120 with records (replaying a 59-batch epoch).
+valid, prev, next) the same step touched seven, and at budgets where most rows are hits these kernels
+were the largest user CPU of the loader; records cut their time per batch row by about a third
+(``benchmarks/bench_buffer_kernels.py`` replays an epoch through them).
 
 Prefetch (:mod:`outre_async._cache_hints`): batch ids are random over ``nodes`` and slots random
 over ``rec`` and the 1 KiB rows of ``data``, so each row starts with cache misses, and in
@@ -26,12 +26,11 @@ over ``rec`` and the 1 KiB rows of ``data``, so each row starts with cache misse
 chain the rows, so the core cannot overlap them by itself.  The loops therefore prefetch ``AHEAD``
 rows ahead: :func:`acquire` the node record of ``ids[i + 2 * AHEAD]`` and the slot record of
 ``ids[i + AHEAD]`` (two stages: the slot is read from the node record prefetched earlier); the
-release and gather loops the slot record and the whole data row of ``slots[i + AHEAD]``.  Replaying
-60 batches (benchmarks/bench_buffer_kernels.py, 300k nodes, 64k slots; medians of 3 alternating
-runs): acquire 37 -> 19, gather_release 102 -> 83 (release 40 -> 34, gather_rows 81 -> 69), all
-kernels 150 -> 112 ns per batch row; distances 4-8 were flat, 12-16 slower for the data rows.  :func:`announce` and
+release and gather loops the slot record and the whole data row of ``slots[i + AHEAD]``.  That made
+every kernel but the announces faster per batch row, and distances around ``AHEAD`` were flat while
+larger ones were slower for the data rows (``benchmarks/bench_buffer_kernels.py``).  :func:`announce` and
 :func:`withdraw` are left without: their rows are independent (the core already overlaps them) and
-the extra look-ahead load made announce slower (9.3 -> 10.7 ns at 300k nodes, 10.5 -> 14 at 3M).
+the extra look-ahead load made announce slower (same benchmark).
 
 A slot on a standby list keeps its row: a later batch that needs the node takes it back without I/O.
 Eviction takes the head of the cold list (least recently released); only when the cold list is
@@ -59,6 +58,23 @@ LISTS = 3  # standby lists after the slots' records: cold, foreseen, wanted
 PREV, NEXT, NODE, STATE = 0, 1, 2, 3  # columns of rec
 REF = 2  # one reference in STATE (bit 0 is valid)
 AHEAD = 8  # prefetch distance in rows (see _cache_hints; measured with benchmarks/bench_buffer_kernels.py)
+
+
+def slot_bytes() -> int:
+    """What a slot holds besides its row, for the memory plan (``loader._budget``): its record here
+    (node id, refs and valid bit, LRU links: 4 x int64) and the buffer's reader id (int64)."""
+    return 40
+
+
+def table_bytes(num_nodes: int) -> int:
+    """The node -> slot table: per node its slot and its look-ahead count (``nodes``, 2 x int32)."""
+    return 8 * num_nodes
+
+
+def next_use_bytes(num_nodes: int, queued_rows: int) -> int:
+    """``policy="next-use"``'s chains: a head per node (int32) and a use record (seq, link: 16
+    bytes) per row of a queued batch (``new_next_use_state``)."""
+    return 4 * num_nodes + 16 * queued_rows
 
 
 def new_state(num_nodes: int, num_slots: int) -> tuple[np.ndarray, np.ndarray]:
@@ -344,8 +360,8 @@ def gather_rows(data, slots, out) -> None:
     """``out[i] = data[slots[i]]`` for every row: a piece of the batch matrix, from buffer slots.
 
     An explicit element loop, not ``out[i, :] = data[slots[i], :]``: numba builds two array views
-    per row for the slice form, which measured 4x the user CPU of this loop (0.40 vs 0.09 µs per
-    1 KiB row), the largest per-row cost left in the loader once reads went to numba."""
+    per row for the slice form, which cost several times the user CPU of this loop, the largest per-row
+    cost left in the loader once reads went to numba (``benchmarks/bench_buffer_kernels.py``)."""
     dim = data.shape[1]
     n = len(slots)
     for i in range(n):
@@ -355,7 +371,7 @@ def gather_rows(data, slots, out) -> None:
             out[i, j] = data[s, j]
 
 
-# -- next-use eviction (issue 26: Belady within the window of queued batches) ------------------------
+# -- next-use eviction (Belady within the window of queued batches; tests/features/test_next_use.py) ---
 #
 # Same ``nodes`` and ``rec`` as above, plus the *occurrences* of each row in queued batches: every
 # pinned batch ``seq`` that needs node ``v`` is one record ``occ[o] = (SEQ, LINK)`` on ``v``'s chain

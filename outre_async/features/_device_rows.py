@@ -26,9 +26,9 @@ class DeviceRows:
     def assemble(self, misses: torch.Tensor) -> torch.Tensor:
         """The batch matrix on the tier's device: ``x[miss_pos] = misses``, ``x[hit_pos] = rows[hit_slots]``.
         On a CPU device the same two copies run in numpy (:meth:`assemble_host`): torch's CPU index
-        kernels split even a small batch over their intra-op threads: on the 2-core CI machine under load
-        (load average ~16) one assembly of 2,600 rows of 64 with 1,200 hits took 92-121 ms in torch
-        (0.46 ms with one torch thread), 0.66 ms in numpy."""
+        kernels split even a small batch over their intra-op threads, and on a loaded machine with few
+        cores that made one assembly take far longer in torch than in numpy (the GPU tier's loader
+        tests, ``tests/loader/test_gpu_tier.py``, run this path on the CPU)."""
         if misses.shape != (len(self.miss_pos), self.rows.shape[1]):
             raise ConfigError(f"the misses must be [{len(self.miss_pos)}, {self.rows.shape[1]}], got "
                               f"{tuple(misses.shape)}")

@@ -1,4 +1,4 @@
-"""Know the disk: random-read IOPS and bandwidth by queue depth and read size, with O_DIRECT (issue 26).
+"""Know the disk: random-read IOPS and bandwidth by queue depth and read size, with O_DIRECT.
 
 What a feature read costs is set by the device under the dataset's file: how many random reads per
 second it serves at each queue depth and read size.  :func:`probe_disk` measures that grid on one
@@ -48,9 +48,9 @@ BUFFER_CAP = 64 << 20  # the reads' scratch buffer at most (slots are shared bey
 CHUNK_SECONDS = 0.05
 SCRATCH_BYTES = 1 << 30
 # What a grid must have been measured on to stand for the device's limit (:meth:`DiskProbe.untrusted`):
-# a small file sits in the device's and the host's caches, and a short cell is mostly ramp-up.  A 2.5 MB
-# test file probed at 0.4 s a cell under load once gave a ninth of the device's rate, and every
-# "x limit" judged by it came out impossible.
+# a small file sits in the device's and the host's caches, and a short cell is mostly ramp-up: a tiny
+# test file probed in short cells under load once gave a fraction of the device's rate, and every
+# "x limit" judged by it came out impossible (tests/features/test_disk_probe.py pins the refusal).
 TRUSTED_FILE_BYTES = 256 << 20
 TRUSTED_CELL_SECONDS = 0.5
 

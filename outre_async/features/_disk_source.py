@@ -46,9 +46,16 @@ from ..store._feature_file import FeatureFile
 from ..store._safe_read import check_regular
 from ._faults import FaultPlan
 from ._source import FeatureSource
-from ._staging import DEFAULT_MERGE_GAP, Arena, ReadPlan, StagingPool, gather_blocks, plan_reads, split_by_bytes
+from ._staging import DEFAULT_MERGE_GAP, GATHER_BLOCK, Arena, ReadPlan, StagingPool, gather_blocks, plan_reads, split_by_bytes
 
 _ALIGNMENTS = (512, 4096)
+
+
+def extract_work_bytes(max_rows: int) -> int:
+    """What one extractor holds besides the rows it reads, for a batch of ``max_rows``: its ids'
+    unique values, inverse, slots and actions (32 a row, ``_DiskSource._read_to``) and one gather
+    block (``gather_blocks``)."""
+    return 32 * max_rows + GATHER_BLOCK
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -56,19 +63,16 @@ class IOConfig:
     """Tuning of the disk sources; every value is checked here, errors name the offending value.
 
     ``max_in_flight``: reads outstanding at once (io_uring queue depth; pread worker threads);
-    ``None`` takes the backend's measured default (``DEFAULT_DEPTH``, ``benchmarks/bench_extract.py``
-    on a virtio disk where ``fio`` saturates at 64-128): 256 for io_uring, because the loop reaps
-    completions in bursts (about 50 per wakeup) and needs twice fio's depth to keep the device
-    itself ~100 deep (80-91 % of fio's IOPS at 256, 65-79 % at 128); 32 pread threads, past which
-    more threads cost more CPU than they add IOPS.
+    ``None`` takes the backend's measured default (``DEFAULT_DEPTH``, ``benchmarks/bench_extract.py``):
+    for io_uring about twice the depth at which ``fio`` saturates the device, because the loop reaps
+    completions in bursts and needs that to keep the device itself as deep as fio does; for pread a
+    thread count past which more threads cost more CPU than they add IOPS.
     ``max_read_bytes``: cap of one coalesced read.  ``max_gap_bytes``: rows whose spans are at most
     this far apart are read together, the hole read and dropped (it costs less than another I/O:
     ``_staging.merge_gap_bytes``; the loader takes it from ``disk_probe`` when it has one, else
-    this default, 32 KiB, just above what the probe gives on the virtio disk here at the default
-    depth, 28 KiB at 256 (48 KiB at 64).  Why not more: on products-like (512 B rows, 300 MiB) an
-    epoch read 1.65 GB in 1.60 M I/Os with 4 KiB, 7.8 GB in 0.98 M with 16 KiB, 18.2 GB in 0.55 M
-    with 32 KiB and 27.6 GB in 0.36 M with 64 KiB: past the break-even the bytes grow faster than
-    the reads shrink).
+    this default, ``DEFAULT_MERGE_GAP``, just above what the probe gives on the virtio disk here at
+    the default depth.  Why not more: on small rows, past the break-even an epoch's bytes grow faster
+    than its reads shrink (``benchmarks/simulate_cache_policies.py`` counts both by gap).
     ``max_stage_bytes``: staging memory of one request chunk (a chunk's reads never need more: a
     request is cut until each chunk fits, down to one row).  ``max_staging_bytes``: what the
     source's staging pool holds at most, in use plus cached (``None``: 4 x ``max_stage_bytes``); a
@@ -367,7 +371,8 @@ async def uncancellable(fut: asyncio.Future[Any]) -> None:
     Whether *we* were cancelled is read off the task's own count of cancellation requests, never off
     ``fut``: a cancellation that lands in the same loop step as ``fut``'s completion finds ``fut``
     done, and inferring "not cancelled" from that swallowed it: the task then went on, un-cancelled,
-    into a channel nobody read any more (the deadlock of twelve short-lived loaders, issue 34)."""
+    into a channel nobody read any more (the deadlock of short-lived loaders,
+    ``tests/loader/test_short_lived_loaders.py``)."""
     task = asyncio.current_task()
     requested = task.cancelling() if task is not None else 0
     while not fut.done():

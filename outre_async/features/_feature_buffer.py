@@ -16,22 +16,21 @@ piece as the batch takes its rows, and :meth:`Pin.release` drops what is left (a
 shutdown).  Pinning never makes a batch wait: with only wanted rows on standby, a piece evicts the
 one pinned last (needed furthest ahead).
 
-Foresight (:meth:`foresee`, issue 26): the loader also announces the rows of batches beyond the queue
+Foresight (:meth:`foresee`): the loader also announces the rows of batches beyond the queue
 (``loader._foresight``); their standby slots sit on a third, *foreseen* list, evicted after the cold list
 and before the wanted one, and windows may read into them (a window's rows are needed sooner).  A
 :class:`Foresight` hold is dropped when its batch is pinned.  Counted beside the pins in the same node
 record (``_buffer_kernels``), so it costs no memory per node; only ``"lru-lookahead"`` has it.
 
 Eviction policies (``policy=``, :data:`POLICIES`): ``"lru-lookahead"`` (the default) is the above,
-pins as a preference on two standby lists; ``"next-use"`` (issue 26) keeps each pinned batch's seq
+pins as a preference on two standby lists; ``"next-use"`` keeps each pinned batch's seq
 per row, so a row's *next use* is the seq of the first queued batch needing it, and evicts the row
 whose next use is furthest (Belady within the window of queued batches), rows no queued batch needs
 first, least recently released first (LRU beyond the window); ``tests/features/test_next_use.py``
-checks it against a windowed Belady reference.  It is not the default because it measured the same:
-one epoch of outre-part's igb-like batches (1.6 GiB, 64 batches queued) read 1,116,094 rows with
-next-use and 1,115,393 with lru-lookahead, products-like (300 MiB) 1,926,102 and 1,928,733
-(``benchmarks/simulate_cache_policies.py --buffer-policy``): almost every eviction takes a row no
-queued batch needs, where both policies are LRU, and the order among wanted rows rarely decides;
+checks it against a windowed Belady reference.  It is not the default because both policies read
+about as many rows on igb-like and products-like batches (``benchmarks/simulate_cache_policies.py
+--buffer-policy``): almost every eviction takes a row no queued batch needs, where both policies are
+LRU, and the order among wanted rows rarely decides;
 what cut the reads was the deeper window (``LoaderConfig.extract_capacity``).  Next-use costs 4 more
 bytes per node and 16 per pinned row.
 
@@ -42,10 +41,10 @@ gap rule in rows; 0, e.g. in memory: nothing is read ahead), whole batches while
 piece's share of the slots and the standby slots no queued batch needs; the rows are read in the
 same request as the piece's own, so the source merges the window's union into few reads, and those
 batches, now planned, read only their lone rows.  The rows stay pinned by their own batches, which
-find them valid or await the read.  Never waits for slots.  igb-like, ordered copy, 1.6 GiB, one
-epoch (``benchmarks/simulate_cache_policies.py``): a sliding read-ahead of the next batch 1.005 M
-I/Os for 1.14 M rows (1.03x Belady's MIN); windows of up to 8 batches 0.83 M I/Os, 1.23 M rows
-(1.11x); 16: 0.71 M, 1.24 M (1.12x); 24: 0.68 M, 1.25 M.  Rows read early hold slots until their
+find them valid or await the read.  Never waits for slots.  Wider windows trade rows for I/Os: a
+sliding read-ahead of the next batch reads the fewest rows (closest to Belady's MIN) in the most
+I/Os, windows of more batches far fewer I/Os for somewhat more rows (``benchmarks/
+simulate_cache_policies.py`` on igb-like's ordered copy).  Rows read early hold slots until their
 batch comes, which is what costs the rows above MIN.  A window is read as one request per batch it
 serves (``_window_plan.window_groups``: each merged read goes with the first batch that needs it; the
 piece's own request takes those that hold its rows), at that batch's priority (``_read_priority``), in
@@ -84,8 +83,8 @@ from ._window_plan import plan_window, window_groups
 
 POLICY = "lru-lookahead"  # the default eviction policy (the module docstring says why)
 READ_AHEAD = 12  # queued batches after an unplanned one that its window may read along (:meth:`FeatureBuffer._read_ahead`);
-# 16 before foresight: with it, 12 read fewer rows (papers-like 1.096 against 1.115 x MIN, products-like
-# 1.13 against 1.17) for ~10 % more merged reads on igb-like (``benchmarks/replay_window_reads.py``)
+# 16 before foresight: with it, 12 read fewer rows on papers-like and products-like for a few more
+# merged reads on igb-like (``benchmarks/replay_window_reads.py``)
 NEXT_USE_BUCKETS = 256  # next-use lists, one per queued seq modulo this (above any queue's span of seqs)
 
 
@@ -264,8 +263,8 @@ class FeatureBuffer:
     async def _copy_out(self, acq: Acquisition, out: np.ndarray) -> None:
         """Copy the piece's rows into ``out`` and release its slots.  A large piece is copied by the
         buffer's copy thread (the kernel releases the GIL), so the event loop goes on reaping and
-        submitting reads meanwhile: copied on the loop, a batch's ~60 MB (igb-like) held the loop
-        for tens of ms, longer than the 256 reads in flight last, and the disk sat idle.  The slots
+        submitting reads meanwhile: copied on the loop, a large batch (igb-like) held the loop longer
+        than the reads in flight last, and the disk sat idle (``benchmarks/disk_idle_epoch.py``).  The slots
         stay held, so no read lands in them, until the copy ends, even if the caller is cancelled."""
         if out.nbytes < COPY_OFF_LOOP_BYTES:
             self.release(acq, copy_to=out)

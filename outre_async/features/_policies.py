@@ -1,7 +1,7 @@
 """Eviction policies of dynamic tiers, by name (the feature buffer's, ``_feature_buffer``; ``_tier``).
 
 ``EVICTION_POLICIES`` holds what is built; ``PLANNED_POLICIES`` names what is planned, so that asking
-for one says so instead of "unknown" (none at the moment: next-use, issue 26, is built).
+for one says so instead of "unknown" (none at the moment: next-use is built).
 """
 
 from __future__ import annotations

@@ -36,12 +36,13 @@ MIN_ARENA = 1 << 16
 GATHER_BLOCK = 1 << 20
 DEFAULT_MERGE_GAP = 32 << 10  # the hole read through between two needed rows when no probe says better (IOConfig)
 SECTOR = 4096
+_SPAN_SLACK = 2 * SECTOR  # an aligned row span passes its row by at most two sectors
 
 
 def merge_gap_bytes(iops: float | None, bytes_per_s: float | None, *, read_bytes: int = SECTOR,
                     max_read: int = 128 << 10, default: int = DEFAULT_MERGE_GAP) -> int:
     """The largest hole between two needed rows worth reading through rather than issuing one more read
-    (issue 26, merged reads): one extra read of ``read_bytes`` costs the device ``1 / iops`` seconds at
+    (merged reads): one extra read of ``read_bytes`` costs the device ``1 / iops`` seconds at
     the depth the loader keeps in flight, reading ``g`` more bytes costs ``g / bytes_per_s`` at its
     bandwidth, so holes up to ``bytes_per_s / iops`` bytes are cheaper read (rounded down to whole
     4 KiB sectors, at most ``max_read``: a read never passes that cap anyway).  Without a measure
@@ -227,6 +228,17 @@ def arena_bytes(nbytes: int) -> int:
     return max(MIN_ARENA, 1 << max(0, nbytes - 1).bit_length())
 
 
+def aligned_span(stride: int) -> int:
+    """One row's read at the largest alignment: ``stride`` rounded up to whole sectors."""
+    return -(-stride // SECTOR) * SECTOR
+
+
+def least_arena_bytes(read_bytes: int, row_bytes: int) -> int:
+    """The smallest arena that serves a read: ``read_bytes``, or one row's aligned span (which
+    passes its row by at most two sectors), whichever is larger."""
+    return arena_bytes(max(read_bytes, row_bytes + _SPAN_SLACK))
+
+
 class StagingPool:
     """Reusable staging arenas (:class:`Arena`), sized in powers of two.
 
@@ -237,6 +249,13 @@ class StagingPool:
     back every cached arena (memory the kernel may still be writing into is never released: the
     owner releases an arena only once its reads have completed).
     """
+
+    @staticmethod
+    def planned_bytes(extractors: int, arena: int, max_bytes: int | None = None) -> int:
+        """What the pools of ``extractors`` hold: two chunks of ``arena`` bytes in flight each, or
+        ``max_bytes`` (``IOConfig.max_staging_bytes``) where that is larger."""
+        held = 2 * extractors * arena
+        return held if max_bytes is None else max(held, max_bytes)
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes

@@ -1,11 +1,11 @@
-"""The I/O plan of a window of queued batches (issue 26 item 2): which missing rows are read together.
+"""The I/O plan of a window of queued batches: which missing rows are read together.
 
 Why a window, and why tumbling: the rows one batch misses are sparse over the file (on igb-like's
-partition-ordered copy, ~5 k of 1 M rows per batch, 1.13 rows per merged read), but consecutive
-partition batches miss rows of the same few partitions, so the union of K batches' missing rows is
-K times denser and merges into far fewer reads (replaying one epoch's Belady misses with a 28 KiB
-gap: K=1 1.00 M reads, K=8 0.72 M, K=16 0.51 M).  Reading the next batch's rows with each batch (a
-sliding window of one) never forms that union: each read holds one new batch's misses.  So the
+partition-ordered copy, barely more than one row per merged read), but consecutive partition batches
+miss rows of the same few partitions, so the union of K batches' missing rows is K times denser and
+merges into far fewer reads (``benchmarks/replay_window_reads.py --read-ahead`` replays an epoch by K).
+Reading the next batch's rows with each batch (a sliding window of one) never forms that union: each
+read holds one new batch's misses.  So the
 buffer plans *tumbling* windows: a batch that no window planned reads its own missing rows together
 with rows of the queued batches after it (:func:`plan_window`), and those batches, planned, read
 only what is left; the next unplanned batch starts the next window.
@@ -13,11 +13,10 @@ only what is left; the next unplanned batch starts the next window.
 Which rows of the queued batches: only those that share a merged read with another row of the plan
 (ids at most ``near`` apart: the source's gap rule, ``_staging.merge_gap_bytes``, in rows).  A row
 alone in its read gains nothing from being read early (one I/O now or one later) and would take a
-slot from rows needed sooner, so it is left for its own batch: on igb-like (next-use eviction,
-windows of 16) that cut the rows read from 1.39 M to 1.33 M for the same reads (0.66 M).  Bounding
-the plan by the slots no queued batch needs as well cut them to 1.29 M; lru-lookahead, 1.24 M
-(``benchmarks/simulate_cache_policies.py``, where the consumer takes batches at once).  With an
-8 ms step (``outre bench --step-ms 8``) the extract queue stays full and the rows were 1.04x MIN.
+slot from rows needed sooner, so it is left for its own batch: that read fewer rows for the same reads,
+and bounding the plan by the slots no queued batch needs as well fewer still
+(``benchmarks/simulate_cache_policies.py``, where the consumer takes batches at once; with a training
+step, ``outre bench --step-ms``, the extract queue stays full and the rows come closer to MIN).
 
 The budget: a window's rows land in the buffer's slots, held until the read completes, then they
 stay on standby pinned by their batches (their next use).  :func:`plan_window` takes whole batches
@@ -64,10 +63,10 @@ def plan_window(own: np.ndarray, missing: Iterable[np.ndarray], room: int, near:
     fits, or ``room <= 0``: no rows, 0 batches.
 
     One pass (:func:`_planned_from`: the prefix from which each row is planned) instead of a union and
-    :func:`merged_rows` per added batch, which on igb-like (16 batches of ~5 k missing rows) held the
-    event loop ~0.1-0.4 s per window, far longer than the reads in flight last (the disk idled).  The
-    first batch alone is checked first, so a buffer too small for any window (papers-like at 1 GiB
-    before issue 26's plan: 8 k slots, 31 k-row batches) does not look up the other batches' rows."""
+    :func:`merged_rows` per added batch, which on igb-like held the event loop far longer per window
+    than the reads in flight last (the disk idled: ``benchmarks/disk_idle_epoch.py``).  The first batch
+    alone is checked first, so a buffer too small for any window (fewer slots than one batch's rows)
+    does not look up the other batches' rows."""
     if room <= 0:
         return EMPTY, 0
     batches: list[np.ndarray] = []

@@ -6,14 +6,15 @@ adds the gathered feature rows and the :class:`MatrixLease` that counts their ma
 memory budget until the consumer is done with it.  A :class:`Sampler` is whatever the sample stage
 can run on a :class:`~outre_async.sampling.BatchItem`: ``ItemSampler`` (a ``NeighborSampler`` over
 the item's seeds) and the partition-mode ``PartitionSampler`` both fit.
-``OutreBatch`` is a PyG ``Data`` with one extra method, :meth:`OutreBatch.release`.
+``OutreBatch`` is a PyG ``Data`` with one extra method, :meth:`OutreBatch.release`, and the loader's
+:class:`BatchHandles` (its lease, history record, device copy) attached once at hand-over.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -26,6 +27,8 @@ from ..sampling._items import BatchItem
 from ..sampling._sampler import SampledSubgraph
 from ..sampling._sampler_kernels import HistoryPrune
 from ._batch_memory import MatrixLease
+from ._device_copy import Transfer
+from ._history_record import HistoryRecord
 
 
 class Sampler(Protocol):
@@ -58,6 +61,33 @@ class ExtractedBatch:
     device_rows: DeviceRows | None = None  # GPU tier: the rows it holds, assembled with x at delivery
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BatchHandles:
+    """What the loader hands out with a batch besides its PyG fields, attached once at hand-over
+    (:func:`attach_handles`) and read through :func:`batch_handles`.  Kept in the batch's ``__dict__``
+    under one private key: ``Data`` would take an attribute for a field, then collate it, move it
+    with ``.to()`` and print it."""
+
+    lease: MatrixLease | None = None      # a host batch's matrix bytes, given back by ``OutreBatch.release``
+    history: HistoryRecord | None = None  # ``OutreBatch.history`` (with ``history=`` only)
+    transfer: Transfer | None = None      # a device batch's copy, which a trainer on a stream of its own waits for
+
+
+NO_HANDLES = BatchHandles()
+_HANDLES = "_outre_handles"
+
+
+def attach_handles(batch: Data, handles: BatchHandles) -> None:
+    """Give ``batch`` its handles (the loader does, once, as it hands the batch over)."""
+    batch.__dict__[_HANDLES] = handles
+
+
+def batch_handles(batch: object) -> BatchHandles:
+    """``batch``'s handles; :data:`NO_HANDLES` for an object the loader did not hand out (a transform's own)."""
+    found = getattr(batch, "__dict__", {}).get(_HANDLES)
+    return found if isinstance(found, BatchHandles) else NO_HANDLES
+
+
 class OutreBatch(Data):
     """A PyG mini-batch with ``NeighborLoader``'s fields: ``x``, ``y``, ``edge_index`` (local ids, row 0
     the source), ``n_id``, ``e_id`` (CSC positions), ``input_id`` (the seeds' positions in the
@@ -71,14 +101,14 @@ class OutreBatch(Data):
     """
 
     @property
-    def history(self) -> Any:
-        """The batch's :class:`~outre_async.loader._history.HistoryRecord`, or None without history."""
-        return self.__dict__.get("_outre_history")
+    def history(self) -> HistoryRecord | None:
+        """The batch's :class:`~outre_async.loader._history_record.HistoryRecord`, or None without history."""
+        return batch_handles(self).history
 
     def release(self) -> None:
-        callback = self.__dict__.pop("_outre_release", None)
-        if callback is not None:
-            callback()
+        lease = batch_handles(self).lease
+        if lease is not None:  # idempotent (``MatrixLease.release``)
+            lease.release()
 
 
 def to_batch(eb: ExtractedBatch, labels: np.ndarray | None, epoch: int, input_id: np.ndarray | None = None,

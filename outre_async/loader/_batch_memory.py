@@ -18,8 +18,8 @@ and the next.
 Matrices are allocated by :meth:`BatchMemory.matrix` in their own anonymous memory map, so their bytes
 go back to the system when a batch dies, or serve the next batch (:meth:`BatchMemory.matrix`).  With
 ``np.empty``, glibc raises its mmap threshold after the
-first large block is freed and serves later matrices from its heap, which it keeps: at a 96 MiB
-budget (200k x 128 rows, batch 1024) the peak RSS was 111 MiB that way and 65 MiB with mapped matrices.
+first large block is freed and serves later matrices from its heap, which it keeps: the peak RSS then
+passed the budget, and stays well within it with mapped matrices (``benchmarks/bench_memory_budget.py``).
 
 Only the event loop thread touches this object.  Cancellation rule: a cancelled :meth:`reserve`
 takes nothing (a grant that raced with the cancellation is given back); a lease released twice
@@ -56,9 +56,9 @@ def new_matrix(rows: int, dim: int, dtype: np.dtype = FLOAT32) -> np.ndarray:
 def _new_map(nbytes: int) -> mmap.mmap:
     """A private anonymous map, backed by transparent huge pages where the kernel offers them.
 
-    Why huge pages: each 4 KiB page of a fresh map faults once; igb-like's ~60 MiB matrices took
-    15,360 faults and ~27 ms of system CPU each, with 2 MiB pages 30 faults and ~3 ms (THP in
-    ``madvise`` mode; a 26 MiB matrix: 20 -> 2 ms, ``benchmarks/bench_loader_cpu.py``).  Python's
+    Why huge pages: each 4 KiB page of a fresh map faults once, so a large matrix took thousands of
+    faults and milliseconds of system CPU, 2 MiB pages a handful of faults and a fraction of the CPU (THP in ``madvise``
+    mode; ``benchmarks/bench_loader_cpu.py`` reports the system CPU).  Python's
     ``mmap(-1, n)`` is a *shared* map, which gets no THP: hence the flags.  The map is not grown to a
     2 MiB multiple (its head and tail keep small pages), so it never holds more than the bytes asked
     for."""
@@ -86,6 +86,7 @@ def _unmap(block: mmap.mmap) -> None:
 
 _HUGE_PAGE = 2 << 20
 _MADV_HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", None)
+_LEASE_BYTES = 33  # per row of a batch besides its features (``BatchMemory.row_bookkeeping_bytes``)
 _REUSE_SLACK = 1.25  # a spare map serves a matrix of at least 1 / 1.25 of its size
 
 
@@ -116,6 +117,12 @@ class BatchMemory:
     ``row_bytes``: what one row of a batch costs (``_budget.batch_row_bytes``); ``dtype``: the matrices'
     (the rows' delivered dtype, ``RowFormat.delivered``)."""
 
+    @staticmethod
+    def row_bookkeeping_bytes() -> int:
+        """Bytes a row of a batch in flight costs besides its features (the memory plan's per-row
+        share): labels 8, input_id 8 (per seed), piece ids + slots 16, actions 1."""
+        return _LEASE_BYTES
+
     def __init__(self, capacity: int, row_bytes: int, *, budget: int | None,
                  registry: HostRegistry | None = None, dtype: np.dtype = FLOAT32) -> None:
         self.capacity, self.row_bytes, self.budget = int(capacity), int(row_bytes), budget
@@ -134,8 +141,8 @@ class BatchMemory:
         one fits, else a new map (:func:`_new_map`).  Its content is stale; the extractor writes
         every row.
 
-        Why recycle: a fresh map is zeroed by the kernel page by page, which was a third of the
-        loader process's CPU samples on igb-like (``clear_page``); a dead matrix's map, already
+        Why recycle: a fresh map is zeroed by the kernel page by page, a large share of the loader
+        process's CPU samples on igb-like (``clear_page``; ``stats()``'s ``maps_reused``); a dead matrix's map, already
         resident, costs nothing.  Accounting: spare maps count with the reserved bytes against the
         capacity (``used + spare <= capacity`` after every call), a recycled map's extra bytes
         (at most ``_REUSE_SLACK``) are added to the lease, so the plan's ``batches`` part still holds.
@@ -146,7 +153,8 @@ class BatchMemory:
         the capacity.  In steady state the pool is full, so this batch's reservation took exactly
         the bytes the dead batch gave back; checking the capacity first unmapped the dead map (it
         no longer "fit" beside the reservation made for its successor) and mapped a new one.  On
-        igb-like 79 of 85 matrices were new maps that way, each ~60 MB zeroed by the loop thread.
+        igb-like nearly every matrix was a new map that way, zeroed by the loop thread (``stats()``'s
+        ``maps_new`` against ``maps_reused`` shows it).
         A reservation alone allocates nothing, so until a map is made here physical memory stays
         within what the last call left (``used + spare <= capacity``)."""
         n = rows * dim * self.dtype.itemsize
@@ -197,10 +205,10 @@ class BatchMemory:
     def _resized_spare(self, n: int) -> mmap.mmap | None:
         """A spare map resized to exactly ``n`` bytes (``mremap``), when none fits as it is.
 
-        Why: batch sizes vary (igb-like: 10k to 17.6k unique rows), so the spare that comes back is
-        often a little too small, or too large to lend its extra bytes; a new map then costs the
-        kernel zeroing every page of it (22 of 223 matrices, ~1.4 s of the loop thread's CPU per
-        igb-like epoch).  Resizing keeps the resident pages: shrinking one that is too large costs
+        Why: batch sizes vary, so the spare that comes back is often a little too small, or too large
+        to lend its extra bytes; a new map then costs the kernel zeroing every page of it, a second or
+        more of the loop thread's CPU per igb-like epoch (``stats()``'s ``maps_resized`` counts the
+        maps saved).  Resizing keeps the resident pages: shrinking one that is too large costs
         no fault (the tail goes back), growing the largest one faults only the new tail.  The map is
         then exactly the batch's reservation, so the accounting needs no extra bytes.  Where the
         platform cannot resize an anonymous map, the spare stays and a new map is made."""

@@ -51,20 +51,19 @@ from the pool, so what the reorder buffer holds is inside those two parts whatev
 ``history=`` in completion order (``LoaderConfig.holds_back``) the overtaking window holds back a batch
 that arrives before the batches it must follow (``_delivery._Windowed``); such a batch keeps its lease
 (and ``b`` its subgraph), and the samplers' gate gives it no out-of-turn budget: a batch sampled before
-an earlier one waits to be sent until its turn, so every held batch's matrix is the pool's.  Before
-issue 27 a held batch gave its lease back and stayed outside the plan (partition batches, 50k nodes,
-dim 64, staleness 8, 48 MiB: up to 8 held at once).  Why no reorder buffer part there: 1.1 x samplers
-x b (5.6 MB at 48 MiB) came out of the static cache, which then read 3.7x the rows, and two epochs
-took 2.6x as long (3.9-4.8 s against 1.5-1.7 s before); with none they took 1.3x (8.1-8.9 s against
-6.5-6.6 s, the machine busier), and at 64 MiB as long as before.
+an earlier one waits to be sent until its turn, so every held batch's matrix is the pool's.  (A held
+batch that gave its lease back, as once, stayed outside the plan: several could be held at once.)  Why
+no reorder buffer part there: at small budgets it came out of the static cache, which then read several
+times the rows, and epochs took far longer than without it (``benchmarks/bench_memory_budget.py
+--partitions 64 --history 8 --profile``).
 The feature buffer is a cache (a batch streams through it in pieces), so it needs only
 ``min(N, 128 x extractors)`` rows; the ``batches`` pool must hold two real batches (the one the
 consumer's loop still holds and the next, ``_batch_memory``) plus 10 % for batches larger than the
 probe's largest.  Given a budget,
 the parts above except the buffer and the pool are fixed; the buffer first gets its *piece floor*,
-``min(N, extractors x min(4096, r))`` rows, as far as the pool keeps its own floor (a piece costs
-about 0.1-0.2 ms of Python bookkeeping, so 128-row pieces cost ~1.5 µs of user CPU per row read and
-4096-row ones ~0.05: measured 3.1 -> 1.0 µs per row read at a 128 MiB budget, for 8 MiB of buffer);
+``min(N, extractors x min(4096, r))`` rows, as far as the pool keeps its own floor (a piece costs a
+fixed share of Python bookkeeping, so small pieces cost far more user CPU per row read than large
+ones: ``benchmarks/bench_loader_cpu.py`` measures it per row read);
 then the pool gets its default or what is left, whichever is less, and the buffer gets the rest
 (capped at ``N`` rows; what a full buffer leaves goes back to the pool).  A budget that leaves less than the buffer's
 minimum plus 2.2 expected batches is a :class:`ConfigError` naming that minimum; batches that turn
@@ -90,29 +89,30 @@ from dataclasses import dataclass, replace
 from .._errors import ConfigError, SmallBufferWarning
 from .._units import format_bytes
 from ..cache._history_config import record_buffer_bytes
-from ..features._bounce import PAGE_BYTES, PAGES_PER_READ
+from ..features._bounce import BouncePool
 from ..features._disk_probe import in_flight_for
-from ..features._disk_source import IOConfig
-from ..features._staging import GATHER_BLOCK, SECTOR, arena_bytes
+from ..features._buffer_kernels import next_use_bytes, slot_bytes, table_bytes
+from ..features._disk_source import IOConfig, extract_work_bytes
+from ..features._staging import StagingPool, aligned_span, arena_bytes, least_arena_bytes
+from ..sampling._sampler import NeighborSampler, SampledSubgraph
 from ..store._row_format import RowFormat
+from ._batch_memory import BatchMemory
 from ._config import EXTRACT_QUEUE, LoaderConfig
+from ._foresight import held_id_bytes
 from ._read_depth import uring_depth
 
-SLOT_BYTES = 40     # per buffer slot besides its row: node id 8, refs 4, valid 1, LRU links 16, slack
-LEASE_BYTES = 33    # per row of a batch besides its features: labels 8, input_id 8 (per seed), piece ids + slots 16, actions 1
-NODE_BYTES = 8      # per node: its slot (4) and its look-ahead count (4), one int32 record (_buffer_kernels)
-NEXT_USE_NODE_BYTES = 4  # buffer_policy="next-use": per node, the head of its chain of queued uses
-NEXT_USE_PIN_BYTES = 16  # buffer_policy="next-use": per row of a queued batch, its use record (seq, link)
+# every part's bytes come from its owner (``planned_bytes`` and kin, next to the code that allocates it)
+SLOT_BYTES = slot_bytes()  # per buffer slot besides its row
+LEASE_BYTES = BatchMemory.row_bookkeeping_bytes()    # per row of a batch in flight besides its features
 MIN_ROWS_PER_EXTRACTOR = 128  # the buffer's floor: a piece of reads in flight for every extractor
 PIECE_ROWS_PER_EXTRACTOR = 4096  # the buffer's piece floor where the budget allows (module docstring)
 MIN_BATCHES = 2.2   # the pool's floor: the batch the consumer holds and the next one, + 10 % for
                     # batches larger than the probe's largest
 OUT_OF_TURN_MARGIN = 1.1  # ordered mode: a batch out of turn per sampler, + 10 % (as above)
-LOOKAHEAD_SHARE = 0.04  # the default extract queue deepens within this share of the budget (issue 26)
+LOOKAHEAD_SHARE = 0.04  # the default extract queue deepens within this share of the budget (``extract_depth``)
 BOUNCE_SHARE = 0.02  # the io_uring source's bounce pages take at most this share of the budget (bounce_bytes)
 FORESIGHT_REACH = 3.5  # default foresight: the batches in sight need this many times the buffer's rows (foresight_depth)
 FORESIGHT_MAX = 256  # default foresight: at most this many batches beyond the queue
-_SPAN_SLACK = 8192  # an aligned row span passes its row by at most two 4 KiB sectors
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -213,10 +213,9 @@ def foresight_depth(cfg: LoaderConfig, sizes: Sizes, buffer_rows: int) -> int:
     else as many as make the batches in sight (queued and foreseen) need ``FORESIGHT_REACH`` times the
     buffer's rows, at most ``FORESIGHT_MAX``; 0 where foresight is not allowed (``foresight_allowed``).
     Why rows: past the best depth more foresight reads more (windows then evict foreseen rows the
-    buffer would have kept), and the best depth was where the batches in sight needed 3.2-3.7 x the
-    buffer's rows on papers-like (664 k slots, 31 k rows a batch: 64 foreseen past a queue of 15) and
-    products-like (407 k slots, 25 k: 32-40 past 16); igb-like read within 2 % of its best at any depth
-    (``benchmarks/replay_window_reads.py --foresight``; the figures are in ``_foresight``)."""
+    buffer would have kept), and on papers-like and products-like the best depth was where the batches
+    in sight needed about ``FORESIGHT_REACH`` times the buffer's rows, while igb-like read about as many
+    rows at any depth (``benchmarks/replay_window_reads.py --foresight``)."""
     if cfg.foresight is not None:
         return cfg.foresight
     if not cfg.foresight_allowed:
@@ -231,9 +230,8 @@ def foresight_bytes(cfg: LoaderConfig, sizes: Sizes, depth: int) -> int:
     sampler makes for it while it also holds its own (``8 R + 24 E``)."""
     if not depth:
         return 0
-    id_bytes = 4 if sizes.num_nodes <= 2**31 - 1 else 8
-    return id_bytes * (foresight_rows(depth, sizes) + sizes.max_rows) + cfg.num_samplers * (
-        8 * sizes.max_rows + 24 * sizes.max_edges)
+    return held_id_bytes(sizes.num_nodes) * (foresight_rows(depth, sizes) + sizes.max_rows) + cfg.num_samplers * (
+        SampledSubgraph.planned_bytes(sizes.max_rows, sizes.max_edges))
 
 
 def foresight_rows(depth: int, sizes: Sizes) -> int:
@@ -278,8 +276,9 @@ def _plan_parts(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str
 def warn_small_buffer(rows: int, sizes: Sizes) -> None:
     """A :class:`SmallBufferWarning` when a given ``buffer_rows`` is below the rows one batch is expected
     to read (capped at the node count): the loader stays correct (batches stream through in pieces)
-    but each piece waits for the one before it; issue 34 measured ``buffer_rows=1`` ~130x slower than
-    the default.  A warning, not a floor: the streaming tests run such buffers on purpose."""
+    but each piece waits for the one before it, far slower than the default (the message's figure
+    was measured with ``buffer_rows=1``).  A warning, not a floor: the streaming tests run such buffers
+    on purpose (``tests/loader/test_streaming.py``)."""
     floor = min(sizes.expected_rows, sizes.num_nodes)
     if rows < floor:
         warnings.warn(SmallBufferWarning(
@@ -291,8 +290,8 @@ def warn_small_buffer(rows: int, sizes: Sizes) -> None:
 def check_fits_machine(plan: MemoryPlan, sizes: Sizes, available: int) -> None:
     """Refuse a plan larger than the host memory ``available`` now (``_units.available_memory``:
     ``MemAvailable`` under the process's memory cgroup limits): such a loader would only be killed
-    later, or swap, part way through an epoch (issue 34: ``num_extractors=10**6`` planned 135 TB and
-    delivered nothing while its memory climbed)."""
+    later, or swap, part way through an epoch (``num_extractors=10**6`` once planned terabytes and
+    delivered nothing while its memory climbed: ``tests/loader/test_machine_bounds.py``)."""
     if plan.total > available:
         raise ConfigError(
             f"this loader plans {plan.total} bytes ({format_bytes(plan.total)}) of host memory, more than the "
@@ -325,9 +324,9 @@ def extract_depth(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[s
     if budget is None:
         return EXTRACT_QUEUE
     room = min(int(LOOKAHEAD_SHARE * budget), budget - plan_memory_floor(cfg, sizes, source=source, extra=extra))
-    per_batch = 8 * sizes.max_rows + 24 * sizes.max_edges
+    per_batch = SampledSubgraph.planned_bytes(sizes.max_rows, sizes.max_edges)
     if cfg.buffer_policy == "next-use":
-        per_batch += NEXT_USE_PIN_BYTES * sizes.max_rows
+        per_batch += next_use_bytes(0, sizes.max_rows)
     return least + max(0, min(EXTRACT_QUEUE - least, room // per_batch))
 
 
@@ -338,7 +337,7 @@ def _least_pool(cfg: LoaderConfig, sizes: Sizes) -> int:
 def expected_batch_bytes(cfg: LoaderConfig, sizes: Sizes) -> int:
     """``b``: what one batch of the expected rows costs in flight (with its subgraph where delivery
     may hold it back, ``LoaderConfig.holds_back``)."""
-    sub = 8 * sizes.expected_rows + 24 * sizes.max_edges if cfg.holds_back else 0
+    sub = SampledSubgraph.planned_bytes(sizes.expected_rows, sizes.max_edges) if cfg.holds_back else 0
     return sizes.expected_rows * batch_row_bytes(sizes.format) + sub
 
 
@@ -365,7 +364,7 @@ def _stage_bytes(cfg: LoaderConfig, sizes: Sizes, io: IOConfig | None, budget: i
         return 0
     if "max_stage_bytes" in cfg.source_options:
         return arena_bytes(io.max_stage_bytes)
-    least = arena_bytes(max(io.max_read_bytes, sizes.row_bytes + _SPAN_SLACK))
+    least = least_arena_bytes(io.max_read_bytes, sizes.row_bytes)
     if budget is None:
         return max(least, arena_bytes(io.max_stage_bytes))
     if not budget:  # the least arena (``plan_memory_floor``)
@@ -382,11 +381,11 @@ def chunk_stage_bytes(cfg: LoaderConfig, sizes: Sizes, io: IOConfig) -> int:
     span) or, with a probe, merged reads of ``max_read_bytes`` (the depth that saturates the device at that size).  Why not
     a share of the budget (1/16 of it per extractor, still the rule where staging is the read path):
     io_uring reads aligned float32 rows into the feature buffer's slots, so staging serves only other
-    reads (the static and GPU tiers' loads); papers-like at 1 GiB staged nothing in an epoch out of
-    128 MiB of staging (now 4 MiB: 1 MiB arenas; 8 MiB with its probe).  Where staging is the read
-    path (pread), 1 MiB arenas made 40 papers-like batches 1.2-1.5x slower than 32 MiB ones (and
-    8 MiB ones about as fast), hence the old rule there."""
-    span = -(-sizes.stride // SECTOR) * SECTOR  # one row's aligned read, at the largest alignment
+    reads (the static and GPU tiers' loads), and a share of the budget was staging left unused.  Where
+    staging is the read path (pread), small arenas made batches slower than large ones, hence the old rule
+    there (papers-like batches, arenas compared by hand through ``source_options={"max_stage_bytes": ...}``;
+    no benchmark sweeps them yet)."""
+    span = aligned_span(sizes.stride)  # one row's aligned read, at the largest alignment
     depth, probe = uring_depth(cfg, sizes.stride), cfg.disk_probe
     merged = in_flight_for(probe, io.max_read_bytes) * io.max_read_bytes if probe is not None else 0
     return arena_bytes(max(depth * span, merged))
@@ -399,11 +398,8 @@ def bounce_bytes(cfg: LoaderConfig, sizes: Sizes) -> int:
     io = IOConfig(**cfg.source_options)
     if io.bounce_bytes is not None:
         return io.bounce_bytes
-    want = uring_depth(cfg, sizes.stride) * PAGES_PER_READ * PAGE_BYTES
     budget = cfg.budget_bytes
-    if budget is not None:
-        want = min(want, int(BOUNCE_SHARE * budget) // PAGE_BYTES * PAGE_BYTES)
-    return want
+    return BouncePool.planned_bytes(uring_depth(cfg, sizes.stride), None if budget is None else int(BOUNCE_SHARE * budget))
 
 
 def _floor_pow2(n: int) -> int:
@@ -413,19 +409,18 @@ def _floor_pow2(n: int) -> int:
 def _fixed_parts(cfg: LoaderConfig, sizes: Sizes, source: str, stage: int,
                  extra: dict[str, int] | None = None) -> dict[str, int]:
     n, r, e = sizes.num_nodes, sizes.max_rows, cfg.num_extractors
-    sub = 8 * r + 24 * sizes.max_edges  # n_id, edge_index, e_id
-    scratch = 4 if n <= 2**31 - 1 else 8
+    sub = SampledSubgraph.planned_bytes(r, sizes.max_edges)
     parts = {
-        "slot table": NODE_BYTES * n,
+        "slot table": table_bytes(n),
         ("features in RAM" if source == "memory" else "staging"): _source_bytes(cfg, sizes, source, stage),
-        "extractor work": e * (32 * r + GATHER_BLOCK),
-        "sampler scratch": cfg.num_samplers * (scratch * n + 3 * sub),
+        "extractor work": e * extract_work_bytes(r),
+        "sampler scratch": cfg.num_samplers * NeighborSampler.scratch_bytes(n, r, sizes.max_edges),
         "subgraphs": (cfg.extract_capacity + e + cfg.ready_capacity + 1) * sub,
     }
     if source == "disk" and sizes.rows_into_slots and stage:  # merged reads into slots go through it
         parts["read bounce"] = bounce_bytes(cfg, sizes)
     if cfg.buffer_policy == "next-use":  # its use chains: a head per node, a record per queued row
-        parts["next-use chains"] = NEXT_USE_NODE_BYTES * n + NEXT_USE_PIN_BYTES * r * (cfg.extract_capacity + e)
+        parts["next-use chains"] = next_use_bytes(n, r * (cfg.extract_capacity + e))
     if cfg.ordered:  # batches sent out of turn (``_out_of_turn``); the others' matrices are the pool's
         parts["reorder buffer"] = math.ceil(OUT_OF_TURN_MARGIN * cfg.num_samplers * expected_batch_bytes(cfg, sizes))
     if cfg.history is not None:  # the records' one copy a step goes through it
@@ -451,8 +446,9 @@ def macro_adjacency_bytes(cfg: LoaderConfig, sizes: Sizes) -> int:
     ``T(ceil(B/2)) + T(floor(B/2))``, as the store holds blocks of two epochs only and one epoch's
     blocks hold disjoint partitions (``MacroStore``, ``PartitionBatching.macro_top_bytes``): ``k``
     blocks of one epoch and ``B - k`` of the other take at most ``T(k) + T(B - k)``, largest at
-    ``k = B/2`` as ``T`` is concave (a sum of the largest partitions).  papers-like (1024 parts, 8 a
-    batch, 2 samplers, interleave 8 -> B = 12): 112 MiB where ``B x M`` is 220 MiB."""
+    ``k = B/2`` as ``T`` is concave (a sum of the largest partitions).  On papers-like's partitions the
+    second bound is about half the first (``tests/partition/test_partition_memory.py`` checks the bytes
+    held stay within it)."""
     blocks = macro_blocks(cfg, sizes)
     worst = blocks * sizes.macro_block_bytes
     top = sizes.macro_top_bytes
@@ -464,9 +460,7 @@ def macro_adjacency_bytes(cfg: LoaderConfig, sizes: Sizes) -> int:
 
 def _source_bytes(cfg: LoaderConfig, sizes: Sizes, source: str, stage: int) -> int:
     if source == "disk":
-        io = IOConfig(**cfg.source_options)
-        held = 2 * cfg.num_extractors * stage
-        return held if io.max_staging_bytes is None else max(held, io.max_staging_bytes)
+        return StagingPool.planned_bytes(cfg.num_extractors, stage, IOConfig(**cfg.source_options).max_staging_bytes)
     if source == "memory":
         n, padded = sizes.num_nodes, sizes.stride != sizes.row_bytes
         return n * sizes.row_bytes + (n * sizes.stride if padded else 0)

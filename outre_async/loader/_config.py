@@ -73,7 +73,7 @@ class LoaderConfig:
     rank: int | None = None         # data parallel: this rank's share of each epoch; None: the process group's
     world_size: int | None = None   # (both or neither; None and no process group: one process)
     local_world_size: int | None = None  # ranks on this host: memory_budget is then the host's, split evenly
-    profile: str | None = None  # profile/<name>/ whose plan splits memory_budget; "auto": profile now (issue 12)
+    profile: str | None = None  # profile/<name>/ whose plan splits memory_budget; "auto": profile now (_profiling)
     cache_split: str | float = "auto"  # with profile="auto": "auto" (knapsack), "outre" (alpha grid) or an alpha
     gpu_cache_budget: int | str | None = None  # device bytes of the GPU feature tier (features._gpu_tier); 0/None: off
     buffer_policy: str = "lru-lookahead"  # the feature buffer's eviction policy (features.EVICTION_POLICIES)
@@ -132,17 +132,13 @@ class LoaderConfig:
 
         GNNDrive keeps "a bit more than the samplers" there, enough to keep the extractors fed.  Here
         the queue is also how far look-ahead pins see: rows of queued batches are evicted last, so a
-        deeper queue re-reads fewer rows.  One igb-like epoch (partitions bench-fennel-256, 1.6 GiB,
-        ``benchmarks/bench_buffer_rereads.py``) read 1.60 M rows at depth 4, 1.54 M at 8, 1.43 M at
-        16, 1.28 M at 32 (-20 %) and 1.12 M at 64.  Each slot costs one worst-case subgraph in the
-        plan (``8 R + 24 E``: 1 MB there, so 32 costs 26 MiB more than 4, 2.5 % of the buffer's rows;
-        3.6 MB with fanouts 10,10 and batch 1024), so the default deepens the queue to
-        ``EXTRACT_QUEUE`` (64) only within 4 % of ``memory_budget`` and what the budget leaves
-        above the loader's floor (a budget at the floor keeps ``num_samplers + 2``).  Issue 26
-        measured the window with ``benchmarks/simulate_cache_policies.py --extract-queue``: at 1.6 GiB
-        depth 32 read 1.281 M rows (1.22 x Belady MIN at its 266 k-row buffer), 64 read 1.116 M
-        (1.04 x MIN at 259 k rows), 128 read 1.116 M (1.01 x MIN at 243 k rows: the deeper queue's
-        subgraphs took the rows it saved), so 64.
+        deeper queue re-reads fewer rows, down to near Belady's MIN at ``EXTRACT_QUEUE``
+        (``benchmarks/bench_buffer_rereads.py`` counts an epoch's rows by depth).  Each slot costs one
+        worst-case subgraph in the plan (``8 R + 24 E``, megabytes with large fanouts and batches),
+        so the default deepens the queue to ``EXTRACT_QUEUE`` only within ``_budget.LOOKAHEAD_SHARE``
+        of ``memory_budget`` and what the budget leaves above the loader's floor (a budget at the
+        floor keeps ``num_samplers + 2``).  Why not deeper: past it the deeper queue's subgraphs took
+        the buffer rows it saved (``benchmarks/simulate_cache_policies.py --extract-queue``).
         """
         return self.num_samplers + 2 if self.extract_queue is None else self.extract_queue
 
@@ -235,7 +231,8 @@ def _check_profile(cfg: LoaderConfig) -> None:
 
 def _check_at_most(cfg: LoaderConfig, sized: dict[str, int]) -> None:
     """The upper bound of the count knobs (:data:`AT_MOST`): past it a loader plans memory it cannot
-    have and threads that cannot run at once (issue 34: ``num_extractors=10**6`` was accepted)."""
+    have and threads that cannot run at once (``num_extractors=10**6`` was once accepted:
+    ``tests/loader/test_machine_bounds.py``)."""
     for name, most in AT_MOST.items():
         value = getattr(cfg, name)
         if value is not None and value > most:

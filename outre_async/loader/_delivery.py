@@ -78,8 +78,8 @@ class _Windowed(_AsCompleted):
     name only earlier batches).  A batch held back keeps its matrix lease, as in plan order: the
     samplers' out-of-turn gate (``_out_of_turn``, on whenever this order is, ``LoaderConfig.holds_back``)
     bounds what held batches take and says why the batches they wait for can always be extracted.
-    (Until issue 27 a held batch gave its lease back, so the pool let more be extracted while it
-    still held its matrix: memory outside the plan.)"""
+    (A held batch that gave its lease back, as it once did, let the pool extract more while it still
+    held its matrix: memory outside the plan; ``tests/loader/test_history.py`` bounds it now.)"""
 
     def __init__(self, window: int) -> None:
         self.window, self.low = window, 0
@@ -197,8 +197,8 @@ class EpochStream(Generic[B]):
     iterator dropped after ``break``) is closed by a task the loop creates, and the epoch was closed
     from two places, the loader's epoch generator and the loader's ``aclose``; whichever came second
     while the first was still waiting for the stages got ``RuntimeError: aclose(): asynchronous
-    generator is already running`` in a task nobody awaited ("Task exception was never retrieved",
-    issue 28.9).  Here the first :meth:`aclose` starts one shutdown task and every caller awaits it.
+    generator is already running`` in a task nobody awaited ("Task exception was never retrieved";
+    ``tests/loader/test_epoch_close.py``).  Here the first :meth:`aclose` starts one shutdown task and every caller awaits it.
 
     The previous batch's lease is released once the next batch is in hand (the consumer's loop
     variable holds the previous matrix until then, so the pool keeps counting it)."""

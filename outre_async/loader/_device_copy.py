@@ -6,9 +6,10 @@ the CPU; only the stream and event calls need a GPU:
 - :class:`HostRegistry` page-locks the maps of the batch-matrix pool (``_batch_memory``) *once per
   map* (``cudaHostRegister``), and unlocks a map before it is resized (``mremap``) or unmapped.  A
   batch matrix is then DMA-able where the extractor wrote it: no per-batch ``pin_memory()`` (which
-  allocated a pinned tensor and copied the ~60 MB matrix into it before the real copy, issue 25).
+  allocated a pinned tensor and copied the whole matrix into it before the real copy;
+  ``tests/loader/test_device_copy.py`` checks no such copy is made).
   Why not allocate the pool as pinned torch tensors instead: torch's caching host allocator rounds
-  every block up to a power of two (a 60 MB matrix holds 64 MB) and never gives pages back, while
+  every block up to a power of two and never gives pages back, while
   the pool's own maps are sized to the batch, resized in place and unmapped past the budget.
 - :class:`CopyEngine` issues a batch's copies and says when they are done.  :class:`CudaCopyEngine`:
   copies on a dedicated stream, an event recorded after them; the consumer's stream waits on the
@@ -35,11 +36,14 @@ import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from .._errors import ConfigError
+
+if TYPE_CHECKING:
+    from ._history_record import HistoryRecord
 
 _BATCH_KEYS = ("x", "edge_index", "n_id", "e_id", "input_id", "y")
 
@@ -232,16 +236,15 @@ def copy_engine_for(device: torch.device, depth: int) -> CopyEngine | None:
     return None
 
 
-def wait_on_own_stream(batch: Any, engine: CopyEngine) -> None:
+def wait_on_own_stream(transfer: Transfer | None, record: HistoryRecord | None, engine: CopyEngine) -> None:
     """The sync bridge's consumer thread: when it trains on a CUDA stream other than the device's
-    default one (which already waits for the copy, at hand-over), that stream waits for it too."""
-    transfer = getattr(batch, "__dict__", {}).get("_outre_transfer")
+    default one (which already waits for the copy, at hand-over), that stream waits for a batch's
+    ``transfer`` too, and its history ``record`` follows (``BatchHandles``)."""
     device = engine.device
     if transfer is None or device.type != "cuda":
         return
     if torch.cuda.current_stream(device) != torch.cuda.default_stream(device):
         engine.wait(transfer)
-        record = batch.__dict__.get("_outre_history")
         if record is not None:  # its arrays came over in one non_blocking copy on the loop's stream
             record.follow()
 

@@ -2,10 +2,10 @@
 
 Every ``for``/``async for``/``iter()`` of a loader starts an epoch, and every epoch drives the same
 samplers, extractors, feature buffer and pool of batch matrices.  Two epochs at once starved each
-other (issue 40.1): ``it = iter(loader); next(it)`` then ``for b in loader`` blocked forever (the
+other (``tests/loader/test_iteration_rule.py``): ``it = iter(loader); next(it)`` then ``for b in loader`` blocked forever (the
 first epoch's batches held the pool's matrices and nobody consumed them), two threads iterating one
 loader ended one of them with a misleading ``PipelineClosed``, two ``async for`` both ran a whole
-epoch; with ``history=`` they would also tick one step clock (issue 27.2).  So the rule is the one
+epoch; with ``history=`` they would also tick one step clock.  So the rule is the one
 the history already had, for every loader: an epoch started while another of the same loader is
 still being iterated is refused with a :class:`ConcurrentEpochError` naming both, and the first
 goes on undisturbed.  Why refuse rather than end the older iterator (torch's habit for persistent

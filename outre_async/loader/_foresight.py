@@ -1,11 +1,11 @@
 """Foresight: the feature buffer learns which rows the batches beyond the extract queue will need.
 
-Why (issue 26): the buffer evicts rows no queued batch needs first, and only the extract queue's
-batches are pinned, so past the queue's horizon eviction is least-recently-released.  On papers-like
-(1 GiB, 31 k rows a batch, a queue of 15) that read 1.32-1.36 x the rows Belady's MIN reads with the same
-buffer; pinning 64 batches read 1.10 x, but a queue that deep costs each batch's whole subgraph
-(``8 R + 24 E``, ~3.8 MB there) out of the buffer, and with every row pinned the windows found no
-unpinned slot to read into (products-like at 300 MiB: 5x the I/Os).  Foresight costs ``4 r`` bytes a
+Why: the buffer evicts rows no queued batch needs first, and only the extract queue's batches are
+pinned, so past the queue's horizon eviction is least-recently-released, which on papers-like read
+well above the rows Belady's MIN reads with the same buffer.  Pinning more batches read fewer, but a
+queue that deep costs each batch's whole subgraph (``8 R + 24 E``) out of the buffer, and with every
+row pinned the windows found no unpinned slot to read into (products-like: many times the I/Os;
+``benchmarks/replay_window_reads.py --extract-queue``).  Foresight costs ``4 r`` bytes a
 batch instead: a batch ``depth`` places ahead of the samplers is sampled for its ``n_id`` alone
 (same ``(seed, stream)``, so the same rows as when its turn comes), its rows are *foreseen* in the
 buffer (:meth:`FeatureBuffer.foresee`: evicted after the cold rows, before the pinned ones; windows
@@ -20,11 +20,9 @@ for.  Partition mode samples a foreseen batch without its macro batch's adjacenc
 loaded once, in turn.  Off with the history cache (what a batch samples depends on the history's state
 when its turn comes) and with ``buffer_policy="next-use"``.
 
-Replaying papers-like's saved epoch through the buffer (``benchmarks/replay_window_reads.py
---foresight``, 664 k slots, queue 15): depth 0 5.43-5.57 M rows (1.32-1.36 x MIN), 32 4.81 M, 48 4.60 M,
-64 4.46 M (1.09 x), 80 4.60 M, 128 4.83 M; products-like (407 k slots, queue 16): 0 1.93 M (1.66 x),
-32 1.36 M (1.17 x), 64 1.45 M, with as many merged reads as before; igb-like (278 k slots, queue 64):
-1.09 x at 0, 1.06 x at 16-32.  Deeper than the best is worse, as then windows evict foreseen rows the
+Replaying saved epochs through the buffer (``benchmarks/replay_window_reads.py --foresight``), foresight
+brought papers-like and products-like close to MIN with as many merged reads as before, and igb-like
+(already close) a little closer.  Deeper than the best is worse, as then windows evict foreseen rows the
 buffer would have kept; the depth is therefore sized by rows, not batches (``_budget.foresight_depth``).
 """
 
@@ -47,6 +45,11 @@ from ._batch import Sampler
 def compact_ids(ids: np.ndarray, num_nodes: int) -> np.ndarray:
     """``ids`` as int32 where every node id fits (half the bytes a held batch costs), else int64."""
     return ids.astype(np.int32) if num_nodes <= np.iinfo(np.int32).max else ids.astype(np.int64)
+
+
+def held_id_bytes(num_nodes: int) -> int:
+    """Bytes one foreseen id holds (``compact_ids``): 4 where every node id fits int32, else 8."""
+    return 4 if num_nodes <= np.iinfo(np.int32).max else 8
 
 
 @dataclass(slots=True)

@@ -20,11 +20,11 @@ one, and :meth:`EpochHistory.record` checks every pulled row's age against ``sta
 
 * one epoch at a time (:meth:`HistoryOwner.epoch`): a second epoch iterated while the first still
   delivers would tick the same clock, so the loader refuses it (its iteration rule, ``_epoch_rule``:
-  a :class:`ConcurrentEpochError`; issue 27.2: two epochs at once had pulled rows 37 steps old at
-  staleness 20);
+  a :class:`ConcurrentEpochError`: two epochs at once had pulled rows far older than ``staleness``;
+  ``tests/loader/test_iteration_rule.py``);
 * history starts at the first exchange (:attr:`HistoryOwner.first`): until a model has called
   ``batch.history.exchange`` once, nothing is pruned, so batches may be looked at without a model
-  (issue 28.8), and the first exchange withdraws the promises of the batches delivered before it
+  (``tests/loader/test_history.py``), and the first exchange withdraws the promises of the batches delivered before it
   (:meth:`EpochHistory.start`); from then on every delivered batch must reach the hook before the
   next is delivered, because later batches were sampled relying on its pushes (promises).
 
@@ -265,9 +265,9 @@ class EpochHistory:
         and the delivery then makes sure of the order instead: the validity copy carries ``1 + gap``
         (:meth:`snapshot`), the batch's decision the smallest such gap (``wait_gap``), and
         ``_delivery._Windowed`` hands batch ``seq'`` out only after every batch up to ``seq' - gap``.
-        The age bound is the same.  Why: on igb-like (one epoch, 2 samplers + 2 extractors) 17.8k hop-1
-        appearances, 3 % of the frontier, met a row promised 1-4 batches earlier and were expanded
-        for it (pulls 178.9k in completion order, 198.9k in plan order).  With ``admission="grad"`` a
+        The age bound is the same.  Why: on igb-like a few percent of the hop-1 frontier met a row
+        promised a few batches earlier and was expanded for it, so completion order pulled fewer rows
+        than plan order (``tests/loader/test_history.py`` checks the promised rows are pulled).  With ``admission="grad"`` a
         push may be refused (or come after backward), so nothing is promised.  Before the history starts
         (the first exchange) promises are recorded but not used, and :meth:`start` withdraws those of
         batches delivered without reaching the hook."""
@@ -316,7 +316,7 @@ class EpochHistory:
             raise HistoryError(f"history bound broken at step {step}: a pulled row is {int(ages.max())} steps old "
                                f"(staleness {owner.cfg.staleness}, stamp {int(stamps.min())}); this is a bug, please "
                                "report it with the loader's config")
-        values, counts = np.unique(ages, return_counts=True)  # one entry per age, not per row: ~3x less
+        values, counts = np.unique(ages, return_counts=True)  # one entry per age, not per row: less
         owner.ages.update(dict(zip(values.tolist(), counts.tolist(), strict=True)))  # CPU per pull
         owner.counts.update(pulled=len(ages), batches=1)
         # one host -> device copy for the step: indices, ages, degrees and the slots (a device table

@@ -1,4 +1,4 @@
-"""Which copy of the features a loader reads (issue 26 item 3): the dataset itself or its
+"""Which copy of the features a loader reads: the dataset itself or its
 partition-ordered copy (``outre reorder``, ``outre partition --reorder``).
 
 Partition batches read each macro batch's rows from a few partitions.  In the original numbering a

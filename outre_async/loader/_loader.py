@@ -40,7 +40,8 @@ from ..features._disk_probe import DiskProbe
 from ..machine._cores import sized_from_cores
 from ..store._dataset import Dataset, open_dataset
 from ..store._safe_read import fd_exhausted
-from ._batch import ExtractedBatch, OutreBatch, SampledBatch, to_batch
+from ._batch import BatchHandles, ExtractedBatch, OutreBatch, SampledBatch, attach_handles, to_batch
+from ._batch_memory import MatrixLease
 from ._budget import MemoryPlan, batch_row_bytes, check_fits_machine, foresight_rows, warn_small_buffer
 from ._config import BACKENDS, LoaderConfig
 from ._delivery import AsyncEpoch, Delivery, EpochStream, ToDevice
@@ -128,7 +129,7 @@ class OutreLoader(SyncIteration, StatefulEpochs):
         original = dataset if isinstance(dataset, Dataset) else open_dataset(dataset)
         self._links = links = link_input(original, cfg, edge_label_index, edge_label, neg_sampling,
                                          neg_sampling_ratio)  # before a partition folder or a layout is looked for
-        # partition batches read the partition-ordered copy when there (issue 26; ``_layout``): a source
+        # partition batches read the partition-ordered copy when there (``_layout``): a source
         # the caller opened or a profile's rows name the original's rows, so those read the original
         auto_original = cfg.layout == "auto" and (source is not None or cfg.profile is not None)
         self._layout = choose_layout(original, "original" if auto_original else cfg.layout, cfg.partitions)
@@ -136,7 +137,7 @@ class OutreLoader(SyncIteration, StatefulEpochs):
         self.dataset = ds = self._layout.read  # what is sampled and read (n_id is mapped back in batches)
         split = self._layout.split(split)
         self._setup = setup = loader_setup(ds, cfg, split, source, links)
-        # profile=: the budget's split (issue 12); the config the loader runs with is then the plan's
+        # profile=: the budget's split (``_profiling``); the config the loader runs with is then the plan's
         self._applied = load_plan(setup) if cfg.profile is not None else None
         run_cfg = self._applied.config if self._applied is not None else cfg
         self._gpu, self._static = tier_caches(setup, run_cfg, self._applied)  # the GPU and static tiers' rows (``_tiers``)
@@ -282,18 +283,17 @@ class OutreLoader(SyncIteration, StatefulEpochs):
                 batch.seq = seqs[eb.seq]
             return batch
 
-        def handed(eb: ExtractedBatch, batch: OutreBatch) -> OutreBatch:
+        def handed(eb: ExtractedBatch, batch: OutreBatch, *, lease: MatrixLease | None = None,
+                   transfer: Transfer | None = None) -> OutreBatch:
             """At hand-over, in step order: the GPU tier's rows join the misses (on the batch's device, after
-            its copy), the history's clock ticks and its rows are pulled now."""
+            its copy), the history's clock ticks and its rows are pulled now; the batch gets its handles."""
             batch.x = assemble_x(batch.x, eb.device_rows)
-            if history is not None and eb.history is not None:
-                batch.__dict__["_outre_history"] = history.record(eb.history, device, eb.seq)
+            record = history.record(eb.history, device, eb.seq) if history is not None and eb.history is not None else None
+            attach_handles(batch, BatchHandles(lease=lease, history=record, transfer=transfer))
             return batch
 
         def wrap(eb: ExtractedBatch) -> OutreBatch:
-            batch = build(eb)
-            batch.__dict__["_outre_release"] = eb.lease.release
-            return handed(eb, batch)
+            return handed(eb, build(eb), lease=eb.lease)  # a host batch's lease ends at ``release``
 
         window = history.window if history is not None and not ordered else None
         batches: EpochStream[OutreBatch]
@@ -304,8 +304,7 @@ class OutreLoader(SyncIteration, StatefulEpochs):
 
             def wrap_copied(eb: ExtractedBatch, batch: OutreBatch, transfer: Transfer) -> OutreBatch:
                 engine.wait(transfer)  # the loop thread's stream: the device's default stream, the trainer's too
-                batch.__dict__["_outre_transfer"] = transfer  # a trainer on a stream of its own waits again
-                return handed(eb, batch)
+                return handed(eb, batch, transfer=transfer)  # a trainer on a stream of its own waits again
 
             to = ToDevice(engine=engine, depth=self.config.device_depth, build=build)
             batches = self._delivery.deliver_to_device(parts, ordered=ordered, to=to, wrap=wrap_copied, window=window)

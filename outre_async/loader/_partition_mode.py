@@ -164,8 +164,8 @@ class PartitionBatching:
         """An opening's ``samplers`` are done (the loader closed, their threads joined): keep their
         counters for :meth:`stats`, drop them and their store.  Why: a loader opened again makes new
         ones, and keeping every earlier opening's samplers (relabel scratch) and store (its idle
-        macro blocks) grew a reopened loader's RSS by 30 MiB over 10 openings (50k nodes, 64
-        partitions: 11 stores kept 9.2 MiB of blocks; issue 27)."""
+        macro blocks) grew a reopened loader's RSS with every opening
+        (``tests/partition/test_partition_batches.py``: a reopened loader keeps none of them)."""
         gone = {id(s) for s in samplers}
         mine = [s for s in self._samplers if id(s) in gone]
         stores = {id(s.store): s.store for s in mine}

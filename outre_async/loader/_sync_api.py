@@ -19,7 +19,7 @@ from .._errors import ConfigError
 from ..aio._loop_thread import LoopThread
 from ..store._dataset import Dataset
 from ..store._safe_read import fd_exhausted
-from ._batch import OutreBatch
+from ._batch import OutreBatch, batch_handles
 from ._device_copy import wait_on_own_stream
 from ._epoch_rule import EpochToken
 from ._resources import ResourceBox, Resources
@@ -85,7 +85,8 @@ class SyncIteration:
                 except StopAsyncIteration:
                     return
                 if self._res is not None and self._res.engine is not None:
-                    wait_on_own_stream(batch, self._res.engine)
+                    handles = batch_handles(batch)
+                    wait_on_own_stream(handles.transfer, handles.history, self._res.engine)
                 yield batch
         finally:
             if not bridge.closed:

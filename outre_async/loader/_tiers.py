@@ -20,7 +20,7 @@ On open, the chain is stacked by name, bottom to top: ``source`` -> ``buffer`` -
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -32,11 +32,24 @@ from ..features._static_cache import StaticFeatureCache
 from ..features._tier import FeatureTier
 from ..sampling._items import BatchItem
 from ..sampling._sampler import NeighborSampler
+from ..store._dataset import Dataset
+from ._config import LoaderConfig
+from ._setup import LoaderSetup
 
 RANK_BATCHES = 32  # planned batches counted to rank rows for the GPU tier when no profile is applied
 
 
-def gpu_rows(ds: Any, cfg: Any, plan: Sequence[BatchItem], *, stream_base: int = 0,
+class TierRows(Protocol):
+    """What the tiers take from an applied profile (``_profiling.AppliedPlan``, which imports this module)."""
+
+    @property
+    def static_rows(self) -> np.ndarray: ...  # the static tier's node ids
+
+    @property
+    def neighbor_nodes(self) -> np.ndarray: ...  # node ids whose lists the neighbour cache holds
+
+
+def gpu_rows(ds: Dataset, cfg: LoaderConfig, plan: Sequence[BatchItem], *, stream_base: int = 0,
              stream_stride: int = 1) -> np.ndarray | None:
     """The GPU tier's node ids, ascending (module docstring); None when ``gpu_cache_budget`` is off."""
     budget = cfg.gpu_cache_budget
@@ -48,7 +61,7 @@ def gpu_rows(ds: Any, cfg: Any, plan: Sequence[BatchItem], *, stream_base: int =
     return np.sort(rank_rows(counts)[:capacity])
 
 
-def gpu_cache(ds: Any, cfg: Any, plan: Sequence[BatchItem], *, device: torch.device, stream_base: int = 0,
+def gpu_cache(ds: Dataset, cfg: LoaderConfig, plan: Sequence[BatchItem], *, device: torch.device, stream_base: int = 0,
               stream_stride: int = 1) -> DeviceFeatureCache | None:
     """The GPU tier's cache (not loaded yet), or None when it is off or no row was met."""
     nodes = gpu_rows(ds, cfg, plan, stream_base=stream_base, stream_stride=stream_stride)
@@ -57,7 +70,7 @@ def gpu_cache(ds: Any, cfg: Any, plan: Sequence[BatchItem], *, device: torch.dev
     return DeviceFeatureCache(nodes, ds.num_nodes, ds.feature_dim, device=device, held=ds.row_format.held)
 
 
-def plan_row_counts(ds: Any, fanouts: Sequence[int], plan: Sequence[BatchItem], *, seed: int, stream_base: int = 0,
+def plan_row_counts(ds: Dataset, fanouts: Sequence[int], plan: Sequence[BatchItem], *, seed: int, stream_base: int = 0,
                     stream_stride: int = 1, batches: int = RANK_BATCHES) -> np.ndarray:
     """How often each node's row is in the first ``batches`` batches of ``plan`` (float64 [N])."""
     sampler = NeighborSampler(ds, list(fanouts), seed=seed)
@@ -67,7 +80,7 @@ def plan_row_counts(ds: Any, fanouts: Sequence[int], plan: Sequence[BatchItem], 
     return counts
 
 
-def static_cache(ds: Any, static_rows: np.ndarray, gpu: DeviceFeatureCache | None,
+def static_cache(ds: Dataset, static_rows: np.ndarray, gpu: DeviceFeatureCache | None,
                  device: torch.device) -> StaticFeatureCache | None:
     """The static tier's cache: the plan's rows less the GPU tier's (None when nothing is left); pinned
     for the copies to a GPU ``device``."""
@@ -93,7 +106,8 @@ def build_tiers(source: FeatureSource, buffer: FeatureBuffer, *, num_extractors:
     return top
 
 
-def tier_caches(setup: Any, run_cfg: Any, applied: Any) -> tuple[DeviceFeatureCache | None, StaticFeatureCache | None]:
+def tier_caches(setup: LoaderSetup, run_cfg: LoaderConfig,
+                applied: TierRows | None) -> tuple[DeviceFeatureCache | None, StaticFeatureCache | None]:
     """The rows the GPU tier (``gpu_cache_budget``) and the static tier (``profile=``, the applied plan's
     hot rows, less the GPU tier's) hold; the ranking samples epoch 0's first batches with that epoch's own
     streams.  With a plan, its neighbour lists go to the partition batching first."""

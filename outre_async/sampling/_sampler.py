@@ -50,6 +50,11 @@ class SampledSubgraph:
     batch_size: int
     e_id: np.ndarray | None = None
 
+    @staticmethod
+    def planned_bytes(max_nodes: int, max_edges: int) -> int:
+        """The most one subgraph holds: ``n_id`` (8 a node), ``edge_index`` and ``e_id`` (24 an edge)."""
+        return 8 * max_nodes + 24 * max_edges
+
     @property
     def num_nodes(self) -> int:
         return len(self.n_id)
@@ -68,6 +73,13 @@ class NeighborSampler:
     relabel scratch (one N-entry int32 array, int64 past 2**31 nodes) from a small pool that grows
     to the highest concurrency seen, so two executor threads sampling at once hold two scratches.
     """
+
+    @staticmethod
+    def scratch_bytes(num_nodes: int, max_nodes: int, max_edges: int) -> int:
+        """What one sampling call holds besides its result: the relabel scratch and the kernel's
+        growth (three subgraphs of ``max_nodes`` / ``max_edges``)."""
+        relabel = 4 if num_nodes <= INT32_MAX else 8
+        return relabel * num_nodes + 3 * SampledSubgraph.planned_bytes(max_nodes, max_edges)
 
     def __init__(self, data: Any, fanouts: Sequence[int], *, seed: int = 0) -> None:
         self.indptr, self.indices = _csc_arrays(data)
