@@ -50,6 +50,7 @@ from ..machine._cores import sized_from_cores
 from ..store._dataset import Dataset, open_dataset
 from ..store._safe_read import fd_exhausted
 from ._batch import ExtractedBatch, OutreBatch, SampledBatch, to_batch
+from ._auto_budget import AutoBudget, with_default_budget
 from ._budget import MemoryPlan, batch_row_bytes, check_fits_machine, foresight_rows, warn_small_buffer
 from ._config import BACKENDS, LoaderConfig
 from ._delivery import AsyncEpoch, Delivery, EpochStream, ToDevice
@@ -177,6 +178,9 @@ class OutreLoader:
             extra["profile arrays"] = self._applied.held_bytes
         if self._gpu is not None:  # its rows are device memory (not here); its node -> slot table is the host's
             extra["gpu tier index"] = self._gpu.index_bytes
+        self.auto_budget: AutoBudget | None = None  # memory_budget=None: the default budget (``_auto_budget``)
+        if self._setup.budget is None:
+            self._setup, self.auto_budget = with_default_budget(self._setup, cfg, extra, available_memory())
         return self._setup.memory_plan(cfg, extra)
 
     def _new_channels(self) -> tuple[Channel[SampledBatch], Channel[ExtractedBatch]]:
@@ -427,7 +431,7 @@ class OutreLoader:
         cfg, res = self.config, self._res
         split = self._setup.split if isinstance(self._setup.split, str) else "<ids>"
         backend = res.source.backend if res is not None else cfg.backend
-        budget = "none" if cfg.budget_bytes is None else format_bytes(cfg.budget_bytes)
+        budget = self.auto_budget.describe() if self.auto_budget is not None else format_bytes(cfg.budget_bytes or 0)
         return (f"OutreLoader(dataset={str(self.dataset.path)!r}, input_nodes={split!r} ({len(self._setup.seeds)} seeds), "
                 f"fanouts={list(cfg.fanouts)}, batch_size={cfg.batch_size}, batches={len(self)}, "
                 f"order={'plan' if cfg.ordered else 'completion'}, backend={backend!r}, memory_budget={budget}, "
@@ -451,6 +455,7 @@ class OutreLoader:
         place = self._setup.place
         out["expected_rows_per_batch"] = self._setup.sizes.batch_rows
         out["memory"] = {"budget": self._setup.budget, "planned": self.memory.total,
+                         "budget_auto": self.auto_budget.describe() if self.auto_budget is not None else None,
                          **self.memory.parts}
         out["ranks"] = {"rank": place.rank, "world_size": place.world_size, "local_world_size": place.local_world_size}
         extract, ready = self._channels
