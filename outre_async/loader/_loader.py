@@ -137,6 +137,8 @@ class OutreLoader:
         split = self._layout.split(split)
         self._setup = setup = loader_setup(ds, cfg, split, source)
         # profile=: the budget's split (issue 12); the config the loader runs with is then the plan's
+        if cfg.profile is not None:  # a budget below the loader's floor is refused before profiling (issue 40)
+            setup.memory_plan(cfg)
         self._applied = load_plan(setup) if cfg.profile is not None else None
         run_cfg = self._applied.config if self._applied is not None else cfg
         self._gpu, self._static = tier_caches(setup, run_cfg, self._applied)  # the GPU and static tiers' rows (``_tiers``)

@@ -36,6 +36,7 @@ from ..machine._allocator import pin_unless_user_chose
 from ..machine._device import resolve_device
 from ..nn import GAT, GCN, GraphSAGE
 from ..partition._output import dataset_identity
+from ..partition._reader import partitions_folder
 from ..store._dataset import Dataset, open_dataset
 from ._config import TrainConfig
 from ._files import load_checkpoint, save_checkpoint, write_metrics
@@ -75,6 +76,8 @@ def _train(dataset: str | Path, config: TrainConfig, out: Path, *, resume: bool,
            ctx: DistributedContext | None) -> dict[str, Any]:
     ds = open_dataset(dataset)
     _check_dataset(ds)
+    if config.partitions is not None:  # before the model, the output folder and the loader's set-up (issue 40)
+        partitions_folder(ds, config.partitions)
     device = ctx.device if ctx is not None else resolve_device(config.device, "--device")  # before any file
     check_outside_datasets(out)
     out.mkdir(parents=True, exist_ok=True)
