@@ -107,6 +107,7 @@ def _train_into(ds: Dataset, config: TrainConfig, out: Path, *, resume: bool, fo
                      seed=config.seed, ordered=config.deterministic, memory_budget=config.memory_budget,
                      backend=config.backend, partitions=config.partitions, history=history,
                      profile=config.profile, **{"device": str(device), **ranks}) as loader:  # a rank's own device
+        run.budget = loader.stats()["memory"]["budget"]
         for line in setup_lines(config, loader.stats(), ctx.world_size if ctx is not None else 1):
             say(line)
         if pinned_heap:
@@ -141,6 +142,7 @@ class _Run:
                  optimizer: torch.optim.Optimizer, say: Say, ctx: DistributedContext | None = None,
                  device: torch.device | None = None) -> None:
         self.device = device or torch.device("cpu")
+        self.budget: int | None = None  # the loader's budget (auto or given): layer-wise inference's too
         self.config, self.ds, self.out, self.model, self.optimizer, self.say = config, ds, out, model, optimizer, say
         # data parallel: the steps go through DDP (gradients averaged); rank 0 evaluates and writes
         self.trained = ctx.wrap(model) if ctx is not None else model
@@ -224,7 +226,7 @@ class _Run:
     def evaluate(self, progress: bool) -> dict[str, Any]:
         start = time.perf_counter()
         pred = inference(self.model, self.ds, backend=self.config.backend, device=self.device,  # type: ignore[arg-type]
-                         progress=progress).argmax(-1).cpu().numpy()
+                         progress=progress, memory_budget=self.budget).argmax(-1).cpu().numpy()
         labels = self.ds.labels
         assert labels is not None  # _check_dataset
         acc = {}
