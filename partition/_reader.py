@@ -242,11 +242,7 @@ def list_partitions(ds: Dataset) -> list[dict[str, Any]]:
 
 def open_partitions(ds: Dataset, name: str) -> PartitionSet:
     """Open and validate ``ds``'s partitions ``name`` (a folder name under ``partitions/``)."""
-    path = _folder(ds, name)
-    if not path.is_dir():
-        have = [p["name"] for p in list_partitions(ds)] or "none"
-        raise PartitionNotFoundError(f"no partitions {name!r} under {ds.path}; it has: {have}; "
-                                     f"create them with `outre partition {ds.path} --parts K --name {name}`")
+    path = partitions_folder(ds, name)
     dir_fd = _open(path, os.open, path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         meta = _read_meta(path, dir_fd)
@@ -274,6 +270,17 @@ def _narrowed(arrays: dict[str, np.ndarray], num_nodes: int, num_edges: int) -> 
         if top <= INT32_MAX and out[stem].dtype != np.int32:
             out[stem] = out[stem].astype(np.int32)
     return out
+
+
+def partitions_folder(ds: Dataset, name: Any) -> Path:
+    """The folder of ``ds``'s partitions ``name``, or a :class:`PartitionNotFoundError` naming the ones it
+    has: cheap (nothing read), so ``outre train`` checks it before its set-up (issue 40)."""
+    path = _folder(ds, name)
+    if not path.is_dir():
+        have = [p["name"] for p in list_partitions(ds)] or "none"
+        raise PartitionNotFoundError(f"no partitions {name!r} under {ds.path}; it has: {have}; "
+                                     f"create them with `outre partition {ds.path} --parts K --name {name}`")
+    return path
 
 
 def _folder(ds: Dataset, name: Any) -> Path:

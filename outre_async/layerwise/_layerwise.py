@@ -9,8 +9,9 @@ targets' rows of h^(l+1) to a spill file (``_spill``) that the next layer reads 
 
 Memory: O(N) for the output kept in RAM (N x out_dim float32) and, for GCN, one float32 degree per
 node; plus one chunk at a time: at most ``chunk_nodes + chunk_edges`` rows of the widest layer input
-(float32), its edges (three int64 per edge) and the layer's own per-edge work (``GATConv``: heads
-floats per edge).  Spill files take N x hidden x 4 bytes of disk (two layers at a time).
+(float32), its edges (three int64 per edge) and the layer's own per-edge work (a message per edge;
+``GATConv``: heads floats per edge), with both chunk sizes lowered per layer so that a chunk fits in
+``memory_budget`` (``_chunk_budget``).  Spill files take N x hidden x 4 bytes of disk (two layers at a time).
 
 GCN: ``GCNConv`` normalises by degrees *in the graph it is given*, and a chunk's subgraph has the
 sources' in-edges missing.  So for a normalising ``GCNConv`` the weights are computed here from the
@@ -43,12 +44,14 @@ from torch_geometric.nn import GCNConv
 from tqdm import tqdm
 
 from .._errors import ConfigError
+from .._units import parse_bytes
 from ..features._backends import Backend, open_source
 from ..features._row_reader import RowReader
 from ..gnn._basic_gnn import check_layerwise, is_basic_gnn, qualname
 from ..gnn._basic_gnn import layer as basic_gnn_layer
 from ..store._dataset import Dataset
 from ..store._tempdir import TempDir
+from ._chunk_budget import chunk_limits, default_budget, layer_width
 from ._chunks import Chunk, build_chunk, chunk_bounds
 from ._spill import SpillFile, open_file_source
 
@@ -58,29 +61,36 @@ __all__ = ["inference"]
 @torch.no_grad()
 def inference(model: nn.Module, dataset: Dataset, *, embeddings: bool = False, chunk_nodes: int = 8192,
               chunk_edges: int = 1 << 20, backend: Backend = "auto", device: str | torch.device = "cpu",
-              tmp_dir: str | Path | None = None, progress: bool = False) -> torch.Tensor:
+              tmp_dir: str | Path | None = None, progress: bool = False,
+              memory_budget: int | str | None = None) -> torch.Tensor:
     """Every node's output ``[N, out_dim]`` (``embeddings=True``: h^(L-1), the last layer's input),
     computed layer by layer with full neighbourhoods, out of core (see the module for the memory
-    bound).  The model is put in eval mode.  Spill files live in a temp folder under ``tmp_dir``
-    (default: beside the dataset), removed on return, error or interrupt."""
+    bound).  ``memory_budget`` bounds one chunk's working memory: wide layers get smaller chunks
+    (``_chunk_budget``; None: a quarter of the memory available, as the loader's default).  The model
+    is put in eval mode.  Spill files live in a temp folder under ``tmp_dir`` (default: beside the
+    dataset), removed on return, error or interrupt."""
     convs, layer = _checked_model(model, chunk_nodes, chunk_edges)
+    budget = default_budget() if memory_budget is None else parse_bytes(memory_budget)
     layers = len(convs) - 1 if embeddings else len(convs)
     if layers < 1:
         raise ConfigError("embeddings=True needs a model of at least two layers (h^(L-1) is a hidden layer)")
     model.eval()
     device = torch.device(device)
-    bounds = list(chunk_bounds(dataset.indptr, chunk_nodes, chunk_edges))
-    degree = _gcn_degree(dataset, bounds) if any(_normalising_gcn(c) for c in convs[:layers]) else None
+    degree = None  # GCN's degrees: edges only, so at the caller's chunk sizes
+    if any(_normalising_gcn(c) for c in convs[:layers]):
+        degree = _gcn_degree(dataset, list(chunk_bounds(dataset.indptr, chunk_nodes, chunk_edges)))
     folder = TempDir(Path(tmp_dir) if tmp_dir is not None else dataset.path.parent, f"{dataset.path.name}-inference", "sort")
     bar = tqdm(total=layers * dataset.num_nodes, unit="node", desc="inference", disable=not progress)
     try:
         reader = RowReader(lambda: open_source(dataset, backend), name="outre-inference")
+        width = dataset.feature_dim  # layer i's input width (then the spilled h^(i)'s)
         for i in range(layers):
             last = i == layers - 1
             out: torch.Tensor | None = None
             spill: SpillFile | None = None
+            limits = chunk_limits(layer_width(convs[i], width), budget, chunk_nodes, chunk_edges)
             try:
-                for chunk in _chunks(dataset, bounds):
+                for chunk in _chunks(dataset, list(chunk_bounds(dataset.indptr, *limits))):
                     h = _layer(layer, convs[i], i, reader.read(chunk.rows), chunk, degree, device)
                     if last:
                         out = torch.empty(dataset.num_nodes, h.shape[1]) if out is None else out
@@ -88,6 +98,7 @@ def inference(model: nn.Module, dataset: Dataset, *, embeddings: bool = False, c
                     else:
                         spill = spill or SpillFile(folder.path / f"h{i + 1}.bin", dataset.num_nodes, h.shape[1])
                         spill.write(chunk.start, h.numpy())
+                        width = h.shape[1]
                     bar.update(chunk.stop - chunk.start)
             finally:
                 reader.close()

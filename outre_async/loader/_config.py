@@ -56,9 +56,9 @@ class LoaderConfig:
     num_extractors: int = None  # type: ignore[assignment]
     extract_queue: int | None = None  # None: num_samplers + 2, deepened by the memory plan (extract_capacity)
     ready_queue: int | None = None    # None: num_extractors
-    buffer_rows: int | None = None    # None: from memory_budget, else (num_extractors + 1) × probed rows per batch;
+    buffer_rows: int | None = None    # None: from memory_budget (given, or the default: _auto_budget);
     # below one batch's expected rows a SmallBufferWarning (correct, but batches stream in pieces: _budget.warn_small_buffer)
-    memory_budget: int | str | None = None  # bytes for the feature buffer; None: buffer_rows' default
+    memory_budget: int | str | None = None  # bytes for the loader's parts; None: the default budget (_auto_budget)
     backend: str = "auto"
     max_in_flight: int | None = None  # None: from disk_probe (io_uring), else the backend's default (_read_depth)
     disk_probe: DiskProbe | None = None  # the features' device (`outre probe`); never measured by the loader

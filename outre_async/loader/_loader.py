@@ -40,6 +40,7 @@ from ..features._disk_probe import DiskProbe
 from ..machine._cores import sized_from_cores
 from ..store._dataset import Dataset, open_dataset
 from ..store._safe_read import fd_exhausted
+from ._auto_budget import AutoBudget, with_default_budget
 from ._batch import BatchHandles, ExtractedBatch, OutreBatch, SampledBatch, attach_handles, to_batch
 from ._batch_memory import MatrixLease
 from ._budget import MemoryPlan, batch_row_bytes, check_fits_machine, foresight_rows, warn_small_buffer
@@ -72,13 +73,10 @@ __all__ = ["BACKENDS", "LoaderConfig", "OutreLoader"]
 class OutreLoader(SyncIteration, StatefulEpochs):
     """Streams PyG mini-batches of ``split`` through samplers, io_uring extractors and bounded queues.
 
-    Knobs come as keywords (``fanouts=``, ``batch_size=``, ...: :class:`LoaderConfig`'s fields, with
-    its defaults) or as one ``config=LoaderConfig(...)``, not both.  ``source=`` reads features
-    through a :class:`FeatureSource` the caller opened instead of opening one from ``backend``; the
-    caller keeps it (the loader never closes it).  PyG ``NeighborLoader`` names work too:
-    ``num_neighbors`` (= ``fanouts``), ``input_nodes`` (= ``split``: a split name, node ids or a
-    boolean mask), ``num_workers`` (>= 1: ``num_samplers``), ``pin_memory`` and ``transform``
-    (applied to each batch); each batch carries ``NeighborLoader``'s fields (:class:`OutreBatch`).
+    Knobs come as keywords (:class:`LoaderConfig`'s fields, with its defaults) or as one ``config=``,
+    not both; ``source=`` reads through a :class:`FeatureSource` the caller opened (and keeps).  PyG
+    ``NeighborLoader``'s names work too (``_pyg_names``), and ``LinkNeighborLoader``'s for edge batches
+    (``_link_input``); each batch carries ``NeighborLoader``'s fields (:class:`OutreBatch`).
 
     Reproducibility: batch *content* (seeds, sampled edges, feature rows) is a function of ``seed``
     and the epoch in either order, but by default batches arrive in completion order (the fastest),
@@ -137,7 +135,8 @@ class OutreLoader(SyncIteration, StatefulEpochs):
         self.dataset = ds = self._layout.read  # what is sampled and read (n_id is mapped back in batches)
         split = self._layout.split(split)
         self._setup = setup = loader_setup(ds, cfg, split, source, links)
-        # profile=: the budget's split (``_profiling``); the config the loader runs with is then the plan's
+        if cfg.profile is not None:  # profile=: a budget below the loader's floor is refused before profiling
+            setup.memory_plan(cfg)
         self._applied = load_plan(setup) if cfg.profile is not None else None
         run_cfg = self._applied.config if self._applied is not None else cfg
         self._gpu, self._static = tier_caches(setup, run_cfg, self._applied)  # the GPU and static tiers' rows (``_tiers``)
@@ -178,6 +177,9 @@ class OutreLoader(SyncIteration, StatefulEpochs):
             extra["profile arrays"] = self._applied.held_bytes
         if self._gpu is not None:  # its rows are device memory (not here); its node -> slot table is the host's
             extra["gpu tier index"] = self._gpu.index_bytes
+        self.auto_budget: AutoBudget | None = None  # memory_budget=None: the default budget (``_auto_budget``)
+        if self._setup.budget is None:
+            self._setup, self.auto_budget = with_default_budget(self._setup, cfg, extra, available_memory())
         return self._setup.memory_plan(cfg, extra)
 
     def _new_channels(self) -> tuple[Channel[SampledBatch], Channel[ExtractedBatch]]:
@@ -385,7 +387,7 @@ class OutreLoader(SyncIteration, StatefulEpochs):
             what = (f"edge_label_index={self._links.name or '<pairs>'!r} ({self._links.pairs.shape[1]} pairs, "
                     f"neg_sampling={None if self._links.negatives is None else self._links.negatives.mode!r})")
         backend = res.source.backend if res is not None else cfg.backend
-        budget = "none" if cfg.budget_bytes is None else format_bytes(cfg.budget_bytes)
+        budget = self.auto_budget.describe() if self.auto_budget is not None else format_bytes(cfg.budget_bytes or 0)
         return (f"OutreLoader(dataset={str(self.dataset.path)!r}, {what}, "
                 f"fanouts={list(cfg.fanouts)}, batch_size={cfg.batch_size}, batches={len(self)}, "
                 f"order={'plan' if cfg.ordered else 'completion'}, backend={backend!r}, memory_budget={budget}, "
@@ -409,6 +411,7 @@ class OutreLoader(SyncIteration, StatefulEpochs):
         place = self._setup.place
         out["expected_rows_per_batch"] = self._setup.sizes.batch_rows
         out["memory"] = {"budget": self._setup.budget, "planned": self.memory.total,
+                         "budget_auto": self.auto_budget.describe() if self.auto_budget is not None else None,
                          **self.memory.parts}
         out["ranks"] = {"rank": place.rank, "world_size": place.world_size, "local_world_size": place.local_world_size}
         extract, ready = self._channels

@@ -117,7 +117,7 @@ def loader_setup(dataset: Dataset, config: LoaderConfig, split: Any, source: Fea
                   batch_rows=batch_rows)
     sizes = _partition_sizes(sizes, partitioned)
     kind = "injected" if source is not None else "memory" if config.backend == "memory" else "disk"
-    if kind == "disk" and config.budget_bytes is not None:
+    if kind == "disk":  # what a budget's staging rule needs (a given budget, or the default: ``_auto_budget``)
         sizes = replace(sizes, rows_into_slots=_rows_into_slots(dataset, config))
     return LoaderSetup(dataset=dataset, config=config, split=split, seeds=seeds, place=place,
                        budget=place.budget_share(config.budget_bytes), device=torch.device(config.device),

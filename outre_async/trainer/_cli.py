@@ -31,7 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--partitions", default=None, help="partition-based batches from partitions/NAME/")
     p.add_argument("--staleness", type=checks.count(), default=1, help="historical embedding cache (1: off)")
     p.add_argument("--memory-budget", type=checks.byte_size(allocated=True), default=None,
-                   help="RAM for the loader's feature buffer and caches, e.g. 2GiB (default: the loader's own sizes)")
+                   help="RAM for the loader only (its feature buffer, batches in flight, queues and caches; not the "
+                        "model, the optimizer or PyTorch's own memory), also the chunk budget of layer-wise inference, "
+                        "e.g. 2GiB (default: auto, what the dataset can use, at most 1/4 of the memory available)")
     p.add_argument("--backend", choices=BACKENDS, default="auto")
     p.add_argument("--deterministic", action="store_true", help="plan order (ordered=True): the same run twice")
     p.add_argument("--eval-every", type=checks.count(), default=1, help="layer-wise inference every N epochs")

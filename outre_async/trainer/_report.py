@@ -22,8 +22,9 @@ def setup_lines(config: TrainConfig, stats: dict[str, Any], world_size: int) -> 
         lines.append(f"ranks        {world_size} data-parallel ranks; --batch-size {config.batch_size} is per rank: "
                      f"{world_size * config.batch_size} seeds per step (rank 0 reports)")
     memory = stats.get("memory", {})
-    budget = memory.get("budget")
-    lines.append(f"memory       budget {'none (the loader sizes its buffer)' if budget is None else format_bytes(budget)}, "
+    budget, auto = memory.get("budget"), memory.get("budget_auto")  # auto: --memory-budget unset (``_auto_budget``)
+    said = auto if auto is not None else "none" if budget is None else format_bytes(budget)
+    lines.append(f"memory       budget {said} for the loader (not the model, optimizer or inference), "
                  f"planned {format_bytes(memory.get('planned', 0))}"
                  + (" (this rank's share of the host's)" if world_size > 1 and budget is not None else ""))
     lists = stats.get("neighbor_lists")

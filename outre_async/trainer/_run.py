@@ -44,6 +44,7 @@ from ..machine._allocator import pin_unless_user_chose
 from ..machine._device import resolve_device
 from ..nn import GAT, GCN, GraphSAGE
 from ..partition._output import dataset_identity
+from ..partition._reader import partitions_folder
 from ..store._dataset import Dataset, open_dataset
 from ._config import TrainConfig
 from ._files import load_checkpoint, save_checkpoint, write_metrics
@@ -83,6 +84,8 @@ def _train(dataset: str | Path, config: TrainConfig, out: Path, *, resume: bool,
            ctx: DistributedContext | None) -> dict[str, Any]:
     ds = open_dataset(dataset)
     _check_dataset(ds)
+    if config.partitions is not None:  # before the model, the output folder and the loader's set-up (issue 40)
+        partitions_folder(ds, config.partitions)
     device = ctx.device if ctx is not None else resolve_device(config.device, "--device")  # before any file
     check_outside_datasets(out)
     made = not out.exists()
@@ -119,6 +122,7 @@ def _train_into(ds: Dataset, config: TrainConfig, out: Path, *, resume: bool, fo
                      seed=config.seed, ordered=config.deterministic, memory_budget=config.memory_budget,
                      backend=config.backend, partitions=config.partitions, history=history,
                      profile=config.profile, **{"device": str(device), **ranks}) as loader:  # a rank's own device
+        run.budget = loader.stats()["memory"]["budget"]
         for line in setup_lines(config, loader.stats(), ctx.world_size if ctx is not None else 1):
             say(line)
         if pinned_heap:
@@ -153,6 +157,7 @@ class _Run:
                  optimizer: torch.optim.Optimizer, say: Say, ctx: DistributedContext | None = None,
                  device: torch.device | None = None) -> None:
         self.device = device or torch.device("cpu")
+        self.budget: int | None = None  # the loader's budget (auto or given): layer-wise inference's too
         self.config, self.ds, self.out, self.model, self.optimizer, self.say = config, ds, out, model, optimizer, say
         # data parallel: the steps go through DDP (gradients averaged); rank 0 evaluates and writes
         self.trained = ctx.wrap(model) if ctx is not None else model
@@ -264,7 +269,7 @@ class _Run:
     def evaluate(self, progress: bool) -> dict[str, Any]:
         start = time.perf_counter()
         pred = inference(self.model, self.ds, backend=self.config.backend, device=self.device,  # type: ignore[arg-type]
-                         progress=progress).argmax(-1).cpu().numpy()
+                         progress=progress, memory_budget=self.budget).argmax(-1).cpu().numpy()
         labels = self.ds.labels
         assert labels is not None  # _check_dataset
         acc = {}
