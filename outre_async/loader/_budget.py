@@ -34,50 +34,29 @@ loader holds at most (``dim`` in the history lines: the history's own, its rows 
                                                              buffer, ``cache._record_transfer``; + 4 R dim
                                                              when a host table's rows go to a GPU)
     neighbor cache    neighbor_cache                        (``partitions=``: its lists and node -> slot index)
-    partition arrays  P                                     (``partitions=``: the partition set's O(N)
-                                                             arrays, int32 where they fit, ``cross``
-                                                             released; every node's partition-order
-                                                             slot, the seeds grouped by partition)
-    macro adjacency   min(B x M, T(ceil(B/2)) + T(floor(B/2)))   (``partitions=``: B = 2 x samplers +
-                                                             interleave blocks, M = the largest macro
-                                                             batch's block, T(j) = the most j blocks of
-                                                             one epoch take; ``macro_adjacency_bytes``)
+    partition arrays  P                                     (``partitions=``: the set's O(N) arrays, int32
+                                                             where they fit, ``PartitionBatching``)
+    macro adjacency   min(B x M, T(ceil(B/2)) + T(floor(B/2)))   (``partitions=``: B blocks of at most M
+                                                             bytes, ``macro_adjacency_bytes``)
     profile arrays    8 x (static + neighbour nodes)        (``profile=``: the plan's node lists)
 
-In ordered mode a batch's lease also counts its subgraph (``b`` adds ``8 r + 24 E``), as the
-reorder buffer may hold a batch past its queue slot; a batch sampled before an earlier one is sent
-only within the ``reorder buffer`` part (else when its turn comes), every other batch's matrix comes
-from the pool, so what the reorder buffer holds is inside those two parts whatever the delays.  With
-``history=`` in completion order (``LoaderConfig.holds_back``) the overtaking window holds back a batch
-that arrives before the batches it must follow (``_delivery._Windowed``); such a batch keeps its lease
-(and ``b`` its subgraph), and the samplers' gate gives it no out-of-turn budget: a batch sampled before
-an earlier one waits to be sent until its turn, so every held batch's matrix is the pool's.  (A held
-batch that gave its lease back, as once, stayed outside the plan: several could be held at once.)  Why
-no reorder buffer part there: at small budgets it came out of the static cache, which then read several
-times the rows, and epochs took far longer than without it (``benchmarks/bench_memory_budget.py
---partitions 64 --history 8 --profile``).
-The feature buffer is a cache (a batch streams through it in pieces), so it needs only
-``min(N, 128 x extractors)`` rows; the ``batches`` pool must hold two real batches (the one the
-consumer's loop still holds and the next, ``_batch_memory``) plus 10 % for batches larger than the
-probe's largest.  Given a budget,
-the parts above except the buffer and the pool are fixed; the buffer first gets its *piece floor*,
-``min(N, extractors x min(4096, r))`` rows, as far as the pool keeps its own floor (a piece costs a
-fixed share of Python bookkeeping, so small pieces cost far more user CPU per row read than large
-ones: ``benchmarks/bench_loader_cpu.py`` measures it per row read);
-then the pool gets its default or what is left, whichever is less, and the buffer gets the rest
-(capped at ``N`` rows; what a full buffer leaves goes back to the pool).  A budget that leaves less than the buffer's
-minimum plus 2.2 expected batches is a :class:`ConfigError` naming that minimum; batches that turn
-out too large for the pool are one naming their own bytes (``_batch_memory``).
+In ordered mode, and with ``history=`` in completion order (``LoaderConfig.holds_back``), a batch's
+lease also counts its subgraph (``b`` adds ``8 r + 24 E``): the reorder buffer or the overtaking window
+may hold it past its queue slot, and a batch sampled before an earlier one is sent only within the
+``reorder buffer`` part, so what is held stays inside the plan (docs/design/memory.md says why there is
+no reorder part with history).  The feature buffer is a cache (a batch streams through it in pieces):
+given a budget, the parts except the buffer and the pool are fixed; the buffer first gets its *piece
+floor*, ``min(N, extractors x min(4096, r))`` rows (small pieces cost more CPU per row read:
+``benchmarks/bench_loader_cpu.py``), then the pool its default or what is left, and the buffer the rest
+(at most ``N`` rows).  A budget that leaves less than the buffer's minimum plus 2.2 expected batches is
+a :class:`ConfigError` naming that minimum; batches too large for the pool name their own bytes.
 
-``memory`` backend: the feature matrix in RAM (and the raw file while loading a padded layout) takes
-the staging line's place; an injected ``source=`` is its owner's and is not counted. Given a budget,
-``S`` is what a chunk needs in flight where io_uring reads the buffer's rows straight into its slots
-(``chunk_stage_bytes``: the reads in flight x one row's span, or with a ``disk_probe`` merged reads
-if they need more), else (staging is the read path) the largest power of two at most 1/8 of the
-budget over ``2 x extractors``; at most ``max_stage_bytes``, at least one read (``max_read_bytes``
-or one row span), halved while the minimum buffer and two expected batches would not fit. Not counted: the interpreter, torch and
-numba themselves (the *baseline* the benchmark subtracts), thread stacks, and page cache of the memory-
-mapped ``indices`` (or ``indices`` itself when the dataset holds it in RAM).
+``memory`` backend: the feature matrix in RAM takes the staging line's place; an injected ``source=``
+is its owner's and is not counted.  Given a budget, ``S`` is what a chunk needs in flight where
+io_uring reads rows straight into the buffer's slots (``chunk_stage_bytes``), else the largest power
+of two at most 1/8 of the budget over ``2 x extractors`` (at most ``max_stage_bytes``, at least one
+read; halved while the minimum buffer and two batches would not fit).  Not counted: the interpreter,
+torch and numba (the benchmark's *baseline*), thread stacks, and the mapped ``indices``' page cache.
 """
 
 from __future__ import annotations

@@ -78,18 +78,16 @@ class OutreLoader(SyncIteration, StatefulEpochs):
     ``NeighborLoader``'s names work too (``_pyg_names``), and ``LinkNeighborLoader``'s for edge batches
     (``_link_input``); each batch carries ``NeighborLoader``'s fields (:class:`OutreBatch`).
 
-    Reproducibility: batch *content* (seeds, sampled edges, feature rows) is a function of ``seed``
-    and the epoch in either order, but by default batches arrive in completion order (the fastest),
-    which changes from run to run, so a fixed seed alone does not repeat a training run.  Pass
-    ``ordered=True`` for plan order: the same seed then gives the same sequence of batches.
-    :meth:`state_dict` / :meth:`load_state_dict` resume an epoch where it stopped (``_resume``).
+    Reproducibility: batch *content* is a function of ``seed`` and the epoch in either order; batches
+    arrive in completion order (the fastest) unless ``ordered=True`` gives plan order, and the same seed
+    then repeats the sequence of batches.
+    :meth:`state_dict` / :meth:`load_state_dict` resume an epoch where it stopped (``_stateful``).
 
     One epoch at a time: each ``for``/``async for``/``iter()`` starts an epoch, and one started while
     another epoch of this loader is still being iterated (an iterator kept from ``iter(loader)``,
     another thread or task) is refused with :class:`ConcurrentEpochError`; the running one goes on.
-    Finish, close or drop the first iterator, or use a second loader (``_epoch_rule``).  A loader
-    belongs to the process that started it: used in a child forked after that (``multiprocessing``,
-    torch ``DataLoader`` workers) it raises :class:`LoaderForkedError`; make it in the worker.
+    Finish, close or drop the first iterator, or use a second loader (``_epoch_rule``).  Used in a child
+    forked after it started (torch ``DataLoader`` workers) it raises :class:`LoaderForkedError`.
     """
 
     def __init__(self, dataset: Dataset | str | os.PathLike[str], *,
