@@ -10,10 +10,8 @@ loader holds at most (``dim`` in the history lines: the history's own, its rows 
     slot table        8 N                                   (node -> slot map, look-ahead counts)
     next-use chains   4 N + 16 R x (extract_queue + extractors)  (buffer_policy="next-use" only)
     feature buffer    rows x (f + 40)                       (rows + bookkeeping: node, refs, LRU)
-    staging           2 x extractors x S                    (two chunks in flight per extractor;
-                                                             S = one staging arena, a power of two:
-                                                             what a chunk needs in flight,
-                                                             ``chunk_stage_bytes``)
+    staging           2 x extractors x S                    (two chunks in flight per extractor; S = one
+                                                             arena, a power of two, ``chunk_stage_bytes``)
     extractor work    extractors x (32 R + 1 MiB)           (unique ids, inverse, gather blocks)
     sampler scratch   samplers x (4 N + 3 sub)              (relabel table + the kernel's growth)
     subgraphs         (extract_queue + extractors + ready_queue + 1) x sub,   sub = 8 R + 24 E (n_id, edges, e_id)
@@ -27,12 +25,10 @@ loader holds at most (``dim`` in the history lines: the history's own, its rows 
                                                              rows on a GPU: 4 N + C x (21 + samplers))
     read bounce       depth x 64 KiB, <= 2 % of the budget  (io_uring reading rows into the buffer's slots: merged
                                                              reads land in bounce pages, ``features._bounce``)
-    foresight         4 (D r + R) + samplers x sub          (D batches foreseen beyond the extract queue, their
-                                                             ids int32 where they fit, 8 then; ``foresight_depth``,
-                                                             ``_foresight``; 0 with history or next-use)
-    history transfer  2^ceil(log2(40 R (+ 4 R dim)))       (with ``history=``: the records' reused host
-                                                             buffer, ``cache._record_transfer``; + 4 R dim
-                                                             when a host table's rows go to a GPU)
+    foresight         4 (D r + R) + samplers x sub          (D batches foreseen beyond the extract queue;
+                                                             ``foresight_depth``; 0 with history or next-use)
+    history transfer  2^ceil(log2(40 R (+ 4 R dim)))       (``history=``: the records' reused host buffer,
+                                                             ``cache._record_transfer``)
     neighbor cache    neighbor_cache                        (``partitions=``: its lists and node -> slot index)
     partition arrays  P                                     (``partitions=``: the set's O(N) arrays, int32
                                                              where they fit, ``PartitionBatching``)
