@@ -13,7 +13,7 @@ arenas grow with the budget where staging is the read path, ``_budget``): the ru
 with it added, at most ``ROUNDS`` times, until the buffer holds every row and the pool its default.
 ``floor`` is the smallest budget the loader fits in (``_budget.plan_memory_floor``: a few buffer rows,
 2.2 expected batches, the least staging, the fixed parts); ``features`` is what holding every row of
-the feature file once in the buffer adds to the floor's rows (``4 dim + 40`` bytes a row: float32 and
+the feature file once in the buffer adds to the floor's rows (``f + 40`` bytes a row, ``f`` the held row bytes:
 the slot's bookkeeping); ``batches`` is what the batch pool's default (every batch in flight at the
 expected size, ``_budget.default_pool``) adds to the floor's 2.2 batches; the ``0.06`` is the share of
 any budget the plan may give a deeper extract queue (4 %) and io_uring bounce pages (2 %), so those
@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from .._units import format_bytes
-from ._budget import (BOUNCE_SHARE, LOOKAHEAD_SHARE, MIN_BATCHES, MIN_ROWS_PER_EXTRACTOR, SLOT_BYTES,
+from ._budget import (BOUNCE_SHARE, LOOKAHEAD_SHARE, MIN_BATCHES, MIN_ROWS_PER_EXTRACTOR,
                       default_pool, expected_batch_bytes, plan_memory, plan_memory_floor)
 from ._config import LoaderConfig
 
@@ -82,7 +82,7 @@ def with_default_budget(setup: LoaderSetup, cfg: LoaderConfig, extra: dict[str, 
     and the parts other owners size (``extra``: the history table, ...)."""
     sizes = setup.sizes
     floor = plan_memory_floor(cfg, sizes, source=setup.source_kind, extra=extra or None)
-    slot = 4 * sizes.dim + SLOT_BYTES
+    slot = sizes.slot_bytes  # one buffer row: its held bytes and bookkeeping
     floor_rows = min(sizes.num_nodes, MIN_ROWS_PER_EXTRACTOR * cfg.num_extractors)
     features = (sizes.num_nodes - floor_rows) * slot if cfg.buffer_rows is None else 0
     batches = max(0, default_pool(cfg, sizes) - math.ceil(MIN_BATCHES * expected_batch_bytes(cfg, sizes)))
