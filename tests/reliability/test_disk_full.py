@@ -181,3 +181,24 @@ def test_profile_out_of_inodes_midway_keeps_the_previous_profile(few_inodes_disk
         assert sorted(p.name for p in disk.iterdir()) == ["ds", "fill"], leave
         assert sorted(p.name for p in (ds / "profile").iterdir()) == ["p"], leave
         shutil.rmtree(disk / "fill")
+
+
+def test_partition_and_generate_out_of_inodes_midway_replace_nothing(few_inodes_disk: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    disk = few_inodes_disk
+    ds, other = disk / "ds", disk / "other"
+    assert cli(["generate", "--preset", "tiny", str(ds)]) == 0
+    assert cli(["generate", "--preset", "tiny", str(other), "--seed", "1"]) == 0
+    assert cli(["partition", str(ds), "--parts", "8", "--name", "p8"]) == 0
+    before, before_other = _snapshot(ds), _snapshot(other)
+    for leave in (0, 3, 6):  # partitions/p8 has 9 files, a dataset 8 (each write needs a temp folder too)
+        _fill_inodes(disk, leave)
+        capsys.readouterr()
+        _says_full(["partition", str(ds), "--parts", "8", "--name", "p8", "--overwrite"], capsys)
+        _says_full(["partition", str(ds), "--parts", "4", "--name", "p4"], capsys)
+        _says_full(["generate", "--preset", "tiny", str(other), "--overwrite"], capsys)
+        _says_full(["generate", "--preset", "tiny", str(disk / "new")], capsys)
+        assert (_snapshot(ds), _snapshot(other)) == (before, before_other), leave
+        assert sorted(p.name for p in disk.iterdir()) == ["ds", "fill", "other"], leave
+        assert sorted(p.name for p in (ds / "partitions").iterdir()) == ["p8"], leave
+        shutil.rmtree(disk / "fill")
