@@ -15,6 +15,7 @@ import argparse
 import math
 import os
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from ._errors import ConfigError
 from ._units import available_memory, format_bytes, parse_bytes
 
 __all__ = ["byte_size", "check_fits_memory", "check_output_dir", "count", "device", "finite",
-           "fanout_list_matcher", "seed"]
+           "fanout_list_matcher", "say_if_compiling", "seed"]
 
 
 def count(minimum: int = 1) -> Callable[[str], int]:
@@ -110,3 +111,20 @@ def check_output_dir(flag: str, path: Path, *, need_bytes: float = 0) -> None:
 # ``--fanouts -1,5``: argparse takes an argument that starts with '-' for an option unless it looks like
 # a negative number; a list of integers (the help's "-1 = full neighbourhood") is a value too.
 fanout_list_matcher = re.compile(r"^-\d+$|^-\d*\.\d+$|^-?\d+(,\s*-?\d+)+$")
+
+
+def say_if_compiling() -> bool:
+    """Say "compiling kernels (first run only, about a minute)" on stderr when numba has not compiled
+    the kernels every training run calls first (the sampler's, the feature buffer's) on this machine
+    yet (``machine._numba_cache``), so a first run's long first step does not look like a hang.
+    Returns whether it said so.  The CLIs call it where they show progress (stderr is a terminal, or
+    ``--progress``), as it is progress news, not a result: a log or a test's captured stderr stays
+    the command's own lines."""
+    from .features._buffer_kernels import acquire
+    from .machine._numba_cache import NOTE, kernels_to_compile
+    from .sampling._sampler_kernels import sample_multihop
+
+    if not kernels_to_compile([sample_multihop, acquire]):
+        return False
+    print(NOTE, file=sys.stderr, flush=True)
+    return True

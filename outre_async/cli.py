@@ -310,6 +310,8 @@ def _cmd_quickstart(args: argparse.Namespace) -> dict[str, Any]:
         fanouts=parse_fanouts(args.fanouts), hidden=args.hidden, lr=args.lr, seed=args.seed,
         backend=args.backend, staleness=args.staleness, device=args.device,
     )
+    if _progress(args):  # the first run on a machine: about a minute before the first epoch's batches
+        checks.say_if_compiling()
     return run_quickstart(config, directory=args.dir, progress=_progress(args), say=lambda text: _say(args, text))
 
 

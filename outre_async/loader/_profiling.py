@@ -288,9 +288,23 @@ def apply(cfg: LoaderConfig, prof: Profile) -> AppliedPlan:
             "alpha": prof.meta.get("alpha"), "planned_split": dict(split), "predicted": prof.meta.get("predicted"),
             "costs": prof.meta.get("costs"), "seconds": prof.meta.get("seconds"), "io": io or None,
             "gpu_tier": prof.meta.get("gpu_tier"),
-            "history_placement": prof.meta.get("plan", {}).get("history_placement")}
+            "history_placement": prof.meta.get("plan", {}).get("history_placement"),
+            "cache_budget": mem.get("cache_budget"), "dropped": dropped(cfg, applied),
+            "history_slot_bytes": prof.meta.get("plan", {}).get("history_slot_host_bytes")}
     return AppliedPlan(config=applied, static_rows=prof.arrays["static_rows"],
                        neighbor_nodes=prof.arrays["neighbor_nodes"], info=info)
+
+
+def dropped(asked: LoaderConfig, applied: LoaderConfig) -> list[str]:
+    """The caches ``asked`` for (a history; a neighbour cache of a partitioned loader) that the plan gave
+    no room: ``stats()["profile"]["dropped"]``, so a run says so (``outre train``'s header) instead of
+    running without them in silence."""
+    out = []
+    if asked.history is not None and applied.history is None:
+        out.append("history")
+    if asked.partitions and asked.neighbor_cache and not applied.neighbor_cache:
+        out.append("neighbors")
+    return out
 
 
 def _io_options(cfg: LoaderConfig, read_bytes: int) -> dict[str, Any]:

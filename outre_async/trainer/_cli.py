@@ -71,6 +71,8 @@ def run_command(args: argparse.Namespace, say: Callable[[str], None], progress: 
         raise ConfigError("--checkpoint-every is for one process: each rank's loader is at its own place in the "
                           "epoch and rank 0 alone writes last.pt; drop it (--nproc runs checkpoint at epoch ends)")
     out = args.out or args.dataset.parent / f"{args.dataset.name}-train-{args.model}"
+    if progress and "RANK" not in os.environ:  # one process, or the launcher (once, not per rank)
+        checks.say_if_compiling()
     if args.nproc > 1 and "RANK" not in os.environ:  # the launcher: torchrun starts nproc copies of this command
         from ..distributed import launch
 

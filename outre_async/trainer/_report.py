@@ -38,6 +38,8 @@ def setup_lines(config: TrainConfig, stats: dict[str, Any], world_size: int) -> 
         lines.append(f"history      on: h^(L-1) rows up to {history['staleness']} steps old, admission "
                      f"{history['admission']}, table {format_bytes(history['bytes'])} ({history['slots']:,} slots x {history['dim']}, "
                      f"rows on {history.get('rows_on', 'cpu')})")
+    elif "history" in (stats.get("profile") or {}).get("dropped", ()):
+        lines.append(dropped_history_line(config, stats["profile"], said))
     else:
         lines.append("history      off (--staleness 1; --staleness S > 1 caches h^(L-1))")
     profile = stats.get("profile")
@@ -47,6 +49,26 @@ def setup_lines(config: TrainConfig, stats: dict[str, Any], world_size: int) -> 
     else:
         lines.append("profile      off (--profile NAME|auto with --memory-budget splits the budget between the caches)")
     return lines
+
+
+def dropped_history_line(config: TrainConfig, profile: dict[str, Any], budget: str) -> str:
+    """The history line when ``--staleness S`` asked for a history and the profile's plan gave it no
+    slot: say so and why (a run once said "--staleness 1" after ``--staleness 10 --profile auto``)."""
+    left = int(profile.get("cache_budget") or 0)
+    slot = profile.get("history_slot_bytes")
+    parts = ", ".join(f"{part} {format_bytes(int(n))}" for part, n in (profile.get("planned_split") or {}).items()
+                      if int(n) > 0)
+    if left <= 0:
+        why = "the loader's fixed parts took all of it, none was left for caches"
+    elif slot is not None and left < int(slot):
+        why = f"a slot needs {format_bytes(int(slot))}, {format_bytes(left)} was left for caches"
+    elif not parts:
+        why = f"no slot saved time in the {format_bytes(left)} left for caches"
+    else:
+        rule = "saves more per byte" if profile.get("cache_split") == "auto" else f"by its {profile.get('cache_split')} split"
+        why = f"its plan: {parts} of the {format_bytes(left)} left for caches {rule}"
+    return (f"history      off: --staleness {config.staleness} asked for it, but the profile {profile['name']} gave it no "
+            f"room in {budget} ({why}); raise --memory-budget, or pass --staleness 1 to silence this")
 
 
 def epoch_cache_stats(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:

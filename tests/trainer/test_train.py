@@ -335,3 +335,55 @@ def test_checkpoint_every_resumes_mid_epoch_to_the_uninterrupted_weights(tiny: P
 def test_checkpoint_every_is_refused_for_data_parallel_runs(tiny: Path, tmp_path: Path, capsys) -> None:
     assert main(["train", str(tiny), "--out", str(tmp_path / "r"), "--nproc", "2", "--checkpoint-every", "5", *ARGS]) == 2
     assert "--checkpoint-every is for one process" in capsys.readouterr().err
+
+
+def test_a_history_the_profile_drops_is_said_with_its_reason(tiny: Path, tmp_path: Path, capsys,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--staleness 3 --profile auto` where the plan gives the history no slot: the header says history
+    is off, that --staleness asked for it, and why (the plan's split), not "--staleness 1"; the loader's
+    stats()["profile"]["dropped"] names it.  The auto profile is written first with fixed costs (the one
+    `--profile auto` then finds), so the knapsack's choice does not hang on measured timings: at 6440 KiB
+    the caches get ~38 KiB, and static feature rows save more per byte than history slots of 256 floats."""
+    from outre_async._units import format_bytes
+    from outre_async.cache._history_config import history_for
+    from outre_async.loader import _config
+    from outre_async.loader._profiling import auto_name
+    from outre_async.machine._cores import sized_from_cores
+    from outre_async.plan import MissCosts
+
+    monkeypatch.setattr(_config, "sized_from_cores", lambda: sized_from_cores(2))  # the budget is for 2 cores' defaults
+    costs = MissCosts(row_us=20.0, list_us=2.0, recompute_us=1.0, backend="fixed")
+    opts = {"fanouts": [4, 4], "batch_size": 256, "memory_budget": "6440KiB", "seed": 0, "shuffle": True,
+            "ordered": True, "backend": "pread", "device": "cpu", "max_batches": 64}
+    meta = oa.profile(tiny, name="fixed-costs", history=history_for(3, 256), costs=costs, **opts)
+    name = auto_name(meta["setup"], "auto")
+    oa.profile(tiny, name=name, history=history_for(3, 256), costs=costs, **opts)
+    assert meta["memory"]["split"]["history"] == 0 < meta["memory"]["split"]["features"]
+    args = ["--fanouts", "4,4", "--hidden", "256", "--batch-size", "256", "--deterministic", "--backend", "pread",
+            "--device", "cpu"]
+    assert main(["train", str(tiny), "--epochs", "1", "--out", str(tmp_path / "run"), "--staleness", "3",
+                 "--profile", "auto", "--memory-budget", "6440KiB", *args]) == 0
+    text = capsys.readouterr().out
+    left = format_bytes(meta["memory"]["cache_budget"])
+    assert (f"history      off: --staleness 3 asked for it, but the profile {name} gave it no room in 6.3 MiB (its plan: "
+            f"features {format_bytes(meta['memory']['split']['features'])} of the {left} left for caches saves more "
+            "per byte); raise --memory-budget, or pass --staleness 1 to silence this") in text, text
+    assert "--staleness 1;" not in text
+    with oa.OutreLoader(tiny, split="train", history=history_for(3, 256), profile="auto",
+                        **{k: v for k, v in opts.items() if k != "max_batches"}) as loader:
+        assert loader.stats()["profile"]["dropped"] == ["history"] and "history" not in loader.stats()
+
+
+@pytest.mark.parametrize(("left", "split", "why"), [
+    (0, {"features": 0, "history": 0}, "the loader's fixed parts took all of it, none was left for caches"),
+    (512, {"features": 384, "history": 0}, "a slot needs 1.0 KiB, 512 B was left for caches"),
+    (4096, {"features": 0, "history": 0}, "no slot saved time in the 4.0 KiB left for caches"),
+])
+def test_the_dropped_history_line_names_each_reason(left: int, split: dict, why: str) -> None:
+    from outre_async.trainer._report import dropped_history_line
+
+    profile = {"name": "auto-x", "cache_budget": left, "history_slot_bytes": 1024, "planned_split": split,
+               "cache_split": "auto", "dropped": ["history"]}
+    line = dropped_history_line(TrainConfig(staleness=4), profile, "6.0 MiB")
+    assert line == (f"history      off: --staleness 4 asked for it, but the profile auto-x gave it no room in 6.0 MiB "
+                    f"({why}); raise --memory-budget, or pass --staleness 1 to silence this")
