@@ -15,7 +15,11 @@ the process over all threads, wall time, and the loader's I/O counters.  With ``
 the runs alternate between this tree and that one (``PYTHONPATH``), so before/after ratios come
 from runs made side by side.  Reported (medians over ``--repeats``): user µs per row read, system
 µs per I/O, I/Os per row read, rows read, wall seconds, and the loader's per-stage CPU seconds
-where the code under test reports them.  Nothing here is asserted in CI.
+where the code under test reports them.  Each run's ``threads``: user and system CPU seconds over the
+measured epoch per thread name (``/proc/self/task/*/stat``, polled every 50 ms so threads that end
+inside the epoch count too; pool threads' numbers folded into ``_*``): the stage meters count only
+the work they wrap, and CPU moved to a thread they do not wrap (``outre-copy``, foresight's sampling)
+shows here.  Nothing here is asserted in CI.
 """
 
 from __future__ import annotations
@@ -33,10 +37,50 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 CHILD = textwrap.dedent("""
-    import json, os, resource, sys, time
+    import json, os, resource, sys, threading, time
     import numpy as np
     import outre_async as oa
     args = json.loads(sys.argv[1])
+    TICK = os.sysconf("SC_CLK_TCK")
+
+    def task_cpu():  # {tid: (comm, user s, system s)} for every live thread of this process (/proc)
+        out = {}
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{tid}/stat") as f:
+                    stat = f.read()
+            except OSError:  # the thread ended between listdir and open
+                continue
+            comm, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+            out[int(tid)] = (comm, int(fields[11]) / TICK, int(fields[12]) / TICK)
+        return out
+
+    class ThreadMeter:  # CPU per thread name over the epoch, polled: threads that end inside it count too
+        def __init__(self):
+            self.names = {threading.main_thread().native_id: "MainThread"}
+            self.start, self.last, self.done = task_cpu(), {}, threading.Event()
+            self.poller = threading.Thread(target=self.poll, name="bench-thread-meter", daemon=True)
+            self.poller.start()
+        def sample(self):  # Python's name of a thread once seen alive, else the OS's (numba, torch, io-wq)
+            self.names.update((t.native_id, t.name) for t in threading.enumerate() if t.native_id not in self.names)
+            self.last.update(task_cpu())
+        def poll(self):
+            while not self.done.wait(0.05):
+                self.sample()
+        def stop(self):
+            self.done.set()
+            self.poller.join()
+            self.sample()
+            groups = {}
+            for tid, (comm, user, sys_) in self.last.items():
+                name = self.names.get(tid, comm)
+                key = name.rstrip("0123456789").rstrip("_-") + "_*" if name[-1:].isdigit() else name
+                _, u0, s0 = self.start.get(tid, (comm, 0.0, 0.0))
+                g = groups.setdefault(key, [0.0, 0.0, 0])
+                g[0], g[1], g[2] = g[0] + user - u0, g[1] + sys_ - s0, g[2] + 1
+            return {k: {"user": round(u, 3), "sys": round(s_, 3), "threads": n}
+                    for k, (u, s_, n) in sorted(groups.items(), key=lambda kv: -kv[1][0] - kv[1][1])}
+
     ds = oa.open_dataset(args["dataset"])
     opts = dict(fanouts=args["fanouts"], batch_size=args["batch_size"], memory_budget=args["budget"],
                 backend=args["backend"])
@@ -46,14 +90,14 @@ CHILD = textwrap.dedent("""
     fd = os.open(ds.features_path, os.O_RDONLY)
     os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     os.close(fd)
-    r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    r0, t0, meter = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter(), ThreadMeter()
     with oa.OutreLoader(ds, **opts) as loader:
         batches = sum(1 for _ in loader)
         stats = loader.stats()
-    wall, r1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF)
+    wall, r1, threads = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF), meter.stop()
     io = stats.get("io", {})
     print(json.dumps({"user": r1.ru_utime - r0.ru_utime, "sys": r1.ru_stime - r0.ru_stime, "wall": wall,
-                      "batches": batches, "io": io, "buffer": stats.get("buffer", {}),
+                      "batches": batches, "io": io, "buffer": stats.get("buffer", {}), "threads": threads,
                       "stages": {**{k: v for k, v in stats.items() if k.endswith("cpu_seconds")},
                                  **{k: v for k, v in io.items() if k.endswith("cpu_seconds")}}}))
 """)
@@ -103,6 +147,9 @@ def run_child(src: Path, path: Path, args: argparse.Namespace) -> dict[str, Any]
             "sys_us_per_io": r["sys"] / reads * 1e6, "ios_per_row": reads / rows,
             "bytes_per_read": io.get("bytes_read", 0) / reads, "wall": r["wall"], "user": r["user"],
             "sys": r["sys"], "batches": r["batches"], "stages": r["stages"],
+            # user and system CPU seconds per thread name over the measured epoch (/proc/self/task/*/stat;
+            # pool threads' trailing numbers folded into ``_*``; the meter's own poller is listed too)
+            "threads": r["threads"],
             # each row read is copied by the source (row_copies: 0 when read into its slot) and once
             # more from its slot into its batch matrix
             "copies_per_row_read": (io["row_copies"] + rows) / rows if "row_copies" in io else None}

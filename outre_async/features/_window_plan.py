@@ -40,6 +40,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from ._window_kernels import nearest_present
+
 EMPTY = np.zeros(0, np.int64)
 
 
@@ -101,16 +103,7 @@ def _planned_from(own: np.ndarray, batches: list[np.ndarray], near: int) -> tupl
     present = np.concatenate([np.zeros(len(own), np.int64), since])
     order = np.argsort(ids, kind="stable")
     ids, present = ids[order], present[order]
-    near_from = np.full(len(ids), last, np.int64)  # the earliest prefix holding another row within near
-    d = 1
-    while d < len(ids):  # ids are distinct and sorted: rows d apart within near means all closer ones are too
-        close = ids[d:] - ids[:-d] <= near
-        if not close.any():
-            break
-        left, right = near_from[:-d], near_from[d:]
-        left[close] = np.minimum(left[close], present[d:][close])
-        right[close] = np.minimum(right[close], present[:-d][close])
-        d += 1
+    near_from = nearest_present(ids, present, near, last)  # the earliest prefix holding another row within near
     start = np.empty(len(ids), np.int64)
     start[order] = np.maximum(present, near_from)
     return rows, start[len(own) :]
