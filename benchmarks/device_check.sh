@@ -13,6 +13,10 @@
 #   6. $PRESET epochs of outre-part, outre-auto and pyg-workers on $DEVICE under the preset's host cap,
 #      one suite per system (one repeat, no compute-only runs): outre bench ... --out $OUT/<system>
 #
+# On the lent H200 of wave 4 (first session): carry liburing and bloom-filter2 wheels (pip download
+# --python-version 3.12 ... into .whl/, WHEELS=.whl); the tiny warm-up needed more than 50 s cold; the
+# igb-like data took 14 s, each outre epoch 22-26 s plus ~10-15 s of start-up; cgroup v2 still refused.
+#
 # What the lent machine of issue 25 lacked (one H200, 16 cores, torch 2.11 + CUDA 13, Python 3.12):
 #   - pyg-lib and torch-sparse for its torch: PyG's NeighborLoader cannot sample, so pyg-workers is
 #     recorded as skipped with the install hint unless a matching wheel is carried in $WHEELS (the
@@ -24,7 +28,7 @@
 #   - nvidia-ml-py (pynvml): without it the GPU's utilisation is recorded as skipped with the reason;
 #     step 2 installs it when a wheel is carried, and `pip install nvidia-ml-py` needs the network.
 #
-# Budget: the steps' timeouts add up to 8 minutes (10 + 20 + 80 + 50 + 90 + 80 + 100 + 50 s); a step
+# Budget: the steps' timeouts add up to 8 minutes (10 + 20 + 80 + 80 + 60 + 80 + 100 + 50 s); a step
 # that times out is recorded in steps.tsv (rc 124/137) and the next one runs.  Expected on the lent H200 box (16 cores, a virtio
 # disk): tests < 1 min, warm-up < 1 min (numba's cache=True: once per machine), igb-like generation
 # 1-1.5 min (77 s on 2 cores here), partitioning 17 s + profile 53 s (2 cores), three epochs of 13-25 s
@@ -109,7 +113,7 @@ step cuda_tests 80 "$PY" -m pytest -q -p no:cacheprovider -k cuda \
   tests/plan/test_profile.py tests/loader/test_device_copy.py tests/test_device.py \
   tests/loader/test_history.py tests/loader/test_history_device.py tests/distributed/test_session.py
 
-step warmup 50 "$PY" -m outre_async.cli bench --preset tiny --systems outre-part --repeats 1 --max-batches 4 \
+step warmup 80 "$PY" -m outre_async.cli bench --preset tiny --systems outre-part --repeats 1 --max-batches 4 \
   --no-compute-only --probe-seconds 1 --device "$DEVICE" --data-dir "$DATA" --out "$OUT/warmup"
 
 generate() {  # the preset's dataset where outre bench looks for it (reused when there)
@@ -118,7 +122,7 @@ from outre_async.bench._runner import ensure_dataset
 print(ensure_dataset(get_preset(sys.argv[1]), Path(sys.argv[2]), 0, print))" "$PRESET" "$DATA"
 }
 export PRESET DATA
-step data 90 generate
+step data 60 generate
 
 bench() {  # bench NAME SYSTEM: one system per suite, so a timeout loses that system's run only
   "$PY" -m outre_async.cli bench --preset "$PRESET" --systems "$2" --repeats 1 --no-compute-only \
