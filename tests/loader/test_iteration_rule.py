@@ -142,18 +142,24 @@ def test_a_loader_iterated_in_a_forked_child_raises_by_name(dataset: oa.Dataset,
     with _loader(dataset, backend) as loader:
         next(iter(loader))  # started: the loop thread, samplers and ring live in this process
         queue = ctx.Queue()
-        child = ctx.Process(target=_iterate_in_child, args=(loader, queue))
-        child.start()
-        child.join(TIMEOUT)
-        if child.is_alive():
-            child.kill()
-            child.join()
-            pytest.fail("the forked child hung")
+        child = _run_forked(ctx, _iterate_in_child, loader, queue)
         assert child.exitcode == 0
         name, message = queue.get(timeout=10)
         assert name == "LoaderForkedError", (name, message)
         assert "make the loader in the worker" in message and "\n" not in message
         assert sum(b.batch_size for b in loader) == 500  # the parent's loader is untouched
+
+
+def _run_forked(ctx: Any, target: Any, *args: Any) -> Any:
+    """Run ``target(*args)`` in a forked child, joined within the timeout (a hung child fails the test)."""
+    child = ctx.Process(target=target, args=args)
+    child.start()
+    child.join(TIMEOUT)
+    if child.is_alive():
+        child.kill()
+        child.join()
+        pytest.fail("the forked child hung")
+    return child
 
 
 def _count_in_child(loader: oa.OutreLoader, queue: Any) -> None:
@@ -171,11 +177,5 @@ def test_a_loader_closed_before_the_fork_opens_afresh_in_the_child(dataset: oa.D
     next(iter(loader))
     loader.close()
     queue = ctx.Queue()
-    child = ctx.Process(target=_count_in_child, args=(loader, queue))
-    child.start()
-    child.join(TIMEOUT)
-    if child.is_alive():
-        child.kill()
-        child.join()
-        pytest.fail("the forked child hung")
+    child = _run_forked(ctx, _count_in_child, loader, queue)
     assert queue.get(timeout=10) == 500 and child.exitcode == 0
