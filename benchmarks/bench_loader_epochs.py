@@ -47,7 +47,7 @@ def main() -> None:
         p.error("--epochs, --batch-size and --parts-per-batch must be at least 1")
 
     import outre_async as oa
-    from outre_async._errors import OutreError
+    from outre_async.errors import OutreError
     from outre_async._units import parse_bytes
     from outre_async.bench._measure import evict_from_page_cache
 

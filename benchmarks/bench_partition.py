@@ -174,7 +174,7 @@ def redundancy(graphs: dict[str, Path], max_batches: int) -> list[dict]:
         name = f"rr-fennel-{k}"
         try:
             parts = open_partitions(ds, name)
-        except oa.PartitionError:
+        except oa.errors.PartitionError:
             parts = partition(ds, k, name=name, passes=3, overwrite=True)
         rr = redundancy_ratio(ds, fanouts=[10, 10, 10], batch_size=1024, partitions=parts, parts_per_batch=1,
                               split=seeds, max_batches=max_batches)

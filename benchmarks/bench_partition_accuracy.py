@@ -83,7 +83,7 @@ def partitions_for(ds: oa.Dataset, k: int | None) -> str:
     name = "bench-default" if k is None else f"bench-fennel-{k}"
     try:
         open_partitions(ds, name)
-    except oa.PartitionError:
+    except oa.errors.PartitionError:
         partition(ds, k, name=name, overwrite=True)
     return name
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from outre_async._errors import ConfigError
+from outre_async.errors import ConfigError
 from outre_async.sampling._sampler import SampledSubgraph
 from outre_async.sampling._sampler_kernels import HistoryPrune
 

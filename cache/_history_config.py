@@ -76,7 +76,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.typing import ArrayLike
 
-from outre_async._errors import ConfigError
+from outre_async.errors import ConfigError
 from outre_async._units import parse_bytes
 from outre_async.store._row_format import RowFormat
 

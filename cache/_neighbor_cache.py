@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from outre_async._errors import ConfigError
+from outre_async.errors import ConfigError
 from outre_async.store._csc_kernels import gather_lists
 
 

@@ -13,7 +13,7 @@ Map of the package, one room (sub-package) per job; imports run down this list, 
     features, partition, cache  feature sources and buffer; FENNEL (``partition/``); neighbour and history caches
     sampling, ingest            the neighbour sampler and epoch plans; importers and the generator
     aio, store                  channels, reorder buffer, loop thread, CPU meter; the on-disk dataset
-    _errors, _units, _rng       the error tree, byte sizes and memory, the one splitmix64
+    errors, _units, _rng        the error tree, byte sizes and memory, the one splitmix64
 """
 
 from __future__ import annotations
@@ -28,47 +28,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ._errors import (
-    CheckpointError,
-    CheckpointMismatchError,
-    ConcurrentEpochError,
-    ConfigError,
-    DatasetChangedError,
-    DatasetCorruptError,
-    DatasetError,
-    DatasetExistsError,
-    DatasetNotFoundError,
-    DatasetReadError,
-    DeviceNotFoundError,
-    DirectIOUnsupported,
-    DistributedError,
-    ExtractorError,
-    FormatVersionError,
-    HistoryError,
-    InputFormatError,
-    InvalidGraphError,
-    LoaderForkedError,
-    ManifestError,
-    NonFiniteLossError,
-    NotSupportedError,
-    OutputLockedError,
-    OutreError,
-    OverwriteRefusedError,
-    PartitionCorruptError,
-    PartitionError,
-    PartitionExistsError,
-    PartitionMismatchError,
-    PartitionNotFoundError,
-    PartitionReadError,
-    PipelineClosed,
-    ProbeError,
-    ProfileCorruptError,
-    ProfileError,
-    ProfileMismatchError,
-    ProfileNotFoundError,
-    SmallBufferWarning,
-    TooManyOpenFilesError,
-)
+from . import errors
+from .errors import ConfigError, DatasetError, NotSupportedError, OutreError, SmallBufferWarning
 from .store import Dataset, DatasetWriter, RowLayout, choose_row_layout, open_dataset
 
 __version__ = "0.1.0"
@@ -159,48 +120,15 @@ _LAZY = {
 }
 
 __all__ = [
-    "CheckpointError",
-    "CheckpointMismatchError",
-    "ConcurrentEpochError",
+    "errors",
     "ConfigError",
     "Dataset",
-    "DatasetChangedError",
-    "DatasetCorruptError",
     "DatasetError",
-    "DatasetExistsError",
-    "DatasetNotFoundError",
-    "DatasetReadError",
     "DatasetWriter",
-    "DeviceNotFoundError",
-    "DirectIOUnsupported",
-    "DistributedError",
-    "ExtractorError",
-    "FormatVersionError",
-    "HistoryError",
-    "InputFormatError",
-    "InvalidGraphError",
-    "LoaderForkedError",
-    "ManifestError",
-    "NonFiniteLossError",
     "NotSupportedError",
-    "OutputLockedError",
     "OutreError",
-    "OverwriteRefusedError",
-    "PartitionCorruptError",
-    "PartitionError",
-    "PartitionExistsError",
-    "PartitionMismatchError",
-    "PartitionNotFoundError",
-    "PartitionReadError",
-    "PipelineClosed",
-    "ProbeError",
-    "ProfileCorruptError",
-    "ProfileError",
-    "ProfileMismatchError",
-    "ProfileNotFoundError",
     "RowLayout",
     "SmallBufferWarning",
-    "TooManyOpenFilesError",
     "choose_row_layout",
     "open_dataset",
     *_LAZY,
@@ -208,6 +136,9 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
+    if name in errors.__all__:  # the error classes live in ``outre_async.errors`` (the top level keeps a few)
+        raise AttributeError(f"outre_async.{name} moved: import it from outre_async.errors "
+                             f"(from outre_async.errors import {name})")
     return _lazy_attribute(__name__, _LAZY, name)
 
 

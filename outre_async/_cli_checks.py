@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from ._errors import ConfigError
+from .errors import ConfigError
 from ._units import available_memory, format_bytes, parse_bytes
 
 __all__ = ["byte_size", "check_fits_memory", "check_output_dir", "count", "device", "finite",

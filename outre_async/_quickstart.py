@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from ._errors import ConfigError
+from .errors import ConfigError
 from ._rng import check_seed
 from ._train import EpochResult, evaluate, train_epoch
 from .cache._history_config import history_for

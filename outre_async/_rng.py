@@ -28,7 +28,7 @@ def check_seed(seed: object, name: str = "seed") -> int:
     a float or a string), so that numpy and the kernels never see a value they would reject later."""
     import numbers
 
-    from ._errors import ConfigError
+    from .errors import ConfigError
 
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
         raise ConfigError(f"{name} must be a non-negative integer, got {seed!r}")

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._errors import NonFiniteLossError
+from .errors import NonFiniteLossError
 from .nn import seed_logits, seed_targets
 
 

@@ -24,7 +24,7 @@ from types import FrameType
 from typing import Any
 
 from . import _cli_checks as checks
-from ._errors import ConfigError, OutreError
+from .errors import ConfigError, OutreError
 from ._units import format_bytes
 
 Handler = Callable[[argparse.Namespace], dict[str, Any]]

@@ -36,7 +36,7 @@ from torch_geometric.nn import GCN as PygGCN
 from torch_geometric.nn import GATConv
 from torch_geometric.nn import GraphSAGE as PygGraphSAGE
 
-from ._errors import ConfigError
+from .errors import ConfigError
 from .gnn import _basic_gnn
 from .gnn._history_hook import attach as attach_history
 from .gnn._history_hook import with_history

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from outre_async._errors import ConfigError
+from outre_async.errors import ConfigError
 from outre_async.sampling._items import BatchItem, MacroRef, NodeTargets, node_item
 
 from ._output_kernels import group_by_part

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from outre_async._errors import PartitionCorruptError
+from outre_async.errors import PartitionCorruptError
 
 # dtypes the writer produces; a meta naming anything else is refused before a byte is read
 ALLOWED_DTYPES = {

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from outre_async import _cli_checks as checks
-from outre_async._errors import ConfigError
+from outre_async.errors import ConfigError
 from outre_async._units import format_bytes
 
 Say = Callable[[str], None]

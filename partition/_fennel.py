@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from outre_async._errors import ConfigError
+from outre_async.errors import ConfigError
 from outre_async.store._dataset import Dataset
 
 from ._bloom_kernels import bloom_chunk

@@ -7,7 +7,7 @@ Apart from the writer (``_output``, which needs the numba kernels) so that readi
 
 from __future__ import annotations
 
-from outre_async._errors import ConfigError
+from outre_async.errors import ConfigError
 
 FORMAT_NAME = "outre-async-partitions"
 FORMAT_VERSION = 1

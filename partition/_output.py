@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from outre_async._errors import ConfigError, PartitionExistsError
+from outre_async.errors import ConfigError, PartitionExistsError
 from outre_async.store._dataset import Dataset
 from outre_async.store._identity import dataset_identity
 from outre_async.store._install import install_directory

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from outre_async._errors import (
+from outre_async.errors import (
     ConfigError,
     PartitionCorruptError,
     PartitionError,

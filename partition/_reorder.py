@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from outre_async._errors import ConfigError, PartitionCorruptError
+from outre_async.errors import ConfigError, PartitionCorruptError
 from outre_async._units import format_bytes
 from outre_async.store._dataset import Dataset, open_dataset
 from outre_async.store._file_reads import open_data_file

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from outre_async._errors import DatasetCorruptError, DatasetReadError
+from outre_async.errors import DatasetCorruptError, DatasetReadError
 from outre_async.store._csc_kernels import gather_lists, max_degree
 from outre_async.store._dataset import Dataset
 from outre_async.store._file_reads import open_data_file

@@ -68,7 +68,7 @@ class FaultySource(oa.FeatureSource):
         await asyncio.sleep(self.rng.random() * 3e-3)
         bad = self.fail_on.intersection(ids.tolist())
         if bad:
-            raise oa.ExtractorError("injected EIO", path=self.ds.features_path,
+            raise oa.errors.ExtractorError("injected EIO", path=self.ds.features_path,
                                     offset=min(bad) * self.ds.row_layout.stride, errno=5)
         out[:] = self.ds.features[ids]
 

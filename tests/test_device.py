@@ -50,7 +50,7 @@ def test_the_loader_holds_its_device_resolved(tiny: Path) -> None:
     auto = oa.LoaderConfig(fanouts=(3,), batch_size=8, device="auto").device
     assert auto == ("cpu" if not torch.cuda.is_available() else f"cuda:{torch.cuda.current_device()}")
     assert oa.LoaderConfig(fanouts=(3,), batch_size=8).device == "cpu"
-    with pytest.raises(oa.DeviceNotFoundError, match="available: cpu"):
+    with pytest.raises(oa.errors.DeviceNotFoundError, match="available: cpu"):
         oa.OutreLoader(tiny, fanouts=[3], batch_size=8, device=MISSING)
 
 

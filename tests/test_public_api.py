@@ -12,68 +12,35 @@ import pytest
 
 PUBLIC = {
     "outre_async": [
-        "CheckpointError",
-        "CheckpointMismatchError",
-        "ConcurrentEpochError",
         "ConfigError",
         "Dataset",
-        "DatasetChangedError",
-        "DatasetCorruptError",
         "DatasetError",
-        "DatasetExistsError",
-        "DatasetNotFoundError",
-        "DatasetReadError",
         "DatasetWriter",
-        "DeviceNotFoundError",
-        "DirectIOUnsupported",
         "DiskProbe",
-        "DistributedError",
-        "ExtractorError",
         "FeatureSource",
-        "FormatVersionError",
         "GAT",
         "GCN",
         "GeneratorConfig",
         "GraphSAGE",
         "HistoryConfig",
-        "HistoryError",
         "HistoryRecord",
-        "InputFormatError",
-        "InvalidGraphError",
         "LoaderConfig",
-        "LoaderForkedError",
         "MLP",
-        "ManifestError",
         "NeighborSampler",
-        "NonFiniteLossError",
         "NotSupportedError",
-        "OutputLockedError",
         "OutreBatch",
         "OutreError",
         "OutreLoader",
-        "OverwriteRefusedError",
         "PRESETS",
-        "PartitionCorruptError",
-        "PartitionError",
-        "PartitionExistsError",
-        "PartitionMismatchError",
-        "PartitionNotFoundError",
-        "PartitionReadError",
-        "PipelineClosed",
-        "ProbeError",
-        "ProfileCorruptError",
-        "ProfileError",
-        "ProfileMismatchError",
-        "ProfileNotFoundError",
         "RowLayout",
         "SampledSubgraph",
         "SmallBufferWarning",
         "SyncLoader",
-        "TooManyOpenFilesError",
         "cached_probe",
         "choose_row_layout",
         "convert",
         "detect_io_uring",
+        "errors",
         "from_edge_list",
         "from_npz",
         "from_ogb",
@@ -273,3 +240,17 @@ def test_unknown_top_level_name_is_an_attribute_error() -> None:
 
     with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
         _ = outre_async.not_a_name  # type: ignore[attr-defined]
+
+
+def test_error_classes_moved_to_errors_name_their_new_home() -> None:
+    """The top level keeps the base and the few errors a user catches; every other class is in
+    ``outre_async.errors``, and the old spelling is a one-line AttributeError that names the new one."""
+    import outre_async
+    from outre_async import errors
+
+    assert errors.OutreError is outre_async.OutreError
+    moved = sorted(set(errors.__all__) - set(outre_async.__all__))
+    assert "PipelineClosed" in moved and "DatasetNotFoundError" in moved
+    for name in moved:
+        with pytest.raises(AttributeError, match=rf"outre_async\.{name} moved: .*outre_async\.errors import {name}"):
+            getattr(outre_async, name)

@@ -57,5 +57,5 @@ def test_docs_torchrun_example_runs_on_two_ranks(tmp_path: Path) -> None:
     ds = oa.generate(tmp_path / "g", "tiny", seed=3, feature_dim=8)
     try:
         launch(str(script), [str(ds)], nproc=2, timeout=270)  # generous: 2 imports of torch on a loaded 2-core box
-    except oa.DistributedError as exc:
+    except oa.errors.DistributedError as exc:
         pytest.fail(f"the docs' torchrun example failed: {exc}")

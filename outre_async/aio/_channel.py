@@ -4,7 +4,7 @@
 need sentinels.  A :class:`Channel` always has a capacity (>= 1), a full channel blocks its sender
 (the back-pressure that bounds the pipeline's memory), and ``close()`` ends the stream: receivers
 drain what is queued and then stop (``async for`` ends, ``receive`` raises :class:`EndOfChannel`);
-senders get :class:`~outre_async.PipelineClosed`.  Waiters are woken in FIFO order.
+senders get :class:`~outre_async.errors.PipelineClosed`.  Waiters are woken in FIFO order.
 
 Cancellation: a cancelled ``send`` leaves the channel unchanged (the item is not queued); a cancelled
 ``receive`` takes nothing.  A wake-up that landed on a cancelled waiter is passed to the next one.
@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from .._errors import ConfigError, PipelineClosed
+from ..errors import ConfigError, PipelineClosed
 
 T = TypeVar("T")
 

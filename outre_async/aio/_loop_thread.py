@@ -31,7 +31,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from .._errors import LoaderForkedError, PipelineClosed
+from ..errors import LoaderForkedError, PipelineClosed
 
 T = TypeVar("T")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Generic, TypeVar
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 
 T = TypeVar("T")
 

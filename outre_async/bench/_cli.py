@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import _cli_checks as checks
-from .._errors import ConfigError
+from ..errors import ConfigError
 from .._units import format_bytes, parse_bytes
 from ._presets import BENCH_PRESETS
 

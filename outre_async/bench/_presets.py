@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 
 GiB = 1 << 30
 

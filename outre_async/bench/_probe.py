@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .._errors import DirectIOUnsupported
+from ..errors import DirectIOUnsupported
 from ..features._disk_probe import DEPTHS, in_flight_for, probe_disk
 
 

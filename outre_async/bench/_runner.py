@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 from ..machine._device import check_device_name, resolve_device
 from ._presets import SYSTEM_OPTION_KEYS, BenchPreset, get_preset
 from ._run_in_child import run_in_child

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._errors import OutreError
+from ..errors import OutreError
 
 NUM = (int, float)
 OPT_NUM = (int, float, type(None))

@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 
 # PyG publishes pyg-lib / torch-sparse wheels per torch release at https://data.pyg.org/whl/ and had none for
 # torch 2.13 when this was written; PyPI has torch-sparse / torch-scatter as source only (README, "Comparing with PyG").
@@ -371,7 +371,7 @@ def disk_grid(ds: Any, spec: RunSpec) -> dict[str, Any]:
         return {}
     from pathlib import Path
 
-    from .._errors import ConfigError
+    from ..errors import ConfigError
     from ._disk_limit import cached_grid
 
     cache = Path(spec.probe_cache_dir)
@@ -432,7 +432,7 @@ def _ordered_path(dataset_dir: str, spec: RunSpec) -> Any:
 
 def _ordered_copy_is_current(dataset_dir: str, target: Any) -> bool:
     """A valid reordered copy made from this version of the dataset (its identity recorded in the copy)."""
-    from .._errors import OutreError
+    from ..errors import OutreError
     from ..partition import dataset_identity
     from ..store._dataset import open_dataset
 

@@ -18,7 +18,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
-from .._errors import ConfigError, DistributedError
+from ..errors import ConfigError, DistributedError
 from ..loader._config import check_count
 
 

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from .._errors import ConfigError, DistributedError
+from ..errors import ConfigError, DistributedError
 
 _TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 _COLLECTIVE_SIGNS = ("Connection closed by peer", "Connection reset", "monitoredBarrier", "Timed out", "timed out",

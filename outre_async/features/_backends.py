@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 from ..store._dataset import Dataset
 from ._backend_names import BACKENDS, Backend
 from ._disk_source import IOConfig

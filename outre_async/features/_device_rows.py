@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import DirectIOUnsupported, ProbeError
+from ..errors import DirectIOUnsupported, ProbeError
 from ._disk_source import open_direct
 from ._probe_grid import DEPTHS, SECONDS, SIZES
 from ._staging import SECTOR, merge_gap_bytes

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import ConfigError, DatasetCorruptError, ExtractorError, PipelineClosed
+from ..errors import ConfigError, DatasetCorruptError, ExtractorError, PipelineClosed
 from ..store._feature_file import FeatureFile
 from ..store._safe_read import check_regular
 from ._faults import FaultPlan

@@ -27,7 +27,7 @@ import errno as errno_mod
 import threading
 from dataclasses import dataclass
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 
 READ_RETRIES = 3  # a read failing with a transient error is issued again at most this many times
 TRANSIENT_READ_ERRNOS = frozenset({errno_mod.EIO, errno_mod.EAGAIN, errno_mod.EINTR})

@@ -72,7 +72,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 from ..store._row_format import FLOAT32, held_dtype
 from . import _buffer_kernels as K
 from ._buffer_holds import Acquisition, Foresight, Pin, SlotReader, int64_ids, page_aligned_zeros

@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 from ..store._row_format import FLOAT32, held_dtype
 from ._device_rows import DeviceRows
 from ._feature_buffer import Pin

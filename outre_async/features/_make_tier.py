@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 from ._gpu_tier import GpuTier
 from ._source import FeatureSource
 from ._static_cache import StaticTier

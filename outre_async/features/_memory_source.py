@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 from ..store._dataset import Dataset
 from ..store._file_reads import open_data_file
 from ._disk_source import FeatureFile

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 
 EvictionPolicy = Literal["lru-lookahead", "next-use"]
 EVICTION_POLICIES: dict[str, str] = {

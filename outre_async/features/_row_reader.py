@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import numpy as np
 
-from .._errors import PipelineClosed
+from ..errors import PipelineClosed
 from ..aio._loop_thread import LoopThread
 from ._source import FeatureSource
 

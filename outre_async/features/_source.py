@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import ConfigError, PipelineClosed
+from ..errors import ConfigError, PipelineClosed
 
 
 class FeatureSource(abc.ABC):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 from ..store._row_format import FLOAT32, held_dtype
 from ._feature_buffer import Pin
 from ._source import FeatureSource

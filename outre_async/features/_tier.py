@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
 import numpy as np
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 from ._feature_buffer import FeatureBuffer, Pin, int64_ids
 from ._source import FeatureSource
 

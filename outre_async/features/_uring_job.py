@@ -10,7 +10,7 @@ import asyncio
 
 import numpy as np
 
-from .._errors import OutreError
+from ..errors import OutreError
 from ._read_priority import URGENT
 from ._staging import Arena, ReadPlan
 

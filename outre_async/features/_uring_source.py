@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import ConfigError, OutreError, PipelineClosed
+from ..errors import ConfigError, OutreError, PipelineClosed
 from ..store._dataset import Dataset
 from . import _uring_kernels as K
 from ._bounce import BOUNCE_SEGMENTS, PAGE_BYTES, PAGES_PER_READ, BouncePool, finish_bounced, give_back

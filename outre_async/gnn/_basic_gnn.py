@@ -26,7 +26,7 @@ from torch_geometric.nn.models.basic_gnn import BasicGNN
 from torch_geometric.nn.norm import BatchNorm as PygBatchNorm
 from torch_geometric.nn.norm import LayerNorm as PygLayerNorm
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 
 __all__ = ["BasicGNN", "check_layerwise", "conv_call", "hidden", "is_basic_gnn", "layer", "qualname"]
 

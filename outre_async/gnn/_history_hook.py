@@ -38,7 +38,7 @@ import torch
 from torch import Tensor, nn
 from torch_geometric.nn import GCNConv
 
-from .._errors import ConfigError, HistoryError
+from ..errors import ConfigError, HistoryError
 from ._basic_gnn import is_basic_gnn, qualname
 
 __all__ = ["attach", "with_history"]

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import InvalidGraphError, NotSupportedError
+from ..errors import InvalidGraphError, NotSupportedError
 from ._source import EDGE_BLOCK, EdgeChunks, PathLike, Source, parse_options, write_source
 
 FEATURE_BLOCK = 32 << 20  # bytes of feature rows handed to the writer per block

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from .. import _cli_checks as checks
-from .._errors import ConfigError
+from ..errors import ConfigError
 from .._units import format_bytes
 from ..store._manifest import ALLOWED_DTYPES
 from ..store._row_format import RowFormat

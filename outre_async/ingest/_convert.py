@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .._errors import ConfigError, InputFormatError
+from ..errors import ConfigError, InputFormatError
 from ..store._overwrite import check_overwrite, dataset_names
 from ._edge_list import BINARY_SUFFIXES, TEXT_SUFFIXES, from_binary_edges, from_text_edges
 from ._formats import FORMATS

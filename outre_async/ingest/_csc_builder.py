@@ -37,7 +37,7 @@ from typing import BinaryIO
 import numpy as np
 from tqdm import tqdm
 
-from .._errors import ConfigError, InvalidGraphError
+from ..errors import ConfigError, InvalidGraphError
 from ..store._litter import open_temp_dir
 from ..store._tempdir import TempDir
 from ..store._writer import INT32_LIMIT, DatasetWriter

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .._errors import NotSupportedError
+from ..errors import NotSupportedError
 
 EDGE_KEYS = ("edge_attr", "edge_weight", "edge_type", "edge_label", "edge_label_index")
 LINK_KEYS = ("edge_label", "edge_label_index")

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from .._errors import ConfigError, InputFormatError
+from ..errors import ConfigError, InputFormatError
 from ._source import (
     EDGE_BLOCK,
     EdgeChunks,

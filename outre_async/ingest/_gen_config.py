@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 
 __all__ = ["MIN_COMMUNITY_SIZE", "PRESETS", "GeneratorConfig", "resolve_config"]
 

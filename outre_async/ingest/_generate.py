@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 from .._rng import stream_state
 from ..store._writer import INT32_LIMIT, DatasetWriter
 from . import _gen_kernels as kernels

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import InputFormatError, InvalidGraphError
+from ..errors import InputFormatError, InvalidGraphError
 from ._arrays import CSRFeatures, array_source
 from ._edge_features import EDGE_KEYS, check_edge_features
 from ._source import PathLike, existing_path, parse_options, write_source

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import ConfigError, InputFormatError, InvalidGraphError
+from ..errors import ConfigError, InputFormatError, InvalidGraphError
 from ._edge_features import check_edge_features
 from ._source import PathLike, Source, existing_path, parse_options, write_source
 from ._text_parsing import csv_width, float_rows, line_blocks, read_ids, read_labels, text_edges

@@ -9,7 +9,7 @@ import pickle
 from pathlib import Path
 from typing import Any
 
-from .._errors import ConfigError, InputFormatError, InvalidGraphError
+from ..errors import ConfigError, InputFormatError, InvalidGraphError
 from ._arrays import array_source
 from ._edge_features import EDGE_KEYS, check_edge_features
 from ._source import PathLike, Source, existing_path, parse_options, write_source

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import ConfigError, DatasetExistsError, InputFormatError, InvalidGraphError
+from ..errors import ConfigError, DatasetExistsError, InputFormatError, InvalidGraphError
 from .._units import parse_bytes
 from ..store._layout import RowLayoutName
 from ..store._overwrite import check_overwrite, dataset_names

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import ConfigError, InvalidGraphError
+from ..errors import ConfigError, InvalidGraphError
 from ..store import Dataset, DatasetWriter, open_dataset
 
 _ROW_BLOCK = 1 << 16  # feature rows copied per block

@@ -15,7 +15,7 @@ from typing import BinaryIO, cast
 import numpy as np
 from tqdm import tqdm
 
-from .._errors import InputFormatError
+from ..errors import InputFormatError
 from ._convert_kernels import parse_int_column, parse_int_pairs
 from ._source import EdgeChunks
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._errors import DatasetCorruptError
+from ..errors import DatasetCorruptError
 
 
 @dataclass(frozen=True, slots=True)

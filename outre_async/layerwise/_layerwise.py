@@ -43,7 +43,7 @@ from torch import nn
 from torch_geometric.nn import GCNConv
 from tqdm import tqdm
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 from .._units import parse_bytes
 from ..features._backends import Backend, open_source
 from ..features._row_reader import RowReader

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 from ..features._backends import Backend, detect_io_uring
 from ..features._disk_source import FeatureFile, IOConfig
 from ..features._memory_source import MemorySource

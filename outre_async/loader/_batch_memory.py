@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 from .._units import format_bytes
 from ..store._row_format import FLOAT32
 

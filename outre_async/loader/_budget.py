@@ -61,7 +61,7 @@ import math
 import warnings
 from dataclasses import dataclass, replace
 
-from .._errors import ConfigError, SmallBufferWarning
+from ..errors import ConfigError, SmallBufferWarning
 from .._units import format_bytes
 from ..cache._history_config import record_buffer_bytes
 from ..features._bounce import BouncePool

@@ -12,7 +12,7 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 from .._rng import check_seed
 from .._units import parse_bytes
 from ..cache._history_config import HistoryConfig

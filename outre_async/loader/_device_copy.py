@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 
 if TYPE_CHECKING:
     from ._history_record import HistoryRecord

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from .._errors import ConcurrentEpochError
+from ..errors import ConcurrentEpochError
 
 __all__ = ["EPOCH_GRACE_S", "EpochToken", "OneEpochAtATime"]
 

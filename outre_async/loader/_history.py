@@ -65,7 +65,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._errors import HistoryError
+from ..errors import HistoryError
 from ..cache._device_fence import after, mark
 from ..cache._history import (
     HistoryDecision,

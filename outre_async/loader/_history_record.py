@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .._errors import HistoryError
+from ..errors import HistoryError
 from ..cache._device_fence import after, mark
 
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import ConfigError, OutreError
+from ..errors import ConfigError, OutreError
 from ..store._dataset import Dataset, open_dataset
 from ..store._identity import dataset_identity
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import ConfigError, NotSupportedError
+from ..errors import ConfigError, NotSupportedError
 from ..sampling._edge_items import NegativeSpec
 from ..store._dataset import Dataset
 from ._config import LoaderConfig

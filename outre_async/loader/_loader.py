@@ -29,7 +29,7 @@ from typing import Any
 
 from numpy.typing import ArrayLike
 
-from .._errors import ConfigError, LoaderForkedError, PipelineClosed
+from ..errors import ConfigError, LoaderForkedError, PipelineClosed
 from .._units import available_memory, format_bytes
 from ..aio._channel import Channel
 from ..aio._loop_thread import LoopThread, forked_message

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 from ..cache import NeighborCache
 from ..partition._batches import (
     default_interleave,

@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 from ..cache._history_config import SlotPrice, default_window, slot_prices
 from ..features._gpu_tier import gpu_cache_bytes, gpu_index_bytes
 from ..machine._device import device_memory

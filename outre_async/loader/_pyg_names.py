@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import MISSING, fields
 from typing import Any
 
-from .._errors import ConfigError, NotSupportedError
+from ..errors import ConfigError, NotSupportedError
 from ._config import LoaderConfig, check_count
 
 # the defaults of LoaderConfig's fields as the loader's signature shows them (None: required or a factory)

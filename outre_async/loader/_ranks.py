@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch.distributed as dist
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 from ._config import LoaderConfig
 
 

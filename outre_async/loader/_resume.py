@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import CheckpointError, CheckpointMismatchError
+from ..errors import CheckpointError, CheckpointMismatchError
 
 __all__ = ["STATE_VERSION", "Progress", "check_facts", "check_header", "decode_progress", "encode_progress", "header",
            "seeds_crc"]

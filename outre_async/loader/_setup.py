@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 from ..features import FeatureSource, detect_io_uring
 from ..features._disk_source import IOConfig, open_direct
 from ..features._staging import SECTOR

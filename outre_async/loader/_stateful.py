@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 from ..store._dataset import Dataset
 from ..store._identity import dataset_identity
 from ._config import LoaderConfig

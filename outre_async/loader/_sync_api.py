@@ -15,7 +15,7 @@ import weakref
 from collections.abc import AsyncGenerator, Iterator
 from typing import Self
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 from ..aio._loop_thread import LoopThread
 from ..store._dataset import Dataset
 from ..store._safe_read import fd_exhausted

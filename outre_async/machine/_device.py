@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from .._errors import ConfigError, DeviceNotFoundError
+from ..errors import ConfigError, DeviceNotFoundError
 
 if TYPE_CHECKING:
     import torch

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 from ..cache._history_config import SlotPrice, history_slot_bytes
 from ..store._row_format import RowFormat
 from ._costs import MissCosts

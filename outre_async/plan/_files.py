@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import ConfigError, ProfileCorruptError, ProfileMismatchError, ProfileNotFoundError
+from ..errors import ConfigError, ProfileCorruptError, ProfileMismatchError, ProfileNotFoundError
 from ..store._dataset import Dataset
 from ..store._identity import check_identity, dataset_identity
 from ..store._install import fsync_path, install_directory

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 from . import _knapsack_kernels as K
 
 KINDS = ("features", "history", "neighbors")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 from ._knapsack import Choice, KnapsackInput, compute_saved_us, saved_us
 
 ALPHAS = np.round(np.arange(1, 100) / 100, 2)

@@ -18,7 +18,7 @@ from typing import Any
 
 from numpy.typing import ArrayLike
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 from ..cache._history_config import HistoryConfig
 from ..loader._loader import OutreLoader
 from ..loader._profiling import run_profile

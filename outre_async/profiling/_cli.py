@@ -46,7 +46,7 @@ def add_arguments(p: argparse.ArgumentParser, parse_fanouts: Callable[[str], Any
 
 
 def run(args: argparse.Namespace, *, progress: bool, say: Say) -> dict[str, Any]:
-    from .._errors import ConfigError
+    from ..errors import ConfigError
     from ..cache._history_config import history_for
     from ..machine._device import resolve_device
     from ._api import profile

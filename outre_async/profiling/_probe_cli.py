@@ -69,7 +69,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def target_of(path: Path) -> tuple[Path, str]:
     """What the probe reads for ``path``: ``(file, kind)``, kind ``features``, ``file`` or ``folder``."""
-    from .._errors import ProbeError
+    from ..errors import ProbeError
 
     if (path / "manifest.json").is_file():
         from ..store._dataset import open_dataset
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace, *, say: Say) -> dict[str, Any]:
 def probe_for_loader(features: Path, cache_dir: Path, say: Say) -> Any:
     """The default grid on ``features`` (cached per device), as ``outre profile`` records it for the
     loader; where O_DIRECT is refused, buffered reads, said."""
-    from .._errors import DirectIOUnsupported
+    from ..errors import DirectIOUnsupported
 
     try:
         return _cached_for_loader(features, cache_dir, True, say)
@@ -127,7 +127,7 @@ def _cached_for_loader(features: Path, cache_dir: Path, direct: bool, say: Say) 
 
 def _probe(args: argparse.Namespace, target: Path, kind: str, cache_dir: Path, say: Say) -> tuple[Any, bool, str | None]:
     """Measure (or reuse) with O_DIRECT; where it is refused, measure buffered reads and say so."""
-    from .._errors import DirectIOUnsupported
+    from ..errors import DirectIOUnsupported
 
     try:
         probe, cached = _measure(args, target, kind, cache_dir, direct=True, say=say)
@@ -193,7 +193,7 @@ def _age(seconds: float) -> str:
 
 
 def _check_matplotlib() -> None:
-    from .._errors import ConfigError
+    from ..errors import ConfigError
 
     try:
         import matplotlib  # noqa: F401

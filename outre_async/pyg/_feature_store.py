@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch_geometric.data import FeatureStore, TensorAttr
 
-from .._errors import ConfigError, NotSupportedError
+from ..errors import ConfigError, NotSupportedError
 from ..features._backends import Backend, open_source
 from ..features._row_reader import RowReader
 from ..store._dataset import Dataset

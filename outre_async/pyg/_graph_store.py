@@ -17,7 +17,7 @@ import torch
 from torch_geometric.data import EdgeAttr, GraphStore
 from torch_geometric.data.graph_store import EdgeLayout
 
-from .._errors import ConfigError, NotSupportedError
+from ..errors import ConfigError, NotSupportedError
 from ..store._dataset import Dataset
 
 __all__ = ["OutreGraphStore"]

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 
-from .._errors import ConfigError, NotSupportedError
+from ..errors import ConfigError, NotSupportedError
 from ..sampling._sampler import NeighborSampler
 from ..store._dataset import Dataset
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 from ..store._masks import mask_hint
 
 if TYPE_CHECKING:

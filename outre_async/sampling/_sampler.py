@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import ConfigError, DatasetCorruptError, InvalidGraphError
+from ..errors import ConfigError, DatasetCorruptError, InvalidGraphError
 from .._rng import check_seed, stream_state
 from ..store._csc_kernels import max_degree
 from . import _sampler_kernels as K

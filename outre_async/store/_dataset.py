@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import ConfigError, DatasetCorruptError, DatasetNotFoundError
+from ..errors import ConfigError, DatasetCorruptError, DatasetNotFoundError
 from .._units import available_memory
 from ._feature_file import NODE_FEATURES, FeatureFile, FeatureKey
 from ._file_reads import (

@@ -15,7 +15,7 @@ from typing import NamedTuple, Protocol
 
 import numpy as np
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 from ._layout import RowLayout
 from ._row_format import RowFormat
 

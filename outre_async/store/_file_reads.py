@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import DatasetCorruptError, DatasetReadError
+from ..errors import DatasetCorruptError, DatasetReadError
 from ._manifest import FeatureEntry, FileEntry
 from ._safe_read import open_regular
 

@@ -14,7 +14,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from .._errors import ManifestError, OutreError
+from ..errors import ManifestError, OutreError
 from ._dataset import Dataset
 from ._file_reads import open_data_file
 from ._manifest import MANIFEST_MAX_BYTES, MANIFEST_NAME

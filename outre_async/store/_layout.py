@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 
 SECTOR = 512
 RowLayoutName = Literal["auto", "padded", "packed"]

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import DatasetNotFoundError, FormatVersionError, ManifestError
+from ..errors import DatasetNotFoundError, FormatVersionError, ManifestError
 from ._safe_read import read_json
 
 FORMAT_NAME = "outre-async-dataset"

@@ -18,7 +18,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from .._errors import DatasetError, OverwriteRefusedError
+from ..errors import DatasetError, OverwriteRefusedError
 from ._manifest import MANIFEST_NAME, read_manifest
 from ._safe_read import read_json
 from ._tempdir import parse_temp_name

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .._errors import OutreError
+from ..errors import OutreError
 
 
 def plain_name(name: Any) -> str | None:

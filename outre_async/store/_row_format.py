@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import DTypeLike
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 
 if TYPE_CHECKING:
     from ._manifest import FeatureEntry

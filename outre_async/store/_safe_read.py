@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import OutreError, TooManyOpenFilesError
+from ..errors import OutreError, TooManyOpenFilesError
 
 JSON_MAX_BYTES = 16 << 20  # a manifest or meta is a few KiB
 JSON_MAX_DEPTH = 32  # the deepest document outre writes nests 4 levels

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._errors import DatasetChangedError
+from ..errors import DatasetChangedError
 
 WATCH_INTERVAL_S = 0.01  # at most one check per 10 ms during an epoch: 7-8 us a file here, < 0.2 % of a core
 

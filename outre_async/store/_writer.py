@@ -21,7 +21,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from .._errors import ConfigError, DatasetExistsError, InvalidGraphError
+from ..errors import ConfigError, DatasetExistsError, InvalidGraphError
 from ._install import install_directory
 from ._layout import RowLayout, RowLayoutName, choose_row_layout
 from ._litter import open_temp_dir

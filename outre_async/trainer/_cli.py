@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import _cli_checks as checks
-from .._errors import ConfigError
+from ..errors import ConfigError
 from ._config import MODELS, TrainConfig
 
 

@@ -6,7 +6,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .._errors import ConfigError
+from ..errors import ConfigError
 from ..machine._device import check_device_name
 
 MODELS = ("sage", "gcn", "gat")

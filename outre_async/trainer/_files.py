@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from .._errors import CheckpointError
+from ..errors import CheckpointError
 from ..store._install import fsync_path
 from ..store._safe_read import open_regular
 

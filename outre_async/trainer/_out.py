@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .._errors import ConfigError, DatasetError, FormatVersionError, OutputLockedError
+from ..errors import ConfigError, DatasetError, FormatVersionError, OutputLockedError
 from ..store._manifest import read_manifest
 
 _NO_LOCKS = (errno.ENOLCK, errno.EINVAL, errno.EOPNOTSUPP)

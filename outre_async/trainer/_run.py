@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from .._errors import CheckpointError, CheckpointMismatchError, ConfigError
+from ..errors import CheckpointError, CheckpointMismatchError, ConfigError
 from .._train import EpochTotals, train_epoch
 from ..cache._history_config import history_for
 from ..distributed import DistributedContext

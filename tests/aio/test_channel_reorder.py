@@ -10,7 +10,8 @@ from conftest import run
 from hypothesis import given
 from hypothesis import strategies as st
 
-from outre_async import ConfigError, PipelineClosed
+from outre_async import ConfigError
+from outre_async.errors import PipelineClosed
 from outre_async.aio._channel import Channel, EndOfChannel
 from outre_async.aio._reorder import ReorderBuffer
 

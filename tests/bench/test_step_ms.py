@@ -128,11 +128,11 @@ def test_resolve_device_names_the_devices_there_are() -> None:
     assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
     with pytest.raises(oa.ConfigError, match="must be one of auto, cpu, cuda, cuda:N"):
         resolve_device("gpu")
-    with pytest.raises(oa.DeviceNotFoundError, match=r"device='cuda:99': no such device on this machine; "
+    with pytest.raises(oa.errors.DeviceNotFoundError, match=r"device='cuda:99': no such device on this machine; "
                                                      rf"available: {', '.join(available_devices())}"):
         resolve_device("cuda:99")
     if not torch.cuda.is_available():
-        with pytest.raises(oa.DeviceNotFoundError, match="available: cpu "):
+        with pytest.raises(oa.errors.DeviceNotFoundError, match="available: cpu "):
             resolve_device("cuda")
     else:
         assert resolve_device("cuda") == torch.device("cuda", torch.cuda.current_device())

@@ -80,7 +80,7 @@ def test_two_ranks_cover_the_split_and_train_like_one_process(ds: oa.Dataset, tm
 @pytest.mark.timeout(200)
 def test_a_failing_rank_ends_the_run_with_a_named_error(ds: oa.Dataset, tmp_path: Path) -> None:
     start = time.monotonic()
-    with pytest.raises(oa.DistributedError, match="torchrun exited"):
+    with pytest.raises(oa.errors.DistributedError, match="torchrun exited"):
         launch(WORKER, ["fail", str(ds.path), str(tmp_path)], nproc=2, timeout=180)
     assert time.monotonic() - start < 180  # the agent stopped rank 0: not the launcher's timeout
     assert len(_pids(tmp_path)) == 2 and not any(_alive(p) for p in _pids(tmp_path))
@@ -113,4 +113,4 @@ def test_the_surviving_rank_raises_distributed_error(ds: oa.Dataset, tmp_path: P
                 p.wait()
     assert procs[1].returncode != 0 and "rank 1 fails on purpose" in outs[1][1]
     assert procs[0].returncode != 0
-    assert "outre_async._errors.DistributedError: rank 0 of 2: a collective failed" in outs[0][1], outs[0][1][-2000:]
+    assert "outre_async.errors.DistributedError: rank 0 of 2: a collective failed" in outs[0][1], outs[0][1][-2000:]

@@ -63,7 +63,7 @@ def test_session_of_one_rank_feeds_the_loader_and_leaves_the_group(tmp_path: Pat
     with pytest.raises(ValueError, match="mine"), init_distributed(backend="gloo", timeout=30, env=_env()):
         raise ValueError("mine")  # the rank's own error passes through unchanged
     assert not dist.is_initialized()
-    with pytest.raises(oa.DistributedError, match="a collective failed") as info, \
+    with pytest.raises(oa.errors.DistributedError, match="a collective failed") as info, \
             init_distributed(backend="gloo", timeout=30, env=_env()):
         raise RuntimeError("[pair.cc:553] Connection closed by peer [127.0.0.1]:1")
     assert isinstance(info.value.__cause__, RuntimeError) and not dist.is_initialized()
@@ -93,7 +93,7 @@ def test_launch_timeout_stops_every_rank(tmp_path: Path) -> None:
                       "open(os.path.join(sys.argv[1], 'pid' + os.environ['RANK']), 'w').write(str(os.getpid()))\n"
                       "time.sleep(600)\n")
     start = time.monotonic()
-    with pytest.raises(oa.DistributedError, match="still running"):
+    with pytest.raises(oa.errors.DistributedError, match="still running"):
         launch(str(script), [str(tmp_path)], nproc=2, timeout=15, grace=5)
     assert time.monotonic() - start < 60
     for pid in (int(p.read_text()) for p in tmp_path.glob("pid*")):

@@ -107,7 +107,7 @@ def test_a_failed_or_truncated_bounced_read_gives_its_slot_back(store: tuple, tm
     async def failing() -> None:
         async with unreadable_source(ds, "io_uring", max_in_flight=4, max_gap_bytes=8192) as src:
             buf = buffer_like(x, 4)
-            with pytest.raises(oa.ExtractorError):
+            with pytest.raises(oa.errors.ExtractorError):
                 await src.read_rows_into(np.array([320, 321, 323]), buf, np.array([0, 1, 2]))
             assert src._bounce.in_use == 0 and src.stats()["bounced_reads"] == 1
             src.heal()
@@ -122,7 +122,7 @@ def test_a_failed_or_truncated_bounced_read_gives_its_slot_back(store: tuple, tm
         async with open_source(short, "io_uring", max_gap_bytes=8192) as src:
             os.truncate(short.features_path, 300 * 512 + 100)
             buf = buffer_like(y, 4)
-            with pytest.raises(oa.ExtractorError, match="truncated"):
+            with pytest.raises(oa.errors.ExtractorError, match="truncated"):
                 await src.read_rows_into(np.array([297, 298, 300]), buf, np.array([0, 1, 2]))
             assert src._bounce.in_use == 0 and src._flight.now == 0 and not src._jobs
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from outre_async import cli
-from outre_async._errors import DirectIOUnsupported, ProbeError
+from outre_async.errors import DirectIOUnsupported, ProbeError
 from outre_async.features import _disk_source, detect_io_uring
 from outre_async.features._disk_probe import (
     SCHEMA,

@@ -85,7 +85,7 @@ def test_transient_errors_are_retried_three_times(store: tuple, backend: str, in
             np.testing.assert_array_equal(await _read(src, ids, into_slots), x[ids])
             assert faults.injected == READ_RETRIES == src.stats()["reads_retried"] == 3
             src.faults = FaultPlan(Fault(errno=err, at=at, times=READ_RETRIES + 1))  # fails 4 times: named
-            with pytest.raises(oa.ExtractorError) as info:
+            with pytest.raises(oa.errors.ExtractorError) as info:
                 await _read(src, ids, into_slots)
             e = info.value
             assert (e.path, e.errno) == (ds.features_path, err) and e.offset <= at < e.offset + (128 << 10)
@@ -106,7 +106,7 @@ def test_other_errors_fail_at_once(store: tuple, backend: str, into_slots: bool)
     async def main() -> None:
         async with open_source(ds, backend, max_in_flight=4) as src:
             src.faults = faults = FaultPlan(Fault(errno=errno.EINVAL, at=at, times=10))
-            with pytest.raises(oa.ExtractorError, match=f"failed: {os.strerror(errno.EINVAL)}$") as info:
+            with pytest.raises(oa.errors.ExtractorError, match=f"failed: {os.strerror(errno.EINVAL)}$") as info:
                 await _read(src, np.arange(N), into_slots)
             assert info.value.errno == errno.EINVAL and info.value.offset <= at
             assert faults.injected == 1 and src.stats()["reads_retried"] == 0 and src._flight.now == 0
@@ -147,7 +147,7 @@ def test_a_failing_device_ends_the_epoch_cleanly(store: tuple, backend: str) -> 
         lo.start()
         src = lo._res.source
         src.faults = FaultPlan(Fault(errno=errno.EIO, times=10**9, at=at))
-        with pytest.raises(oa.ExtractorError, match="Input/output error") as info:
+        with pytest.raises(oa.errors.ExtractorError, match="Input/output error") as info:
             _epoch_rows_right(lo, x)
         assert (info.value.path, info.value.errno) == (ds.features_path, errno.EIO)
         assert info.value.offset <= at < info.value.offset + 16384

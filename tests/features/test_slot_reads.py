@@ -137,7 +137,7 @@ def test_truncated_file_under_slot_reads_is_an_extractor_error(tmp_path: Path) -
         async with open_source(ds, "io_uring") as src:
             os.truncate(ds.features_path, 300 * 512 + 100)  # mid-row
             buf = buffer_like(x, 4)
-            with pytest.raises(oa.ExtractorError, match="truncated") as info:
+            with pytest.raises(oa.errors.ExtractorError, match="truncated") as info:
                 await src.read_rows_into(np.array([10, 500]), buf, np.array([0, 1]))
             assert info.value.path == ds.features_path and info.value.offset == 500 * 512
             await src.read_rows_into(np.array([1, 299]), buf, np.array([2, 3]))  # complete rows
@@ -154,7 +154,7 @@ def test_failed_slot_read_reaches_the_caller(stores: dict) -> None:
     async def main() -> None:
         async with unreadable_source(ds, "io_uring", max_in_flight=4) as src:
             buf = buffer_like(x, 4)
-            with pytest.raises(oa.ExtractorError) as info:
+            with pytest.raises(oa.errors.ExtractorError) as info:
                 await src.read_rows_into(np.array([321]), buf, np.array([2]))
             assert (info.value.path, info.value.offset, info.value.errno) == (
                 ds.features_path, 321 * 512, errno.EBADF)

@@ -225,12 +225,12 @@ def test_failed_read_reaches_the_caller(ds129: tuple, backend: str) -> None:
     async def main() -> None:
         async with unreadable_source(ds, backend, max_in_flight=4) as src:
             out = np.empty((1, 129), np.float32)
-            with pytest.raises(oa.ExtractorError) as info:
+            with pytest.raises(oa.errors.ExtractorError) as info:
                 await src.read_rows(np.array([row]), out)
             assert (info.value.path, info.value.offset, info.value.errno) == (
                 ds.features_path, fault, errno.EBADF)
             many = np.arange(row, ds.num_nodes, 3)  # the first read covers the row's offset
-            with pytest.raises(oa.ExtractorError) as info:
+            with pytest.raises(oa.errors.ExtractorError) as info:
                 await src.read_rows(many, np.empty((len(many), 129), np.float32))
             assert info.value.offset <= fault < info.value.offset + (128 << 10) + 1024
             assert src._flight.now == 0
@@ -253,10 +253,10 @@ def test_file_truncated_under_an_open_source(tmp_path: Path, backend: str) -> No
         async with open_source(ds, backend) as src:
             os.truncate(ds.features_path, 300 * 516 + 100)  # mid-row, mid-sector
             out = np.empty((2, 129), np.float32)
-            with pytest.raises(oa.ExtractorError, match="truncated") as info:
+            with pytest.raises(oa.errors.ExtractorError, match="truncated") as info:
                 await src.read_rows(np.array([10, 500]), out)
             assert info.value.path == ds.features_path
-            with pytest.raises(oa.ExtractorError):
+            with pytest.raises(oa.errors.ExtractorError):
                 await src.read_rows(np.array([300]), out[:1])  # the row cut in half
             await src.read_rows(np.array([1, 299]), out)  # rows still complete read fine
             np.testing.assert_array_equal(out, x[[1, 299]])
@@ -269,7 +269,7 @@ def test_opening_a_truncated_file_is_a_dataset_error(tmp_path: Path, backend: st
     write(tmp_path / "ds", n=100, dim=8)
     ds = oa.open_dataset(tmp_path / "ds")
     os.truncate(ds.features_path, 100)
-    with pytest.raises(oa.DatasetCorruptError, match="expected"):
+    with pytest.raises(oa.errors.DatasetCorruptError, match="expected"):
         open_source(ds, backend)
 
 
@@ -354,7 +354,7 @@ def test_aclose_releases_fds_and_reader(ds129: tuple, backend: str, loop: str) -
             selector = getattr(asyncio.get_running_loop(), "_selector", None)
             if selector is not None:  # the default loop: no reader left on the eventfd
                 assert efd not in selector.get_map()
-        with pytest.raises(oa.PipelineClosed):
+        with pytest.raises(oa.errors.PipelineClosed):
             await src.read_rows(np.array([1]), np.empty((1, 129), np.float32))
 
     run(main(), loop)
@@ -371,7 +371,7 @@ def test_aclose_with_reads_pending_fails_them_without_hanging(ds129: tuple) -> N
         while src._flight.now == 0:
             await asyncio.sleep(0)
         await src.aclose()
-        with pytest.raises(oa.PipelineClosed):
+        with pytest.raises(oa.errors.PipelineClosed):
             await task
 
     run(main())
@@ -486,7 +486,7 @@ def test_memory_source_from_array_and_validation() -> None:
             with pytest.raises(oa.ConfigError):
                 await src.read_rows(np.array([1]), out)
         await src.aclose()
-        with pytest.raises(oa.PipelineClosed):
+        with pytest.raises(oa.errors.PipelineClosed):
             await src.read_rows(np.array([1]), np.empty((1, 4), np.float32))
 
     run(main())

@@ -169,7 +169,7 @@ def test_convert_torch_saved_data(tmp_path: Path) -> None:
     )
     assert_topology(oa.convert(tmp_path / "g.pt", tmp_path / "ds"), src, dst, 30)
     torch.save([1, 2, 3], tmp_path / "list.pt")
-    with pytest.raises(oa.InputFormatError, match="expected a torch_geometric.data.Data"):
+    with pytest.raises(oa.errors.InputFormatError, match="expected a torch_geometric.data.Data"):
         oa.convert(tmp_path / "list.pt", tmp_path / "bad")
 
 
@@ -370,7 +370,7 @@ def test_text_blocks_split_lines_anywhere(tmp_path: Path, monkeypatch: pytest.Mo
     bad = write_text(
         tmp_path / "bad.txt", "".join(f"{a} {b}\n" for a, b in zip(src, dst, strict=True)) + "7 z\n"
     )
-    with pytest.raises(oa.InputFormatError) as info:
+    with pytest.raises(oa.errors.InputFormatError) as info:
         oa.convert(bad, tmp_path / "bad")
     assert info.value.line == 301 and "'7 z'" in str(info.value)
 
@@ -476,7 +476,7 @@ def test_options_change_counts_as_expected(tmp_path: Path) -> None:
 def test_overwrite_and_tmp_dir(tmp_path: Path) -> None:
     path = write_text(tmp_path / "e.txt", "".join(f"{i} {i + 1}\n" for i in range(200)))
     oa.convert(path, tmp_path / "ds")
-    with pytest.raises(oa.DatasetExistsError):
+    with pytest.raises(oa.errors.DatasetExistsError):
         oa.convert(path, tmp_path / "ds")
     oa.convert(
         path,
@@ -519,37 +519,37 @@ def _truncated_gz(tmp_path: Path) -> Path:
 
 EI = np.array([[0, 1, 2], [1, 2, 0]])
 BAD_INPUTS: dict[str, tuple[Callable[[Path], Path], dict, type, str]] = {
-    "missing file": (lambda p: p / "nope.txt", {}, oa.InputFormatError, "no such file"),
+    "missing file": (lambda p: p / "nope.txt", {}, oa.errors.InputFormatError, "no such file"),
     "truncated binary": (
         lambda p: _bytes(p / "e.i64", 20),
         {},
-        oa.InputFormatError,
+        oa.errors.InputFormatError,
         "not a whole number",
     ),
-    "truncated gzip": (_truncated_gz, {}, oa.InputFormatError, "truncated"),
-    "not an npz": (_text("x.npz", "hello"), {}, oa.InputFormatError, "cannot read as .npz"),
+    "truncated gzip": (_truncated_gz, {}, oa.errors.InputFormatError, "truncated"),
+    "not an npz": (_text("x.npz", "hello"), {}, oa.errors.InputFormatError, "cannot read as .npz"),
     "npz without edge_index": (
         lambda p: _npz(p, num_nodes=np.int64(3)),
         {},
-        oa.InputFormatError,
+        oa.errors.InputFormatError,
         "edge_index",
     ),
     "edge_index not [2, E]": (
         lambda p: _npz(p, edge_index=EI.T.copy()),
         {},
-        oa.InvalidGraphError,
+        oa.errors.InvalidGraphError,
         "transpose",
     ),
     "float edge_index": (
         lambda p: _npz(p, edge_index=EI.astype(float)),
         {},
-        oa.InvalidGraphError,
+        oa.errors.InvalidGraphError,
         "integer",
     ),
     "x rows != num_nodes": (
         lambda p: _npz(p, edge_index=EI, num_nodes=np.int64(3), x=np.ones((4, 2))),
         {},
-        oa.InvalidGraphError,
+        oa.errors.InvalidGraphError,
         "x has 4 rows",
     ),
     "bad CSR": (
@@ -562,89 +562,89 @@ BAD_INPUTS: dict[str, tuple[Callable[[Path], Path], dict, type, str]] = {
             x_shape=np.array([3, 2]),
         ),
         {},
-        oa.InvalidGraphError,
+        oa.errors.InvalidGraphError,
         "CSR",
     ),
     "edge id >= num_nodes": (
         lambda p: _npz(p, edge_index=EI, num_nodes=np.int64(2)),
         {},
-        oa.InvalidGraphError,
+        oa.errors.InvalidGraphError,
         "out of range",
     ),
-    "negative edge id": (_text("e.txt", "0 1\n-3 1\n"), {}, oa.InvalidGraphError, "negative"),
+    "negative edge id": (_text("e.txt", "0 1\n-3 1\n"), {}, oa.errors.InvalidGraphError, "negative"),
     "num_nodes below max id": (
         _text("e.txt", "0 1\n5 1\n"),
         {"num_nodes": 5},
-        oa.InvalidGraphError,
+        oa.errors.InvalidGraphError,
         "out of range",
     ),
-    "empty graph": (_text("e.txt", "# only comments\n\n"), {}, oa.InvalidGraphError, "empty graph"),
+    "empty graph": (_text("e.txt", "# only comments\n\n"), {}, oa.errors.InvalidGraphError, "empty graph"),
     "only self loops dropped": (
         _text("e.txt", "1 1\n"),
         {"drop_self_loops": True},
-        oa.InvalidGraphError,
+        oa.errors.InvalidGraphError,
         "empty graph",
     ),
     "split id out of range": (
         lambda p: _npz(p, edge_index=EI, train_idx=np.array([0, 7])),
         {},
-        oa.InvalidGraphError,
+        oa.errors.InvalidGraphError,
         "out of range",
     ),
     "duplicate split ids": (
         lambda p: _npz(p, edge_index=EI, train_idx=np.array([0, 1, 0])),
         {},
-        oa.InvalidGraphError,
+        oa.errors.InvalidGraphError,
         "more than once",
     ),
     "label outside class range": (
         lambda p: _npz(p, edge_index=EI, y=np.array([0, 1, 5])),
         {"num_classes": 3},
-        oa.InvalidGraphError,
+        oa.errors.InvalidGraphError,
         "outside the class range",
     ),
     "label shape": (
         lambda p: _npz(p, edge_index=EI, num_nodes=np.int64(3), y=np.zeros((3, 2), int)),
         {},
-        oa.InvalidGraphError,
+        oa.errors.InvalidGraphError,
         "multi-label",
     ),
-    "csv bad line": (_text("e.csv", "0,1\n1,2\n2;0\n"), {}, oa.InputFormatError, "e.csv:3:"),
-    "csv header": (_text("e.csv", "src,dst\n0,1\n"), {}, oa.InputFormatError, ":1:"),
+    "csv bad line": (_text("e.csv", "0,1\n1,2\n2;0\n"), {}, oa.errors.InputFormatError, "e.csv:3:"),
+    "csv header": (_text("e.csv", "src,dst\n0,1\n"), {}, oa.errors.InputFormatError, ":1:"),
     "ogb missing edge file": (
         lambda p: (p / "o" / "raw").mkdir(parents=True) or p / "o",
         {},
-        oa.InputFormatError,
+        oa.errors.InputFormatError,
         "edge.csv",
     ),
     "ogb feature rows != nodes": (
         _ogb_with("num-node-list.csv", "41\n"),
         {},
-        oa.InvalidGraphError,
+        oa.errors.InvalidGraphError,
         "40 feature rows but 41 nodes",
     ),
     "ogb too few feature rows": (
         _ogb_with("node-feat.csv", "1.0,2.0,3.0,4.0,5.0\n"),
         {},
-        oa.InvalidGraphError,
+        oa.errors.InvalidGraphError,
         "1 feature rows but 40 nodes",
     ),
     "ogb bad feature line": (
         _ogb_with("node-feat.csv", "1,2,3,4,5\n1,2,x,4,5\n"),
         {},
-        oa.InputFormatError,
+        oa.errors.InputFormatError,
         "node-feat.csv:2:",
     ),
     "ogb bad label line": (
         _ogb_with("node-label.csv", "1\n2\nthree\n"),
         {},
-        oa.InputFormatError,
+        oa.errors.InputFormatError,
         "node-label.csv:3:",
     ),
     "ogb split id out of range": (
         lambda p: _ogb_split(p, "99\n"),
         {},
-        oa.InvalidGraphError,
+        oa.errors.InvalidGraphError,
         "out of range",
     ),
     "unknown suffix": (
@@ -677,7 +677,7 @@ BAD_INPUTS: dict[str, tuple[Callable[[Path], Path], dict, type, str]] = {
     "directory without raw/": (
         lambda p: (p / "d").mkdir() or p / "d",
         {},
-        oa.InputFormatError,
+        oa.errors.InputFormatError,
         "raw/",
     ),
 }
@@ -712,7 +712,7 @@ def test_bad_inputs_raise_named_errors_and_leave_nothing(tmp_path: Path, case: s
 def test_failure_during_external_sort_removes_spill_files(tmp_path: Path) -> None:
     src, dst = random_edges(100, 3000)
     ei = np.stack([src, dst])
-    with pytest.raises(oa.InvalidGraphError, match="more than once"):
+    with pytest.raises(oa.errors.InvalidGraphError, match="more than once"):
         oa.write_dataset(tmp_path / "ds", edge_index=ei, train_idx=[1, 1], memory_budget=1024)
     assert listing(tmp_path) == []
 

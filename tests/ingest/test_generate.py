@@ -266,7 +266,7 @@ def test_failure_midway_leaves_nothing(tmp_path: Path, monkeypatch: pytest.Monke
 
 def test_existing_output_needs_overwrite(tmp_path: Path) -> None:
     path = oa.generate(tmp_path / "g", "tiny", **SMALL)
-    with pytest.raises(oa.DatasetExistsError):
+    with pytest.raises(oa.errors.DatasetExistsError):
         oa.generate(path, "tiny", **SMALL)
     oa.generate(path, "tiny", seed=1, overwrite=True, **SMALL)
     assert oa.open_dataset(path).manifest.meta["generator"]["seed"] == 1

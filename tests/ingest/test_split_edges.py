@@ -93,7 +93,7 @@ def test_bad_arguments_are_named(tmp_path, kwargs, match) -> None:
 
 def test_undirected_true_on_a_directed_graph_is_refused(tmp_path) -> None:
     ds = write_store(tmp_path / "g", np.array([0, 0, 1, 2]), np.array([0, 1]), features=np.ones((3, 2), np.float32))
-    with pytest.raises(oa.InvalidGraphError, match="has no reverse"):
+    with pytest.raises(oa.errors.InvalidGraphError, match="has no reverse"):
         oa.split_edges(ds, tmp_path / "s", undirected=True)
 
 
@@ -112,7 +112,7 @@ def test_manifest_edge_splits_are_parsed_strictly(tmp_path, edit, match) -> None
     doc = _manifest(out)
     edit(doc)
     (out / "manifest.json").write_text(json.dumps(doc))
-    with pytest.raises(oa.ManifestError, match=match):
+    with pytest.raises(oa.errors.ManifestError, match=match):
         oa.open_dataset(out)
 
 
@@ -120,7 +120,7 @@ def test_a_truncated_edge_split_file_is_refused_on_open(tmp_path) -> None:
     out = oa.split_edges(_undirected_store(tmp_path / "g").path, tmp_path / "s")
     name = _manifest(out)["edge_splits"]["val"]["file"]
     (out / name).write_bytes((out / name).read_bytes()[:-8])
-    with pytest.raises(oa.DatasetCorruptError):
+    with pytest.raises(oa.errors.DatasetCorruptError):
         oa.open_dataset(out)
 
 

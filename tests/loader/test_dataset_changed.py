@@ -64,13 +64,13 @@ def test_features_changed_mid_epoch_end_it(tmp_path: Path, backend: str, change:
         for _ in range(3):
             _check_rows(next(it), old)  # before the change: the bytes the dataset was opened with
         (_rewrite_in_place if change == "rewrite" else _replace)(ds.features_path)
-        with pytest.raises(oa.DatasetChangedError) as info:
+        with pytest.raises(oa.errors.DatasetChangedError) as info:
             for batch in it:  # at most the batches read before the change come first
                 _check_rows(batch, old)
         assert info.value.path == ds.features_path
         assert ("written in place" if change == "rewrite" else "replaced") in str(info.value)
         assert "open the dataset again" in str(info.value)
-        with pytest.raises(oa.DatasetChangedError):  # the next epoch refuses at its start
+        with pytest.raises(oa.errors.DatasetChangedError):  # the next epoch refuses at its start
             next(iter(loader))
     fresh = oa.open_dataset(tmp_path / "ds")  # what the message says to do: the new bytes, whole epochs
     new = np.array(fresh.features[:])
@@ -99,7 +99,7 @@ def test_mapped_indices_are_watched(tmp_path: Path) -> None:
         it = iter(loader)
         next(it)
         _rewrite_in_place(ds.path / ds.manifest.indices.file)
-        with pytest.raises(oa.DatasetChangedError, match="indices"):
+        with pytest.raises(oa.errors.DatasetChangedError, match="indices"):
             list(it)
 
 
@@ -138,13 +138,13 @@ def test_fingerprint_sees_size_times_set_back_and_removal(tmp_path: Path) -> Non
     with open(path, "r+b") as f:
         f.write(b"y")
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # mtime set back: ctime still moved
-    with pytest.raises(oa.DatasetChangedError, match="ctime"):
+    with pytest.raises(oa.errors.DatasetChangedError, match="ctime"):
         w.check()
     w = watch()
     os.truncate(path, 100)
-    with pytest.raises(oa.DatasetChangedError, match="from 4096 to 100 bytes"):
+    with pytest.raises(oa.errors.DatasetChangedError, match="from 4096 to 100 bytes"):
         w.check()
     w = watch()
     path.unlink()
-    with pytest.raises(oa.DatasetChangedError, match="removed"):
+    with pytest.raises(oa.errors.DatasetChangedError, match="removed"):
         w.check()

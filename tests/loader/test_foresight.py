@@ -88,7 +88,7 @@ def test_no_foresight_is_left_counted_after_an_early_end(dataset: oa.Dataset, ho
                     await task
                 await loader.aclose()
             elif how == "error":
-                with pytest.raises(oa.ExtractorError):
+                with pytest.raises(oa.errors.ExtractorError):
                     await consume()
             else:
                 await consume()

@@ -119,7 +119,7 @@ def test_with_a_profile_the_knapsack_buys_rows_other_than_the_tier_s(prof_ds: oa
         assert list(tiers) == ["gpu", "static", "buffer", "source"]
         assert tiers["gpu"]["hits"] > 0 and tiers["static"]["hits"] > 0
         assert tiers["static"]["hits"] + tiers["static"]["misses"] == tiers["gpu"]["misses"]
-    with pytest.raises(oa.ProfileMismatchError, match="gpu_cache_budget"):  # made for a loader without the tier
+    with pytest.raises(oa.errors.ProfileMismatchError, match="gpu_cache_budget"):  # made for a loader without the tier
         oa.OutreLoader(prof_ds, profile="no-gpu-tier", gpu_cache_budget=budget, **opts)
 
 

@@ -329,7 +329,7 @@ def test_the_history_starts_at_the_first_exchange_and_withdraws_unhooked_promise
     assert owner.first == 1 and owner.hooked_from == 2
     assert view.snapshot(2).valid.tolist() == [0, 0, 0, 1, 0, 0]  # batch 0's promises are gone
     view.record(HistoryDecision(empty, empty, empty, empty, empty), torch.device("cpu"), 2)
-    with pytest.raises(oa.HistoryError, match="step 2 never reached the history hook"):  # from now on, every batch
+    with pytest.raises(oa.errors.HistoryError, match="step 2 never reached the history hook"):  # from now on, every batch
         view.record(HistoryDecision(empty, empty, empty, empty, empty), torch.device("cpu"), 3)
 
 
@@ -561,7 +561,7 @@ def test_a_model_without_the_hook_prunes_nothing(dataset: oa.Dataset) -> None:
 
 def test_a_batch_that_skips_the_hook_after_the_history_started_is_a_history_error(dataset: oa.Dataset) -> None:
     model = _model().eval()
-    with _loader(dataset, 10) as loader, pytest.raises(oa.HistoryError, match="never reached the history hook"):
+    with _loader(dataset, 10) as loader, pytest.raises(oa.errors.HistoryError, match="never reached the history hook"):
         for i, batch in enumerate(loader):
             if i != 3:
                 with torch.no_grad():
@@ -615,7 +615,7 @@ def test_a_second_epoch_iterated_at_once_is_refused_sync(dataset: oa.Dataset) ->
         first = iter(loader)
         batch = next(first)
         model(batch.x, batch.edge_index, history=batch.history)
-        with pytest.raises(oa.ConcurrentEpochError, match="still being iterated") as err:
+        with pytest.raises(oa.errors.ConcurrentEpochError, match="still being iterated") as err:
             next(iter(loader))
         assert "\n" not in str(err.value) and "epoch 0" in str(err.value)
         for batch in first:  # the first epoch goes on, within the bound
@@ -646,7 +646,7 @@ def test_a_second_epoch_iterated_at_once_is_refused_async(dataset: oa.Dataset) -
             first = loader.__aiter__()
             batch = await first.__anext__()
             model(batch.x, batch.edge_index, history=batch.history)
-            with pytest.raises(oa.ConcurrentEpochError, match="still being iterated"):
+            with pytest.raises(oa.errors.ConcurrentEpochError, match="still being iterated"):
                 await consume(loader)
             assert await consume(first) == 13
             assert await consume(loader) == 14
@@ -672,7 +672,7 @@ def test_two_epochs_at_once_are_refused_under_python_O(dataset: oa.Dataset, tmp_
         "    next(first)\n"
         "    try:\n"
         "        next(iter(loader))\n"
-        "    except oa.ConcurrentEpochError as exc:\n"
+        "    except oa.errors.ConcurrentEpochError as exc:\n"
         "        print('refused:', exc)\n"
         "    else:\n"
         "        print('not refused')\n"
@@ -685,7 +685,7 @@ def test_two_epochs_at_once_are_refused_under_python_O(dataset: oa.Dataset, tmp_
         "        await first.__anext__()\n"
         "        try:\n"
         "            await aloader.__aiter__().__anext__()\n"
-        "        except oa.ConcurrentEpochError as exc:\n"
+        "        except oa.errors.ConcurrentEpochError as exc:\n"
         "            print('refused:', exc)\n"
         "        await first.aclose()\n"
         "asyncio.run(main())\n")
@@ -730,11 +730,11 @@ def test_the_record_exposes_ages_and_refused_pushes(dataset: oa.Dataset) -> None
 def test_wrong_width_and_a_second_exchange_are_history_errors(dataset: oa.Dataset) -> None:
     with _loader(dataset, 10) as loader:
         batch = next(iter(loader))
-        with pytest.raises(oa.HistoryError, match=r"expected \[nodes, 8\]") as err:
+        with pytest.raises(oa.errors.HistoryError, match=r"expected \[nodes, 8\]") as err:
             batch.history.exchange(torch.zeros(len(batch.n_id), HID + 1))
         assert "\n" not in str(err.value)
         batch.history.exchange(torch.zeros(len(batch.n_id), HID))
-        with pytest.raises(oa.HistoryError, match="twice"):
+        with pytest.raises(oa.errors.HistoryError, match="twice"):
             batch.history.exchange(torch.zeros(len(batch.n_id), HID))
 
 

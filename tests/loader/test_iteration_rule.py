@@ -54,7 +54,7 @@ def test_a_kept_iterator_makes_the_next_for_refused_not_hung(dataset: oa.Dataset
         with _loader(dataset, backend) as loader:
             it = iter(loader)
             first = next(it)
-            with pytest.raises(oa.ConcurrentEpochError, match="epoch 1 of this loader was started while epoch 0") as err:
+            with pytest.raises(oa.errors.ConcurrentEpochError, match="epoch 1 of this loader was started while epoch 0") as err:
                 for _ in loader:
                     pass
             assert "\n" not in str(err.value) and "close the first iterator" in str(err.value)
@@ -87,7 +87,7 @@ def test_a_second_thread_is_refused_by_name_and_the_first_finishes(dataset: oa.D
         try:
             for _ in loader:
                 pass
-        except oa.ConcurrentEpochError as exc:
+        except oa.errors.ConcurrentEpochError as exc:
             seen["error"] = exc
         finally:
             second_done.set()
@@ -101,7 +101,7 @@ def test_a_second_thread_is_refused_by_name_and_the_first_finishes(dataset: oa.D
         helper.join(TIMEOUT)
         loader.close()
     assert not helper.is_alive()
-    assert isinstance(seen.get("error"), oa.ConcurrentEpochError) and not isinstance(seen["error"], oa.PipelineClosed)
+    assert isinstance(seen.get("error"), oa.errors.ConcurrentEpochError) and not isinstance(seen["error"], oa.errors.PipelineClosed)
 
 
 def test_two_concurrent_async_for_one_refused_the_other_whole(dataset: oa.Dataset) -> None:

@@ -162,7 +162,7 @@ def test_read_error_reaches_the_consumer_without_a_hang(dataset: oa.Dataset) -> 
     async def body() -> None:
         source = FaultySource(dataset, fail_on={int(dataset.split("train")[-1])})
         async with _loader(dataset, num_extractors=2, source=source) as loader:
-            with pytest.raises(oa.ExtractorError, match="injected EIO"):
+            with pytest.raises(oa.errors.ExtractorError, match="injected EIO"):
                 async for _ in loader:
                     pass
             assert loader.stats()["buffer"]["free_slots"] == loader.buffer_rows
@@ -185,10 +185,10 @@ def test_truncated_feature_file_is_a_named_error(dataset: oa.Dataset, tmp_path: 
     async def body() -> None:
         async with oa.OutreLoader(ds, fanouts=[4, 3], batch_size=32, backend="pread") as loader:
             os.truncate(ds.features_path, ds.row_layout.stride * 10)  # under the open loader
-            with pytest.raises(oa.DatasetChangedError, match="size went from"):  # seen before a read fails
+            with pytest.raises(oa.errors.DatasetChangedError, match="size went from"):  # seen before a read fails
                 async for _ in loader:
                     pass
-        with pytest.raises(oa.DatasetCorruptError, match="re-create"):  # and at the next open
+        with pytest.raises(oa.errors.DatasetCorruptError, match="re-create"):  # and at the next open
             async with oa.OutreLoader(ds, fanouts=[4, 3], batch_size=32, backend="pread") as loader:
                 pass
 

@@ -93,7 +93,7 @@ def test_an_early_end_leaves_no_lease_held(dataset: oa.Dataset, how: str, out_of
             if how == "break":
                 await task
             else:
-                with pytest.raises((asyncio.CancelledError, oa.ExtractorError)):
+                with pytest.raises((asyncio.CancelledError, oa.errors.ExtractorError)):
                     await task
             await loader.aclose()
             _nothing_held(loader)

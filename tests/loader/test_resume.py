@@ -137,7 +137,7 @@ def test_a_state_of_another_setup_is_refused_naming_the_field(dataset: oa.Datase
                                                               field: str) -> None:
     _, state = _interrupted(dataset, 0, 3)
     with oa.OutreLoader(dataset, **(KW | change)) as loader:
-        with pytest.raises(oa.CheckpointMismatchError, match=rf"loader state has {field}=.*this loader {field}="):
+        with pytest.raises(oa.errors.CheckpointMismatchError, match=rf"loader state has {field}=.*this loader {field}="):
             loader.load_state_dict(state)
         assert loader.epoch == 0 and len(loader) == loader._setup.items.num_batches(0)  # nothing taken from it
 
@@ -146,18 +146,18 @@ def test_a_state_of_another_dataset_is_refused(dataset: oa.Dataset, tmp_path: An
     _, state = _interrupted(dataset, 0, 3)
     other = labelled_store(tmp_path / "ds", num_nodes=601)  # the same split, another graph
     with oa.OutreLoader(other, **KW) as loader:
-        with pytest.raises(oa.CheckpointMismatchError, match="loader state has dataset_"):
+        with pytest.raises(oa.errors.CheckpointMismatchError, match="loader state has dataset_"):
             loader.load_state_dict(state)
 
 
 def test_a_malformed_state_is_a_checkpoint_error(dataset: oa.Dataset) -> None:
     _, state = _interrupted(dataset, 0, 3)
     with oa.OutreLoader(dataset, **KW) as loader:
-        with pytest.raises(oa.CheckpointError, match="version 99"):
+        with pytest.raises(oa.errors.CheckpointError, match="version 99"):
             loader.load_state_dict({**state, "version": 99})
-        with pytest.raises(oa.CheckpointError, match="outside the epoch's 32 batches"):
+        with pytest.raises(oa.errors.CheckpointError, match="outside the epoch's 32 batches"):
             loader.load_state_dict({**state, "delivered": {"prefix": 3, "extra": [40]}})
-        with pytest.raises(oa.CheckpointError, match="OutreLoader.state_dict"):
+        with pytest.raises(oa.errors.CheckpointError, match="OutreLoader.state_dict"):
             loader.load_state_dict({"epoch": 1})
 
 

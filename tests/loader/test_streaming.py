@@ -92,7 +92,7 @@ def test_no_slot_pin_or_matrix_is_left_after_an_early_end(dataset: oa.Dataset, h
             if how == "cancel":
                 await asyncio.sleep(0.05)
                 task.cancel()
-            with pytest.raises((asyncio.CancelledError, oa.ExtractorError)) if how != "break" else _nothing():
+            with pytest.raises((asyncio.CancelledError, oa.errors.ExtractorError)) if how != "break" else _nothing():
                 await task
             await loader.aclose()
             _left_clean(loader)

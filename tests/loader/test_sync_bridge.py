@@ -105,7 +105,7 @@ def test_loop_thread_close_from_a_running_loop_runs_the_last_step_on_its_own_loo
         assert bridge.call(lambda: asyncio.sleep(0, "ok")) == "ok"
         bridge.close(last)
         assert seen == [bridge.loop] and bridge.loop.is_closed()
-        with pytest.raises(oa.PipelineClosed, match="closed"):
+        with pytest.raises(oa.errors.PipelineClosed, match="closed"):
             bridge.call(last)
 
     run(body())

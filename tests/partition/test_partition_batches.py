@@ -187,7 +187,7 @@ def test_outre_loader_partition_mode(ds: oa.Dataset, parts) -> None:
 
 
 def test_loader_rejects_unknown_partitions(ds: oa.Dataset) -> None:
-    with pytest.raises(oa.PartitionNotFoundError):
+    with pytest.raises(oa.errors.PartitionNotFoundError):
         oa.OutreLoader(ds, fanouts=[2], batch_size=8, backend="memory", partitions="missing")
     with pytest.raises(oa.ConfigError, match="parts_per_batch"):
         oa.OutreLoader(ds, fanouts=[2], batch_size=8, backend="memory", partitions="p16", parts_per_batch=0)

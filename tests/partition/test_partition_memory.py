@@ -43,7 +43,7 @@ def test_node_ids_and_offsets_are_int32_in_ram_where_they_fit(ds: oa.Dataset) ->
     assert parts.held_bytes == sum(a.nbytes for a in arrays)
     parts.release_cross()
     assert parts.held_bytes == sum(a.nbytes for a in arrays) - 4 * ds.num_nodes
-    with pytest.raises(oa.PartitionError, match="cross was released"):
+    with pytest.raises(oa.errors.PartitionError, match="cross was released"):
         parts.cross  # noqa: B018
 
 
@@ -91,7 +91,7 @@ def test_the_loader_releases_cross_and_counts_what_it_holds(ds: oa.Dataset) -> N
     try:
         batching = loader._setup.partitioned
         assert batching is not None and batching.cache.num_cached > 0  # built from cross before it went
-        with pytest.raises(oa.PartitionError):
+        with pytest.raises(oa.errors.PartitionError):
             batching.parts.cross  # noqa: B018
         for b in loader:
             b.release()

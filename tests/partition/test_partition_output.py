@@ -70,7 +70,7 @@ def test_cross_counts_and_quality(ds: oa.Dataset, parts) -> None:
 def test_written_atomically_and_not_twice(ds: oa.Dataset, parts) -> None:
     root = ds.path / "partitions"
     assert not [p for p in root.iterdir() if p.name.startswith(".")]  # no temp dirs left
-    with pytest.raises(oa.PartitionExistsError):
+    with pytest.raises(oa.errors.PartitionExistsError):
         partition(ds, 3, name="six")
     assert open_partitions(ds, "six").num_parts == 6  # the failed attempt left the old one alone
     again = partition(ds, 3, name="three")
@@ -88,9 +88,9 @@ def test_bad_arguments_are_named_errors(ds: oa.Dataset, tmp_path: Path) -> None:
         partition(ds, 10, levels=2, first_level=3)
     with pytest.raises(oa.ConfigError, match="bloom"):
         partition(ds, 4, mode="bloom", passes=2)
-    with pytest.raises(oa.DatasetNotFoundError):
+    with pytest.raises(oa.errors.DatasetNotFoundError):
         partition(tmp_path / "missing", 4)
-    with pytest.raises(oa.PartitionNotFoundError, match="outre partition"):
+    with pytest.raises(oa.errors.PartitionNotFoundError, match="outre partition"):
         open_partitions(ds, "nope")
     assert not (ds.path / "partitions" / "fennel-0").exists()
 
@@ -121,7 +121,7 @@ def test_corrupt_folder_is_refused(ds: oa.Dataset, parts, damage: str) -> None:
             meta = json.loads((path / "meta.json").read_text())
             meta["num_parts"] = 5
             (path / "meta.json").write_text(json.dumps(meta))
-        with pytest.raises(oa.PartitionCorruptError):
+        with pytest.raises(oa.errors.PartitionCorruptError):
             open_partitions(ds, path.name)
         if damage not in ("flip", "other-k"):  # listing checks meta, identity and sizes, not checksums
             status = {r["name"]: r["status"] for r in list_partitions(ds)}
@@ -137,7 +137,7 @@ def test_partitions_of_another_dataset_version_are_refused(tmp_path: Path) -> No
     shutil.copytree(path / "partitions", saved)
     oa.generate(path, "tiny", seed=5, feature_dim=0, overwrite=True)  # same path, new version
     shutil.copytree(saved, path / "partitions")
-    with pytest.raises(oa.PartitionMismatchError, match="another version"):
+    with pytest.raises(oa.errors.PartitionMismatchError, match="another version"):
         open_partitions(oa.open_dataset(path), "p")
 
 

@@ -181,35 +181,35 @@ def test_damaged_permutation_files_are_named_errors(pair: tuple[oa.Dataset, oa.D
     perm = np.fromfile(new.path / "original_ids.bin", np.int64)
     out_of_range = _copy(new, tmp_path / "range")
     _rewrite(out_of_range, "original_ids", np.where(np.arange(n) == 7, n + 5, perm))
-    with pytest.raises(oa.DatasetCorruptError, match="outside"):
+    with pytest.raises(oa.errors.DatasetCorruptError, match="outside"):
         oa.open_dataset(out_of_range)
     flipped = _copy(new, tmp_path / "crc")
     raw = bytearray((flipped / "new_ids.bin").read_bytes())
     raw[9] ^= 1
     (flipped / "new_ids.bin").write_bytes(bytes(raw))
-    with pytest.raises(oa.DatasetCorruptError, match="checksum"):
+    with pytest.raises(oa.errors.DatasetCorruptError, match="checksum"):
         oa.open_dataset(flipped)
     short = _copy(new, tmp_path / "short")
     (short / "new_ids.bin").write_bytes((short / "new_ids.bin").read_bytes()[:-8])
-    with pytest.raises(oa.DatasetCorruptError, match="bytes"):
+    with pytest.raises(oa.errors.DatasetCorruptError, match="bytes"):
         oa.open_dataset(short)
     swapped = _copy(new, tmp_path / "swap")  # in range, checksum right, not the inverse any more
     bad = perm.copy()
     bad[[0, 1]] = bad[[1, 0]]
     _rewrite(swapped, "original_ids", bad)
     opened = oa.open_dataset(swapped)
-    with pytest.raises(oa.DatasetCorruptError, match="not inverse"):
+    with pytest.raises(oa.errors.DatasetCorruptError, match="not inverse"):
         opened.original_ids([0])
     half = _copy(new, tmp_path / "half")
     doc = json.loads((half / "manifest.json").read_text())
     del doc["new_ids"]
     (half / "manifest.json").write_text(json.dumps(doc))
-    with pytest.raises(oa.ManifestError, match="come together"):
+    with pytest.raises(oa.errors.ManifestError, match="come together"):
         oa.open_dataset(half)
 
 
 def test_the_writer_refuses_a_non_permutation(tmp_path: Path) -> None:
-    with pytest.raises(oa.InvalidGraphError, match="permutation"), oa.DatasetWriter(tmp_path / "g", num_nodes=3) as w:
+    with pytest.raises(oa.errors.InvalidGraphError, match="permutation"), oa.DatasetWriter(tmp_path / "g", num_nodes=3) as w:
         w.write_csc(np.array([0, 1, 2, 3]), np.array([1, 2, 0]))
         w.write_node_ids(np.array([0, 0, 2]))
     assert not (tmp_path / "g").exists()
@@ -272,12 +272,12 @@ def test_overwrite_replaces_only_an_outre_dataset_and_never_the_input(pair: tupl
         reorder(ds, "p8", ds.path, overwrite=True)
     with pytest.raises(oa.ConfigError, match="outside the input"):
         reorder(ds, "p8", ds.path / "partitions" / "x")
-    with pytest.raises(oa.DatasetExistsError):
+    with pytest.raises(oa.errors.DatasetExistsError):
         reorder(ds, "p8", new.path)
     foreign = tmp_path / "project"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("mine")
-    with pytest.raises(oa.OverwriteRefusedError):
+    with pytest.raises(oa.errors.OverwriteRefusedError):
         reorder(ds, "p8", foreign, overwrite=True)
     assert (foreign / "notes.txt").read_text() == "mine"
     again = reorder(ds, "p8", tmp_path / "r")

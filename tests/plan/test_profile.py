@@ -111,11 +111,11 @@ def test_static_cache_hits_equal_the_source_rows(ds: oa.Dataset) -> None:
 
 def test_a_stale_profile_is_refused(ds: oa.Dataset) -> None:
     oa.profile(ds, name="stale", history=_history(), costs=COSTS, **OPTS)
-    with pytest.raises(oa.ProfileMismatchError, match="another loader setup.*fanouts"):
+    with pytest.raises(oa.errors.ProfileMismatchError, match="another loader setup.*fanouts"):
         oa.OutreLoader(ds, profile="stale", history=_history(), **{**OPTS, "fanouts": [4, 4]})
-    with pytest.raises(oa.ProfileMismatchError, match="memory_budget"):
+    with pytest.raises(oa.errors.ProfileMismatchError, match="memory_budget"):
         oa.OutreLoader(ds, profile="stale", history=_history(), **{**OPTS, "memory_budget": "7MiB"})
-    with pytest.raises(oa.ProfileNotFoundError, match="outre profile"):
+    with pytest.raises(oa.errors.ProfileNotFoundError, match="outre profile"):
         oa.OutreLoader(ds, profile="never-made", **OPTS)
 
 
@@ -125,19 +125,19 @@ def test_a_foreign_or_damaged_profile_is_refused(ds: oa.Dataset, tmp_path: Path)
     partition(other, 16, name="p16")
     (other.path / "profile").mkdir()
     shutil.copytree(ds.path / "profile" / "mine", other.path / "profile" / "mine")
-    with pytest.raises(oa.ProfileMismatchError, match="another dataset"):
+    with pytest.raises(oa.errors.ProfileMismatchError, match="another dataset"):
         oa.OutreLoader(other, profile="mine", history=_history(), **OPTS)
     folder = ds.path / "profile" / "mine"
     copy = ds.path / "profile" / "broken"
     shutil.copytree(folder, copy)
     rows = copy / "static_rows.bin"
     rows.write_bytes(rows.read_bytes()[:-8])
-    with pytest.raises(oa.ProfileCorruptError, match="truncated"):
+    with pytest.raises(oa.errors.ProfileCorruptError, match="truncated"):
         oa.OutreLoader(ds, profile="broken", history=_history(), **OPTS)
     meta = json.loads((copy / "meta.json").read_text())
     meta["files"]["static_rows"]["file"] = "../../manifest.json"
     (copy / "meta.json").write_text(json.dumps(meta))
-    with pytest.raises(oa.ProfileCorruptError, match="not a plain file name"):
+    with pytest.raises(oa.errors.ProfileCorruptError, match="not a plain file name"):
         oa.OutreLoader(ds, profile="broken", history=_history(), **OPTS)
 
 
@@ -374,10 +374,10 @@ def test_a_profile_is_tied_to_its_rank_and_world_size(ds: oa.Dataset) -> None:
     """A rank plans its share of the epoch, so a profile measured on one process's plan is not another
     rank's: rank and world size are in its identity (``profile_setup``), and ``"auto"`` keeps one per rank."""
     oa.profile(ds, name="one-process", costs=COSTS, **OPTS)
-    with pytest.raises(oa.ProfileMismatchError, match="world_size: profiled None, loader 2"):
+    with pytest.raises(oa.errors.ProfileMismatchError, match="world_size: profiled None, loader 2"):
         oa.OutreLoader(ds, profile="one-process", rank=0, world_size=2, **OPTS)
     oa.profile(ds, name="rank-1", costs=COSTS, rank=1, world_size=2, **OPTS)
-    with pytest.raises(oa.ProfileMismatchError, match="rank: profiled 1, loader 0"):
+    with pytest.raises(oa.errors.ProfileMismatchError, match="rank: profiled 1, loader 0"):
         oa.OutreLoader(ds, profile="rank-1", rank=0, world_size=2, **OPTS)
     loader = oa.OutreLoader(ds, profile="rank-1", rank=1, world_size=2, **OPTS)
     loader.close()

@@ -281,7 +281,7 @@ def test_a_subclass_with_its_own_forward_is_a_named_history_error() -> None:
     model = oa.with_history(_OwnForward(IN, HID, 2, OUT))
     x, edge_index = _graph()
     model(x, edge_index)  # without a history nothing is checked or changed
-    with pytest.raises(oa.HistoryError, match=r"test_pyg_models\._OwnForward\.forward applied its dropout 0 times"):
+    with pytest.raises(oa.errors.HistoryError, match=r"test_pyg_models\._OwnForward\.forward applied its dropout 0 times"):
         model(x, edge_index, history=_record([], torch.empty(0, HID), [0]))
 
 

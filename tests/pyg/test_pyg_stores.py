@@ -63,7 +63,7 @@ def test_feature_store_refuses_bad_requests_by_name(graph) -> None:
             fs.get_tensor("paper", "x", torch.tensor([0]))
         with pytest.raises(oa.ConfigError, match="read-only"):
             fs.put_tensor(torch.zeros(1, 37), None, "x", torch.tensor([0]))
-    with pytest.raises(oa.PipelineClosed):
+    with pytest.raises(oa.errors.PipelineClosed):
         fs.get_tensor(None, "x", torch.tensor([0]))
 
 

@@ -57,7 +57,7 @@ def test_a_device_this_machine_lacks_is_a_config_error_listing_the_ones_it_has(d
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if count >= 8:
         pytest.skip("this machine has a cuda:7")
-    with pytest.raises(oa.DeviceNotFoundError, match=r"device='cuda:7': no such device on this machine; available: cpu"):
+    with pytest.raises(oa.errors.DeviceNotFoundError, match=r"device='cuda:7': no such device on this machine; available: cpu"):
         oa.OutreLoader(ds, fanouts=[5], batch_size=64, backend="memory", device="cuda:7")
     with pytest.raises(oa.ConfigError, match="must be one of auto, cpu, cuda, cuda:N"):
         oa.OutreLoader(ds, fanouts=[5], batch_size=64, backend="memory", device="gpu-please")
@@ -69,7 +69,7 @@ def test_a_closed_loaders_iterator_raises_pipeline_closed_sync_and_async(ds: oa.
     it = iter(loader)
     next(it)
     loader.close()
-    with pytest.raises(oa.PipelineClosed, match="the loader was closed"):
+    with pytest.raises(oa.errors.PipelineClosed, match="the loader was closed"):
         next(it)
     assert sum(1 for _ in loader) == len(loader)  # iterating again reopens it
     loader.close()
@@ -79,7 +79,7 @@ def test_a_closed_loaders_iterator_raises_pipeline_closed_sync_and_async(ds: oa.
         epoch = loader.__aiter__()
         await epoch.__anext__()
         await loader.aclose()
-        with pytest.raises(oa.PipelineClosed, match="closed during this epoch"):
+        with pytest.raises(oa.errors.PipelineClosed, match="closed during this epoch"):
             await epoch.__anext__()
 
     asyncio.run(main())
@@ -101,7 +101,7 @@ def test_running_out_of_file_descriptors_is_named(ds: oa.Dataset, tmp_path: Path
                 it = iter(loader)
                 next(it)
                 held.append((loader, it))
-        except oa.TooManyOpenFilesError as exc:
+        except oa.errors.TooManyOpenFilesError as exc:
             print("named after", len(held), "loaders:", exc)
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=150)

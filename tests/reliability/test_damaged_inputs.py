@@ -84,10 +84,10 @@ def test_adjacency_error_names_the_partition_file_and_position(tmp_path: Path) -
     with open(adj, "r+b") as f:  # the descriptor taken at open sees the write: same inode
         f.seek(4 * 123)
         f.write(np.array([-3], np.int32).tobytes())
-    with pytest.raises(oa.PartitionCorruptError, match=r"adj_indices\.bin: item 123 = -3 is not a node id"):
+    with pytest.raises(oa.errors.PartitionCorruptError, match=r"adj_indices\.bin: item 123 = -3 is not a node id"):
         parts.read_adjacency(range(parts.num_parts))
     parts.close()
-    with pytest.raises(oa.PartitionError, match="closed"):
+    with pytest.raises(oa.errors.PartitionError, match="closed"):
         parts.read_adjacency([0])
 
 
@@ -97,7 +97,7 @@ def test_partition_refuses_a_negative_neighbour_before_fennel(tmp_path: Path) ->
     with open(ds.path / "indices.bin", "r+b") as f:
         f.seek(4 * at)
         f.write(np.array([-1], np.int32).tobytes())
-    with pytest.raises(oa.DatasetCorruptError, match=rf"indices\.bin: item {at} \(node 17's in-neighbour 0\) = -1"):
+    with pytest.raises(oa.errors.DatasetCorruptError, match=rf"indices\.bin: item {at} \(node 17's in-neighbour 0\) = -1"):
         partition(oa.open_dataset(ds.path), 4, name="x")
     assert not (ds.path / "partitions").exists() or not any((ds.path / "partitions").iterdir())
 
@@ -121,5 +121,5 @@ def test_float_node_ids_are_refused_not_truncated(tmp_path: Path) -> None:
         plan_epoch(np.array([0.5, 1.7]), 2, shuffle=False, seed=0, epoch=0)
     with pytest.raises(oa.ConfigError, match="split must be"):
         oa.OutreLoader(ds, split=np.array([0.5, 1.7]), fanouts=[2], batch_size=2, backend="memory")
-    with pytest.raises(oa.InvalidGraphError, match="split 'train' must be a 1-D integer array, got float64"):
+    with pytest.raises(oa.errors.InvalidGraphError, match="split 'train' must be a 1-D integer array, got float64"):
         oa.write_dataset(tmp_path / "w", edge_index=np.array([[0, 1], [1, 0]]), train_idx=np.array([0.0, 1.0]))

@@ -102,7 +102,7 @@ def test_an_eio_block_mid_file_ends_the_epoch_naming_file_and_offset(failing_dis
     ds = oa.open_dataset(path)
     with oa.OutreLoader(ds, fanouts=[4, 4], batch_size=50, backend=backend, buffer_rows=200,
                         source_options={"max_read_bytes": 16384}) as loader:
-        with pytest.raises(oa.ExtractorError, match=rf"Input/output error \({READ_RETRIES} retries, all failed\)") as info:
+        with pytest.raises(oa.errors.ExtractorError, match=rf"Input/output error \({READ_RETRIES} retries, all failed\)") as info:
             for _ in loader:
                 pass
     assert (info.value.path, info.value.errno) == (ds.features_path, errno.EIO)

@@ -58,7 +58,7 @@ def test_convert_into_the_folder_holding_the_input_is_refused(cora: Path, capsys
     assert main(["convert", str(cora), str(proj), "--overwrite"]) == 2
     _refused(capsys, "convert", "contains the input", str(cora))
     assert _snapshot(proj) == before
-    with pytest.raises(oa.OverwriteRefusedError, match="contains the input"):
+    with pytest.raises(oa.errors.OverwriteRefusedError, match="contains the input"):
         oa.convert(cora, proj, overwrite=True)
     assert _snapshot(proj) == before
 
@@ -100,7 +100,7 @@ def test_a_file_or_a_symlink_is_refused(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["generate", str(tmp_path / "file"), "--overwrite"]) == 2
     err = capsys.readouterr().err  # the CLI's output-folder check answers before the writer's
     assert err.startswith("outre generate: error: ") and "is a file" in err and err.count("\n") == 1, err
-    with pytest.raises(oa.OverwriteRefusedError, match="is a file"):  # the library refuses on its own
+    with pytest.raises(oa.errors.OverwriteRefusedError, match="is a file"):  # the library refuses on its own
         oa.generate(tmp_path / "file", "tiny", overwrite=True)
     assert main(["generate", str(tmp_path / "link"), "--overwrite", "--num-nodes", "300"]) == 2
     _refused(capsys, "generate", "symbolic link")
@@ -140,7 +140,7 @@ def test_partition_overwrite_replaces_only_a_partition_folder(tmp_path: Path,
     assert main(["partition", str(ds.path), "--parts", "4", "--name", "mine", "--overwrite"]) == 2
     _refused(capsys, "partition", "not an outre partition folder", "no meta.json")
     assert (foreign / "model.pt").read_bytes() == b"weights"
-    with pytest.raises(oa.OverwriteRefusedError):
+    with pytest.raises(oa.errors.OverwriteRefusedError):
         partition(ds, 4, name="mine", overwrite=True)
     first = partition(ds, 4, name="p", mode="bloom")
     assert sorted(p.name for p in first.path.iterdir()) == sorted(
@@ -154,7 +154,7 @@ def test_a_name_taken_while_writing_is_not_replaced(tmp_path: Path) -> None:
     writer = oa.DatasetWriter(tmp_path / "out", num_nodes=3)
     writer.append_neighbors(np.array([1, 1, 1]), np.array([1, 2, 0]))
     (tmp_path / "out").mkdir()  # an empty folder appears: a plain rename would silently replace it
-    with pytest.raises(oa.DatasetExistsError, match="appeared while writing"):
+    with pytest.raises(oa.errors.DatasetExistsError, match="appeared while writing"):
         writer.commit()
     assert list((tmp_path / "out").iterdir()) == []
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]

@@ -206,5 +206,5 @@ def test_a_64GiB_sparse_profile_array_is_refused_before_a_byte_is_read(project: 
     copy = tmp_path / "p"
     shutil.copytree(project, copy, symlinks=True)
     os.truncate(copy / FILES["profile.static_rows"][0], 64 << 30)
-    with pytest.raises(oa.ProfileCorruptError, match=r"static_rows\.bin has 68719476736 bytes, expected"):
+    with pytest.raises(oa.errors.ProfileCorruptError, match=r"static_rows\.bin has 68719476736 bytes, expected"):
         _read(copy, "profile.static_rows")

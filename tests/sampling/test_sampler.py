@@ -302,7 +302,7 @@ def test_corrupt_neighbour_id_is_a_dataset_error_and_scratch_stays_clean() -> No
     indptr = np.array([0, 2, 3, 3], dtype=np.int64)
     indices = np.array([1, 2, 7], dtype=np.int32)  # node 1's in-neighbour 7 does not exist
     sampler = oa.NeighborSampler((indptr, indices), [-1, -1], seed=0)
-    with pytest.raises(oa.DatasetCorruptError, match=r"indices\[2\] = 7"):
+    with pytest.raises(oa.errors.DatasetCorruptError, match=r"indices\[2\] = 7"):
         sampler.sample([0], 0)
     assert (sampler._pool[0] == -1).all()
 
@@ -311,7 +311,7 @@ def test_corrupt_neighbour_id_is_a_dataset_error_and_scratch_stays_clean() -> No
     ([1, 2], [0, 0]), ([0, 3], [0, 0]), ([0, 2, 1], [0, 0]), ([[0, 1]], [0]), ([0, 1], [0.5]),
 ])
 def test_inconsistent_csc_is_an_invalid_graph_error(indptr, indices) -> None:
-    with pytest.raises(oa.InvalidGraphError):
+    with pytest.raises(oa.errors.InvalidGraphError):
         oa.NeighborSampler((np.array(indptr), np.array(indices)), [2])
 
 

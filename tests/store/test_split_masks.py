@@ -47,7 +47,7 @@ def test_repeated_ids_that_are_not_a_mask_keep_the_unique_hint(dataset: oa.Datas
 
 def test_the_writers_name_an_integer_mask_and_the_fix(tmp_path: Path) -> None:
     edges = np.array([np.arange(N), (np.arange(N) + 1) % N])
-    with pytest.raises(oa.InvalidGraphError, match=r"split 'train' lists \d+ node ids more than once; it looks like a "
+    with pytest.raises(oa.errors.InvalidGraphError, match=r"split 'train' lists \d+ node ids more than once; it looks like a "
                                                     r"0/1 mask \(uint8, one entry per node\)"):
         oa.write_dataset(tmp_path / "w", edge_index=edges, num_nodes=N, train_idx=_mask(np.uint8))
     path = oa.write_dataset(tmp_path / "ok", edge_index=edges, num_nodes=N, train_idx=_mask(np.uint8).astype(bool))

@@ -123,7 +123,7 @@ def test_error_inside_writer_leaves_nothing(tmp_path: Path) -> None:
 
 
 def test_incomplete_write_is_rejected_and_cleaned(tmp_path: Path) -> None:
-    with pytest.raises(oa.InvalidGraphError, match="feature row count 2 != num_nodes 5"):
+    with pytest.raises(oa.errors.InvalidGraphError, match="feature row count 2 != num_nodes 5"):
         with oa.DatasetWriter(tmp_path / "ds", num_nodes=5, feature_dim=2) as w:
             w.append_neighbors(np.array([1, 0, 0, 0, 1]), np.array([2, 3]))
             w.append_features(np.zeros((2, 2)))
@@ -132,7 +132,7 @@ def test_incomplete_write_is_rejected_and_cleaned(tmp_path: Path) -> None:
 
 def test_existing_output_needs_overwrite(tmp_path: Path) -> None:
     _write(tmp_path / "ds")
-    with pytest.raises(oa.DatasetExistsError, match="overwrite"):
+    with pytest.raises(oa.errors.DatasetExistsError, match="overwrite"):
         oa.DatasetWriter(tmp_path / "ds", num_nodes=5)
     _write(tmp_path / "ds", n=60, overwrite=True)
     assert oa.open_dataset(tmp_path / "ds").num_nodes == 60
@@ -149,16 +149,16 @@ def _writer(tmp_path: Path, **kw) -> oa.DatasetWriter:
 @pytest.mark.parametrize(
     ("action", "error", "match"),
     [
-        (lambda w: w.append_neighbors(np.array([1]), np.array([7])), oa.InvalidGraphError, "edge endpoint 7 is out of range"),
-        (lambda w: w.append_neighbors(np.array([2]), np.array([1])), oa.InvalidGraphError, "sum to 2"),
-        (lambda w: w.append_neighbors(np.array([-1, 2]), np.array([1])), oa.InvalidGraphError, "non-decreasing"),
-        (lambda w: w.write_labels(np.array([0, 1, 2, 3, 9])), oa.InvalidGraphError, "outside the class range"),
-        (lambda w: w.write_labels(np.zeros(4, dtype=int)), oa.InvalidGraphError, r"shape \[5\]"),
-        (lambda w: w.write_split("train", np.array([0, 1, 1])), oa.InvalidGraphError, "more than once"),
-        (lambda w: w.write_split("train", np.array([0, 5])), oa.InvalidGraphError, "out of range"),
+        (lambda w: w.append_neighbors(np.array([1]), np.array([7])), oa.errors.InvalidGraphError, "edge endpoint 7 is out of range"),
+        (lambda w: w.append_neighbors(np.array([2]), np.array([1])), oa.errors.InvalidGraphError, "sum to 2"),
+        (lambda w: w.append_neighbors(np.array([-1, 2]), np.array([1])), oa.errors.InvalidGraphError, "non-decreasing"),
+        (lambda w: w.write_labels(np.array([0, 1, 2, 3, 9])), oa.errors.InvalidGraphError, "outside the class range"),
+        (lambda w: w.write_labels(np.zeros(4, dtype=int)), oa.errors.InvalidGraphError, r"shape \[5\]"),
+        (lambda w: w.write_split("train", np.array([0, 1, 1])), oa.errors.InvalidGraphError, "more than once"),
+        (lambda w: w.write_split("train", np.array([0, 5])), oa.errors.InvalidGraphError, "out of range"),
         (lambda w: w.write_split("bogus", np.array([0])), oa.ConfigError, "split name"),
-        (lambda w: w.append_features(np.zeros((2, 3))), oa.InvalidGraphError, r"shape \[k, 2\]"),
-        (lambda w: w.append_features(np.full((1, 2), np.nan)), oa.InvalidGraphError, "NaN"),
+        (lambda w: w.append_features(np.zeros((2, 3))), oa.errors.InvalidGraphError, r"shape \[k, 2\]"),
+        (lambda w: w.append_features(np.full((1, 2), np.nan)), oa.errors.InvalidGraphError, "NaN"),
     ],
 )
 def test_bad_writer_input_is_named(tmp_path: Path, action, error, match) -> None:
@@ -174,16 +174,16 @@ def test_a_stray_label_cannot_size_the_classes(tmp_path: Path, labels: np.ndarra
     """Without num_classes, the largest label decides it: one past the node count (dense class ids
     cannot reach it) is a named error, not a 10**12-wide output layer later."""
     w = _writer(tmp_path)
-    with pytest.raises(oa.InvalidGraphError, match=r"makes num_classes=[\d,]+, more than the node count \(5\)"):
+    with pytest.raises(oa.errors.InvalidGraphError, match=r"makes num_classes=[\d,]+, more than the node count \(5\)"):
         w.write_labels(labels)
     w.abort()
     assert list(tmp_path.iterdir()) == []
 
 
 def test_num_classes_given_is_bounded_too(tmp_path: Path) -> None:
-    with pytest.raises(oa.InvalidGraphError, match="num_classes=1,000,000,000,001, more than the node count"):
+    with pytest.raises(oa.errors.InvalidGraphError, match="num_classes=1,000,000,000,001, more than the node count"):
         _writer(tmp_path, num_classes=10**12 + 1)
-    with pytest.raises(oa.InvalidGraphError, match=r"more than the cap of 1,048,576"):
+    with pytest.raises(oa.errors.InvalidGraphError, match=r"more than the cap of 1,048,576"):
         _writer(tmp_path, num_nodes=1 << 21, num_classes=(1 << 20) + 1)
     assert list(tmp_path.iterdir()) == []
 
@@ -191,15 +191,15 @@ def test_num_classes_given_is_bounded_too(tmp_path: Path) -> None:
 def test_overlapping_splits_rejected(tmp_path: Path) -> None:
     w = _writer(tmp_path)
     w.write_split("train", np.array([0, 1]))
-    with pytest.raises(oa.InvalidGraphError, match="share 1 nodes"):
+    with pytest.raises(oa.errors.InvalidGraphError, match="share 1 nodes"):
         w.write_split("test", np.array([1, 2]))
     w.abort()
 
 
 def test_empty_graph_rejected(tmp_path: Path) -> None:
-    with pytest.raises(oa.InvalidGraphError, match="empty graph"):
+    with pytest.raises(oa.errors.InvalidGraphError, match="empty graph"):
         _writer(tmp_path, num_nodes=0)
-    with pytest.raises(oa.InvalidGraphError, match="no edges"):
+    with pytest.raises(oa.errors.InvalidGraphError, match="no edges"):
         with _writer(tmp_path) as w:
             w.append_neighbors(np.zeros(5, dtype=int), np.zeros(0, dtype=int))
     assert list(tmp_path.iterdir()) == []
@@ -225,31 +225,31 @@ def _rewrite_small(path: Path, key: str, array: np.ndarray) -> None:
 
 
 def test_missing_dataset(tmp_path: Path) -> None:
-    with pytest.raises(oa.DatasetNotFoundError, match="not a directory"):
+    with pytest.raises(oa.errors.DatasetNotFoundError, match="not a directory"):
         oa.open_dataset(tmp_path / "nope")
     (tmp_path / "half").mkdir()
-    with pytest.raises(oa.DatasetNotFoundError, match="manifest.json is missing"):
+    with pytest.raises(oa.errors.DatasetNotFoundError, match="manifest.json is missing"):
         oa.open_dataset(tmp_path / "half")
 
 
 @pytest.mark.parametrize(
     ("tamper", "error", "match"),
     [
-        (lambda p: (p / "features.bin").unlink(), oa.DatasetCorruptError, "features.bin is missing"),
-        (lambda p: os.truncate(p / "indices.bin", 8), oa.DatasetCorruptError, "truncated"),
-        (lambda p: (p / "manifest.json").write_text("{not json"), oa.ManifestError, "not valid JSON"),
-        (lambda p: _save_manifest(p, {**_manifest(p), "format_version": 99}), oa.FormatVersionError, "format_version 99"),
-        (lambda p: _save_manifest(p, {**_manifest(p), "format": "other"}), oa.ManifestError, "not an outre-async"),
-        (lambda p: _save_manifest(p, {k: v for k, v in _manifest(p).items() if k != "indptr"}), oa.ManifestError, "lacks required key"),
+        (lambda p: (p / "features.bin").unlink(), oa.errors.DatasetCorruptError, "features.bin is missing"),
+        (lambda p: os.truncate(p / "indices.bin", 8), oa.errors.DatasetCorruptError, "truncated"),
+        (lambda p: (p / "manifest.json").write_text("{not json"), oa.errors.ManifestError, "not valid JSON"),
+        (lambda p: _save_manifest(p, {**_manifest(p), "format_version": 99}), oa.errors.FormatVersionError, "format_version 99"),
+        (lambda p: _save_manifest(p, {**_manifest(p), "format": "other"}), oa.errors.ManifestError, "not an outre-async"),
+        (lambda p: _save_manifest(p, {k: v for k, v in _manifest(p).items() if k != "indptr"}), oa.errors.ManifestError, "lacks required key"),
         (lambda p: _save_manifest(p, {**_manifest(p), "indices": {**_manifest(p)["indices"], "dtype": "float64"}}),
-         oa.ManifestError, "indices dtype"),
-        (lambda p: (p / "labels.bin").write_bytes(b"\0" * (p / "labels.bin").stat().st_size), oa.DatasetCorruptError, "checksum"),
-        (lambda p: _rewrite_small(p, "indptr", _nonmonotone(p)), oa.DatasetCorruptError, "not monotone"),
-        (lambda p: _rewrite_small(p, "labels", np.full(50, 7, dtype=np.int64)), oa.DatasetCorruptError, "labels fall outside"),
-        (lambda p: _save_manifest(p, {**_manifest(p), "num_classes": 10**12 + 1}), oa.ManifestError,
+         oa.errors.ManifestError, "indices dtype"),
+        (lambda p: (p / "labels.bin").write_bytes(b"\0" * (p / "labels.bin").stat().st_size), oa.errors.DatasetCorruptError, "checksum"),
+        (lambda p: _rewrite_small(p, "indptr", _nonmonotone(p)), oa.errors.DatasetCorruptError, "not monotone"),
+        (lambda p: _rewrite_small(p, "labels", np.full(50, 7, dtype=np.int64)), oa.errors.DatasetCorruptError, "labels fall outside"),
+        (lambda p: _save_manifest(p, {**_manifest(p), "num_classes": 10**12 + 1}), oa.errors.ManifestError,
          "num_classes=1,000,000,000,001, more than the node count"),
-        (lambda p: _rewrite_small(p, "test", np.array([1, 2, 3, 4, 99], dtype=np.int64)), oa.DatasetCorruptError, "outside"),
-        (lambda p: _rewrite_small(p, "test", np.array([1, 2, 3, 4, 4], dtype=np.int64)), oa.DatasetCorruptError, "more than once"),
+        (lambda p: _rewrite_small(p, "test", np.array([1, 2, 3, 4, 99], dtype=np.int64)), oa.errors.DatasetCorruptError, "outside"),
+        (lambda p: _rewrite_small(p, "test", np.array([1, 2, 3, 4, 4], dtype=np.int64)), oa.errors.DatasetCorruptError, "more than once"),
     ],
 )
 def test_bad_dataset_on_disk_is_named(tmp_path: Path, tamper, error, match) -> None:
@@ -271,7 +271,7 @@ def test_verify_finds_out_of_range_indices(tmp_path: Path) -> None:
     idx[3] = 1000
     idx.tofile(tmp_path / "ds" / "indices.bin")
     ds = oa.open_dataset(tmp_path / "ds")
-    with pytest.raises(oa.DatasetCorruptError, match="outside"):
+    with pytest.raises(oa.errors.DatasetCorruptError, match="outside"):
         ds.verify()
 
 
@@ -294,7 +294,7 @@ def test_verify_finds_non_finite_features(tmp_path: Path, dim: int, dtype: str) 
     _poke_features(tmp_path / "ds", [(17, 3), (17, 5)], np.nan)
     ds = oa.open_dataset(tmp_path / "ds")
     for chunk in (1, 3 * dim, 1 << 24):
-        with pytest.raises(oa.DatasetCorruptError, match=r"features.bin holds 3 non-finite feature value\(s\) "
+        with pytest.raises(oa.errors.DatasetCorruptError, match=r"features.bin holds 3 non-finite feature value\(s\) "
                                                          r"\(NaN or inf\), the first at row 17, column 3"):
             ds.verify(chunk=chunk)
 
@@ -315,7 +315,7 @@ def test_verify_ignores_row_padding_and_holds_a_block_at_a_time(tmp_path: Path) 
         tracemalloc.stop()
     assert peak < f.nbytes // 8, (peak, f.nbytes)  # a block of two rows and a file buffer, not the file
     _poke_features(tmp_path / "ds", [(9, 99)], np.nan)  # the row's last feature
-    with pytest.raises(oa.DatasetCorruptError, match="holds 1 non-finite feature value.s. .NaN or inf., the first at row 9, column 99"):
+    with pytest.raises(oa.errors.DatasetCorruptError, match="holds 1 non-finite feature value.s. .NaN or inf., the first at row 9, column 99"):
         ds.verify(chunk=2 * 128)
 
 

@@ -93,9 +93,9 @@ def test_bad_options_and_damaged_checkpoints_are_named_errors(tiny: Path, tmp_pa
     with pytest.raises(oa.ConfigError, match="divisible"):
         TrainConfig(model="gat", hidden=10, heads=4)
     (tmp_path / "last.pt").write_bytes(b"not a checkpoint")
-    with pytest.raises(oa.CheckpointError, match="not a readable outre checkpoint"):
+    with pytest.raises(oa.errors.CheckpointError, match="not a readable outre checkpoint"):
         load_checkpoint(tmp_path / "last.pt")
-    with pytest.raises(oa.CheckpointError, match="no checkpoint"):
+    with pytest.raises(oa.errors.CheckpointError, match="no checkpoint"):
         load_checkpoint(tmp_path / "missing.pt")
 
 
@@ -135,9 +135,9 @@ def test_a_checkpoint_with_wrongly_typed_entries_is_a_named_error(tiny: Path, tm
     state = load_checkpoint(out / "last.pt")
     state[key] = value
     torch.save(state, out / "last.pt")
-    with pytest.raises(oa.CheckpointError, match=match):
+    with pytest.raises(oa.errors.CheckpointError, match=match):
         load_checkpoint(out / "last.pt")
-    with pytest.raises(oa.CheckpointError, match=match):  # the run refuses it before touching the model
+    with pytest.raises(oa.errors.CheckpointError, match=match):  # the run refuses it before touching the model
         oa_train(tiny, out)
 
 
@@ -234,7 +234,7 @@ def test_a_non_finite_loss_stops_training_before_the_step(tmp_path: Path) -> Non
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
     train_epoch(model, nan_batches[:1], optimizer, epoch=7)  # finite: a step is taken
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    with pytest.raises(oa.NonFiniteLossError) as info:
+    with pytest.raises(oa.errors.NonFiniteLossError) as info:
         train_epoch(model, nan_batches, optimizer, epoch=7)
     err = info.value
     assert (err.epoch, err.step, err.seeds) == (7, 3, [int(v) for v in third[:5]])
