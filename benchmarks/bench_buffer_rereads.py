@@ -27,6 +27,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+from outre_async.loader._options import group_knobs
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -66,8 +67,8 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     if args.partitions:
         opts |= {"partitions": args.partitions, "parts_per_batch": args.parts_per_batch,
                  "neighbor_cache": oa._units.parse_bytes(args.neighbor_cache)}
-    loader = oa.OutreLoader(ds, split="train", fanouts=[int(f) for f in args.fanouts.split(",")],
-                            batch_size=args.batch_size, **opts)
+    loader = oa.OutreLoader(ds, **group_knobs(dict(split="train", fanouts=[int(f) for f in args.fanouts.split(",")],
+                            batch_size=args.batch_size, **opts)))
     epochs = []
     try:
         for _ in range(args.epochs):

@@ -37,6 +37,7 @@ import torch.nn.functional as F
 import outre_async as oa
 from outre_async.distributed import init_distributed, launch
 from outre_async.nn import seed_logits, seed_targets
+from outre_async.loader._options import group_knobs
 
 HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parent))
@@ -55,8 +56,8 @@ def rank_accuracy(path: str, batch: int, epochs: int, seeds: int, out: str) -> N
             opt = torch.optim.Adam(model.parameters(), lr=0.01)
             common = {"fanouts": [10, 10], "backend": "memory", "num_samplers": 1, "num_extractors": 1}
             steps = 0
-            with oa.OutreLoader(ds, split="train", batch_size=batch // ctx.world_size, seed=seed, ordered=True,
-                                **common, **ctx.loader_options()) as train:
+            with oa.OutreLoader(ds, **group_knobs(dict(split="train", batch_size=batch // ctx.world_size, seed=seed, ordered=True,
+                                **common, **ctx.loader_options()))) as train:
                 for _ in range(epochs):
                     model.train()
                     for b in train:  # every batch, on every rank: equal step counts
@@ -67,8 +68,8 @@ def rank_accuracy(path: str, batch: int, epochs: int, seeds: int, out: str) -> N
             if ctx.rank == 0:
                 from outre_async._train import evaluate
 
-                with oa.OutreLoader(ds, split="test", batch_size=batch, shuffle=False, seed=12345, rank=0,
-                                    world_size=1, **common) as test:
+                with oa.OutreLoader(ds, **group_knobs(dict(split="test", batch_size=batch, shuffle=False, seed=12345, rank=0,
+                                    world_size=1, **common))) as test:
                     acc = evaluate(model.module, test).accuracy
                 rows.append({"seed": seed, "test_accuracy": acc, "steps": steps})
     if rows:
@@ -78,8 +79,8 @@ def rank_accuracy(path: str, batch: int, epochs: int, seeds: int, out: str) -> N
 def rank_throughput(path: str, batches: int, warmup: int, sleep: float, budget: int, out: str) -> None:
     ds = oa.open_dataset(path)
     with init_distributed(timeout=900) as ctx:
-        loader = oa.OutreLoader(ds, split="train", fanouts=[10, 5], batch_size=512, seed=0, memory_budget=budget,
-                                **ctx.loader_options())
+        loader = oa.OutreLoader(ds, **group_knobs(dict(split="train", fanouts=[10, 5], batch_size=512, seed=0, memory_budget=budget,
+                                **ctx.loader_options())))
         with loader:
             it = iter(loader)
             for _ in range(warmup):

@@ -104,7 +104,7 @@ def _run(ds: oa.Dataset, args: argparse.Namespace, *, model: str, staleness: int
                                warmup=args.warmup, window=args.window,
                                **({} if args.jitter is None else {"jitter": args.jitter})) if staleness > 1 else None
     train = oa.OutreLoader(ds, split="train", fanouts=[10, 10], batch_size=args.batch_size, seed=seed,
-                           ordered=ordered, backend="memory", history=history)
+                           ordered=ordered, history=history, io=oa.IOOptions(backend="memory"))
     graph = graph or _FullGraph(ds)
     curve, seconds, steps = [], 0.0, 0
     try:

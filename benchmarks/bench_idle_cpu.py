@@ -92,7 +92,7 @@ def _step_fn(kind: str, dim: int, num_classes: int, sleep_ms: float) -> Any:
 def run_epochs(ds: oa.Dataset, args: argparse.Namespace) -> list[dict[str, Any]]:
     step = _step_fn(args.step, ds.feature_dim, ds.num_classes or 2, args.sleep_ms)
     rows = []
-    with oa.OutreLoader(ds, fanouts=args.fanouts, batch_size=args.batch_size, backend=args.backend) as loader:
+    with oa.OutreLoader(ds, fanouts=args.fanouts, batch_size=args.batch_size, io=oa.IOOptions(backend=args.backend)) as loader:
         for _ in range(args.epochs):
             u0, s0, v0, i0 = _usage()
             th0 = _threads()

@@ -27,6 +27,7 @@ import subprocess
 import sys
 import time
 from typing import Any
+from outre_async.loader._options import group_knobs
 
 
 def _child(args: argparse.Namespace) -> dict[str, Any]:
@@ -42,7 +43,7 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
         options.update(partitions=args.partitions, parts_per_batch=args.parts_per_batch,
                        neighbor_cache=parse_bytes(args.neighbor_cache))
     rows = batches = 0
-    with oa.OutreLoader(ds, **options) as loader:
+    with oa.OutreLoader(ds, **group_knobs(options)) as loader:
         loader.start()
         t0, r0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
         for batch in loader:

@@ -21,6 +21,7 @@ import json
 import resource
 import time
 from typing import Any
+from outre_async.loader._options import group_knobs
 
 
 def _stage_cpu(stats: dict[str, Any]) -> dict[str, float]:
@@ -66,7 +67,7 @@ def main() -> None:
         opts.update(partitions=args.partitions, parts_per_batch=args.parts_per_batch, neighbor_cache=neighbor_cache)
     evict_from_page_cache(ds.path)  # as outre bench does before every run: a cold start
     epochs: list[dict[str, Any]] = []
-    with oa.OutreLoader(ds, **opts) as loader:
+    with oa.OutreLoader(ds, **group_knobs(opts)) as loader:
         before = _stage_cpu(loader.stats())
         for epoch in range(args.epochs):
             r0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()

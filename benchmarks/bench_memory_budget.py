@@ -57,6 +57,7 @@ import outre_async as oa
 from outre_async._units import format_bytes, parse_bytes
 from outre_async.bench._cgroup import MemoryCap, open_cap
 from outre_async.machine._allocator import pin_mmap_threshold, trim_heap
+from outre_async.loader._options import group_knobs
 
 CAP_FACTOR = 1.1
 _OPEN_CAP = 64 << 30  # the group's limit until the child sets its own
@@ -122,7 +123,7 @@ async def _epochs(ds: oa.Dataset, spec: dict[str, Any], epochs: int) -> dict[str
     opts = loader_options(spec, ds)
     if spec.get("profile") and spec["budget"] is not None:
         opts["profile"] = spec["profile"]
-    loader = oa.OutreLoader(ds, memory_budget=spec["budget"], **opts)
+    loader = oa.OutreLoader(ds, **group_knobs(dict(memory_budget=spec["budget"], **opts)))
     model = oa.GraphSAGE(ds.feature_dim, HIDDEN, 2, max(ds.num_classes, 2)) if spec.get("history") else None
     batches = 0
     async with loader:
@@ -287,7 +288,7 @@ def make_profile(ds: oa.Dataset, spec: dict[str, Any]) -> str:
 
     name = f"bench-{spec['backend']}-{spec['batch']}-{spec['budget']}"
     costs = MissCosts(row_us=20.0, list_us=2.0, recompute_us=1.0, backend="fixed")
-    oa.profile(ds, memory_budget=spec["budget"], name=name, costs=costs, **loader_options(spec, ds))
+    oa.profile(ds, memory_budget=spec["budget"], name=name, costs=costs, **group_knobs(dict(**loader_options(spec, ds))))
     return name
 
 

@@ -35,6 +35,7 @@ from outre_async.partition import open_partitions, partition, redundancy_ratio
 
 import outre_async as oa
 from outre_async._train import evaluate, train_epoch
+from outre_async.loader._options import group_knobs
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 GRAPHS = {  # batch size, epochs: about 5 batches an epoch on the Planetoid splits (140 / 120 seeds)
@@ -108,10 +109,10 @@ def train_one(ds: oa.Dataset, opts: dict[str, Any], *, seed: int, batch_size: in
     common = {"fanouts": fanouts, "batch_size": batch_size, "backend": "memory", "num_samplers": 1,
               "num_extractors": 1}
     start = time.perf_counter()
-    with oa.OutreLoader(ds, split="train", seed=seed, **common, **opts) as train:
+    with oa.OutreLoader(ds, **group_knobs(dict(split="train", seed=seed, **common, **opts))) as train:
         losses = [train_epoch(model, train, optimizer).loss for _ in range(epochs)]
         lists = train.stats().get("neighbor_lists", {})
-    with oa.OutreLoader(ds, split="test", shuffle=False, seed=12345, **common) as test:
+    with oa.OutreLoader(ds, **group_knobs(dict(split="test", shuffle=False, seed=12345, **common))) as test:
         acc = evaluate(model, test).accuracy
     return {"seed": seed, "test_accuracy": acc, "final_loss": losses[-1], "seconds": time.perf_counter() - start,
             "parts_per_batch": lists.get("parts_per_batch"), "interleave": lists.get("interleave"),

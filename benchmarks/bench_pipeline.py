@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 import outre_async as oa
+from outre_async.loader._options import group_knobs
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -116,7 +117,7 @@ def loader_opts(args: argparse.Namespace) -> dict[str, Any]:
 def epoch_sync(ds: oa.Dataset, seeds: np.ndarray, train_s: float, args: argparse.Namespace) -> dict[str, Any]:
     """One cold epoch through the sync bridge; the consumer sleeps ``train_s`` per batch."""
     evict(ds.features_path)
-    with oa.OutreLoader(ds, split=seeds, **loader_opts(args)) as loader:
+    with oa.OutreLoader(ds, **group_knobs(dict(split=seeds, **loader_opts(args)))) as loader:
         waits: list[float] = []
         t0 = t = time.perf_counter()
         for _batch in loader:
@@ -133,7 +134,7 @@ def epoch_async(ds: oa.Dataset, seeds: np.ndarray, train_s: float, args: argpars
     evict(ds.features_path)
 
     async def main() -> dict[str, Any]:
-        async with oa.OutreLoader(ds, split=seeds, **loader_opts(args)) as loader:
+        async with oa.OutreLoader(ds, **group_knobs(dict(split=seeds, **loader_opts(args)))) as loader:
             waits: list[float] = []
             t0 = t = time.perf_counter()
             async for _batch in loader:
@@ -240,7 +241,7 @@ def overhead_async(ds: oa.Dataset, seeds: np.ndarray, args: argparse.Namespace, 
     opts = {"fanouts": [1], "batch_size": args.tiny_batch, "backend": "memory", "shuffle": False}
 
     async def main() -> float:
-        async with oa.OutreLoader(ds, split=seeds, **opts) as loader:
+        async with oa.OutreLoader(ds, **group_knobs(dict(split=seeds, **opts))) as loader:
             if trivial:
                 res = loader._res  # the benchmark swaps in no-work samplers (as the tests do)
                 res.samplers[:] = [FixedSampler(s, seeds[: args.tiny_batch]) for s in res.samplers]
@@ -255,7 +256,7 @@ def overhead_async(ds: oa.Dataset, seeds: np.ndarray, args: argparse.Namespace, 
 
 def overhead_bridge(ds: oa.Dataset, seeds: np.ndarray, args: argparse.Namespace) -> float:
     opts = {"fanouts": [1], "batch_size": args.tiny_batch, "backend": "memory", "shuffle": False}
-    with oa.OutreLoader(ds, split=seeds, **opts) as loader:
+    with oa.OutreLoader(ds, **group_knobs(dict(split=seeds, **opts))) as loader:
         for _ in loader:
             pass
         t0 = time.perf_counter()

@@ -34,8 +34,8 @@ from outre_async.bench._measure import evict_from_page_cache
 def one_epoch(ds: oa.Dataset, seeds: np.ndarray, args: argparse.Namespace) -> dict[str, Any]:
     evict_from_page_cache(ds.path)
     loader = oa.OutreLoader(ds, split=seeds, fanouts=args.fanouts, batch_size=args.batch_size, seed=args.seed,
-                            partitions=args.partitions, parts_per_batch=args.parts_per_batch,
-                            neighbor_cache=64 << 20, memory_budget=args.memory_budget, backend=args.backend)
+                            partitions=oa.PartitionOptions(name=args.partitions, parts_per_batch=args.parts_per_batch), 
+                            memory_budget=args.memory_budget, cache=oa.CacheOptions(neighbor_cache=64 << 20), io=oa.IOOptions(backend=args.backend))
     try:
         start = time.perf_counter()
         batches = sum(1 for _ in loader)

@@ -33,6 +33,7 @@ import torch
 import outre_async as oa
 from outre_async.features import detect_io_uring
 from outre_async.partition import partition
+from outre_async.loader._options import group_knobs
 
 N, DIM, HID, CLASSES, EPOCHS = 700, 12, 8, 4, 2
 
@@ -90,7 +91,7 @@ def _run(ds: oa.Dataset, opts: dict[str, Any]) -> list[dict[str, str]]:
         opts["split"] = np.random.default_rng(3).permutation(N)[:450]
     if opts.pop("history", None):
         opts["history"] = oa.HistoryConfig(staleness=6, dim=HID, warmup=0, admission="all", profile_batches=5)
-    loader = oa.OutreLoader(ds, **opts)
+    loader = oa.OutreLoader(ds, **group_knobs(opts))
     epochs: list[dict[str, str]] = []
     try:
         for _ in range(EPOCHS):

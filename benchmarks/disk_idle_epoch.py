@@ -28,6 +28,7 @@ from outre_async.bench._measure import evict_from_page_cache
 from outre_async.features._disk_probe import device_of
 from outre_async.loader._epoch_io import disk_limit_seconds, known_rate
 from outre_async.profiling._probe_cli import default_cache_dir
+from outre_async.loader._options import group_knobs
 
 
 class Timeline:
@@ -130,7 +131,7 @@ def main() -> None:
         _feature_buffer.READ_AHEAD = args.read_ahead
     if args.bounce_bytes is not None:
         opts["source_options"] = {"bounce_bytes": 0 if args.bounce_bytes == "0" else parse_bytes(args.bounce_bytes)}
-    loader = oa.OutreLoader(ds, **opts)
+    loader = oa.OutreLoader(ds, **group_knobs(opts))
     block = device_of(ds.features_path)["block"]
     evict_from_page_cache(args.dataset)
     timeline = Timeline(loader, block, args.timeline_ms / 1e3) if args.timeline_ms else None

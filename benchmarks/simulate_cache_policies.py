@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from outre_async.loader._options import group_knobs
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -96,8 +97,8 @@ def epoch_sequence(args: argparse.Namespace) -> tuple[np.ndarray, dict[str, Any]
 
         _feature_buffer.READ_AHEAD = args.read_ahead
     trace = _trace_reads() if args.trace_reads else None
-    loader = oa.OutreLoader(args.dataset, split="train", fanouts=[int(f) for f in args.fanouts.split(",")],
-                            batch_size=args.batch_size, **opts)
+    loader = oa.OutreLoader(args.dataset, **group_knobs(dict(split="train", fanouts=[int(f) for f in args.fanouts.split(",")],
+                            batch_size=args.batch_size, **opts)))
     loader.set_epoch(args.epoch)
     pieces = []
     start = time.perf_counter()

@@ -47,6 +47,7 @@ import bench_memory_budget as mb  # noqa: E402  (the capped child's warm-up, cap
 import outre_async as oa  # noqa: E402
 from outre_async._units import parse_bytes  # noqa: E402
 from outre_async.bench._cgroup import MemoryCap, open_cap  # noqa: E402
+from outre_async.loader._options import group_knobs
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -87,7 +88,7 @@ async def _train(ds: oa.Dataset, spec: dict[str, Any], record: list[dict[str, An
     import torch
 
     opts = mb.loader_options(spec, ds)
-    loader = oa.OutreLoader(ds, memory_budget=spec["budget"], profile=spec["profile"], **opts)
+    loader = oa.OutreLoader(ds, **group_knobs(dict(memory_budget=spec["budget"], profile=spec["profile"], **opts)))
     model = oa.GraphSAGE(ds.feature_dim, mb.HIDDEN, 2, max(ds.num_classes, 2))
     optim = torch.optim.Adam(model.parameters(), lr=0.01)
     feats = ds.features  # the dataset's own memmap of the file: the reference the rows are checked against

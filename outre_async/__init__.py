@@ -108,7 +108,11 @@ _LAZY = {
     "MLP": ".nn",
     "with_history": ".nn",
     "OutreLoader": ".loader",
-    "LoaderConfig": ".loader",
+    "IOOptions": ".loader",
+    "CacheOptions": ".loader",
+    "PipelineOptions": ".loader",
+    "RankOptions": ".loader",
+    "PartitionOptions": ".loader",
     "profile": ".profiling",
     "OutreBatch": ".loader",
     "FeatureSource": ".features",
@@ -136,6 +140,9 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
+    if name == "LoaderConfig":  # no longer passed in: the loader's resolved knobs, loader.config
+        raise AttributeError("outre_async.LoaderConfig moved to outre_async.loader.LoaderConfig (what loader.config "
+                             "holds); pass knobs as OutreLoader keywords and io=, cache=, pipeline=, ranks= objects")
     if name in errors.__all__:  # the error classes live in ``outre_async.errors`` (the top level keeps a few)
         raise AttributeError(f"outre_async.{name} moved: import it from outre_async.errors "
                              f"(from outre_async.errors import {name})")

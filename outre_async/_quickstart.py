@@ -86,6 +86,7 @@ def _dataset(config: QuickstartConfig, path: Path, progress: bool, say: Callable
 def _train(config: QuickstartConfig, ds, say: Callable[[str], None], device: torch.device,  # type: ignore[no-untyped-def]
            progress: bool) -> dict[str, Any]:
     from .loader._loader import OutreLoader
+    from .loader._options import IOOptions
 
     torch.manual_seed(config.seed)
     history = history_for(config.staleness, config.hidden)
@@ -93,7 +94,8 @@ def _train(config: QuickstartConfig, ds, say: Callable[[str], None], device: tor
         def loader(split: str, **extra: Any) -> OutreLoader:
             return stack.enter_context(OutreLoader(
                 ds, split=split, fanouts=list(config.fanouts), batch_size=config.batch_size,
-                shuffle=split == "train", seed=config.seed, backend=config.backend, device=str(device), **extra))
+                shuffle=split == "train", seed=config.seed, io=IOOptions(backend=config.backend), device=str(device),
+                **extra))
 
         loaders = {split: loader(split) for split in ("train", "val", "test")}
         if history is not None:  # GraphSAGE trains with the cache; the MLP on the same batches, without

@@ -14,6 +14,7 @@ from conftest import generated
 import outre_async as oa
 from outre_async.cli import main
 from outre_async.machine._device import available_devices
+from outre_async.loader import LoaderConfig
 
 MISSING = f"cuda:{torch.cuda.device_count() + 7}"
 
@@ -47,9 +48,9 @@ def test_a_missing_device_is_one_line_naming_the_devices_there_are(tiny: Path, t
 
 
 def test_the_loader_holds_its_device_resolved(tiny: Path) -> None:
-    auto = oa.LoaderConfig(fanouts=(3,), batch_size=8, device="auto").device
+    auto = LoaderConfig(fanouts=(3,), batch_size=8, device="auto").device
     assert auto == ("cpu" if not torch.cuda.is_available() else f"cuda:{torch.cuda.current_device()}")
-    assert oa.LoaderConfig(fanouts=(3,), batch_size=8).device == "cpu"
+    assert LoaderConfig(fanouts=(3,), batch_size=8).device == "cpu"
     with pytest.raises(oa.errors.DeviceNotFoundError, match="available: cpu"):
         oa.OutreLoader(tiny, fanouts=[3], batch_size=8, device=MISSING)
 

@@ -12,6 +12,7 @@ import pytest
 
 PUBLIC = {
     "outre_async": [
+        "CacheOptions",
         "ConfigError",
         "Dataset",
         "DatasetError",
@@ -24,7 +25,7 @@ PUBLIC = {
         "GraphSAGE",
         "HistoryConfig",
         "HistoryRecord",
-        "LoaderConfig",
+        "IOOptions",
         "MLP",
         "NeighborSampler",
         "NotSupportedError",
@@ -32,6 +33,9 @@ PUBLIC = {
         "OutreError",
         "OutreLoader",
         "PRESETS",
+        "PartitionOptions",
+        "PipelineOptions",
+        "RankOptions",
         "RowLayout",
         "SampledSubgraph",
         "SmallBufferWarning",
@@ -122,10 +126,15 @@ PUBLIC = {
         "probe_disk",
     ],
     "outre_async.loader": [
+        "CacheOptions",
         "HistoryRecord",
+        "IOOptions",
         "LoaderConfig",
         "OutreBatch",
         "OutreLoader",
+        "PartitionOptions",
+        "PipelineOptions",
+        "RankOptions",
         "SyncLoader",
         "profile",
     ],

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from ..loader._options import group_knobs
 from ._systems import OutrePart, RunSpec, _partition_name, disk_grid, register_system
 
 
@@ -23,12 +24,12 @@ class OutreHist(OutrePart):
         from ..loader import OutreLoader
 
         history = history_config(spec)
-        self.loader = OutreLoader(ds, split="train", fanouts=list(spec.fanouts), batch_size=spec.batch_size,
-                                  seed=spec.seed, partitions=_partition_name(spec),
-                                  memory_budget=spec.options.get("memory_budget"),
-                                  parts_per_batch=int(spec.options.get("parts_per_batch", 4)),
-                                  neighbor_cache=int(spec.options.get("neighbor_cache", 64 << 20)),
-                                  history=history, device=spec.device, **disk_grid(ds, spec), **self.loader_options)
+        self.loader = OutreLoader(ds, **group_knobs(dict(
+            split="train", fanouts=list(spec.fanouts), batch_size=spec.batch_size, seed=spec.seed,
+            partitions=_partition_name(spec), memory_budget=spec.options.get("memory_budget"),
+            parts_per_batch=int(spec.options.get("parts_per_batch", 4)),
+            neighbor_cache=int(spec.options.get("neighbor_cache", 64 << 20)), history=history, device=spec.device,
+            **disk_grid(ds, spec), **self.loader_options)))
         return iter(self.loader)
 
     def stats(self) -> dict[str, Any]:
@@ -77,7 +78,7 @@ class OutreAuto(OutrePart):
         ds = open_dataset(dataset_dir)
         meta = profile(ds, name=self._profile_name(spec), max_batches=spec.options.get(
             "profile_batches"), cache_split=self._split(spec), step_seconds=spec.step_ms / 1e3 if spec.step_ms > 0 else None,
-            **self._options(spec), **disk_grid(ds, spec))
+            **group_knobs(dict(**self._options(spec), **disk_grid(ds, spec))))
         out.update(profile=meta["path"], profile_seconds=time.perf_counter() - start,
                    predicted_epoch_seconds=meta["predicted"]["epoch_seconds"], split=meta["memory"]["split"],
                    alpha=meta.get("alpha"))
@@ -87,7 +88,8 @@ class OutreAuto(OutrePart):
         from ..loader import OutreLoader
 
         # opened here, in the untimed setup: the static feature cache is read once per run, not per epoch
-        self.loader = OutreLoader(ds, profile=self._profile_name(spec), **self._options(spec), **disk_grid(ds, spec)).start()
+        self.loader = OutreLoader(ds, **group_knobs(dict(profile=self._profile_name(spec), **self._options(spec),
+                                                         **disk_grid(ds, spec)))).start()
         return iter(self.loader)
 
     def _options(self, spec: RunSpec) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..errors import ConfigError
+from ..loader._options import group_knobs
 
 # PyG publishes pyg-lib / torch-sparse wheels per torch release at https://data.pyg.org/whl/ and had none for
 # torch 2.13 when this was written; PyPI has torch-sparse / torch-scatter as source only (README, "Comparing with PyG").
@@ -283,9 +284,10 @@ class Outre(System):
         from ..loader import OutreLoader
 
         seeds, shuffle = run_seeds(ds, spec)
-        self.loader = OutreLoader(ds, split=seeds, fanouts=list(spec.fanouts), batch_size=spec.batch_size,
-                                  seed=spec.seed, shuffle=shuffle, memory_budget=spec.options.get("memory_budget"),
-                                  device=spec.device, **disk_grid(ds, spec), **self.loader_options)
+        self.loader = OutreLoader(ds, **group_knobs(dict(
+            split=seeds, fanouts=list(spec.fanouts), batch_size=spec.batch_size, seed=spec.seed, shuffle=shuffle,
+            memory_budget=spec.options.get("memory_budget"), device=spec.device, **disk_grid(ds, spec),
+            **self.loader_options)))
         return iter(self.loader)
 
     def stats(self) -> dict[str, Any]:
@@ -342,11 +344,12 @@ class OutrePart(Outre):
     def open(self, ds: Any, spec: RunSpec) -> Iterator[Any]:
         from ..loader import OutreLoader
 
-        self.loader = OutreLoader(ds, **self.loader_kwargs(spec), **disk_grid(ds, spec))
+        self.loader = OutreLoader(ds, **group_knobs(dict(**self.loader_kwargs(spec), **disk_grid(ds, spec))))
         return iter(self.loader)
 
     def loader_kwargs(self, spec: RunSpec) -> dict[str, Any]:
-        """The keywords of this system's loader; ``compute-only-part`` plans and samples from them too."""
+        """The knobs of this system's loader, flat (``group_knobs`` makes its keywords); ``compute-only-part``
+        plans and samples from them too."""
         return {"split": "train", "fanouts": list(spec.fanouts), "batch_size": spec.batch_size, "seed": spec.seed,
                 "partitions": _partition_name(spec), "memory_budget": spec.options.get("memory_budget"),
                 "parts_per_batch": int(spec.options.get("parts_per_batch", 4)),

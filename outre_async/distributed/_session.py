@@ -46,7 +46,9 @@ class DistributedContext:
     def loader_options(self) -> dict[str, Any]:
         """Knobs for :class:`~outre_async.OutreLoader`: this rank's share of every epoch, and
         ``memory_budget`` read as the host's (split by the ranks on this host)."""
-        return {"rank": self.rank, "world_size": self.world_size, "local_world_size": self.local_world_size,
+        from ..loader._options import RankOptions
+
+        return {"ranks": RankOptions(rank=self.rank, world_size=self.world_size, local_world_size=self.local_world_size),
                 "device": str(self.device)}
 
     def wrap(self, model: torch.nn.Module) -> torch.nn.parallel.DistributedDataParallel:

@@ -9,9 +9,11 @@ from ._batch import OutreBatch
 from ._config import LoaderConfig
 from ._history_record import HistoryRecord
 from ._loader import OutreLoader
+from ._options import CacheOptions, IOOptions, PartitionOptions, PipelineOptions, RankOptions
 from ._sync_loader import SyncLoader
 
-__all__ = ["HistoryRecord", "LoaderConfig", "OutreBatch", "OutreLoader", "SyncLoader", "profile"]
+__all__ = ["CacheOptions", "HistoryRecord", "IOOptions", "LoaderConfig", "OutreBatch", "OutreLoader",
+           "PartitionOptions", "PipelineOptions", "RankOptions", "SyncLoader", "profile"]
 
 
 def __getattr__(name: str) -> Any:

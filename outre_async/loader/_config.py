@@ -9,7 +9,7 @@ the one fanout rule of the package.  Byte sizes accept ``"2GiB"``-style strings,
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..errors import ConfigError
@@ -24,6 +24,7 @@ from ..machine._device import resolve_device
 from ..sampling._plan import check_rank
 from ..sampling._sampler import check_fanouts
 from ._layout import check_layout
+from ._options import CacheOptions, IOOptions, PartitionOptions, PipelineOptions, RankOptions, default_of, factory_of
 
 _AT_LEAST_ONE = ("batch_size", "num_samplers", "num_extractors", "device_depth")
 EXTRACT_QUEUE = 64  # the extract queue's default depth (see LoaderConfig.extract_capacity)
@@ -37,11 +38,13 @@ _NONE_OR_AT_LEAST_ONE = ("extract_queue", "ready_queue", "buffer_rows", "memory_
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LoaderConfig:
-    """Every knob of :class:`OutreLoader`, as one frozen object: ``OutreLoader(ds, config=LoaderConfig(...))``.
+    """Every knob of :class:`OutreLoader`, validated and resolved, as one flat frozen object: what a
+    loader runs with (``loader.config``), what the memory plan and a profile read.
 
-    Each field, its default and what it does are listed on the docs' "Loader options" page
-    (``docs/reference/options.md``); ``None`` means "the default", a 0 where 0 means nothing is a
-    :class:`ConfigError`, byte sizes take ``"2GiB"``-style strings.
+    Built from the loader's first row of keywords and its options objects (``_options``; ``_setup.loader_config``),
+    never passed in by a user.  The first row's defaults are written here, the options' in their classes.
+    Each knob is listed on the docs' "Loader options" page (``docs/reference/options.md``); ``None`` means
+    "the default", a 0 where 0 means nothing is a :class:`ConfigError`, byte sizes take ``"2GiB"``-style strings.
     """
 
     fanouts: tuple[int, ...]
@@ -50,35 +53,36 @@ class LoaderConfig:
     seed: int = 0
     drop_last: bool = False
     ordered: bool = False
-    # None: sized from the cores (``_cores``: 2 and 2 on 2 cores, 8 and 4 on 16), then held resolved,
-    # so every reader sees an int (hence the annotation; the ignore is for the None default alone)
-    num_samplers: int = None  # type: ignore[assignment]
-    num_extractors: int = None  # type: ignore[assignment]
-    extract_queue: int | None = None  # None: num_samplers + 2, deepened by the memory plan (extract_capacity)
-    ready_queue: int | None = None    # None: num_extractors
-    buffer_rows: int | None = None    # None: from memory_budget (given, or the default: _auto_budget);
-    # below one batch's expected rows a SmallBufferWarning (correct, but batches stream in pieces: _budget.warn_small_buffer)
     memory_budget: int | str | None = None  # bytes for the loader's parts; None: the default budget (_auto_budget)
-    backend: str = "auto"
-    max_in_flight: int | None = None  # None: from disk_probe (io_uring), else the backend's default (_read_depth)
-    disk_probe: DiskProbe | None = None  # the features' device (`outre probe`); never measured by the loader
     device: str = "cpu"  # "auto" (CUDA when present), "cpu", "cuda", "cuda:N"; held resolved ("cuda:0")
-    device_depth: int = 2  # batches copied to the device ahead of the trainer (a GPU device; README, device memory)
-    source_options: dict[str, Any] = field(default_factory=dict)
     partitions: str | None = None  # partitions/<name>/ of the dataset: partition-based batches (OUTRE §4.2)
-    parts_per_batch: int | None = None  # partitions per macro batch; None: partition._batches.default_parts_per_batch
-    interleave: int | None = None  # macro batches whose micro-batches are shuffled together; None: default_interleave
-    neighbor_cache: int | str = 0  # bytes of the global neighbour cache (partition mode); 0: no cache
     history: HistoryConfig | None = None  # historical embedding cache (OUTRE §4.3); None: off, held so (staleness 1 too)
-    rank: int | None = None         # data parallel: this rank's share of each epoch; None: the process group's
-    world_size: int | None = None   # (both or neither; None and no process group: one process)
-    local_world_size: int | None = None  # ranks on this host: memory_budget is then the host's, split evenly
-    profile: str | None = None  # profile/<name>/ whose plan splits memory_budget; "auto": profile now (_profiling)
-    cache_split: str | float = "auto"  # with profile="auto": "auto" (knapsack), "outre" (alpha grid) or an alpha
-    gpu_cache_budget: int | str | None = None  # device bytes of the GPU feature tier (features._gpu_tier); 0/None: off
-    buffer_policy: str = "lru-lookahead"  # the feature buffer's eviction policy (features.EVICTION_POLICIES)
-    layout: str = "auto"  # which copy is read: "auto" (the partition-ordered one when there), "original", "ordered", a path (_layout)
-    foresight: int | None = None  # batches past the extract queue the buffer foresees (_foresight); None: planned, 0: off
+    # the knobs of the options objects (``_options``): each default is taken from its class, the one
+    # place it is written; see there what each does.  num_samplers and num_extractors: None sizes them
+    # from the cores, then they are held resolved, so every reader sees an int (hence the annotation)
+    num_samplers: int = default_of(PipelineOptions, "num_samplers")
+    num_extractors: int = default_of(PipelineOptions, "num_extractors")
+    extract_queue: int | None = default_of(PipelineOptions, "extract_queue")  # deepened by the plan (extract_capacity)
+    ready_queue: int | None = default_of(PipelineOptions, "ready_queue")
+    device_depth: int = default_of(PipelineOptions, "device_depth")
+    buffer_rows: int | None = default_of(CacheOptions, "buffer_rows")  # None: from memory_budget (or the default
+    # budget: _auto_budget); below one batch's expected rows a SmallBufferWarning (_budget.warn_small_buffer)
+    buffer_policy: str = default_of(CacheOptions, "buffer_policy")
+    foresight: int | None = default_of(CacheOptions, "foresight")
+    neighbor_cache: int | str = default_of(CacheOptions, "neighbor_cache")
+    gpu_cache_budget: int | str | None = default_of(CacheOptions, "gpu_cache_budget")
+    profile: str | None = default_of(CacheOptions, "profile")
+    cache_split: str | float = default_of(CacheOptions, "cache_split")
+    backend: str = default_of(IOOptions, "backend")
+    max_in_flight: int | None = default_of(IOOptions, "max_in_flight")
+    disk_probe: DiskProbe | None = default_of(IOOptions, "disk_probe")
+    source_options: dict[str, Any] = field(default_factory=factory_of(IOOptions, "source_options"))
+    layout: str = default_of(IOOptions, "layout")
+    rank: int | None = default_of(RankOptions, "rank")
+    world_size: int | None = default_of(RankOptions, "world_size")
+    local_world_size: int | None = default_of(RankOptions, "local_world_size")
+    parts_per_batch: int | None = default_of(PartitionOptions, "parts_per_batch")
+    interleave: int | None = default_of(PartitionOptions, "interleave")
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fanouts", check_fanouts(self.fanouts))
@@ -165,6 +169,15 @@ class LoaderConfig:
     def budget_bytes(self) -> int | None:
         """``memory_budget`` in bytes (a string was parsed at construction)."""
         return None if self.memory_budget is None else int(self.memory_budget)
+
+
+FIRST_ROW = ("shuffle", "seed", "drop_last", "ordered", "memory_budget", "device")
+
+
+def first_row_defaults() -> dict[str, Any]:
+    """The defaults of the loader's first-row knobs that have one, read from :class:`LoaderConfig`'s
+    fields (``OutreLoader``'s signature shows them from here: one place each is written)."""
+    return {f.name: f.default for f in fields(LoaderConfig) if f.name in FIRST_ROW}
 
 
 def _check_foresight(cfg: LoaderConfig) -> None:

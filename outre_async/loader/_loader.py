@@ -44,7 +44,7 @@ from ._auto_budget import AutoBudget, with_default_budget
 from ._batch import BatchHandles, ExtractedBatch, OutreBatch, SampledBatch, attach_handles, to_batch
 from ._batch_memory import MatrixLease
 from ._budget import MemoryPlan, batch_row_bytes, check_fits_machine, foresight_rows, warn_small_buffer
-from ._config import BACKENDS, LoaderConfig
+from ._config import BACKENDS, LoaderConfig, first_row_defaults
 from ._delivery import AsyncEpoch, Delivery, EpochStream, ToDevice
 from ._device_copy import CopyEngine, Transfer
 from ._epoch_io import IOMark, epoch_io, known_rate
@@ -54,6 +54,7 @@ from ._epoch_rule import EpochToken, OneEpochAtATime
 from ._history import EpochHistory, build_owner
 from ._link_input import link_input
 from ._layout import choose_layout
+from ._options import CacheOptions, IOOptions, PartitionOptions, PipelineOptions, RankOptions
 from ._out_of_turn import OutOfTurnMemory
 from ._pipeline import EpochParts
 from ._profiling import load_plan, profile_stats
@@ -69,14 +70,18 @@ from ._tiers import tier_caches
 
 __all__ = ["BACKENDS", "LoaderConfig", "OutreLoader"]
 
+_FIRST_ROW = first_row_defaults()  # the signature's defaults: LoaderConfig's, written once there
+
 
 class OutreLoader(SyncIteration, StatefulEpochs):
     """Streams PyG mini-batches of ``split`` through samplers, io_uring extractors and bounded queues.
 
-    Knobs come as keywords (:class:`LoaderConfig`'s fields, with its defaults) or as one ``config=``,
-    not both; ``source=`` reads through a :class:`FeatureSource` the caller opened (and keeps).  PyG
-    ``NeighborLoader``'s names work too (``_pyg_names``), and ``LinkNeighborLoader``'s for edge batches
-    (``_link_input``); each batch carries ``NeighborLoader``'s fields (:class:`OutreBatch`).
+    Its own keywords are ``NeighborLoader``'s first row (what to iterate, fanouts, batch size, order,
+    memory budget, device, transform) plus ``partitions=`` and ``history=``; the knobs that tune reads,
+    caches, threads and ranks come in four small objects, ``io=``, ``cache=``, ``pipeline=``, ``ranks=``
+    (``_options``; ``io=IOOptions(source=...)`` reads through a :class:`FeatureSource` the caller opened
+    and keeps).  PyG ``NeighborLoader``'s names work too (``_pyg_names``), and ``LinkNeighborLoader``'s
+    for edge batches (``_link_input``); each batch carries ``NeighborLoader``'s fields (:class:`OutreBatch`).
 
     Reproducibility: batch *content* is a function of ``seed`` and the epoch in either order; batches
     arrive in completion order (the fastest) unless ``ordered=True`` gives plan order, and the same seed
@@ -91,34 +96,36 @@ class OutreLoader(SyncIteration, StatefulEpochs):
     """
 
     def __init__(self, dataset: Dataset | str | os.PathLike[str], *,
-                 # what to iterate (``input_nodes``: PyG's name for ``split``)
+                 # what to iterate (``input_nodes``: PyG's name for ``split``; None: "train")
                  split: str | ArrayLike | None = None, input_nodes: str | ArrayLike | None = None,
+                 # how a batch is sampled (``num_neighbors``: PyG's name for ``fanouts``); both required
+                 fanouts: Sequence[int] | None = None, num_neighbors: Sequence[int] | None = None,
+                 batch_size: int | None = None,
+                 # the epoch's order and what it delivers; defaults are LoaderConfig's (``_FIRST_ROW``)
+                 shuffle: bool = _FIRST_ROW["shuffle"], seed: int = _FIRST_ROW["seed"],
+                 drop_last: bool = _FIRST_ROW["drop_last"], ordered: bool = _FIRST_ROW["ordered"],
+                 memory_budget: int | str | None = _FIRST_ROW["memory_budget"], device: str = _FIRST_ROW["device"],
+                 transform: Callable[[Any], Any] | None = None,
+                 # partition batches (a partition folder's name, or PartitionOptions with its counts); history
+                 partitions: str | PartitionOptions | None = None, history: HistoryConfig | None = None,
                  # link prediction (PyG LinkNeighborLoader's names; _link_input): pairs or an edge split name
                  edge_label_index: str | ArrayLike | None = None, edge_label: ArrayLike | None = None,
                  neg_sampling: Any = None, neg_sampling_ratio: float | None = None,
-                 # LoaderConfig's knobs, with its defaults (tests/loader/test_signature.py keeps them equal)
-                 fanouts: Sequence[int] | None = None, batch_size: int | None = None,
-                 shuffle: bool = True, seed: int = 0, drop_last: bool = False, ordered: bool = False,
-                 num_samplers: int | None = None, num_extractors: int | None = None, extract_queue: int | None = None,
-                 ready_queue: int | None = None, buffer_rows: int | None = None,
-                 memory_budget: int | str | None = None, backend: str = "auto", max_in_flight: int | None = None,
-                 disk_probe: DiskProbe | None = None, device: str = "cpu", device_depth: int = 2,
-                 source_options: dict[str, Any] | None = None, partitions: str | None = None,
-                 parts_per_batch: int | None = None, interleave: int | None = None,
-                 neighbor_cache: int | str = 0, history: HistoryConfig | None = None,
-                 rank: int | None = None, world_size: int | None = None, local_world_size: int | None = None,
-                 profile: str | None = None, cache_split: str | float = "auto",
-                 gpu_cache_budget: int | str | None = None, buffer_policy: str = "lru-lookahead", layout: str = "auto",
-                 foresight: int | None = None,
-                 # the same knobs as one object, or a source the caller opened
-                 config: LoaderConfig | None = None, source: FeatureSource | None = None,
+                 # the rest, in small options objects (``_options``): reads, caches, threads and queues, ranks
+                 io: IOOptions | None = None, cache: CacheOptions | None = None,
+                 pipeline: PipelineOptions | None = None, ranks: RankOptions | None = None,
                  # PyG NeighborLoader's names (see _pyg_names)
-                 num_neighbors: Sequence[int] | None = None, num_workers: int | None = None,
-                 pin_memory: bool = False, transform: Callable[[Any], Any] | None = None,
+                 num_workers: int | None = None, pin_memory: bool = False,
                  # NeighborLoader's and DataLoader's other names: accepted where they mean what the loader
                  # does, else a ConfigError naming what it does instead (_pyg_names.NO_COUNTERPART)
                  **pyg_options: Any) -> None:
-        split, cfg = loader_config(config, locals())
+        source = io.source if isinstance(io, IOOptions) else None
+        split, cfg = loader_config(
+            split=split, input_nodes=input_nodes, fanouts=fanouts, num_neighbors=num_neighbors, batch_size=batch_size,
+            shuffle=shuffle, seed=seed, drop_last=drop_last, ordered=ordered, memory_budget=memory_budget,
+            device=device, partitions=partitions, history=history, edge_label_index=edge_label_index, io=io,
+            cache=cache, pipeline=pipeline, ranks=ranks, num_workers=num_workers, pin_memory=pin_memory,
+            pyg_options=pyg_options)
         self.transform = check_transform(transform)
         if not isinstance(dataset, Dataset):
             check_dataset_argument(dataset)

@@ -28,16 +28,22 @@ from typing import Any
 
 from ..errors import ConfigError, NotSupportedError
 from ._config import LoaderConfig, check_count
+from ._options import KNOB_GROUP, moved_message
 
-# the defaults of LoaderConfig's fields as the loader's signature shows them (None: required or a factory)
+# the defaults of LoaderConfig's fields (None: required or a factory)
 CONFIG_DEFAULTS: dict[str, Any] = {f.name: None if f.default is MISSING else f.default for f in fields(LoaderConfig)}
+# OutreLoader's own keywords (what a misspelt name is matched against; the options objects' fields too)
+LOADER_KEYWORDS = ("split", "input_nodes", "fanouts", "num_neighbors", "batch_size", "shuffle", "seed", "drop_last",
+                   "ordered", "memory_budget", "device", "transform", "partitions", "history", "edge_label_index",
+                   "edge_label", "neg_sampling", "neg_sampling_ratio", "io", "cache", "pipeline", "ranks",
+                   "num_workers", "pin_memory")
 
 
 def given_options(values: dict[str, Any]) -> dict[str, Any]:
-    """The LoaderConfig knobs among the loader's keywords that differ from their defaults."""
+    """The LoaderConfig knobs among ``values`` (first-row keywords by name) that differ from their defaults."""
     out = {}
-    for name, default in CONFIG_DEFAULTS.items():
-        value = values[name]
+    for name, value in values.items():
+        default = CONFIG_DEFAULTS[name]
         if value is None or value is default or (isinstance(value, dict) and not value):
             continue
         if _plain(value) and _plain(default) and value == default:
@@ -143,8 +149,8 @@ NO_COUNTERPART: dict[str, tuple[Callable[[Any], bool], str]] = {
     "is_sorted": (_any_bool, "the store's edges are sorted by destination (CSC) when the dataset is written, so "
                              "there is no sort to skip: pass True or False, or leave it out"),
     "filter_per_worker": (_is(None, True), "features are always gathered off your thread, by the loader's "
-                                           "extractor threads (filter_per_worker=True); num_extractors= sets how "
-                                           "many"),
+                                           "extractor threads (filter_per_worker=True); "
+                                           "pipeline=oa.PipelineOptions(num_extractors=N) sets how many"),
     "neighbor_sampler": (_is(None), "the loader samples with its own sampler (fanouts=, seed=); to drive PyG's "
                                     "NodeLoader with it instead, use outre_async.pyg.OutreNodeSampler"),
     "custom_cls": (_is(None), "batches are OutreBatch (a PyG Data with NeighborLoader's fields); change each "
@@ -166,8 +172,9 @@ NO_COUNTERPART: dict[str, tuple[Callable[[Any], bool], str]] = {
     "worker_init_fn": (_is(None), f"{_THREADS}: there is nothing to initialise; seed= seeds the sampling"),
     "multiprocessing_context": (_is(None), f"{_THREADS}: there is no process to start"),
     "generator": (_is(None), "shuffling and sampling draw from seed= (an int), not a torch.Generator: pass seed="),
-    "prefetch_factor": (_is(None), "how far the loader runs ahead is its queues' depth: ready_queue= (batches "
-                                   "ready for your loop) and extract_queue= (sampled batches waiting for features)"),
+    "prefetch_factor": (_is(None), "how far the loader runs ahead is its queues' depth: "
+                                   "pipeline=oa.PipelineOptions(ready_queue=N) (batches ready for your loop) and "
+                                   "extract_queue=N (sampled batches waiting for features)"),
     "persistent_workers": (_is(True), "samplers and extractors are threads of this process that live as long as "
                                       "the loader (persistent_workers=True); close the loader (a with block or "
                                       "close()) to stop them"),
@@ -195,6 +202,12 @@ def resolve_pyg_options(options: dict[str, Any], pyg_options: dict[str, Any], kn
     value has no counterpart (see the module); a name PyG does not have is a ``TypeError``."""
     options = dict(options)
     for name, value in pyg_options.items():
+        moved = moved_message(name, value)
+        if moved is not None:
+            raise ConfigError(moved)
+        if name == "config":
+            raise ConfigError("config= is gone: pass OutreLoader's keywords (fanouts=, batch_size=, ...) and the "
+                              "options objects io=, cache=, pipeline=, ranks= (oa.IOOptions, ...)")
         if name == "in_order":
             if not isinstance(value, bool):
                 raise ConfigError(f"in_order={value!r} must be True or False (PyG's name for ordered=)")
@@ -203,7 +216,7 @@ def resolve_pyg_options(options: dict[str, Any], pyg_options: dict[str, Any], kn
             continue
         entry = NO_COUNTERPART.get(name)
         if entry is None:
-            near = difflib.get_close_matches(name, [*known, *NO_COUNTERPART, "in_order"], n=1)
+            near = difflib.get_close_matches(name, [*known, *NO_COUNTERPART, "in_order", *KNOB_GROUP], n=1)
             hint = f"; did you mean {near[0]!r}?" if near else ""
             raise TypeError(f"OutreLoader() got an unexpected keyword argument {name!r}{hint}")
         accepts, instead = entry

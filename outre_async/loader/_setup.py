@@ -27,7 +27,8 @@ from ..store._dataset import Dataset
 from ._batch_rows import expected_batch_rows
 from ._budget import MemoryPlan, Sizes, plan_memory
 from ._config import LoaderConfig
-from ._pyg_names import given_options, resolve_aliases, resolve_pyg_options
+from ._options import changed_knobs, partition_knobs
+from ._pyg_names import LOADER_KEYWORDS, given_options, resolve_aliases, resolve_pyg_options
 from ._ranks import RankPlace, resolve_place
 
 if TYPE_CHECKING:
@@ -69,20 +70,30 @@ class LoaderSetup:
         return plan_memory(cfg, self.sizes, source=self.source_kind, extra=extra or None)
 
 
-def loader_config(config: LoaderConfig | None, values: dict[str, Any]) -> tuple[Any, LoaderConfig]:
-    """``(split, config)`` from the loader's keywords (``values``: every LoaderConfig knob, ``split``
-    and PyG's names): ``config=`` as given, or one made from the knobs that differ from their defaults."""
-    if values.get("edge_label_index") is not None and (values.get("split") is not None
-                                                        or values.get("input_nodes") is not None):
+def loader_config(*, split: Any, input_nodes: Any, fanouts: Any, num_neighbors: Any, batch_size: Any, shuffle: Any,
+                  seed: Any, drop_last: Any, ordered: Any, memory_budget: Any, device: Any, partitions: Any,
+                  history: Any, edge_label_index: Any, io: Any, cache: Any, pipeline: Any, ranks: Any,
+                  num_workers: Any, pin_memory: Any, pyg_options: dict[str, Any]) -> tuple[Any, LoaderConfig]:
+    """``(split, config)`` from the loader's keywords, each passed by name: the first row as given, the
+    options objects' fields that differ from their defaults (``_options``), PyG's names folded in."""
+    if edge_label_index is not None and (split is not None or input_nodes is not None):
         raise ConfigError("pass input_nodes= (seed nodes) or edge_label_index= (supervision pairs), not both")
-    given = given_options(values)
-    split, given = resolve_aliases(given, split=values.get("split"), input_nodes=values.get("input_nodes"),
-                                   num_neighbors=values.get("num_neighbors"), num_workers=values.get("num_workers"),
-                                   pin_memory=values.get("pin_memory", False))
-    # NeighborLoader's other names (``**pyg_options``): a misspelt loader keyword is suggested from the rest
-    keywords = [name for name in values if name not in ("self", "pyg_options")]
-    given = resolve_pyg_options(given, values.get("pyg_options") or {}, keywords)
-    return split, _config(config, given)
+    first = {"fanouts": fanouts, "batch_size": batch_size, "shuffle": shuffle, "seed": seed, "drop_last": drop_last,
+             "ordered": ordered, "memory_budget": memory_budget, "device": device, "history": history}
+    given = given_options(first)
+    for group, options in (("io", io), ("cache", cache), ("pipeline", pipeline), ("ranks", ranks)):
+        given.update(changed_knobs(options, group))
+    given.update(partition_knobs(partitions))
+    split, given = resolve_aliases(given, split=split, input_nodes=input_nodes, num_neighbors=num_neighbors,
+                                   num_workers=num_workers, pin_memory=pin_memory)
+    # NeighborLoader's other names (``**pyg_options``): a knob of an options object names its new home,
+    # a misspelt loader keyword is suggested from the rest
+    given = resolve_pyg_options(given, pyg_options, LOADER_KEYWORDS)
+    missing = [k for k in ("fanouts", "batch_size") if k not in given]
+    if missing:
+        raise ConfigError(f"OutreLoader needs {' and '.join(missing)} (num_neighbors= and batch_size=, as PyG's "
+                          "NeighborLoader)")
+    return split, LoaderConfig(**given)
 
 
 def loader_setup(dataset: Dataset, config: LoaderConfig, split: Any, source: FeatureSource | None,
@@ -159,19 +170,6 @@ def _partition_batching(ds: Dataset, cfg: LoaderConfig, seeds: np.ndarray, place
     return PartitionBatching.of_config(ds, cfg, seeds, rank=place.rank, world_size=place.world_size)
 
 
-def _config(config: LoaderConfig | None, given: dict[str, Any]) -> LoaderConfig:
-    """The loader's one config: ``config=`` as given, or one made from the keywords."""
-    if config is not None:
-        if given:
-            raise ConfigError(f"pass either config=LoaderConfig(...) or option keywords, not both "
-                              f"(got config and {sorted(given)})")
-        return config
-    missing = [k for k in ("fanouts", "batch_size") if k not in given]
-    if missing:
-        raise ConfigError(f"OutreLoader needs {' and '.join(missing)} (or config=LoaderConfig(...))")
-    return LoaderConfig(**given)
-
-
 def _check_source(source: FeatureSource | None, cfg: LoaderConfig, ds: Dataset) -> FeatureSource | None:
     """An injected source must serve this dataset's rows; the knobs that open a source do not apply."""
     if source is None:
@@ -184,5 +182,6 @@ def _check_source(source: FeatureSource | None, cfg: LoaderConfig, ds: Dataset) 
     defaults = LoaderConfig(fanouts=cfg.fanouts, batch_size=cfg.batch_size)
     clash = [k for k in _SOURCE_KNOBS if getattr(cfg, k) != getattr(defaults, k)]
     if clash:
-        raise ConfigError(f"{clash} configure the source the loader opens; with source= they do not apply")
+        raise ConfigError(f"{clash} configure the source the loader opens; with io=IOOptions(source=...) they do "
+                          "not apply")
     return source

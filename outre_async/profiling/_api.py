@@ -5,7 +5,7 @@ the loader's keywords, without caches), so that the seeds, the (partition) plan,
 every check are exactly the loader's (a budget below the loader's fixed needs is the loader's
 :class:`ConfigError` naming the minimum); then :func:`run_profile` pre-samples its plan, measures the
 costs, chooses the split and writes the profile.  Load it with
-``OutreLoader(..., memory_budget=B, profile=name)`` and the same options.
+``OutreLoader(..., memory_budget=B, cache=CacheOptions(profile=name))`` and the same options.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from numpy.typing import ArrayLike
 from ..errors import ConfigError
 from ..cache._history_config import HistoryConfig
 from ..loader._loader import OutreLoader
+from ..loader._options import IOOptions
 from ..loader._profiling import run_profile
 from ..loader._pyg_names import check_transform
 from ..loader._setup import loader_config, loader_setup
@@ -45,10 +46,12 @@ def profile(dataset: Dataset | str | os.PathLike[str], *, fanouts: Sequence[int]
                                                           batch_size=batch_size, memory_budget=memory_budget,
                                                           **options)
     values.apply_defaults()
-    loader_split, cfg = loader_config(values.arguments["config"], values.arguments)
-    check_transform(values.arguments["transform"])
+    given = values.arguments
+    loader_split, cfg = loader_config(**{name: given[name] for name in inspect.signature(loader_config).parameters})
+    check_transform(given["transform"])
     ds = dataset if isinstance(dataset, Dataset) else open_dataset(dataset)
-    setup = loader_setup(ds, cfg, loader_split, values.arguments["source"])
+    source = given["io"].source if isinstance(given["io"], IOOptions) else None
+    setup = loader_setup(ds, cfg, loader_split, source)
     memory = setup.memory_plan(cfg)  # the loader's check: a budget below its fixed needs is refused here
     if cfg.extract_queue is None:  # the depth the loader would run with
         cfg = dataclasses.replace(cfg, extract_queue=memory.extract_queue)

@@ -49,6 +49,7 @@ def run(args: argparse.Namespace, *, progress: bool, say: Say) -> dict[str, Any]
     from ..errors import ConfigError
     from ..cache._history_config import history_for
     from ..machine._device import resolve_device
+    from ..loader._options import group_knobs
     from ._api import profile
 
     if (args.staleness is None) != (args.hidden is None):
@@ -74,7 +75,7 @@ def run(args: argparse.Namespace, *, progress: bool, say: Say) -> dict[str, Any]
     meta = profile(args.dataset, fanouts=list(args.fanouts), batch_size=args.batch_size,
                    memory_budget=args.memory_budget, name=args.name, history=history, cache_split=split,
                    max_batches=args.batches, progress=progress,
-                   step_seconds=None if args.step_ms is None else args.step_ms / 1e3, **options)
+                   step_seconds=None if args.step_ms is None else args.step_ms / 1e3, **group_knobs(options))
     _summary(meta, say)
     return meta
 

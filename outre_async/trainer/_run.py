@@ -40,6 +40,7 @@ from ..cache._history_config import history_for
 from ..distributed import DistributedContext
 from ..layerwise import inference
 from ..loader._loader import OutreLoader
+from ..loader._options import CacheOptions, IOOptions
 from ..machine._allocator import pin_unless_user_chose
 from ..machine._device import resolve_device
 from ..nn import GAT, GCN, GraphSAGE
@@ -51,6 +52,7 @@ from ._files import load_checkpoint, save_checkpoint, write_metrics
 from ._out import check_outside_datasets, hold_output
 from ._plot import plot_time_to_accuracy
 from ._report import cache_lines, epoch_cache_stats, setup_lines
+from outre_async.loader._options import group_knobs
 
 Say = Callable[[str], None]
 LAST, BEST, METRICS, PLOT = "last.pt", "best.pt", "metrics.json", "time_to_accuracy.png"
@@ -120,8 +122,9 @@ def _train_into(ds: Dataset, config: TrainConfig, out: Path, *, resume: bool, fo
     ranks = ctx.loader_options() if ctx is not None else {}
     with OutreLoader(ds, split="train", fanouts=list(config.fanouts), batch_size=config.batch_size, shuffle=True,
                      seed=config.seed, ordered=config.deterministic, memory_budget=config.memory_budget,
-                     backend=config.backend, partitions=config.partitions, history=history,
-                     profile=config.profile, **{"device": str(device), **ranks}) as loader:  # a rank's own device
+                     partitions=config.partitions, history=history, io=IOOptions(backend=config.backend),
+                     cache=CacheOptions(profile=config.profile),
+                     **group_knobs({"device": str(device), **ranks})) as loader:  # a rank's own device
         run.budget = loader.stats()["memory"]["budget"]
         for line in setup_lines(config, loader.stats(), ctx.world_size if ctx is not None else 1):
             say(line)

@@ -219,7 +219,7 @@ def test_max_batches_loads_exactly_the_plans_first_batches(tmp_path: Path) -> No
     assert not shuffle and len(seeds) == 3 * 64
     sync = [b.n_id.tolist() for b in itertools.islice(oa.SyncLoader(ds, fanouts=[5, 5], batch_size=64, seed=3), 3)]
     with oa.OutreLoader(ds, split=seeds, shuffle=shuffle, fanouts=[5, 5], batch_size=64, seed=3,
-                        backend="pread") as loader:
+                        io=oa.IOOptions(backend="pread")) as loader:
         outre = [b.n_id.tolist() for b in loader]
     assert sorted(outre) == sorted(sync)
 

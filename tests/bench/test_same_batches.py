@@ -54,8 +54,8 @@ def _ours(ds: oa.Dataset, spec: RunSpec) -> list[Key]:
 
 def _loader(ds: oa.Dataset, *, ordered: bool) -> list[Key]:
     """What outre-part's loader delivers (its keywords written out, not taken from OutrePart)."""
-    with oa.OutreLoader(ds, split="train", fanouts=[5, 5], batch_size=64, seed=3, partitions="bench-fennel-16",
-                        parts_per_batch=2, neighbor_cache=1 << 20, ordered=ordered, backend="pread") as loader:
+    with oa.OutreLoader(ds, split="train", fanouts=[5, 5], batch_size=64, seed=3, partitions=oa.PartitionOptions(name="bench-fennel-16", parts_per_batch=2),
+                        ordered=ordered, cache=oa.CacheOptions(neighbor_cache=1 << 20), io=oa.IOOptions(backend="pread")) as loader:
         return [_key(b.n_id.numpy(), b.edge_index.numpy(), b.batch_size) for b in loader]
 
 

@@ -40,8 +40,8 @@ def main(mode: str, path: str, out: str) -> None:
     with init_distributed(timeout=60.0) as ctx:  # also the rendezvous wait for a slow-starting peer
         Path(out, f"pid{ctx.rank}").write_text(str(os.getpid()))
         # no rank/world_size given: the loader takes them from the process group
-        loader = oa.OutreLoader(ds, fanouts=FANOUTS, batch_size=BATCH, seed=7, backend="pread", ordered=True,
-                                memory_budget="64MiB", local_world_size=ctx.local_world_size)
+        loader = oa.OutreLoader(ds, fanouts=FANOUTS, batch_size=BATCH, seed=7, ordered=True,
+                                memory_budget="64MiB", io=oa.IOOptions(backend="pread"), ranks=oa.RankOptions(local_world_size=ctx.local_world_size))
         model = ctx.wrap(make_model(ds))
         opt = torch.optim.SGD(model.parameters(), lr=0.5)
         seeds, counts, steps = [], [], 0

@@ -59,8 +59,8 @@ def test_two_ranks_cover_the_split_and_train_like_one_process(ds: oa.Dataset, tm
     # the reference: one process, both ranks' batches (explicit rank/world_size), mean of their losses
     model = worker.make_model(ds)
     opt = torch.optim.SGD(model.parameters(), lr=0.5)
-    loaders = [oa.OutreLoader(ds, fanouts=worker.FANOUTS, batch_size=worker.BATCH, seed=7, backend="pread", ordered=True,
-                              rank=r, world_size=2) for r in range(2)]
+    loaders = [oa.OutreLoader(ds, fanouts=worker.FANOUTS, batch_size=worker.BATCH, seed=7, ordered=True,
+                              io=oa.IOOptions(backend="pread"), ranks=oa.RankOptions(rank=r, world_size=2)) for r in range(2)]
     steps = 0
     while steps < worker.STEPS:
         for pair in zip(*loaders, strict=True):

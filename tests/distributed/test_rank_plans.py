@@ -12,6 +12,7 @@ from outre_async.partition._batches import group_seeds, shard_partition_plan
 
 import outre_async as oa
 from outre_async.sampling._plan import num_batches, plan_epoch, step_cuts
+from outre_async.loader._options import group_knobs
 
 
 @pytest.fixture(scope="module")
@@ -100,8 +101,8 @@ def test_outre_loaders_of_two_ranks_cover_the_split(ds: oa.Dataset) -> None:
     for extra in ({}, {"partitions": "p16", "parts_per_batch": 2}):
         if extra:
             partition(ds, 16, name="p16", passes=1, overwrite=True)
-        loaders = [oa.OutreLoader(ds, fanouts=[3, 2], batch_size=64, backend="memory", seed=3, rank=r, world_size=2,
-                                  **extra) for r in range(2)]
+        loaders = [oa.OutreLoader(ds, **group_knobs(dict(fanouts=[3, 2], batch_size=64, backend="memory", seed=3, rank=r, world_size=2,
+                                  **extra))) for r in range(2)]
         for epoch in range(2):
             expected = [len(lo) for lo in loaders]
             seen = []
@@ -117,9 +118,9 @@ def test_outre_loaders_of_two_ranks_cover_the_split(ds: oa.Dataset) -> None:
 
 
 def test_memory_budget_is_the_hosts_split_by_local_world_size(ds: oa.Dataset) -> None:
-    one = oa.OutreLoader(ds, fanouts=[3, 2], batch_size=64, backend="memory", memory_budget="8MiB")
-    half = oa.OutreLoader(ds, fanouts=[3, 2], batch_size=64, backend="memory", memory_budget="8MiB", rank=1,
-                          world_size=2, local_world_size=2)
+    one = oa.OutreLoader(ds, fanouts=[3, 2], batch_size=64, memory_budget="8MiB", io=oa.IOOptions(backend="memory"))
+    half = oa.OutreLoader(ds, fanouts=[3, 2], batch_size=64, memory_budget="8MiB", 
+                          io=oa.IOOptions(backend="memory"), ranks=oa.RankOptions(rank=1, world_size=2, local_world_size=2))
     assert one.stats()["memory"]["budget"] == 8 << 20
     assert half.stats()["memory"]["budget"] == 4 << 20 and half.memory.total <= 4 << 20
     assert half.stats()["ranks"] == {"rank": 1, "world_size": 2, "local_world_size": 2}
@@ -134,9 +135,9 @@ def test_memory_budget_is_the_hosts_split_by_local_world_size(ds: oa.Dataset) ->
 ])
 def test_loader_rejects_bad_rank_knobs(ds: oa.Dataset, knobs: dict, match: str) -> None:
     with pytest.raises(oa.ConfigError, match=match):
-        oa.OutreLoader(ds, fanouts=[2], batch_size=8, backend="memory", **knobs)
+        oa.OutreLoader(ds, **group_knobs(dict(fanouts=[2], batch_size=8, backend="memory", **knobs)))
 
 
 def test_loader_refuses_fewer_seeds_than_ranks(ds: oa.Dataset) -> None:
     with pytest.raises(oa.ConfigError, match="seeds for 4 ranks"):
-        oa.OutreLoader(ds, split=np.arange(3), fanouts=[2], batch_size=8, backend="memory", rank=0, world_size=4)
+        oa.OutreLoader(ds, split=np.arange(3), fanouts=[2], batch_size=8, io=oa.IOOptions(backend="memory"), ranks=oa.RankOptions(rank=0, world_size=4))

@@ -18,6 +18,7 @@ from conftest import generated
 import outre_async as oa
 from outre_async.distributed import init_distributed, launch
 from outre_async.distributed._session import _context
+from outre_async.loader._options import group_knobs
 
 
 def _env(port: int | None = None) -> dict[str, str]:
@@ -44,7 +45,7 @@ def test_backend_is_gloo_on_cpu_and_nccl_needs_cuda() -> None:
         assert ctx.backend == "gloo" and ctx.device == torch.device("cpu")
         with pytest.raises(oa.ConfigError, match="needs CUDA"):
             _context(_env(1), "nccl")
-    assert ctx.loader_options()["local_world_size"] == 2 and ctx.loader_options()["world_size"] == 4
+    assert ctx.loader_options()["ranks"].local_world_size == 2 and ctx.loader_options()["ranks"].world_size == 4
     with pytest.raises(oa.ConfigError, match="gloo"):
         _context(_env(1), "mpi")
 
@@ -53,7 +54,7 @@ def test_backend_is_gloo_on_cpu_and_nccl_needs_cuda() -> None:
 def test_session_of_one_rank_feeds_the_loader_and_leaves_the_group(tmp_path: Path) -> None:
     ds = generated(tmp_path / "g", "tiny", seed=2, feature_dim=8)
     with init_distributed(backend="gloo", timeout=30, env=_env()) as ctx:
-        loader = oa.OutreLoader(ds, fanouts=[2], batch_size=128, backend="memory")  # ranks from the group
+        loader = oa.OutreLoader(ds, fanouts=[2], batch_size=128, io=oa.IOOptions(backend="memory"))  # ranks from the group
         assert loader.stats()["ranks"]["world_size"] == 1 and ctx.world_size == 1
         model = ctx.wrap(torch.nn.Linear(8, 2))
         assert isinstance(model, torch.nn.parallel.DistributedDataParallel)
@@ -106,7 +107,7 @@ def test_cuda_batches_equal_cpu_batches(tmp_path: Path) -> None:
     """The CUDA path (pinned staging, non-blocking copies) delivers the CPU path's batches, per rank."""
     ds = generated(tmp_path / "g", "tiny", seed=5, feature_dim=8)
     common = dict(fanouts=[3, 2], batch_size=64, backend="memory", ordered=True, seed=1, rank=1, world_size=2)
-    with oa.OutreLoader(ds, **common) as cpu, oa.OutreLoader(ds, device="cuda", **common) as gpu:
+    with oa.OutreLoader(ds, **group_knobs(common)) as cpu, oa.OutreLoader(ds, **group_knobs(dict(device="cuda", **common))) as gpu:
         for a, b in zip(cpu, gpu, strict=True):
             assert b.x.is_cuda and b.edge_index.is_cuda
             torch.cuda.synchronize()

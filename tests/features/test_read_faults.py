@@ -137,8 +137,8 @@ def test_a_failing_device_ends_the_epoch_cleanly(store: tuple, backend: str) -> 
     at = ROW * ds.row_layout.stride
 
     def loader() -> oa.OutreLoader:
-        return oa.OutreLoader(ds, fanouts=[4, 4], batch_size=50, backend=backend, buffer_rows=200,
-                              source_options={"max_read_bytes": 16384})
+        return oa.OutreLoader(ds, fanouts=[4, 4], batch_size=50, 
+                              io=oa.IOOptions(backend=backend, source_options={"max_read_bytes": 16384}), cache=oa.CacheOptions(buffer_rows=200))
 
     with loader() as warm:  # one-time process state (numba caches, uvloop's wake-up pipe)
         _epoch_rows_right(warm, x)

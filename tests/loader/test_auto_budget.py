@@ -58,17 +58,17 @@ def test_repr_and_stats_say_auto_and_why(dataset: oa.Dataset) -> None:
 
 
 def test_the_default_buffer_holds_every_row_where_the_machine_allows(dataset: oa.Dataset) -> None:
-    loader = oa.OutreLoader(dataset, fanouts=[3, 2], batch_size=16, backend="pread")
+    loader = oa.OutreLoader(dataset, fanouts=[3, 2], batch_size=16, io=oa.IOOptions(backend="pread"))
     assert loader.memory.buffer_rows == dataset.num_nodes
 
 
 def test_the_machine_share_bounds_the_default(dataset: oa.Dataset, monkeypatch: pytest.MonkeyPatch) -> None:
     """A machine with little memory left: the default budget is a quarter of it, and the plan fits in it."""
-    roomy = oa.OutreLoader(dataset, fanouts=[3, 2], batch_size=16, backend="pread").auto_budget
+    roomy = oa.OutreLoader(dataset, fanouts=[3, 2], batch_size=16, io=oa.IOOptions(backend="pread")).auto_budget
     assert roomy is not None
     share = roomy.bytes - 100_000  # above the floor (2.8 MB), below what the dataset can use (3.0 MB)
     monkeypatch.setattr("outre_async.loader._loader.available_memory", lambda: 4 * share)
-    loader = oa.OutreLoader(dataset, fanouts=[3, 2], batch_size=16, backend="pread")
+    loader = oa.OutreLoader(dataset, fanouts=[3, 2], batch_size=16, io=oa.IOOptions(backend="pread"))
     assert loader.auto_budget is not None and loader.auto_budget.bytes == share
     assert loader.auto_budget.why.startswith("1/4 of the") and loader.memory.total <= share
 

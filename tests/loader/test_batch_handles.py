@@ -24,7 +24,7 @@ def _own_keys(batch: object) -> list[str]:
 
 def test_a_host_batch_holds_its_lease_and_history_in_one_record(store: oa.Dataset) -> None:
     hist = oa.HistoryConfig(staleness=4, dim=8, warmup=0)
-    with oa.OutreLoader(store, fanouts=[3, 2], batch_size=64, backend="memory", history=hist) as loader:
+    with oa.OutreLoader(store, fanouts=[3, 2], batch_size=64, history=hist, io=oa.IOOptions(backend="memory")) as loader:
         for batch in loader:
             handles = batch_handles(batch)
             assert isinstance(handles, BatchHandles) and _own_keys(batch) == ["_outre_handles"]
@@ -40,7 +40,7 @@ def test_a_host_batch_holds_its_lease_and_history_in_one_record(store: oa.Datase
 
 def test_a_device_batch_holds_its_copy_and_no_lease(store: oa.Dataset, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_resources, "copy_engine_for", lambda d, depth: SyncCopyEngine("cpu"))
-    with oa.OutreLoader(store, fanouts=[3, 2], batch_size=64, backend="memory") as loader:
+    with oa.OutreLoader(store, fanouts=[3, 2], batch_size=64, io=oa.IOOptions(backend="memory")) as loader:
         for batch in loader:
             handles = batch_handles(batch)
             assert _own_keys(batch) == ["_outre_handles"]

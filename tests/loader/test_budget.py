@@ -20,12 +20,13 @@ from outre_async.loader._budget import (
 )
 from outre_async.sampling._plan import max_edges_per_batch
 from outre_async.store import RowFormat
+from outre_async.loader import LoaderConfig
 
 SIZES = Sizes(num_nodes=200_000, format=RowFormat.float32(128), stride=512, max_rows=62_464, max_edges=61_440)
 
 
-def _cfg(**kw: object) -> oa.LoaderConfig:
-    return oa.LoaderConfig(fanouts=(10, 5), batch_size=1024, **kw)  # type: ignore[arg-type]
+def _cfg(**kw: object) -> LoaderConfig:
+    return LoaderConfig(fanouts=(10, 5), batch_size=1024, **kw)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("budget", [256 << 20, 400 << 20, 1 << 30])
@@ -43,14 +44,14 @@ def test_the_buffer_gets_its_piece_floor_before_the_pool_grows_past_its_own() ->
     at the least budget the buffer keeps its 128-row floor (the floor is not raised)."""
     real = Sizes(num_nodes=300_000, format=RowFormat.float32(256), stride=1024, max_rows=60_000, max_edges=60_000,
                  batch_rows=26_000)
-    cfg = oa.LoaderConfig(fanouts=(10, 10), batch_size=512, memory_budget="128MiB")
+    cfg = LoaderConfig(fanouts=(10, 10), batch_size=512, memory_budget="128MiB")
     plan = plan_memory(cfg, real, source="disk")
     assert plan.buffer_rows == 2 * 4096 and plan.total <= 128 << 20
     assert plan.parts["batches"] >= 2.2 * 26_000 * batch_row_bytes(RowFormat.float32(256))
     floor = plan_memory_floor(cfg, real, source="disk")
-    tight = plan_memory(oa.LoaderConfig(fanouts=(10, 10), batch_size=512, memory_budget=floor), real, source="disk")
+    tight = plan_memory(LoaderConfig(fanouts=(10, 10), batch_size=512, memory_budget=floor), real, source="disk")
     assert tight.buffer_rows == 2 * 128
-    between = plan_memory(oa.LoaderConfig(fanouts=(10, 10), batch_size=512, memory_budget=floor + (1 << 20)),
+    between = plan_memory(LoaderConfig(fanouts=(10, 10), batch_size=512, memory_budget=floor + (1 << 20)),
                           real, source="disk")
     assert 2 * 128 < between.buffer_rows < 2 * 4096 and between.total <= floor + (1 << 20)
 
@@ -72,12 +73,12 @@ def test_facebook_like_rows_fit_128_mib_with_batch_64_and_fanouts_10_10() -> Non
     real batches' 2,918 rows at most the buffer gets its floor and the pool holds two matrices."""
     fb = Sizes(num_nodes=22_470, format=RowFormat.float32(4714), stride=4 * 4714, max_rows=7104,
                max_edges=64 * 110, batch_rows=2918)
-    cfg = oa.LoaderConfig(fanouts=(10, 10), batch_size=64, memory_budget="128MiB")
+    cfg = LoaderConfig(fanouts=(10, 10), batch_size=64, memory_budget="128MiB")
     plan = plan_memory(cfg, fb, source="disk")
     assert plan.total <= 128 << 20 and plan.buffer_rows >= 256
     assert plan.parts["batches"] >= 2 * 2918 * batch_row_bytes(RowFormat.float32(4714))
     with pytest.raises(oa.ConfigError, match=r"one batch is expected to need 2918 rows, a 52.\d MiB matrix"):
-        plan_memory(oa.LoaderConfig(fanouts=(10, 10), batch_size=64, memory_budget="64MiB"), fb, source="disk")
+        plan_memory(LoaderConfig(fanouts=(10, 10), batch_size=64, memory_budget="64MiB"), fb, source="disk")
     assert plan.source_options() == {"max_stage_bytes": plan.stage_bytes, "max_staging_bytes": plan.parts["staging"]}
 
 
@@ -124,7 +125,7 @@ def test_ordered_mode_counts_out_of_turn_batches_at_their_real_rows() -> None:
     """The bench's ordered outre-part on igb-like at 1.6 GiB: the reorder buffer is a byte budget of
     1.1 x samplers probed batches (with their subgraphs), not (samplers + queues + extractors) worst
     cases (1.2 GiB, which left the feature buffer its 256-row floor)."""
-    cfg = oa.LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget="1.6GiB", ordered=True,
+    cfg = LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget="1.6GiB", ordered=True,
                           partitions="bench-fennel-256", neighbor_cache=64 << 20)
     plan = plan_memory(cfg, IGB_LIKE, source="disk")
     batch = 17_101 * batch_row_bytes(RowFormat.float32(1024)) + 8 * 17_101 + 24 * 30_720
@@ -133,21 +134,21 @@ def test_ordered_mode_counts_out_of_turn_batches_at_their_real_rows() -> None:
     assert plan.total <= cfg.budget_bytes and plan.buffer_rows > 200_000
     worse = replace(IGB_LIKE, max_rows=1_000_000)  # a larger worst case, the same real batches: the same part
     assert plan_memory(cfg, worse, source="disk").parts["reorder buffer"] == plan.parts["reorder buffer"]
-    unordered = plan_memory(oa.LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget="1.6GiB"), IGB_LIKE,
+    unordered = plan_memory(LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget="1.6GiB"), IGB_LIKE,
                             source="disk")
     assert "reorder buffer" not in unordered.parts and unordered.buffer_rows > plan.buffer_rows
 
 
 def test_an_ordered_budget_below_the_floor_names_the_minimum() -> None:
-    cfg = oa.LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget=1, ordered=True)
+    cfg = LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget=1, ordered=True)
     floor = plan_memory_floor(cfg, IGB_LIKE, source="disk")
-    unordered = plan_memory_floor(oa.LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget=1), IGB_LIKE,
+    unordered = plan_memory_floor(LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget=1), IGB_LIKE,
                                   source="disk")
     assert floor > unordered  # the reorder buffer's part and the subgraphs in the pool's two batches
-    plan_memory(oa.LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget=floor, ordered=True), IGB_LIKE,
+    plan_memory(LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget=floor, ordered=True), IGB_LIKE,
                 source="disk")  # exactly the floor fits
     with pytest.raises(oa.ConfigError, match=f"memory_budget={floor - 1} .* below the {floor} bytes.*reorder buffer"):
-        plan_memory(oa.LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget=floor - 1, ordered=True),
+        plan_memory(LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget=floor - 1, ordered=True),
                     IGB_LIKE, source="disk")
 
 
@@ -157,7 +158,7 @@ def test_history_in_completion_order_counts_the_batches_its_window_holds_back() 
     every batch is sent in its turn (no out-of-turn budget: held batches are the pool's), so there is no
     reorder buffer part.  The floor rises with ``b``."""
     hist = oa.HistoryConfig(staleness=8, dim=32)
-    cfg = oa.LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget="1.6GiB", history=hist)
+    cfg = LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget="1.6GiB", history=hist)
     assert cfg.holds_back and not replace(cfg, history=None).holds_back and replace(cfg, ordered=True).holds_back
     plan = plan_memory(cfg, IGB_LIKE, source="disk")
     assert "reorder buffer" not in plan.parts and plan.out_of_turn_bytes == 0
@@ -167,7 +168,7 @@ def test_history_in_completion_order_counts_the_batches_its_window_holds_back() 
     assert not off.enabled and "reorder buffer" not in plan_memory(replace(cfg, history=off), IGB_LIKE,
                                                                      source="disk").parts
     floor = plan_memory_floor(replace(cfg, memory_budget=1), IGB_LIKE, source="disk")
-    assert floor > plan_memory_floor(oa.LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget=1), IGB_LIKE,
+    assert floor > plan_memory_floor(LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget=1), IGB_LIKE,
                                      source="disk")
 
 
@@ -175,20 +176,20 @@ def test_the_default_extract_queue_deepens_within_four_percent_of_the_budget_and
     """Look-ahead depth (``extract_depth``): 64 on igb-like at 1.6 GiB (64 subgraphs of 1 MB fit in
     4 %), the floor samplers + 2 at the floor budget, in between when the budget is tight, as given
     when given, and the ``subgraphs`` part counts the depth the plan returns."""
-    cfg = oa.LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget="1.6GiB")
+    cfg = LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget="1.6GiB")
     sub = 8 * IGB_LIKE.max_rows + 24 * IGB_LIKE.max_edges
     plan = plan_memory(cfg, IGB_LIKE, source="disk")
     assert plan.extract_queue == 64 and plan.parts["subgraphs"] == (64 + 2 + 2 + 1) * sub
     floor = plan_memory_floor(cfg, IGB_LIKE, source="disk")
-    at_floor = oa.LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget=floor)
+    at_floor = LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget=floor)
     assert plan_memory(at_floor, IGB_LIKE, source="disk").extract_queue == 4
-    tight = oa.LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget=floor + 3 * sub + 1)  # room: 3 slots
+    tight = LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget=floor + 3 * sub + 1)  # room: 3 slots
     assert plan_memory(tight, IGB_LIKE, source="disk").extract_queue == 4 + 3
-    mid = oa.LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget=400 << 20)  # 4 %: 16 slots
+    mid = LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget=400 << 20)  # 4 %: 16 slots
     assert plan_memory(mid, IGB_LIKE, source="disk").extract_queue == 4 + int(0.04 * (400 << 20)) // sub == 20
-    given = oa.LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget="1.6GiB", extract_queue=3)
+    given = LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget="1.6GiB", extract_queue=3)
     assert plan_memory(given, IGB_LIKE, source="disk").extract_queue == 3
-    assert plan_memory(oa.LoaderConfig(fanouts=(10, 5), batch_size=512), IGB_LIKE, source="disk").extract_queue == 64
+    assert plan_memory(LoaderConfig(fanouts=(10, 5), batch_size=512), IGB_LIKE, source="disk").extract_queue == 64
 
 
 def test_partition_mode_counts_its_arrays_and_macro_blocks_before_the_buffer() -> None:

@@ -18,6 +18,7 @@ from conftest import labelled_store
 import outre_async as oa
 from outre_async.features import detect_io_uring
 from outre_async.store._watch import WATCH_INTERVAL_S, FileWatch, Fingerprint
+from outre_async.loader._options import group_knobs
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -46,8 +47,8 @@ def _replace(path: Path) -> None:
 
 
 def _loader(ds: oa.Dataset, backend: str, **kw: object) -> oa.OutreLoader:
-    return oa.OutreLoader(ds, fanouts=[3, 3], batch_size=20, backend=backend, num_samplers=1, num_extractors=1,
-                          ready_queue=1, extract_queue=1, **kw)  # type: ignore[arg-type]
+    return oa.OutreLoader(ds, **group_knobs(dict(fanouts=[3, 3], batch_size=20, backend=backend, num_samplers=1, num_extractors=1,
+                          ready_queue=1, extract_queue=1, **kw)))  # type: ignore[arg-type]
 
 
 def _check_rows(batch: oa.OutreBatch, old: np.ndarray) -> None:

@@ -145,8 +145,8 @@ def test_batches_copied_ahead_are_the_sources_rows_and_each_lease_ends_with_its_
     original = torch.Tensor.pin_memory
     torch.Tensor.pin_memory = lambda self, *a, **k: pinned_calls.append(1) or original(self, *a, **k)  # type: ignore[method-assign]
     try:
-        with oa.OutreLoader(store, fanouts=[4, 3], batch_size=32, ordered=ordered, device_depth=3,
-                            backend="memory", seed=1) as loader:
+        with oa.OutreLoader(store, fanouts=[4, 3], batch_size=32, ordered=ordered, 
+                            seed=1, pipeline=oa.PipelineOptions(device_depth=3), io=oa.IOOptions(backend="memory")) as loader:
             seqs = []
             for batch in loader:
                 s = loader.stats()["device"]
@@ -172,7 +172,7 @@ def test_history_under_the_copier_keeps_the_clock_and_the_staleness_bound(
     """The copier fetches batches ahead, but the history's clock ticks and rows are pulled at
     hand-over: two epochs with pushes between steps keep every realised age within the bound."""
     cfg = oa.HistoryConfig(staleness=6, dim=8, warmup=0)
-    with oa.OutreLoader(store, fanouts=[-1, -1], batch_size=32, history=cfg, backend="memory", device_depth=2) as loader:
+    with oa.OutreLoader(store, fanouts=[-1, -1], batch_size=32, history=cfg, io=oa.IOOptions(backend="memory"), pipeline=oa.PipelineOptions(device_depth=2)) as loader:
         for _ in range(2):
             for batch in loader:
                 batch.history.exchange(torch.zeros(len(batch.n_id), 8))
@@ -183,14 +183,14 @@ def test_history_under_the_copier_keeps_the_clock_and_the_staleness_bound(
 
 def test_device_depth_is_checked(store: oa.Dataset) -> None:
     with pytest.raises(oa.ConfigError, match="device_depth=0 must be an int >= 1"):
-        oa.OutreLoader(store, fanouts=[3], batch_size=8, device_depth=0)
+        oa.OutreLoader(store, fanouts=[3], batch_size=8, pipeline=oa.PipelineOptions(device_depth=0))
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_an_early_break_releases_everything(store: oa.Dataset, device: str, monkeypatch: pytest.MonkeyPatch) -> None:
     if device == "cpu":
         monkeypatch.setattr(_resources, "copy_engine_for", lambda d, depth: SyncCopyEngine("cpu"))
-    with oa.OutreLoader(store, fanouts=[4, 3], batch_size=16, backend="memory", device=device) as loader:
+    with oa.OutreLoader(store, fanouts=[4, 3], batch_size=16, device=device, io=oa.IOOptions(backend="memory")) as loader:
         for i, _ in enumerate(loader):
             if i == 2:
                 break
@@ -207,7 +207,7 @@ def test_cuda_batches_come_from_locked_maps_on_a_side_stream(store: oa.Dataset) 
     original = torch.Tensor.pin_memory
     torch.Tensor.pin_memory = lambda self, *a, **k: pinned_calls.append(1) or original(self, *a, **k)  # type: ignore[method-assign]
     try:
-        with oa.OutreLoader(store, fanouts=[4, 3], batch_size=32, backend="memory", device="cuda") as loader:
+        with oa.OutreLoader(store, fanouts=[4, 3], batch_size=32, device="cuda", io=oa.IOOptions(backend="memory")) as loader:
             for batch in loader:
                 assert batch.x.is_cuda and batch.edge_index.is_cuda and batch.y.is_cuda
                 torch.testing.assert_close(batch.x.cpu(), feats[batch.n_id.cpu()], rtol=0, atol=0)

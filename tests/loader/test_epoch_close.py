@@ -41,8 +41,8 @@ async def _scenario(ds: oa.Dataset, *, stop_at: int, follow: str, wrap: bool, hi
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(lambda _loop, context: errors.append(context))
     hist = oa.HistoryConfig(staleness=5, dim=4, warmup=0, admission="all") if history else None
-    loader = oa.OutreLoader(ds, fanouts=[3, 3], batch_size=20, seed=seed, backend="memory", history=hist,
-                            num_samplers=2, num_extractors=2)
+    loader = oa.OutreLoader(ds, fanouts=[3, 3], batch_size=20, seed=seed, history=hist,
+                            io=oa.IOOptions(backend="memory"), pipeline=oa.PipelineOptions(num_samplers=2, num_extractors=2))
     async with loader:
         loader._res.samplers[:] = [DelayedSampler(s, seed + i) for i, s in enumerate(loader._res.samplers)]
         for i_epoch in range(2):

@@ -16,6 +16,8 @@ from outre_async.features import detect_io_uring
 from outre_async.features._disk_probe import DiskProbe, ProbeCell, in_flight_for
 from outre_async.loader._epoch_io import IOMark, ProbeRate, disk_limit_seconds, epoch_io, known_rate, probe_rate
 from outre_async.plan import MissCosts
+from outre_async.loader._options import group_knobs
+from outre_async.loader import LoaderConfig
 
 NEEDS_URING = pytest.mark.skipif(not detect_io_uring(), reason="io_uring unavailable here")
 
@@ -83,7 +85,7 @@ def test_the_disk_limit_is_reads_at_their_mean_size_or_bytes_over_bandwidth() ->
 
 def test_disk_probe_must_be_a_probe() -> None:
     with pytest.raises(oa.ConfigError, match="disk_probe must be a DiskProbe"):
-        oa.LoaderConfig(fanouts=(2,), batch_size=8, disk_probe={"iops": 1})  # type: ignore[arg-type]
+        LoaderConfig(fanouts=(2,), batch_size=8, disk_probe={"iops": 1})  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")
@@ -94,8 +96,8 @@ def ds(tmp_path_factory: pytest.TempPathFactory) -> oa.Dataset:
 @NEEDS_URING
 def test_loader_epoch_io_against_its_source(ds: oa.Dataset) -> None:
     probe = _probe()
-    loader = oa.OutreLoader(ds, split="train", fanouts=[5, 5], batch_size=128, backend="io_uring", disk_probe=probe,
-                            seed=3)
+    loader = oa.OutreLoader(ds, split="train", fanouts=[5, 5], batch_size=128, 
+                            seed=3, io=oa.IOOptions(backend="io_uring", disk_probe=probe))
     try:
         assert loader.stats()["epoch_io"] == {}  # no epoch yet
         batches = sum(1 for _ in loader)
@@ -113,8 +115,8 @@ def test_loader_epoch_io_against_its_source(ds: oa.Dataset) -> None:
 
 @NEEDS_URING
 def test_an_explicit_max_in_flight_wins_over_the_probe(ds: oa.Dataset) -> None:
-    loader = oa.OutreLoader(ds, split="train", fanouts=[5], batch_size=128, backend="io_uring",
-                            disk_probe=_probe(), max_in_flight=7)
+    loader = oa.OutreLoader(ds, split="train", fanouts=[5], batch_size=128, 
+                            io=oa.IOOptions(backend="io_uring", disk_probe=_probe(), max_in_flight=7))
     try:
         next(iter(loader))
         assert loader.stats()["io"]["max_in_flight"] == 7
@@ -126,10 +128,10 @@ def test_an_explicit_max_in_flight_wins_over_the_probe(ds: oa.Dataset) -> None:
 def test_a_profile_records_the_probes_depth_and_profile_applies_it(ds: oa.Dataset, tmp_path: Path) -> None:
     opts = {"fanouts": [5, 5], "batch_size": 128, "memory_budget": "64MiB", "backend": "io_uring", "seed": 1}
     costs = MissCosts(row_us=20.0, list_us=2.0, recompute_us=1.0, backend="fixed")
-    meta = oa.profile(ds, name="probed", costs=costs, disk_probe=_probe(direct=False), **opts)
+    meta = oa.profile(ds, name="probed", costs=costs, **group_knobs(dict(disk_probe=_probe(direct=False), **opts)))
     assert meta["io"]["max_in_flight"] == 32 and meta["io"]["direct"] is False
     assert meta["io"]["iops_by_depth"]["16"] == 60e3
-    loader = oa.OutreLoader(ds, split="train", profile="probed", **opts)  # no probe passed: the profile's
+    loader = oa.OutreLoader(ds, **group_knobs(dict(split="train", profile="probed", **opts)))  # no probe passed: the profile's
     try:
         for _ in loader:
             pass
@@ -165,4 +167,4 @@ def test_max_in_flight_has_one_home() -> None:
     """The reads in flight are the loader's knob: the memory plan sizes staging and bounce pages by it
     (``_read_depth``), so ``source_options`` may not set them behind its back."""
     with pytest.raises(oa.ConfigError, match=r"repeats a loader knob; pass max_in_flight=8 instead"):
-        oa.LoaderConfig(fanouts=(3,), batch_size=8, source_options={"max_in_flight": 8})
+        LoaderConfig(fanouts=(3,), batch_size=8, source_options={"max_in_flight": 8})

@@ -15,6 +15,8 @@ import outre_async as oa
 from outre_async.features import _buffer_kernels as K
 from outre_async.loader._budget import FORESIGHT_REACH, Sizes, foresight_bytes, plan_memory, plan_memory_floor
 from outre_async.store import RowFormat
+from outre_async.loader._options import group_knobs
+from outre_async.loader import LoaderConfig
 
 # buffers smaller than a batch on purpose (streaming in pieces): their SmallBufferWarning is expected
 pytestmark = pytest.mark.filterwarnings("ignore::outre_async.SmallBufferWarning")
@@ -45,7 +47,7 @@ def test_foresight_foresees_batches_past_a_full_queue_and_changes_no_batch(datas
                     num_extractors=2)
         runs = {}
         for sight in (0, 12):
-            loader = oa.OutreLoader(dataset, foresight=sight, source=FaultySource(dataset, seed=1), **opts)
+            loader = oa.OutreLoader(dataset, **group_knobs(dict(foresight=sight, source=FaultySource(dataset, seed=1), **opts)))
             assert loader.config.foresight == sight
             async with loader:
                 runs[sight] = await _epoch(loader, 0.004)
@@ -70,8 +72,8 @@ def test_no_foresight_is_left_counted_after_an_early_end(dataset: oa.Dataset, ho
     async def body() -> None:
         fail = {int(dataset.split("train")[200])} if how == "error" else set()
         source = FaultySource(dataset, seed=3, fail_on=fail)
-        loader = oa.OutreLoader(dataset, fanouts=[4, 3], batch_size=16, seed=7, buffer_rows=30, extract_queue=2,
-                                foresight=10, source=source)
+        loader = oa.OutreLoader(dataset, fanouts=[4, 3], batch_size=16, seed=7, 
+                                cache=oa.CacheOptions(buffer_rows=30, foresight=10), pipeline=oa.PipelineOptions(extract_queue=2), io=oa.IOOptions(source=source))
         async with loader:
 
             async def consume() -> None:
@@ -106,13 +108,13 @@ def test_the_foresight_knob_is_checked_and_refused_where_it_cannot_work() -> Non
     base = dict(fanouts=(4, 3), batch_size=16)
     for bad in (-1, 1.5, True, K.MAX_FORESIGHT + 1):
         with pytest.raises(oa.ConfigError, match="foresight"):
-            oa.LoaderConfig(foresight=bad, **base)  # type: ignore[arg-type]
+            LoaderConfig(foresight=bad, **base)  # type: ignore[arg-type]
     with pytest.raises(oa.ConfigError, match="history off"):
-        oa.LoaderConfig(foresight=4, history=oa.HistoryConfig(staleness=2, dim=8), **base)  # type: ignore[arg-type]
+        LoaderConfig(foresight=4, history=oa.HistoryConfig(staleness=2, dim=8), **base)  # type: ignore[arg-type]
     with pytest.raises(oa.ConfigError, match="lru-lookahead"):
-        oa.LoaderConfig(foresight=4, buffer_policy="next-use", **base)  # type: ignore[arg-type]
-    assert oa.LoaderConfig(foresight=0, buffer_policy="next-use", **base).foresight == 0  # type: ignore[arg-type]
-    history = oa.LoaderConfig(history=oa.HistoryConfig(staleness=2, dim=8), memory_budget="1GiB", **base)  # type: ignore[arg-type]
+        LoaderConfig(foresight=4, buffer_policy="next-use", **base)  # type: ignore[arg-type]
+    assert LoaderConfig(foresight=0, buffer_policy="next-use", **base).foresight == 0  # type: ignore[arg-type]
+    history = LoaderConfig(history=oa.HistoryConfig(staleness=2, dim=8), memory_budget="1GiB", **base)  # type: ignore[arg-type]
     assert not history.foresight_allowed
 
 
@@ -120,8 +122,8 @@ SIZES = Sizes(num_nodes=8_000_000, format=RowFormat.float32(128), stride=512, ma
               batch_rows=31_000)
 
 
-def _cfg(**kw: object) -> oa.LoaderConfig:
-    return oa.LoaderConfig(fanouts=(10, 10), batch_size=1024, **kw)  # type: ignore[arg-type]
+def _cfg(**kw: object) -> LoaderConfig:
+    return LoaderConfig(fanouts=(10, 10), batch_size=1024, **kw)  # type: ignore[arg-type]
 
 
 def test_the_plan_sizes_foresight_by_the_buffer_s_rows_and_counts_its_part() -> None:
@@ -158,8 +160,8 @@ def test_partition_batches_are_foreseen_without_macro_blocks_and_are_the_same(tm
     async def body() -> None:
         runs, lists = {}, {}
         for sight in (0, 8):
-            loader = oa.OutreLoader(ds, partitions="p16", parts_per_batch=2, fanouts=[4, 3], batch_size=32, seed=3,
-                                    buffer_rows=60, extract_queue=2, foresight=sight, backend="memory")
+            loader = oa.OutreLoader(ds, partitions=oa.PartitionOptions(name="p16", parts_per_batch=2), fanouts=[4, 3], batch_size=32, seed=3,
+                                    cache=oa.CacheOptions(buffer_rows=60, foresight=sight), pipeline=oa.PipelineOptions(extract_queue=2), io=oa.IOOptions(backend="memory"))
             async with loader:
                 runs[sight] = await _epoch(loader, 0.004)
                 _nothing_counted(loader)

@@ -15,6 +15,7 @@ from conftest import generated, labelled_store
 import outre_async as oa
 from outre_async.loader._tiers import RANK_BATCHES, plan_row_counts
 from outre_async.plan import MissCosts
+from outre_async.loader._options import group_knobs
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -29,7 +30,7 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> oa.Dataset:
 
 def _epoch(ds: oa.Dataset, **kw: Any) -> tuple[list[tuple[np.ndarray, np.ndarray]], dict[str, Any]]:
     opts = {"fanouts": [4, 3], "batch_size": 32, "seed": 7, "backend": "memory", "ordered": True, **kw}
-    with oa.OutreLoader(ds, **opts) as loader:
+    with oa.OutreLoader(ds, **group_knobs(opts)) as loader:
         out = [(b.n_id.cpu().numpy(), b.x.cpu().numpy()) for b in loader]
         return out, loader.stats()
 
@@ -58,8 +59,8 @@ def test_batches_equal_those_without_the_tier(dataset: oa.Dataset, budget: int) 
 
 def test_without_a_profile_the_first_planned_batches_rank_the_rows(dataset: oa.Dataset) -> None:
     rows = 50
-    with oa.OutreLoader(dataset, fanouts=[4, 3], batch_size=32, seed=7, backend="memory",
-                        gpu_cache_budget=rows * 4 * DIM) as loader:
+    with oa.OutreLoader(dataset, fanouts=[4, 3], batch_size=32, seed=7, 
+                        io=oa.IOOptions(backend="memory"), cache=oa.CacheOptions(gpu_cache_budget=rows * 4 * DIM)) as loader:
         held = loader._gpu.nodes
         counts = plan_row_counts(dataset, [4, 3], loader._setup.plan(0), seed=7)
         assert len(held) == rows
@@ -70,17 +71,17 @@ def test_without_a_profile_the_first_planned_batches_rank_the_rows(dataset: oa.D
 
 def test_a_budget_below_one_row_is_a_named_error(dataset: oa.Dataset) -> None:
     with pytest.raises(oa.ConfigError, match="holds no feature row"):
-        oa.OutreLoader(dataset, fanouts=[4], batch_size=32, backend="memory", gpu_cache_budget=4 * DIM - 1)
+        oa.OutreLoader(dataset, fanouts=[4], batch_size=32, io=oa.IOOptions(backend="memory"), cache=oa.CacheOptions(gpu_cache_budget=4 * DIM - 1))
     with pytest.raises(oa.ConfigError, match="byte count"):
-        oa.OutreLoader(dataset, fanouts=[4], batch_size=32, backend="memory", gpu_cache_budget=-5)
+        oa.OutreLoader(dataset, fanouts=[4], batch_size=32, io=oa.IOOptions(backend="memory"), cache=oa.CacheOptions(gpu_cache_budget=-5))
     for off in (0, None):  # off
-        with oa.OutreLoader(dataset, fanouts=[4], batch_size=32, backend="memory", gpu_cache_budget=off) as loader:
+        with oa.OutreLoader(dataset, fanouts=[4], batch_size=32, io=oa.IOOptions(backend="memory"), cache=oa.CacheOptions(gpu_cache_budget=off)) as loader:
             assert loader._gpu is None and "gpu tier index" not in loader.memory.parts
 
 
 def test_disk_backend_and_sync_epochs_twice(dataset: oa.Dataset) -> None:
     feats = np.asarray(dataset.features[:])
-    with oa.OutreLoader(dataset, fanouts=[4, 3], batch_size=64, backend="pread", gpu_cache_budget="8KiB") as loader:
+    with oa.OutreLoader(dataset, fanouts=[4, 3], batch_size=64, io=oa.IOOptions(backend="pread"), cache=oa.CacheOptions(gpu_cache_budget="8KiB")) as loader:
         for _ in range(2):  # the rows are loaded once; a second epoch reuses them
             for batch in loader:
                 np.testing.assert_array_equal(batch.x.numpy(), feats[batch.n_id.numpy()])
@@ -97,14 +98,14 @@ def test_with_a_profile_the_knapsack_buys_rows_other_than_the_tier_s(prof_ds: oa
     costs = MissCosts(row_us=20.0, list_us=2.0, recompute_us=1.0, backend="fixed")
     rows = 40
     budget = rows * 4 * prof_ds.feature_dim
-    meta = oa.profile(prof_ds, name="gpu-tier", costs=costs, gpu_cache_budget=budget, **opts)
-    plain = oa.profile(prof_ds, name="no-gpu-tier", costs=costs, **opts)
+    meta = oa.profile(prof_ds, name="gpu-tier", costs=costs, **group_knobs(dict(gpu_cache_budget=budget, **opts)))
+    plain = oa.profile(prof_ds, name="no-gpu-tier", costs=costs, **group_knobs(opts))
     folder = prof_ds.path / "profile" / "gpu-tier"
     row_hot = np.fromfile(folder / "row_hot.bin", np.float64)
     static_rows = np.fromfile(folder / "static_rows.bin", np.int64)
     assert meta["gpu_tier"]["rows"] == rows and plain["gpu_tier"] is None
     feats = np.asarray(prof_ds.features[:])
-    with oa.OutreLoader(prof_ds, profile="gpu-tier", gpu_cache_budget=budget, **opts) as loader:
+    with oa.OutreLoader(prof_ds, **group_knobs(dict(profile="gpu-tier", gpu_cache_budget=budget, **opts))) as loader:
         held = loader._gpu.nodes
         assert len(held) == rows
         counts = plan_row_counts(prof_ds, [5, 5], loader._setup.plan(0), seed=7)
@@ -120,14 +121,14 @@ def test_with_a_profile_the_knapsack_buys_rows_other_than_the_tier_s(prof_ds: oa
         assert tiers["gpu"]["hits"] > 0 and tiers["static"]["hits"] > 0
         assert tiers["static"]["hits"] + tiers["static"]["misses"] == tiers["gpu"]["misses"]
     with pytest.raises(oa.errors.ProfileMismatchError, match="gpu_cache_budget"):  # made for a loader without the tier
-        oa.OutreLoader(prof_ds, profile="no-gpu-tier", gpu_cache_budget=budget, **opts)
+        oa.OutreLoader(prof_ds, **group_knobs(dict(profile="no-gpu-tier", gpu_cache_budget=budget, **opts)))
 
 
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
 def test_cuda_batches_are_assembled_on_the_device(dataset: oa.Dataset) -> None:
     plain, _ = _epoch(dataset)
     opts = {"fanouts": [4, 3], "batch_size": 32, "seed": 7, "backend": "memory", "ordered": True}
-    with oa.OutreLoader(dataset, device="cuda", gpu_cache_budget=200 * 4 * DIM, **opts) as loader:
+    with oa.OutreLoader(dataset, **group_knobs(dict(device="cuda", gpu_cache_budget=200 * 4 * DIM, **opts))) as loader:
         assert loader._gpu.rows.numel() == 0  # loaded on open
         got = []
         for batch in loader:
@@ -141,14 +142,14 @@ def test_cuda_batches_are_assembled_on_the_device(dataset: oa.Dataset) -> None:
 
 
 def test_the_buffer_policy_is_chosen_by_name(dataset: oa.Dataset) -> None:
-    with oa.OutreLoader(dataset, fanouts=[4], batch_size=32, backend="memory", buffer_policy="lru-lookahead") as loader:
+    with oa.OutreLoader(dataset, fanouts=[4], batch_size=32, io=oa.IOOptions(backend="memory"), cache=oa.CacheOptions(buffer_policy="lru-lookahead")) as loader:
         list(loader)
         assert loader.stats()["tiers"]["buffer"]["policy"] == "lru-lookahead"
-    with oa.OutreLoader(dataset, fanouts=[4], batch_size=32, backend="memory", buffer_policy="next-use") as loader:
+    with oa.OutreLoader(dataset, fanouts=[4], batch_size=32, io=oa.IOOptions(backend="memory"), cache=oa.CacheOptions(buffer_policy="next-use")) as loader:
         list(loader)
         assert loader.stats()["tiers"]["buffer"]["policy"] == "next-use"
     with pytest.raises(oa.ConfigError, match="must be one of"):
-        oa.OutreLoader(dataset, fanouts=[4], batch_size=32, backend="memory", buffer_policy="lfu")
+        oa.OutreLoader(dataset, fanouts=[4], batch_size=32, io=oa.IOOptions(backend="memory"), cache=oa.CacheOptions(buffer_policy="lfu"))
 
 
 def test_history_and_partition_mode_read_the_same_rows_with_the_tier(prof_ds: oa.Dataset) -> None:
@@ -159,9 +160,9 @@ def test_history_and_partition_mode_read_the_same_rows_with_the_tier(prof_ds: oa
     feats = np.asarray(prof_ds.features[:])
     hid = 16
     model = oa.GraphSAGE(prof_ds.feature_dim, hid, 2, prof_ds.num_classes)
-    with oa.OutreLoader(prof_ds, fanouts=[5, 5], batch_size=64, backend="memory", partitions="p8", parts_per_batch=2,
+    with oa.OutreLoader(prof_ds, fanouts=[5, 5], batch_size=64, partitions=oa.PartitionOptions(name="p8", parts_per_batch=2), 
                         history=oa.HistoryConfig(staleness=20, dim=hid),
-                        gpu_cache_budget=100 * 4 * prof_ds.feature_dim) as loader:
+                        io=oa.IOOptions(backend="memory"), cache=oa.CacheOptions(gpu_cache_budget=100 * 4 * prof_ds.feature_dim)) as loader:
         delivered = 0
         for _ in range(2):
             for batch in loader:
@@ -178,8 +179,8 @@ def test_the_buffer_never_holds_a_row_the_gpu_tier_serves(dataset: oa.Dataset) -
     the pins held a batch's every id, the read-ahead read those rows too (igb-like's outre-auto read
     2.09 M rows from disk for 1.16 M static-tier misses, issue 26's read-ahead under issue 25's tiers)."""
     budget = 40 * 4 * dataset.feature_dim
-    with oa.OutreLoader(dataset, fanouts=[4, 4], batch_size=16, backend="pread", gpu_cache_budget=budget,
-                        extract_queue=8, num_samplers=2, num_extractors=1) as loader:
+    with oa.OutreLoader(dataset, fanouts=[4, 4], batch_size=16, 
+                        io=oa.IOOptions(backend="pread"), cache=oa.CacheOptions(gpu_cache_budget=budget), pipeline=oa.PipelineOptions(extract_queue=8, num_samplers=2, num_extractors=1)) as loader:
         for _ in loader:
             pass
         res = loader._res

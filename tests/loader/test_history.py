@@ -17,6 +17,8 @@ from hypothesis import strategies as st
 
 import outre_async as oa
 from outre_async.nn import seed_logits, seed_targets
+from outre_async.loader._options import group_knobs
+from outre_async.loader import LoaderConfig
 
 N, DIM, HID = 400, 12, 8
 
@@ -38,7 +40,7 @@ def _loader(ds: oa.Dataset, staleness: int | None, **kw) -> oa.OutreLoader:
     history = None if staleness is None else oa.HistoryConfig(staleness=staleness, dim=HID, **hist)
     opts = {"fanouts": [4, 3], "batch_size": 24, "seed": 3, "history": history,
             **({} if "source" in kw else {"backend": "memory"}), **kw}
-    return oa.OutreLoader(ds, **opts)
+    return oa.OutreLoader(ds, **group_knobs(opts))
 
 
 def _model(seed: int = 0, cls=oa.GraphSAGE) -> torch.nn.Module:
@@ -66,11 +68,11 @@ def _check_pulls(batch, exact: torch.Tensor) -> int:
 def test_staleness_one_is_held_as_no_history() -> None:
     """One way to say off: validation holds ``HistoryConfig(staleness=1)`` as None, so ``history is None``
     is the whole test of every reader (and a one-layer model may pass it)."""
-    off = oa.LoaderConfig(fanouts=(3, 3), batch_size=8, history=oa.HistoryConfig(staleness=1, dim=4))
-    assert off.history is None and off == oa.LoaderConfig(fanouts=(3, 3), batch_size=8)
-    assert oa.LoaderConfig(fanouts=(3,), batch_size=8, history=oa.HistoryConfig(staleness=1, dim=4)).history is None
+    off = LoaderConfig(fanouts=(3, 3), batch_size=8, history=oa.HistoryConfig(staleness=1, dim=4))
+    assert off.history is None and off == LoaderConfig(fanouts=(3, 3), batch_size=8)
+    assert LoaderConfig(fanouts=(3,), batch_size=8, history=oa.HistoryConfig(staleness=1, dim=4)).history is None
     on = oa.HistoryConfig(staleness=2, dim=4)
-    assert oa.LoaderConfig(fanouts=(3, 3), batch_size=8, history=on).history is on
+    assert LoaderConfig(fanouts=(3, 3), batch_size=8, history=on).history is on
 
 
 def test_staleness_one_is_bit_identical_to_no_history(dataset: oa.Dataset) -> None:

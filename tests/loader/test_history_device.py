@@ -12,6 +12,7 @@ from conftest import random_graph, run, write_store
 
 import outre_async as oa
 from outre_async.nn import seed_logits, seed_targets
+from outre_async.loader._options import group_knobs
 
 N, DIM, HID = 400, 12, 8
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -31,7 +32,7 @@ def _loader(ds: oa.Dataset, placement: str, **kw) -> oa.OutreLoader:  # type: ig
     hist = oa.HistoryConfig(**{"staleness": 1000, "dim": HID, "warmup": 0, "admission": "all", "jitter": 0.0,
                                "placement": placement, **kw.pop("hist", {})})
     opts = {"fanouts": [4, 3], "batch_size": 24, "seed": 3, "backend": "memory", "history": hist, **kw}
-    return oa.OutreLoader(ds, **opts)
+    return oa.OutreLoader(ds, **group_knobs(opts))
 
 
 def _model(device: str = "cpu") -> torch.nn.Module:

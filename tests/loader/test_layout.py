@@ -12,6 +12,7 @@ from outre_async.partition import partition, reorder
 
 import outre_async as oa
 from outre_async.loader._layout import ordered_copy_path
+from outre_async.loader._options import group_knobs
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -30,7 +31,7 @@ KW = {"fanouts": [5, 5], "batch_size": 64, "seed": 4, "partitions": "p8", "parts
 
 
 def _batches(ds: oa.Dataset, **kw: object) -> tuple[list, dict]:
-    with oa.OutreLoader(ds, **(KW | kw)) as loader:
+    with oa.OutreLoader(ds, **group_knobs(dict(**(KW | kw)))) as loader:
         batches = list(loader)
         return batches, loader.stats()
 
@@ -83,8 +84,8 @@ def test_the_layout_choice_can_be_overridden_or_required(dataset: oa.Dataset) ->
     _, stats = _batches(dataset, backend="memory", partitions="p4")  # no copy for p4: the original
     assert stats["layout"]["layout"] == "original"
     with pytest.raises(oa.ConfigError, match="outre reorder"):
-        oa.OutreLoader(dataset, **(KW | {"partitions": "p4", "layout": "ordered", "backend": "memory"}))
-    with oa.OutreLoader(dataset, **(KW | {"layout": str(ordered_copy_path(dataset, "p8")), "backend": "memory"})) as lo:
+        oa.OutreLoader(dataset, **group_knobs(dict(**(KW | {"partitions": "p4", "layout": "ordered", "backend": "memory"}))))
+    with oa.OutreLoader(dataset, **group_knobs(dict(**(KW | {"layout": str(ordered_copy_path(dataset, "p8")), "backend": "memory"})))) as lo:
         assert lo.stats()["layout"]["layout"] == "ordered"
-    with oa.OutreLoader(dataset, fanouts=[5], batch_size=64, backend="memory") as lo:  # no partitions: original
+    with oa.OutreLoader(dataset, fanouts=[5], batch_size=64, io=oa.IOOptions(backend="memory")) as lo:  # no partitions: original
         assert lo.stats()["layout"]["layout"] == "original"

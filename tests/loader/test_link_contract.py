@@ -21,6 +21,7 @@ from torch_geometric.sampler import NegativeSampling
 from torch_geometric.sampler.utils import to_csc
 
 import outre_async as oa
+from outre_async.loader._options import group_knobs
 
 HAS_PYG_SAMPLER = pyg_typing.WITH_PYG_LIB or pyg_typing.WITH_TORCH_SPARSE
 FANOUTS = [-1, -1]
@@ -45,8 +46,8 @@ def case(tmp_path_factory: pytest.TempPathFactory) -> tuple[Data, oa.Dataset, to
 
 
 def _ours(ds: oa.Dataset, pairs: torch.Tensor, perm: torch.Tensor, **kw) -> list[Data]:
-    with oa.OutreLoader(ds, num_neighbors=FANOUTS, batch_size=BATCH, edge_label_index=pairs, shuffle=False,
-                        ordered=True, backend="memory", **kw) as loader:
+    with oa.OutreLoader(ds, **group_knobs(dict(num_neighbors=FANOUTS, batch_size=BATCH, edge_label_index=pairs, shuffle=False,
+                        ordered=True, backend="memory", **kw))) as loader:
         batches = list(loader)
     for b in batches:
         b.e_id = perm[b.e_id]
@@ -161,7 +162,7 @@ def test_negatives_repeat_per_seed_and_epoch(case) -> None:
           "backend": "memory", "ordered": True}
 
     def epochs(seed: int) -> list[list[list[int]]]:
-        with oa.OutreLoader(ds, seed=seed, **kw) as loader:
+        with oa.OutreLoader(ds, **group_knobs(dict(seed=seed, **kw))) as loader:
             return [[b.n_id[b.edge_label_index].tolist() for b in loader] for _ in range(2)]
 
     a, b, c = epochs(0), epochs(0), epochs(1)
@@ -179,7 +180,7 @@ def test_stored_split_names_and_their_negatives(tmp_path) -> None:
     indptr = np.concatenate([[0], np.cumsum(np.bincount(dst, minlength=n))])
     base = write_store(tmp_path / "g", indptr, src[order], features=rng.standard_normal((n, 4)).astype(np.float32))
     ds = oa.open_dataset(oa.split_edges(base, tmp_path / "s", val=0.1, test=0.1))
-    with oa.OutreLoader(ds, num_neighbors=[2], batch_size=1000, edge_label_index="val", backend="memory") as loader:
+    with oa.OutreLoader(ds, num_neighbors=[2], batch_size=1000, edge_label_index="val", io=oa.IOOptions(backend="memory")) as loader:
         (b,) = list(loader)
     assert f"edge_label_index='val' ({2 * ds.edge_split('val').shape[1]} pairs, neg_sampling=None)" in repr(loader)
     val, neg = ds.edge_split("val"), ds.edge_split("val_neg")
@@ -188,7 +189,7 @@ def test_stored_split_names_and_their_negatives(tmp_path) -> None:
     np.testing.assert_array_equal(got, np.concatenate([val, neg], axis=1)[:, order])
     np.testing.assert_array_equal(b.edge_label.numpy(), (order < val.shape[1]).astype(np.float32))
     with oa.OutreLoader(ds, num_neighbors=[2], batch_size=1000, edge_label_index="train", neg_sampling="binary",
-                        backend="memory") as loader:
+                        io=oa.IOOptions(backend="memory")) as loader:
         (b,) = list(loader)
     assert b.edge_label.sum() == ds.edge_split("train").shape[1]
 
@@ -226,5 +227,5 @@ def test_stored_split_names_and_their_negatives(tmp_path) -> None:
 def test_bad_link_input_is_a_named_one_line_error(case, kw, error, match) -> None:
     data, ds, perm, pairs = case
     with pytest.raises(error, match=match) as err:
-        oa.OutreLoader(ds, num_neighbors=[2, 2], batch_size=4, **kw)
+        oa.OutreLoader(ds, **group_knobs(dict(num_neighbors=[2, 2], batch_size=4, **kw)))
     assert "\n" not in str(err.value)

@@ -15,7 +15,9 @@ from conftest import labelled_store, run
 from fakes import DelayedSampler, FaultySource
 
 import outre_async as oa
+from outre_async.loader import LoaderConfig
 from outre_async.sampling._plan import plan_epoch
+from outre_async.loader._options import group_knobs
 
 N, DIM = 600, 20
 
@@ -27,7 +29,7 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> oa.Dataset:
 
 def _loader(ds: oa.Dataset, **kw) -> oa.OutreLoader:
     opts = {"fanouts": [4, 3], "batch_size": 32, "seed": 7, **({} if "source" in kw else {"backend": "memory"}), **kw}
-    return oa.OutreLoader(ds, **opts)
+    return oa.OutreLoader(ds, **group_knobs(opts))
 
 
 def _check_batch(ds: oa.Dataset, batch) -> None:
@@ -183,13 +185,13 @@ def test_truncated_feature_file_is_a_named_error(dataset: oa.Dataset, tmp_path: 
     ds = oa.open_dataset(copy)
 
     async def body() -> None:
-        async with oa.OutreLoader(ds, fanouts=[4, 3], batch_size=32, backend="pread") as loader:
+        async with oa.OutreLoader(ds, fanouts=[4, 3], batch_size=32, io=oa.IOOptions(backend="pread")) as loader:
             os.truncate(ds.features_path, ds.row_layout.stride * 10)  # under the open loader
             with pytest.raises(oa.errors.DatasetChangedError, match="size went from"):  # seen before a read fails
                 async for _ in loader:
                     pass
         with pytest.raises(oa.errors.DatasetCorruptError, match="re-create"):  # and at the next open
-            async with oa.OutreLoader(ds, fanouts=[4, 3], batch_size=32, backend="pread") as loader:
+            async with oa.OutreLoader(ds, fanouts=[4, 3], batch_size=32, io=oa.IOOptions(backend="pread")) as loader:
                 pass
 
     run(body())
@@ -292,17 +294,10 @@ def test_max_in_flight_reaches_the_source(dataset: oa.Dataset, opts: dict, depth
         _loader(dataset, max_in_flight=0)
 
 
-def test_config_object_is_one_way_to_configure(dataset: oa.Dataset) -> None:
-    config = oa.LoaderConfig(fanouts=[4, 3], batch_size=32, seed=7, backend="memory", ordered=True)
-    with oa.OutreLoader(dataset, config=config) as by_config, _loader(dataset, ordered=True) as by_keywords:
-        assert by_config.config == by_keywords.config
-        for a, b in zip(by_config, by_keywords, strict=True):
-            torch.testing.assert_close(a.n_id, b.n_id)
-    with pytest.raises(oa.ConfigError, match=r"not both .*\['batch_size'\]"):
-        oa.OutreLoader(dataset, config=config, batch_size=16)
+def test_fanouts_and_batch_size_are_required_and_sizes_parse_once(dataset: oa.Dataset) -> None:
     with pytest.raises(oa.ConfigError, match="needs fanouts"):
         oa.OutreLoader(dataset, batch_size=16)
-    sized = oa.LoaderConfig(fanouts=[4], batch_size=8, memory_budget="2MiB", neighbor_cache="1KiB")
+    sized = LoaderConfig(fanouts=[4], batch_size=8, memory_budget="2MiB", neighbor_cache="1KiB")
     assert (sized.memory_budget, sized.neighbor_cache) == (2 << 20, 1 << 10)  # parsed once, in the config
 
 

@@ -35,7 +35,7 @@ def _fds() -> int:
 
 
 def test_batches_read_into_slots_equal_the_stored_rows(dataset: oa.Dataset) -> None:
-    with oa.OutreLoader(dataset, fanouts=[5, 5], batch_size=64, backend="io_uring") as loader:
+    with oa.OutreLoader(dataset, fanouts=[5, 5], batch_size=64, io=oa.IOOptions(backend="io_uring")) as loader:
         rows = 0
         for batch in loader:
             n_id = batch.n_id.numpy()
@@ -50,8 +50,8 @@ def test_batches_read_into_slots_equal_the_stored_rows(dataset: oa.Dataset) -> N
 def test_cancelled_consumer_with_reads_in_flight_leaves_nothing_claimed(dataset: oa.Dataset) -> None:
     async def body() -> None:
         before = _fds()
-        loader = oa.OutreLoader(dataset, fanouts=[10, 10], batch_size=32, backend="io_uring",
-                                max_in_flight=2, source_options={"max_gap_bytes": 0})
+        loader = oa.OutreLoader(dataset, fanouts=[10, 10], batch_size=32, 
+                                io=oa.IOOptions(backend="io_uring", max_in_flight=2, source_options={"max_gap_bytes": 0}))
         async with loader:
             source, buffer = loader._res.source, loader._res.buffer
 

@@ -15,6 +15,7 @@ from fakes import DelayedSampler, FaultySource
 
 import outre_async as oa
 from outre_async.loader._budget import MIN_BATCHES, expected_batch_bytes
+from outre_async.loader._options import group_knobs
 
 N, DIM = 600, 20
 
@@ -30,7 +31,7 @@ def _ordered(ds: oa.Dataset, seed: int, out_of_turn: int | None, **kw: object) -
     ``out_of_turn`` bytes (None: the plan's, 1.1 x 3 batches; a batch here is ~20 KB)."""
     opts = {"fanouts": [4, 3], "batch_size": 16, "seed": 7, "ordered": True, "num_samplers": 3, "num_extractors": 3,
             "memory_budget": "4MiB", "source": FaultySource(ds, seed=seed), **kw}
-    loader = oa.OutreLoader(ds, **opts)  # type: ignore[arg-type]
+    loader = oa.OutreLoader(ds, **group_knobs(opts))  # type: ignore[arg-type]
     parts = {**loader.memory.parts, "batches": math.ceil(MIN_BATCHES * expected_batch_bytes(loader.config, loader._setup.sizes))}
     if out_of_turn is not None:
         parts["reorder buffer"] = out_of_turn

@@ -63,7 +63,7 @@ def _ours(ds: oa.Dataset, input_nodes: torch.Tensor, perm: torch.Tensor) -> list
     """Our batches with ``e_id`` mapped from CSC positions to ``data.edge_index`` ids (PyG does the same
     through its sampler's ``edge_permutation``)."""
     with oa.OutreLoader(ds, num_neighbors=FANOUTS, batch_size=8, input_nodes=input_nodes, shuffle=False,
-                        ordered=True, backend="memory") as loader:
+                        ordered=True, io=oa.IOOptions(backend="memory")) as loader:
         batches = list(loader)
     for b in batches:
         b.e_id = perm[b.e_id]

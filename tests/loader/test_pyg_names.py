@@ -1,11 +1,8 @@
-"""What a PyG user types: the explicit signature (kept equal to LoaderConfig's fields), PyG's names
+"""What a PyG user types: PyG's names
 as aliases or named errors, masks and tensors as ``input_nodes``, numpy fanouts, ``transform``,
 ``repr``; and reproducibility: batch content is a function of the seed in both delivery orders."""
 
 from __future__ import annotations
-
-import inspect
-from dataclasses import MISSING, fields
 
 import numpy as np
 import pytest
@@ -14,13 +11,9 @@ from conftest import random_graph, run, write_store
 from fakes import DelayedSampler, FaultySource
 
 import outre_async as oa
+from outre_async.loader._options import group_knobs
 
 N, DIM = 400, 6
-# keywords of OutreLoader that are not LoaderConfig fields, and why
-LOADER_ONLY = {"split", "input_nodes", "edge_label_index", "edge_label", "neg_sampling", "neg_sampling_ratio",
-               "config", "source", "num_neighbors", "num_workers", "pin_memory", "transform"}
-
-
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> oa.Dataset:
     rng = np.random.default_rng(11)
@@ -28,18 +21,6 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> oa.Dataset:
     return write_store(tmp_path_factory.mktemp("names") / "ds", indptr, indices,
                        features=rng.standard_normal((N, DIM)).astype(np.float32), labels=rng.integers(0, 4, N),
                        num_classes=4, splits={"train": np.arange(0, 300, 2), "val": np.arange(1, 300, 2)})
-
-
-def test_signature_lists_every_config_knob_with_its_default() -> None:
-    params = inspect.signature(oa.OutreLoader.__init__).parameters
-    # no **options but PyG's other names, each accepted or refused by name (tests/pyg/test_pyg_loader_names.py)
-    assert [n for n, p in params.items() if p.kind is inspect.Parameter.VAR_KEYWORD] == ["pyg_options"]
-    keywords = {n for n, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY}
-    config_fields = {f.name: f for f in fields(oa.LoaderConfig)}
-    assert keywords - LOADER_ONLY == set(config_fields), "OutreLoader's keywords and LoaderConfig's fields drifted"
-    for name, f in config_fields.items():
-        default = None if f.default is MISSING else f.default  # required or a factory: None = not given
-        assert params[name].default == default, name
 
 
 def _seed_batches(loader: oa.OutreLoader) -> list[np.ndarray]:
@@ -57,16 +38,16 @@ def test_boolean_mask_and_tensor_ids_are_input_nodes(dataset: oa.Dataset, as_typ
     mask = np.zeros(N, bool)
     mask[dataset.split("train")] = True
     kw = {"num_neighbors": [3, 2], "batch_size": 16, "backend": "memory", "ordered": True}
-    with (oa.OutreLoader(dataset, input_nodes=as_type(mask), **kw) as by_mask,
-          oa.OutreLoader(dataset, input_nodes=as_type(dataset.split("train")), **kw) as by_ids,
-          oa.OutreLoader(dataset, split="train", **kw) as by_name):
+    with (oa.OutreLoader(dataset, **group_knobs(dict(input_nodes=as_type(mask), **kw))) as by_mask,
+          oa.OutreLoader(dataset, **group_knobs(dict(input_nodes=as_type(dataset.split("train")), **kw))) as by_ids,
+          oa.OutreLoader(dataset, **group_knobs(dict(split="train", **kw))) as by_name):
         assert len(by_mask) == len(by_ids) == len(by_name) == 10  # 150 seeds, not N ids "0/1"
         a, b, c = _seed_batches(by_mask), _seed_batches(by_ids), _seed_batches(by_name)
     for x, y, z in zip(a, b, c, strict=True):
         np.testing.assert_array_equal(x, y)
         np.testing.assert_array_equal(x, z)
     with pytest.raises(oa.ConfigError, match="one entry per node"):
-        oa.OutreLoader(dataset, input_nodes=mask[:-1], **kw)
+        oa.OutreLoader(dataset, **group_knobs(dict(input_nodes=mask[:-1], **kw)))
 
 
 def test_pyg_aliases_map_onto_our_knobs(dataset: oa.Dataset) -> None:
@@ -88,9 +69,7 @@ def test_pyg_aliases_map_onto_our_knobs(dataset: oa.Dataset) -> None:
 ])
 def test_pyg_names_that_clash_or_do_not_map_are_named_errors(dataset: oa.Dataset, kw: dict, match: str) -> None:
     with pytest.raises(oa.ConfigError, match=match):
-        oa.OutreLoader(dataset, batch_size=8, **kw)
-    with pytest.raises(oa.ConfigError, match="not both"):
-        oa.OutreLoader(dataset, config=oa.LoaderConfig(fanouts=[2], batch_size=4), num_neighbors=[3])
+        oa.OutreLoader(dataset, **group_knobs(dict(batch_size=8, **kw)))
 
 
 def test_transform_is_applied_to_each_batch(dataset: oa.Dataset) -> None:
@@ -98,7 +77,7 @@ def test_transform_is_applied_to_each_batch(dataset: oa.Dataset) -> None:
         batch.marked = batch.batch_size * 2
         return batch
 
-    with oa.OutreLoader(dataset, num_neighbors=[2], batch_size=32, transform=add_degree, backend="memory") as loader:
+    with oa.OutreLoader(dataset, num_neighbors=[2], batch_size=32, transform=add_degree, io=oa.IOOptions(backend="memory")) as loader:
         batches = list(loader)
     assert [b.marked for b in batches] == [2 * b.batch_size for b in batches]
 
@@ -122,8 +101,8 @@ def _run_with_chaos(ds: oa.Dataset, *, ordered: bool, chaos: int, epochs: int = 
     """Every batch of ``epochs`` epochs as (epoch, seq, seeds, edges as global pairs, rows), in the
     order delivered, with seeded random delays (``chaos``) in the samplers and the source."""
     async def body() -> list[tuple]:
-        loader = oa.OutreLoader(ds, fanouts=[4, 3], batch_size=24, seed=5, ordered=ordered, num_samplers=3,
-                                num_extractors=3, source=FaultySource(ds, seed=chaos))
+        loader = oa.OutreLoader(ds, fanouts=[4, 3], batch_size=24, seed=5, ordered=ordered, 
+                                pipeline=oa.PipelineOptions(num_samplers=3, num_extractors=3), io=oa.IOOptions(source=FaultySource(ds, seed=chaos)))
         out = []
         async with loader:
             res = loader._res

@@ -16,6 +16,7 @@ from conftest import generated, labelled_store, run
 
 import outre_async as oa
 from outre_async.partition import partition
+from outre_async.loader._options import group_knobs
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -41,14 +42,14 @@ def _row(batch: oa.OutreBatch) -> tuple[int, int, bytes]:
 
 
 def _run(ds: oa.Dataset, epochs: int, **kw: Any) -> list[tuple[int, int, bytes]]:
-    with oa.OutreLoader(ds, **(KW | kw)) as loader:
+    with oa.OutreLoader(ds, **group_knobs(dict(**(KW | kw)))) as loader:
         return [_row(b) for _ in range(epochs) for b in loader]
 
 
 def _interrupted(ds: oa.Dataset, whole: int, steps: int, **kw: Any) -> tuple[list[tuple[int, int, bytes]], Any]:
     """``whole`` epochs, then ``steps`` batches of the next and its state (through JSON, as a checkpoint)."""
     rows, taken = [], 0
-    with oa.OutreLoader(ds, **(KW | kw)) as loader:
+    with oa.OutreLoader(ds, **group_knobs(dict(**(KW | kw)))) as loader:
         for _ in range(whole):
             rows += [_row(b) for b in loader]
         for b in loader:
@@ -61,7 +62,7 @@ def _interrupted(ds: oa.Dataset, whole: int, steps: int, **kw: Any) -> tuple[lis
 
 
 def _resumed(ds: oa.Dataset, state: Any, epochs: int, **kw: Any) -> tuple[list[tuple[int, int, bytes]], list[int]]:
-    with oa.OutreLoader(ds, **(KW | kw)) as loader:
+    with oa.OutreLoader(ds, **group_knobs(dict(**(KW | kw)))) as loader:
         loader.load_state_dict(state)
         lengths, rows = [], []
         for _ in range(epochs):
@@ -103,7 +104,7 @@ def test_partition_mode_resumed_mid_epoch_is_byte_identical(parted: oa.Dataset) 
 def test_a_resumed_epoch_can_be_interrupted_and_resumed_again(dataset: oa.Dataset) -> None:
     want = _run(dataset, 1)
     first, state = _interrupted(dataset, 0, 7)
-    with oa.OutreLoader(dataset, **KW) as loader:
+    with oa.OutreLoader(dataset, **group_knobs(KW)) as loader:
         loader.load_state_dict(state)
         second = []
         for b in loader:
@@ -117,14 +118,14 @@ def test_a_resumed_epoch_can_be_interrupted_and_resumed_again(dataset: oa.Datase
 
 
 def test_state_between_epochs_names_the_next_epoch_from_its_start(dataset: oa.Dataset) -> None:
-    with oa.OutreLoader(dataset, **KW) as loader:
+    with oa.OutreLoader(dataset, **group_knobs(KW)) as loader:
         assert loader.state_dict()["epoch"] == 0
         for _ in loader:
             pass
         state = loader.state_dict()
     assert state["epoch"] == 1 and state["delivered"] == {"prefix": 0, "extra": []}
     assert state["facts"]["num_batches"] == 32 and state["facts"]["fanouts"] == [4, 3]
-    with oa.OutreLoader(dataset, **KW) as loader:
+    with oa.OutreLoader(dataset, **group_knobs(KW)) as loader:
         loader.load_state_dict(state)
         assert loader.epoch == 1 and len(loader) == 32
 
@@ -136,7 +137,7 @@ def test_state_between_epochs_names_the_next_epoch_from_its_start(dataset: oa.Da
 def test_a_state_of_another_setup_is_refused_naming_the_field(dataset: oa.Dataset, change: dict[str, Any],
                                                               field: str) -> None:
     _, state = _interrupted(dataset, 0, 3)
-    with oa.OutreLoader(dataset, **(KW | change)) as loader:
+    with oa.OutreLoader(dataset, **group_knobs(dict(**(KW | change)))) as loader:
         with pytest.raises(oa.errors.CheckpointMismatchError, match=rf"loader state has {field}=.*this loader {field}="):
             loader.load_state_dict(state)
         assert loader.epoch == 0 and len(loader) == loader._setup.items.num_batches(0)  # nothing taken from it
@@ -145,14 +146,14 @@ def test_a_state_of_another_setup_is_refused_naming_the_field(dataset: oa.Datase
 def test_a_state_of_another_dataset_is_refused(dataset: oa.Dataset, tmp_path: Any) -> None:
     _, state = _interrupted(dataset, 0, 3)
     other = labelled_store(tmp_path / "ds", num_nodes=601)  # the same split, another graph
-    with oa.OutreLoader(other, **KW) as loader:
+    with oa.OutreLoader(other, **group_knobs(KW)) as loader:
         with pytest.raises(oa.errors.CheckpointMismatchError, match="loader state has dataset_"):
             loader.load_state_dict(state)
 
 
 def test_a_malformed_state_is_a_checkpoint_error(dataset: oa.Dataset) -> None:
     _, state = _interrupted(dataset, 0, 3)
-    with oa.OutreLoader(dataset, **KW) as loader:
+    with oa.OutreLoader(dataset, **group_knobs(KW)) as loader:
         with pytest.raises(oa.errors.CheckpointError, match="version 99"):
             loader.load_state_dict({**state, "version": 99})
         with pytest.raises(oa.errors.CheckpointError, match="outside the epoch's 32 batches"):
@@ -162,7 +163,7 @@ def test_a_malformed_state_is_a_checkpoint_error(dataset: oa.Dataset) -> None:
 
 
 def test_loading_while_an_epoch_runs_is_refused(dataset: oa.Dataset) -> None:
-    with oa.OutreLoader(dataset, **KW) as loader:
+    with oa.OutreLoader(dataset, **group_knobs(KW)) as loader:
         state = loader.state_dict()
         it = iter(loader)
         next(it)
@@ -184,16 +185,16 @@ def test_with_history_the_resumed_epoch_delivers_the_remaining_seqs_with_their_s
         b.history.exchange(torch.zeros(len(b.n_id), 8))
         return b.seq, b.input_id.numpy().tobytes()
 
-    with oa.OutreLoader(dataset, **kw) as loader:
+    with oa.OutreLoader(dataset, **group_knobs(kw)) as loader:
         want = [used(b) for b in loader]
-    with oa.OutreLoader(dataset, **kw) as loader:
+    with oa.OutreLoader(dataset, **group_knobs(kw)) as loader:
         first = []
         for b in loader:
             first.append(used(b))
             if len(first) == 13:
                 state = loader.state_dict()
                 break
-    with oa.OutreLoader(dataset, **kw) as loader:
+    with oa.OutreLoader(dataset, **group_knobs(kw)) as loader:
         loader.load_state_dict(state)
         rest = [used(b) for b in loader]
     assert first + rest == want
@@ -202,16 +203,16 @@ def test_with_history_the_resumed_epoch_delivers_the_remaining_seqs_with_their_s
 def test_async_for_resumes_like_the_sync_loop(dataset: oa.Dataset) -> None:
     async def body() -> tuple[list, list, list]:
         kw = {**KW, "ordered": True}
-        async with oa.OutreLoader(dataset, **kw) as loader:
+        async with oa.OutreLoader(dataset, **group_knobs(kw)) as loader:
             want = [_row(b) async for b in loader]
         first = []
-        async with oa.OutreLoader(dataset, **kw) as loader:
+        async with oa.OutreLoader(dataset, **group_knobs(kw)) as loader:
             async for b in loader:
                 first.append(_row(b))
                 if len(first) == 10:
                     state = loader.state_dict()
                     break
-        async with oa.OutreLoader(dataset, **kw) as loader:
+        async with oa.OutreLoader(dataset, **group_knobs(kw)) as loader:
             loader.load_state_dict(state)
             rest = [_row(b) async for b in loader]
         return want, first, rest

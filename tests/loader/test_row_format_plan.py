@@ -19,7 +19,7 @@ def test_the_plan_sizes_rows_by_the_datasets_row_format(tmp_path: Path) -> None:
     ds = write_store(tmp_path / "ds", indptr, indices, features=rng.standard_normal((300, 100)).astype(np.float16),
                      labels=rng.integers(0, 3, 300), num_classes=3, splits={"train": np.arange(200)},
                      feature_dtype="float16")
-    with oa.OutreLoader(ds, fanouts=[3], batch_size=16, backend="memory", memory_budget="8MiB") as loader:
+    with oa.OutreLoader(ds, fanouts=[3], batch_size=16, memory_budget="8MiB", io=oa.IOOptions(backend="memory")) as loader:
         sizes, plan = loader._setup.sizes, loader.memory
         assert sizes.format == ds.row_format and (sizes.row_bytes, sizes.stride) == (200, ds.row_layout.stride)
         assert plan.parts["feature buffer"] == plan.buffer_rows * (ds.row_format.held_row_bytes + SLOT_BYTES)

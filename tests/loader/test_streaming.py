@@ -38,8 +38,8 @@ def test_a_buffer_smaller_than_the_queued_batches_serves_every_batch(dataset: oa
     async def body() -> None:
         # 100 seeds, ~120 rows a batch: with 1 slot every row is a piece (a read with a random delay)
         loader = oa.OutreLoader(dataset, split=np.arange(0, 500, 5), fanouts=[3, 2], batch_size=16, seed=7,
-                                buffer_rows=rows, ordered=ordered, num_samplers=2, num_extractors=3,
-                                source=FaultySource(dataset, seed=rows))
+                                ordered=ordered, 
+                                cache=oa.CacheOptions(buffer_rows=rows), pipeline=oa.PipelineOptions(num_samplers=2, num_extractors=3), io=oa.IOOptions(source=FaultySource(dataset, seed=rows)))
         assert loader.buffer_rows == rows < max_rows_per_batch(16, [3, 2], N)
         async with loader:
             loader._res.samplers[:] = [DelayedSampler(s, rows + i) for i, s in enumerate(loader._res.samplers)]
@@ -56,7 +56,7 @@ def test_a_buffer_smaller_than_the_queued_batches_serves_every_batch(dataset: oa
 
 def test_batches_waiting_in_the_extract_queue_pin_their_rows(dataset: oa.Dataset) -> None:
     async def body() -> None:
-        loader = oa.OutreLoader(dataset, fanouts=[4, 3], batch_size=16, seed=7, backend="memory", extract_queue=4)
+        loader = oa.OutreLoader(dataset, fanouts=[4, 3], batch_size=16, seed=7, io=oa.IOOptions(backend="memory"), pipeline=oa.PipelineOptions(extract_queue=4))
         async with loader:
             async for _batch in loader:  # the consumer holds the first batch: the pipeline fills up behind it
                 for _ in range(1000):
@@ -77,8 +77,8 @@ def test_batches_waiting_in_the_extract_queue_pin_their_rows(dataset: oa.Dataset
 def test_no_slot_pin_or_matrix_is_left_after_an_early_end(dataset: oa.Dataset, how: str) -> None:
     async def body() -> None:
         source = FaultySource(dataset, seed=3, fail_on={int(dataset.split("train")[200])} if how == "error" else set())
-        loader = oa.OutreLoader(dataset, fanouts=[4, 3], batch_size=16, seed=7, buffer_rows=7, extract_queue=6,
-                                source=source)
+        loader = oa.OutreLoader(dataset, fanouts=[4, 3], batch_size=16, seed=7, 
+                                cache=oa.CacheOptions(buffer_rows=7), pipeline=oa.PipelineOptions(extract_queue=6), io=oa.IOOptions(source=source))
         async with loader:
 
             async def consume() -> None:
@@ -118,7 +118,7 @@ def test_the_refused_facebook_like_case_now_runs(tmp_path) -> None:  # type: ign
     features = rng.standard_normal((n, dim)).astype(np.float32)
     ds = write_store(tmp_path / "fb", indptr, indices, features=features, labels=rng.integers(0, 4, size=n),
                      num_classes=4, splits={"train": np.arange(0, n, 5)})
-    loader = oa.OutreLoader(ds, fanouts=[10, 10], batch_size=64, memory_budget="128MiB", backend="pread")
+    loader = oa.OutreLoader(ds, fanouts=[10, 10], batch_size=64, memory_budget="128MiB", io=oa.IOOptions(backend="pread"))
     s = loader.stats()
     assert s["expected_rows_per_batch"] < s["max_rows_per_batch"] and s["memory"]["planned"] <= 128 << 20
     try:

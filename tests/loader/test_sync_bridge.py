@@ -32,7 +32,7 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> oa.Dataset:
 
 
 def _loader(ds: oa.Dataset, backend: str = "memory") -> oa.OutreLoader:
-    return oa.OutreLoader(ds, fanouts=[3, 2], batch_size=32, backend=backend)
+    return oa.OutreLoader(ds, fanouts=[3, 2], batch_size=32, io=oa.IOOptions(backend=backend))
 
 
 def _threads_and_fds() -> tuple[int, int]:

@@ -167,8 +167,8 @@ def _collect(loader: oa.OutreLoader) -> list:
 
 
 def test_outre_loader_partition_mode(ds: oa.Dataset, parts) -> None:
-    loader = oa.OutreLoader(ds, fanouts=[4, 3], batch_size=64, seed=3, backend="memory", partitions="p16",
-                            parts_per_batch=3, neighbor_cache="64KiB")
+    loader = oa.OutreLoader(ds, fanouts=[4, 3], batch_size=64, seed=3, partitions=oa.PartitionOptions(name="p16", parts_per_batch=3),
+                            io=oa.IOOptions(backend="memory"), cache=oa.CacheOptions(neighbor_cache="64KiB"))
     expected = len(loader)
     got = _collect(loader)
     assert len(got) == expected
@@ -188,13 +188,13 @@ def test_outre_loader_partition_mode(ds: oa.Dataset, parts) -> None:
 
 def test_loader_rejects_unknown_partitions(ds: oa.Dataset) -> None:
     with pytest.raises(oa.errors.PartitionNotFoundError):
-        oa.OutreLoader(ds, fanouts=[2], batch_size=8, backend="memory", partitions="missing")
+        oa.OutreLoader(ds, fanouts=[2], batch_size=8, partitions="missing", io=oa.IOOptions(backend="memory"))
     with pytest.raises(oa.ConfigError, match="parts_per_batch"):
-        oa.OutreLoader(ds, fanouts=[2], batch_size=8, backend="memory", partitions="p16", parts_per_batch=0)
+        oa.OutreLoader(ds, fanouts=[2], batch_size=8, partitions=oa.PartitionOptions(name="p16", parts_per_batch=0), io=oa.IOOptions(backend="memory"))
 
 
 def test_loader_defaults_and_each_macro_batch_read_once(ds: oa.Dataset, parts) -> None:
-    loader = oa.OutreLoader(ds, fanouts=[2], batch_size=64, backend="memory", partitions="p16", num_samplers=1)
+    loader = oa.OutreLoader(ds, fanouts=[2], batch_size=64, partitions="p16", io=oa.IOOptions(backend="memory"), pipeline=oa.PipelineOptions(num_samplers=1))
     lists = loader.stats()["neighbor_lists"]
     ppb = default_parts_per_batch(16, len(ds.split("train")), 64)
     assert ppb > 1 and (lists["parts_per_batch"], lists["interleave"]) == (ppb, default_interleave(16, ppb))
@@ -208,7 +208,7 @@ def test_a_reopened_loader_keeps_no_earlier_opening_s_samplers_or_macro_blocks(d
     """Issue 27: each opening makes its samplers and macro store; once it closes they go (their counters
     stay in stats()).  The loader used to keep every opening's store with its idle macro blocks (and
     the samplers' scratch): a reopened loader grew ~1.6 MiB per opening on 50k nodes."""
-    loader = oa.OutreLoader(ds, fanouts=[2], batch_size=64, backend="memory", partitions="p16", num_samplers=2)
+    loader = oa.OutreLoader(ds, fanouts=[2], batch_size=64, partitions="p16", io=oa.IOOptions(backend="memory"), pipeline=oa.PipelineOptions(num_samplers=2))
     batching = loader._setup.partitioned
     opened: list[weakref.ref] = []
 

@@ -19,6 +19,7 @@ import outre_async as oa
 from outre_async.loader._budget import Sizes, macro_adjacency_bytes
 from outre_async.loader._partition_mode import PartitionBatching
 from outre_async.store import RowFormat
+from outre_async.loader import LoaderConfig
 
 
 @pytest.fixture(scope="module")
@@ -86,8 +87,8 @@ def test_the_kernel_sees_one_dtype_mix_per_partition_set(ds: oa.Dataset) -> None
 
 
 def test_the_loader_releases_cross_and_counts_what_it_holds(ds: oa.Dataset) -> None:
-    loader = oa.OutreLoader(ds, fanouts=[3, 2], batch_size=32, backend="memory", partitions="p16",
-                            neighbor_cache="16KiB", memory_budget="16MiB")
+    loader = oa.OutreLoader(ds, fanouts=[3, 2], batch_size=32, partitions="p16",
+                            memory_budget="16MiB", io=oa.IOOptions(backend="memory"), cache=oa.CacheOptions(neighbor_cache="16KiB"))
     try:
         batching = loader._setup.partitioned
         assert batching is not None and batching.cache.num_cached > 0  # built from cross before it went
@@ -140,7 +141,7 @@ def test_macro_blocks_never_pass_the_plan_bound(ds: oa.Dataset, samplers: int, p
     top = batching.macro_top_bytes()
     sizes = Sizes(num_nodes=ds.num_nodes, format=RowFormat.float32(8), stride=32, max_rows=1, max_edges=1,
                   macro_block_bytes=top[1], macro_top_bytes=top, interleave=interleave)
-    cfg = oa.LoaderConfig(fanouts=[2], batch_size=16, num_samplers=samplers)
+    cfg = LoaderConfig(fanouts=[2], batch_size=16, num_samplers=samplers)
     bound = macro_adjacency_bytes(cfg, sizes)
     blocks = 2 * samplers + interleave
     store = MacroStore(batching.parts, capacity=samplers + interleave)

@@ -25,6 +25,7 @@ from outre_async.partition._reorder import memory_floor
 import outre_async as oa
 from outre_async.cli import main
 from outre_async.store._tempdir import parse_temp_name
+from outre_async.loader._options import group_knobs
 
 
 def _reference(ds: oa.Dataset, assign: np.ndarray) -> dict[str, np.ndarray]:
@@ -140,7 +141,7 @@ def test_partition_batches_through_the_loader_are_the_originals_renumbered(
     kw = {"fanouts": [5, 5], "batch_size": 64, "seed": 4, "partitions": "p8", "parts_per_batch": 2,
           "ordered": True, "backend": backend, "neighbor_cache": 1 << 14}
     for epoch in range(2):
-        with oa.OutreLoader(ds, **kw) as a_loader, oa.OutreLoader(new, **kw) as b_loader:
+        with oa.OutreLoader(ds, **group_knobs(kw)) as a_loader, oa.OutreLoader(new, **group_knobs(kw)) as b_loader:
             old, fresh = list(a_loader), list(b_loader)
         assert len(old) == len(fresh) > 3, epoch
         for a, b in zip(old, fresh, strict=True):

@@ -11,6 +11,7 @@ from conftest import generated
 import outre_async as oa
 from outre_async.plan import measure_costs
 from outre_async.plan._timing import robust, timed
+from outre_async.loader._options import group_knobs
 
 OPTS = {"fanouts": [5, 5], "batch_size": 64, "memory_budget": "6MiB", "backend": "memory", "seed": 7}
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"))]
@@ -56,7 +57,7 @@ def test_measure_costs_records_the_device_and_spreads(ds: oa.Dataset) -> None:
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_the_profile_meta_holds_the_costs_schema(ds: oa.Dataset, device: str) -> None:
-    meta = oa.profile(ds, name=f"costs-{device}", device=device, **OPTS)
+    meta = oa.profile(ds, name=f"costs-{device}", **group_knobs(dict(device=device, **OPTS)))
     costs = meta["costs"]
     assert costs["device"] == str(torch.device(device if device == "cpu" else "cuda:0"))
     assert {"row_us", "list_us", "recompute_us", "backend", "device", "threads", "spread", "runs", "sample_spread"} <= set(costs)

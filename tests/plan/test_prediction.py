@@ -19,6 +19,7 @@ from outre_async.plan._counts import SHAPES, Counts, presample
 from outre_async.plan._knapsack import Choice
 from outre_async.sampling import NeighborSampler, SeedItems
 from outre_async.store import RowFormat
+from outre_async.loader._options import group_knobs
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"))]
 OPTS = {"fanouts": [5, 5], "batch_size": 64, "memory_budget": "6MiB", "backend": "memory", "seed": 7}
@@ -64,13 +65,13 @@ def test_the_loader_s_cpu_adds_to_the_steps_on_a_cpu_device_and_overlaps_on_an_a
 def test_a_proxy_step_is_a_fixed_wait_per_batch_and_its_rows_spare_nothing(ds: oa.Dataset) -> None:
     costs = MissCosts(row_us=20.0, list_us=2.0, recompute_us=5.0, backend="fixed")
     history = oa.HistoryConfig(staleness=20, dim=16)
-    real = oa.profile(ds, name="real-step", costs=costs, history=history, **OPTS)
-    wait = oa.profile(ds, name="proxy-step", costs=costs, history=history, step_seconds=0.008, **OPTS)
+    real = oa.profile(ds, name="real-step", costs=costs, history=history, **group_knobs(OPTS))
+    wait = oa.profile(ds, name="proxy-step", costs=costs, history=history, step_seconds=0.008, **group_knobs(OPTS))
     assert wait["costs"]["recompute_us"] == 0.0 and wait["costs"]["step_us"] == 8000.0
     assert wait["predicted"]["compute_seconds"] == pytest.approx(wait["counts"]["epoch_batches"] * 0.008)
     assert real["predicted"]["compute_seconds"] > 0 and real["costs"]["step_us"] == 0.0
     with pytest.raises(oa.ConfigError, match="step_seconds"):
-        oa.profile(ds, name="bad-step", costs=costs, step_seconds=float("nan"), **OPTS)
+        oa.profile(ds, name="bad-step", costs=costs, step_seconds=float("nan"), **group_knobs(OPTS))
 
 
 def test_the_gpu_tier_s_costs_per_hit_and_miss_go_into_the_prediction() -> None:
@@ -167,8 +168,8 @@ def test_the_gpu_tier_s_costs_are_measured_through_its_assembly_on_the_device(ds
 def test_a_profile_with_a_gpu_tier_records_its_costs_and_spares_no_host_read_of_its_rows(ds: oa.Dataset) -> None:
     budget = 40 * 4 * ds.feature_dim
     costs = MissCosts(row_us=20.0, list_us=2.0, recompute_us=1.0, backend="fixed", gpu_hit_us=0.5, gpu_miss_us=2.0)
-    meta = oa.profile(ds, name="gpu-costs", costs=costs, gpu_cache_budget=budget,
-                      history=oa.HistoryConfig(staleness=20, dim=16), **OPTS)
+    meta = oa.profile(ds, name="gpu-costs", costs=costs, 
+                      history=oa.HistoryConfig(staleness=20, dim=16), **group_knobs(dict(gpu_cache_budget=budget, **OPTS)))
     tier = meta["gpu_tier"]
     assert tier["hit_us"] == 0.5 and tier["miss_us"] == 2.0
     assert tier["hits"] > 0 and tier["misses"] > 0

@@ -20,6 +20,7 @@ from outre_async.features import MemorySource
 from outre_async.features._static_cache import StaticFeatureCache
 from outre_async.loader._budget import macro_adjacency_bytes
 from outre_async.plan import MissCosts
+from outre_async.loader._options import group_knobs
 
 COSTS = MissCosts(row_us=20.0, list_us=2.0, recompute_us=1.0, backend="fixed")
 HID = 16
@@ -46,8 +47,8 @@ def _arrays(ds: oa.Dataset, name: str) -> dict[str, np.ndarray]:
 
 
 def test_a_profile_is_deterministic_for_a_seed(ds: oa.Dataset) -> None:
-    a = oa.profile(ds, name="det-a", history=_history(), costs=COSTS, **OPTS)
-    b = oa.profile(ds, name="det-b", history=_history(), costs=COSTS, **OPTS)
+    a = oa.profile(ds, name="det-a", history=_history(), costs=COSTS, **group_knobs(OPTS))
+    b = oa.profile(ds, name="det-b", history=_history(), costs=COSTS, **group_knobs(OPTS))
     assert a["plan"] == b["plan"] and a["memory"] == b["memory"]
     timed = {"epoch_seconds", "epoch_seconds_no_cache", "epoch_seconds_serial", "sample_seconds",
              "loader_cpu_seconds"}  # the sampler is timed
@@ -58,15 +59,15 @@ def test_a_profile_is_deterministic_for_a_seed(ds: oa.Dataset) -> None:
     for key in x:
         np.testing.assert_array_equal(x[key], y[key])
     assert len(x["static_rows"]) and len(x["history_nodes"])  # the budget buys rows and slots here
-    other = oa.profile(ds, name="det-c", history=_history(), costs=COSTS, **{**OPTS, "seed": 8})
+    other = oa.profile(ds, name="det-c", history=_history(), costs=COSTS, **group_knobs({**OPTS, "seed": 8}))
     assert not np.array_equal(_arrays(ds, "det-c")["row_hot"], x["row_hot"])  # another seed, other samples
     assert other["setup"]["seed"] == 8
 
 
 def test_the_loader_applies_the_plan_within_its_budget(ds: oa.Dataset) -> None:
-    meta = oa.profile(ds, name="use", history=_history(), costs=COSTS, **OPTS)
+    meta = oa.profile(ds, name="use", history=_history(), costs=COSTS, **group_knobs(OPTS))
     arrays = _arrays(ds, "use")
-    loader = oa.OutreLoader(ds, profile="use", history=_history(), **OPTS)
+    loader = oa.OutreLoader(ds, **group_knobs(dict(profile="use", history=_history(), **OPTS)))
     try:
         assert loader.memory.total <= 6 << 20
         np.testing.assert_array_equal(loader._history.table.nodes, arrays["history_nodes"])
@@ -110,57 +111,57 @@ def test_static_cache_hits_equal_the_source_rows(ds: oa.Dataset) -> None:
 
 
 def test_a_stale_profile_is_refused(ds: oa.Dataset) -> None:
-    oa.profile(ds, name="stale", history=_history(), costs=COSTS, **OPTS)
+    oa.profile(ds, name="stale", history=_history(), costs=COSTS, **group_knobs(OPTS))
     with pytest.raises(oa.errors.ProfileMismatchError, match="another loader setup.*fanouts"):
-        oa.OutreLoader(ds, profile="stale", history=_history(), **{**OPTS, "fanouts": [4, 4]})
+        oa.OutreLoader(ds, **group_knobs(dict(profile="stale", history=_history(), **{**OPTS, "fanouts": [4, 4]})))
     with pytest.raises(oa.errors.ProfileMismatchError, match="memory_budget"):
-        oa.OutreLoader(ds, profile="stale", history=_history(), **{**OPTS, "memory_budget": "7MiB"})
+        oa.OutreLoader(ds, **group_knobs(dict(profile="stale", history=_history(), **{**OPTS, "memory_budget": "7MiB"})))
     with pytest.raises(oa.errors.ProfileNotFoundError, match="outre profile"):
-        oa.OutreLoader(ds, profile="never-made", **OPTS)
+        oa.OutreLoader(ds, **group_knobs(dict(profile="never-made", **OPTS)))
 
 
 def test_a_foreign_or_damaged_profile_is_refused(ds: oa.Dataset, tmp_path: Path) -> None:
-    oa.profile(ds, name="mine", history=_history(), costs=COSTS, **OPTS)
+    oa.profile(ds, name="mine", history=_history(), costs=COSTS, **group_knobs(OPTS))
     other = generated(tmp_path / "other", "tiny", seed=3)
     partition(other, 16, name="p16")
     (other.path / "profile").mkdir()
     shutil.copytree(ds.path / "profile" / "mine", other.path / "profile" / "mine")
     with pytest.raises(oa.errors.ProfileMismatchError, match="another dataset"):
-        oa.OutreLoader(other, profile="mine", history=_history(), **OPTS)
+        oa.OutreLoader(other, **group_knobs(dict(profile="mine", history=_history(), **OPTS)))
     folder = ds.path / "profile" / "mine"
     copy = ds.path / "profile" / "broken"
     shutil.copytree(folder, copy)
     rows = copy / "static_rows.bin"
     rows.write_bytes(rows.read_bytes()[:-8])
     with pytest.raises(oa.errors.ProfileCorruptError, match="truncated"):
-        oa.OutreLoader(ds, profile="broken", history=_history(), **OPTS)
+        oa.OutreLoader(ds, **group_knobs(dict(profile="broken", history=_history(), **OPTS)))
     meta = json.loads((copy / "meta.json").read_text())
     meta["files"]["static_rows"]["file"] = "../../manifest.json"
     (copy / "meta.json").write_text(json.dumps(meta))
     with pytest.raises(oa.errors.ProfileCorruptError, match="not a plain file name"):
-        oa.OutreLoader(ds, profile="broken", history=_history(), **OPTS)
+        oa.OutreLoader(ds, **group_knobs(dict(profile="broken", history=_history(), **OPTS)))
 
 
 def test_a_budget_below_the_fixed_needs_names_the_minimum(ds: oa.Dataset) -> None:
     with pytest.raises(oa.ConfigError, match=r"below the \d+ bytes .* this loader needs"):
-        oa.profile(ds, name="small", costs=COSTS, **{**OPTS, "memory_budget": "1MiB"})
+        oa.profile(ds, name="small", costs=COSTS, **group_knobs({**OPTS, "memory_budget": "1MiB"}))
     with pytest.raises(oa.ConfigError, match=r"below the \d+ bytes"):
-        oa.OutreLoader(ds, profile="auto", **{**OPTS, "memory_budget": "1MiB"})
+        oa.OutreLoader(ds, **group_knobs(dict(profile="auto", **{**OPTS, "memory_budget": "1MiB"})))
     with pytest.raises(oa.ConfigError, match="memory_budget"):
-        oa.OutreLoader(ds, profile="auto", fanouts=[5, 5], batch_size=64)
+        oa.OutreLoader(ds, fanouts=[5, 5], batch_size=64, cache=oa.CacheOptions(profile="auto"))
     with pytest.raises(oa.ConfigError, match="cache_split"):
-        oa.OutreLoader(ds, profile="auto", cache_split="half", **OPTS)
+        oa.OutreLoader(ds, **group_knobs(dict(profile="auto", cache_split="half", **OPTS)))
 
 
 def test_profile_auto_profiles_once_and_caches_it(ds: oa.Dataset) -> None:
-    first = oa.OutreLoader(ds, profile="auto", **OPTS)
+    first = oa.OutreLoader(ds, **group_knobs(dict(profile="auto", **OPTS)))
     name = first.stats()["profile"]["name"]
     assert name.startswith("auto-") and (ds.path / "profile" / name / "meta.json").is_file()
     assert first.stats()["profile"]["seconds"]["total"] > 0
-    again = oa.OutreLoader(ds, profile="auto", **OPTS)
+    again = oa.OutreLoader(ds, **group_knobs(dict(profile="auto", **OPTS)))
     assert again.stats()["profile"]["name"] == name
     assert again.stats()["profile"]["seconds"] == first.stats()["profile"]["seconds"]  # read, not re-measured
-    outre = oa.OutreLoader(ds, profile="auto", cache_split="outre", **OPTS)
+    outre = oa.OutreLoader(ds, **group_knobs(dict(profile="auto", cache_split="outre", **OPTS)))
     assert outre.stats()["profile"]["name"] != name and outre.stats()["profile"]["alpha"] is not None
     for loader in (first, again, outre):
         loader.close()
@@ -195,8 +196,8 @@ def test_profile_applies_on_each_device(ds: oa.Dataset, device: str) -> None:
     """The profile's static rows reach the batches bit for bit, on CPU and (pinned) on CUDA.  The
     reference goes through :func:`reference_rows`: ``torch.from_numpy`` of the read-only feature
     memmap warns, which this suite turns into an error (the CUDA run failed on that, issue 25)."""
-    oa.profile(ds, name=f"dev-{device}", costs=COSTS, **OPTS)
-    loader = oa.OutreLoader(ds, profile=f"dev-{device}", device=device, **OPTS)
+    oa.profile(ds, name=f"dev-{device}", costs=COSTS, **group_knobs(OPTS))
+    loader = oa.OutreLoader(ds, **group_knobs(dict(profile=f"dev-{device}", device=device, **OPTS)))
     try:
         assert loader._static is not None
         if device == "cuda":
@@ -225,8 +226,8 @@ def test_memory_lists_partition_and_profile_parts_and_the_blocks_stay_within_the
     """stats()["memory"] lists what partition mode and a profile keep in RAM (issue 27: outside the
     plan they put RSS 13 % over the budget), each part equal to the arrays themselves, and the macro
     blocks an epoch loads are each at most the planned block and never more than the planned count."""
-    oa.profile(ds, name="held", costs=COSTS, **OPTS)
-    loader = oa.OutreLoader(ds, profile="held", **OPTS)
+    oa.profile(ds, name="held", costs=COSTS, **group_knobs(OPTS))
+    loader = oa.OutreLoader(ds, **group_knobs(dict(profile="held", **OPTS)))
     try:
         batching = loader._setup.partitioned
         assert batching is not None
@@ -269,7 +270,7 @@ def _plan_for(ds: oa.Dataset, placement: str, device_budget: int | None, device_
     from outre_async.loader._profiling import run_profile
 
     hist = oa.HistoryConfig(staleness=20, dim=WIDE, placement=placement, device_budget=device_budget)
-    loader = oa.OutreLoader(ds, history=oa.HistoryConfig(staleness=20, dim=WIDE), **OPTS)
+    loader = oa.OutreLoader(ds, **group_knobs(dict(history=oa.HistoryConfig(staleness=20, dim=WIDE), **OPTS)))
     try:
         cfg = dataclasses.replace(loader.config, history=hist, profile=None)
         prices = slot_prices(hist, device_type, None, cfg.num_samplers)
@@ -328,12 +329,12 @@ def test_a_device_budget_bounds_the_slots_and_auto_keeps_the_better_placement(ds
 def test_cuda_profile_puts_the_history_rows_on_the_gpu_and_the_host_plan_holds_their_bookkeeping(ds: oa.Dataset) -> None:
     hist = oa.HistoryConfig(staleness=20, dim=WIDE, device_budget=64 << 20)
     opts = {**OPTS, "memory_budget": "16MiB"}  # the device history's host transfer area (4 MiB) does not fit 6 MiB
-    meta = oa.profile(ds, name="gpu-hist", history=hist, costs=COSTS, device="cuda", **opts)
+    meta = oa.profile(ds, name="gpu-hist", history=hist, costs=COSTS, **group_knobs(dict(device="cuda", **opts)))
     host = oa.profile(ds, name="gpu-hist-host", history=oa.HistoryConfig(staleness=20, dim=WIDE, placement="host"),
-                      costs=COSTS, device="cuda", **opts)
+                      costs=COSTS, **group_knobs(dict(device="cuda", **opts)))
     assert meta["plan"]["history_placement"] == "device" and host["plan"]["history_placement"] == "host"
     assert meta["plan"]["history_slots"] > host["plan"]["history_slots"]
-    loader = oa.OutreLoader(ds, profile="gpu-hist", history=hist, device="cuda", **opts)
+    loader = oa.OutreLoader(ds, **group_knobs(dict(profile="gpu-hist", history=hist, device="cuda", **opts)))
     try:
         table = loader._history.table
         assert table.rows.device.type == "cuda" and table.device_bytes <= 64 << 20
@@ -357,8 +358,8 @@ def test_profile_auto_plans_the_ranks_share_of_a_hosts_budget(ds: oa.Dataset, pa
     opts = {**OPTS, "partitions": partitions, "parts_per_batch": 2 if partitions else None, "rank": 0,
             "world_size": 2}
     share = 4608 << 10  # where the split is the budget's: a host's whole 9 MiB would buy static rows
-    alone = oa.OutreLoader(ds, profile="auto", **{**opts, "memory_budget": share})
-    shared = oa.OutreLoader(ds, profile="auto", **{**opts, "memory_budget": 2 * share, "local_world_size": 2})
+    alone = oa.OutreLoader(ds, **group_knobs(dict(profile="auto", **{**opts, "memory_budget": share})))
+    shared = oa.OutreLoader(ds, **group_knobs(dict(profile="auto", **{**opts, "memory_budget": 2 * share, "local_world_size": 2})))
     try:
         assert shared.memory.parts == alone.memory.parts and shared.memory.total <= share
         assert shared.buffer_rows == alone.buffer_rows
@@ -373,17 +374,17 @@ def test_profile_auto_plans_the_ranks_share_of_a_hosts_budget(ds: oa.Dataset, pa
 def test_a_profile_is_tied_to_its_rank_and_world_size(ds: oa.Dataset) -> None:
     """A rank plans its share of the epoch, so a profile measured on one process's plan is not another
     rank's: rank and world size are in its identity (``profile_setup``), and ``"auto"`` keeps one per rank."""
-    oa.profile(ds, name="one-process", costs=COSTS, **OPTS)
+    oa.profile(ds, name="one-process", costs=COSTS, **group_knobs(OPTS))
     with pytest.raises(oa.errors.ProfileMismatchError, match="world_size: profiled None, loader 2"):
-        oa.OutreLoader(ds, profile="one-process", rank=0, world_size=2, **OPTS)
-    oa.profile(ds, name="rank-1", costs=COSTS, rank=1, world_size=2, **OPTS)
+        oa.OutreLoader(ds, **group_knobs(dict(profile="one-process", rank=0, world_size=2, **OPTS)))
+    oa.profile(ds, name="rank-1", costs=COSTS, **group_knobs(dict(rank=1, world_size=2, **OPTS)))
     with pytest.raises(oa.errors.ProfileMismatchError, match="rank: profiled 1, loader 0"):
-        oa.OutreLoader(ds, profile="rank-1", rank=0, world_size=2, **OPTS)
-    loader = oa.OutreLoader(ds, profile="rank-1", rank=1, world_size=2, **OPTS)
+        oa.OutreLoader(ds, **group_knobs(dict(profile="rank-1", rank=0, world_size=2, **OPTS)))
+    loader = oa.OutreLoader(ds, **group_knobs(dict(profile="rank-1", rank=1, world_size=2, **OPTS)))
     loader.close()
     names = set()
     for rank in (0, 1):
-        auto = oa.OutreLoader(ds, profile="auto", rank=rank, world_size=2, **OPTS)
+        auto = oa.OutreLoader(ds, **group_knobs(dict(profile="auto", rank=rank, world_size=2, **OPTS)))
         names.add(auto.stats()["profile"]["name"])
         auto.close()
     assert len(names) == 2

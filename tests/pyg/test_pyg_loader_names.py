@@ -18,6 +18,7 @@ from torch_geometric.sampler.base import SubgraphType
 
 import outre_async as oa
 from outre_async.loader._pyg_names import NO_COUNTERPART
+from outre_async.loader._options import group_knobs
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +81,7 @@ def test_every_pyg_name_is_a_knob_an_alias_or_in_the_table() -> None:
 def test_a_value_with_no_counterpart_is_a_config_error_saying_what_we_do(dataset: oa.Dataset, name: str) -> None:
     _, refused = CASES[name]
     with pytest.raises(oa.ConfigError) as err:
-        oa.OutreLoader(dataset, num_neighbors=[2], batch_size=16, **{name: refused})
+        oa.OutreLoader(dataset, **group_knobs(dict(num_neighbors=[2], batch_size=16, **{name: refused})))
     text = str(err.value)
     assert text.startswith(f"{name}=") and "has no counterpart in OutreLoader: " in text and "\n" not in text
     assert len(text.split(": ", 1)[1]) > 30  # says what the loader does instead
@@ -90,7 +91,7 @@ def test_a_value_with_no_counterpart_is_a_config_error_saying_what_we_do(dataset
 def test_values_that_mean_what_the_loader_does_are_accepted(dataset: oa.Dataset, name: str) -> None:
     plain = oa.OutreLoader(dataset, num_neighbors=[2], batch_size=16)
     for value in CASES[name][0]:
-        loader = oa.OutreLoader(dataset, num_neighbors=[2], batch_size=16, **{name: value})
+        loader = oa.OutreLoader(dataset, **group_knobs(dict(num_neighbors=[2], batch_size=16, **{name: value})))
         assert loader.config == plain.config  # accepted, and nothing else changed
 
 
@@ -117,7 +118,7 @@ def test_a_ported_neighbor_loader_call_runs_as_written(dataset: oa.Dataset) -> N
     loader = oa.OutreLoader(dataset, num_neighbors=[3, 2], batch_size=16, input_nodes="train", shuffle=True,
                             num_workers=2, persistent_workers=True, replace=False, disjoint=False,
                             subgraph_type="directional", directed=True, filter_per_worker=True, in_order=True,
-                            is_sorted=False, backend="memory")
+                            is_sorted=False, io=oa.IOOptions(backend="memory"))
     with loader:
         batches = list(loader)
     assert len(batches) == len(loader) > 1 and [b.seq for b in batches] == list(range(len(batches)))
@@ -137,7 +138,7 @@ def test_a_pyg_graph_in_memory_points_to_from_pyg() -> None:
 
 def test_link_prediction_keywords_are_taken_not_refused(dataset: oa.Dataset) -> None:
     loader = oa.OutreLoader(dataset, num_neighbors=[2], batch_size=16, edge_label_index=torch.zeros(2, 3, dtype=torch.long),
-                            neg_sampling_ratio=1.0, backend="memory")
+                            neg_sampling_ratio=1.0, io=oa.IOOptions(backend="memory"))
     with loader:
         (batch,) = list(loader)
     assert batch.edge_label.tolist() == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]

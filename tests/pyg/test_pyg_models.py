@@ -240,7 +240,7 @@ def test_loader_batches_with_history_give_the_full_graph_output(dataset, name: s
     model = oa.with_history(model)
     history = oa.HistoryConfig(staleness=1000, dim=HID, warmup=0, admission="all")
     pulled = 0
-    with oa.OutreLoader(ds, fanouts=[-1, -1], batch_size=20, seed=1, history=history, backend="memory") as loader:
+    with oa.OutreLoader(ds, fanouts=[-1, -1], batch_size=20, seed=1, history=history, io=oa.IOOptions(backend="memory")) as loader:
         for _ in range(2):
             for batch in loader:
                 hops = {"num_sampled_nodes_per_hop": batch.num_sampled_nodes,

@@ -110,8 +110,8 @@ def _job(job: dict[str, Any]) -> int:
     import outre_async as oa
 
     try:
-        loader = oa.OutreLoader(job["dataset"], split="train", fanouts=[-1, -1], batch_size=128, backend="pread",
-                                partitions=job.get("partitions"), num_samplers=1, num_extractors=1)
+        loader = oa.OutreLoader(job["dataset"], split="train", fanouts=[-1, -1], batch_size=128, 
+                                partitions=job.get("partitions"), io=oa.IOOptions(backend="pread"), pipeline=oa.PipelineOptions(num_samplers=1, num_extractors=1))
         for _ in loader:
             pass
     except oa.OutreError as exc:

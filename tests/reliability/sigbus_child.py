@@ -17,6 +17,7 @@ import os
 import sys
 
 import outre_async as oa
+from outre_async.loader._options import group_knobs
 
 
 def _truncate(ds: oa.Dataset, which: str) -> None:
@@ -29,7 +30,7 @@ def _loader(ds: oa.Dataset, reader: str) -> object:
     if reader == "sync":
         return oa.SyncLoader(ds, **common)  # type: ignore[arg-type]
     options = {"partitions": "p4", "parts_per_batch": 1} if reader == "part" else {}
-    return oa.OutreLoader(ds, backend="pread", **common, **options)  # type: ignore[arg-type]
+    return oa.OutreLoader(ds, **group_knobs(dict(backend="pread", **common, **options)))  # type: ignore[arg-type]
 
 
 def run(path: str, case: str, indices: str) -> str:

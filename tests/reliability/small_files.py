@@ -74,7 +74,7 @@ def make_project(root: Path) -> Path:
     shutil.move(ds, project / "ds")
     costs = MissCosts(row_us=20.0, list_us=2.0, recompute_us=1.0, backend="fixed")
     oa.profile(project / "ds", fanouts=[4, 4], batch_size=64, memory_budget="4MiB", name=PROFILE, costs=costs,
-               backend="memory")
+               io=oa.IOOptions(backend="memory"))
     (project / "run").mkdir()
     save_checkpoint(project / "run" / "last.pt", {
         "model": {"w": torch.zeros(3)}, "optimizer": {}, "epoch": 1, "config": {}, "metrics": [], "best": {},

@@ -36,14 +36,14 @@ def test_a_fanout_beyond_the_largest_in_degree_means_all(ds: oa.Dataset) -> None
         got = oa.NeighborSampler(ds, fanouts, seed=2).sample(seeds, 7)
         np.testing.assert_array_equal(got.n_id, want.n_id)
         np.testing.assert_array_equal(got.edge_index, want.edge_index)
-    with oa.OutreLoader(ds, fanouts=[10**12, 5], batch_size=64, backend="memory") as loader:  # was a MemoryError
+    with oa.OutreLoader(ds, fanouts=[10**12, 5], batch_size=64, io=oa.IOOptions(backend="memory")) as loader:  # was a MemoryError
         assert sum(1 for _ in loader) == len(loader)
 
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("seed", [-1, 1.5, True, "3"])
 def test_a_seed_is_a_non_negative_int_everywhere(ds: oa.Dataset, seed: object) -> None:
-    for make in (lambda: oa.OutreLoader(ds, fanouts=[5], batch_size=64, backend="memory", seed=seed),
+    for make in (lambda: oa.OutreLoader(ds, fanouts=[5], batch_size=64, seed=seed, io=oa.IOOptions(backend="memory")),
                  lambda: oa.NeighborSampler(ds, [5], seed=seed),
                  lambda: oa.SyncLoader(ds, fanouts=[5], batch_size=64, seed=seed),
                  lambda: TrainConfig(seed=seed)):
@@ -58,14 +58,14 @@ def test_a_device_this_machine_lacks_is_a_config_error_listing_the_ones_it_has(d
     if count >= 8:
         pytest.skip("this machine has a cuda:7")
     with pytest.raises(oa.errors.DeviceNotFoundError, match=r"device='cuda:7': no such device on this machine; available: cpu"):
-        oa.OutreLoader(ds, fanouts=[5], batch_size=64, backend="memory", device="cuda:7")
+        oa.OutreLoader(ds, fanouts=[5], batch_size=64, device="cuda:7", io=oa.IOOptions(backend="memory"))
     with pytest.raises(oa.ConfigError, match="must be one of auto, cpu, cuda, cuda:N"):
-        oa.OutreLoader(ds, fanouts=[5], batch_size=64, backend="memory", device="gpu-please")
+        oa.OutreLoader(ds, fanouts=[5], batch_size=64, device="gpu-please", io=oa.IOOptions(backend="memory"))
 
 
 @pytest.mark.timeout(60)
 def test_a_closed_loaders_iterator_raises_pipeline_closed_sync_and_async(ds: oa.Dataset) -> None:
-    loader = oa.OutreLoader(ds, fanouts=[5], batch_size=64, backend="memory")
+    loader = oa.OutreLoader(ds, fanouts=[5], batch_size=64, io=oa.IOOptions(backend="memory"))
     it = iter(loader)
     next(it)
     loader.close()
@@ -75,7 +75,7 @@ def test_a_closed_loaders_iterator_raises_pipeline_closed_sync_and_async(ds: oa.
     loader.close()
 
     async def main() -> None:
-        loader = oa.OutreLoader(ds, fanouts=[5], batch_size=64, backend="memory")
+        loader = oa.OutreLoader(ds, fanouts=[5], batch_size=64, io=oa.IOOptions(backend="memory"))
         epoch = loader.__aiter__()
         await epoch.__anext__()
         await loader.aclose()

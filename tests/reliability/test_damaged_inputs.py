@@ -62,8 +62,8 @@ def test_partition_folder_replaced_under_a_live_loader_keeps_its_batches(tmp_pat
     ds = generated(tmp_path / "g", "tiny", seed=4, feature_dim=4, num_nodes=3000)
     partition(ds, 12, name="p")
     parts = open_partitions(ds, "p")
-    loader = oa.OutreLoader(ds, fanouts=[5, 5], batch_size=32, backend="memory", partitions="p", seed=1,
-                            num_samplers=1, num_extractors=1, extract_queue=1, ready_queue=1)
+    loader = oa.OutreLoader(ds, fanouts=[5, 5], batch_size=32, partitions="p", seed=1,
+                            io=oa.IOOptions(backend="memory"), pipeline=oa.PipelineOptions(num_samplers=1, num_extractors=1, extract_queue=1, ready_queue=1))
     it = iter(loader)
     first = [next(it) for _ in range(2)]  # the samplers can run only a few batches ahead
     partition(ds, 5, name="p", overwrite=True)  # another assignment: other offsets, other ids
@@ -120,6 +120,6 @@ def test_float_node_ids_are_refused_not_truncated(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="seeds must be a 1-D array of integer node ids, got float64"):
         plan_epoch(np.array([0.5, 1.7]), 2, shuffle=False, seed=0, epoch=0)
     with pytest.raises(oa.ConfigError, match="split must be"):
-        oa.OutreLoader(ds, split=np.array([0.5, 1.7]), fanouts=[2], batch_size=2, backend="memory")
+        oa.OutreLoader(ds, split=np.array([0.5, 1.7]), fanouts=[2], batch_size=2, io=oa.IOOptions(backend="memory"))
     with pytest.raises(oa.errors.InvalidGraphError, match="split 'train' must be a 1-D integer array, got float64"):
         oa.write_dataset(tmp_path / "w", edge_index=np.array([[0, 1], [1, 0]]), train_idx=np.array([0.0, 1.0]))

@@ -100,8 +100,8 @@ def test_an_eio_block_mid_file_ends_the_epoch_naming_file_and_offset(failing_dis
                                                                    backend: str) -> None:
     path, bad = failing_disk
     ds = oa.open_dataset(path)
-    with oa.OutreLoader(ds, fanouts=[4, 4], batch_size=50, backend=backend, buffer_rows=200,
-                        source_options={"max_read_bytes": 16384}) as loader:
+    with oa.OutreLoader(ds, fanouts=[4, 4], batch_size=50, 
+                        io=oa.IOOptions(backend=backend, source_options={"max_read_bytes": 16384}), cache=oa.CacheOptions(buffer_rows=200)) as loader:
         with pytest.raises(oa.errors.ExtractorError, match=rf"Input/output error \({READ_RETRIES} retries, all failed\)") as info:
             for _ in loader:
                 pass

@@ -17,6 +17,7 @@ from conftest import generated, run
 
 import outre_async as oa
 from outre_async.features import detect_io_uring
+from outre_async.loader._options import group_knobs
 
 LOADERS = 50
 
@@ -30,8 +31,8 @@ def rss_bytes() -> int:
 
 async def open_read_close(ds: oa.Dataset, backend: str) -> dict:
     """One loader: open, read a one-batch epoch (every row from disk), close; its I/O counters."""
-    async with oa.OutreLoader(ds, split=np.arange(512), fanouts=[10, 10], batch_size=512, backend=backend,
-                              max_in_flight=8) as loader:
+    async with oa.OutreLoader(ds, split=np.arange(512), fanouts=[10, 10], batch_size=512, 
+                              io=oa.IOOptions(backend=backend, max_in_flight=8)) as loader:
         async for _batch in loader:
             pass
         return dict(loader.stats()["io"])
@@ -78,14 +79,14 @@ def test_thirty_loaders_with_history_and_profile_open_and_close_without_growing_
     opts = {"split": np.arange(2048), "fanouts": [5, 5], "batch_size": 128, "memory_budget": "16MiB",
             "backend": "pread", "history": oa.HistoryConfig(staleness=20, dim=16)}
     oa.profile(ds, name="leak", costs=MissCosts(row_us=20.0, list_us=2.0, recompute_us=50.0, backend="fixed"),
-               **opts)
-    probe = oa.OutreLoader(ds, profile="leak", **opts)
+               **group_knobs(opts))
+    probe = oa.OutreLoader(ds, **group_knobs(dict(profile="leak", **opts)))
     assert probe.config.history is not None and probe._static is not None  # the plan keeps both caches
     probe.close()
     model = oa.GraphSAGE(ds.feature_dim, 16, 2, ds.num_classes)
 
     def cycle() -> int:
-        with oa.OutreLoader(ds, profile="leak", **opts) as loader:
+        with oa.OutreLoader(ds, **group_knobs(dict(profile="leak", **opts))) as loader:
             batches = 0
             for batch in loader:
                 with torch.no_grad():

@@ -33,16 +33,16 @@ def test_the_loader_names_an_integer_mask_and_the_fix(dataset: oa.Dataset, dtype
     for given in (_mask(dtype), torch.from_numpy(_mask(dtype))):
         with pytest.raises(oa.ConfigError, match=r"more than once; it looks like a 0/1 mask \(\w+, one entry per node\), "
                                                  r"not node ids: pass mask\.astype\(bool\)") as err:
-            oa.OutreLoader(dataset, input_nodes=given, fanouts=[2], batch_size=16, backend="memory")
+            oa.OutreLoader(dataset, input_nodes=given, fanouts=[2], batch_size=16, io=oa.IOOptions(backend="memory"))
         assert "\n" not in str(err.value)
     loader = oa.OutreLoader(dataset, input_nodes=_mask(np.uint8).astype(bool), fanouts=[2], batch_size=16,
-                            backend="memory")  # the fix the message gives works
+                            io=oa.IOOptions(backend="memory"))  # the fix the message gives works
     assert len(loader) == len(np.flatnonzero(_mask(np.uint8))) // 16 + 1
 
 
 def test_repeated_ids_that_are_not_a_mask_keep_the_unique_hint(dataset: oa.Dataset) -> None:
     with pytest.raises(oa.ConfigError, match=r"split lists 1 node ids more than once; pass unique ids"):
-        oa.OutreLoader(dataset, input_nodes=np.array([3, 5, 3]), fanouts=[2], batch_size=16, backend="memory")
+        oa.OutreLoader(dataset, input_nodes=np.array([3, 5, 3]), fanouts=[2], batch_size=16, io=oa.IOOptions(backend="memory"))
 
 
 def test_the_writers_name_an_integer_mask_and_the_fix(tmp_path: Path) -> None:

@@ -43,7 +43,7 @@ def test_a_missing_partitions_name_fails_before_any_set_up(tiny: Path, tmp_path:
 
 def test_a_budget_below_the_floor_fails_before_profiling(tiny: Path, no_setup) -> None:
     with pytest.raises(oa.ConfigError, match=r"^memory_budget=10000 \(9\.8 KiB\) is below the \d+ bytes"):
-        oa.OutreLoader(tiny, fanouts=[4, 4], batch_size=256, backend="pread", memory_budget=10_000, profile="auto")
+        oa.OutreLoader(tiny, fanouts=[4, 4], batch_size=256, memory_budget=10_000, io=oa.IOOptions(backend="pread"), cache=oa.CacheOptions(profile="auto"))
 
 
 def test_memory_budget_help_says_it_covers_the_loader_only(capsys) -> None:

@@ -18,6 +18,7 @@ from outre_async.cli import main
 from outre_async.machine._allocator import glibc_allocator
 from outre_async.trainer import TrainConfig
 from outre_async.trainer._files import awrite_atomic, load_checkpoint
+from outre_async.loader._options import group_knobs
 
 ARGS = ["--fanouts", "4,4", "--hidden", "16", "--batch-size", "256", "--deterministic", "--backend", "pread"]
 
@@ -218,7 +219,7 @@ def test_a_non_finite_loss_stops_training_before_the_step(tmp_path: Path) -> Non
     ds_path = generated(tmp_path / "ds", "tiny", num_nodes=600).path
     ds = oa.open_dataset(ds_path)
     with oa.OutreLoader(ds, split="train", fanouts=[4, 4], batch_size=64, shuffle=True, seed=0, ordered=True,
-                        backend="pread") as loader:
+                        io=oa.IOOptions(backend="pread")) as loader:
         batches = list(loader)
     third = batches[2].n_id[: batches[2].batch_size].numpy()
     earlier = np.concatenate([b.n_id.numpy() for b in batches[:2]])
@@ -227,7 +228,7 @@ def test_a_non_finite_loss_stops_training_before_the_step(tmp_path: Path) -> Non
     _nan_rows(ds_path, bad)
     ds = oa.open_dataset(ds_path)  # opened again: a dataset whose files changed is refused (DatasetChangedError)
     with oa.OutreLoader(ds, split="train", fanouts=[4, 4], batch_size=64, shuffle=True, seed=0, ordered=True,
-                        backend="pread") as loader:
+                        io=oa.IOOptions(backend="pread")) as loader:
         nan_batches = list(loader)
     torch.manual_seed(0)
     model = oa.GraphSAGE(ds.feature_dim, 16, 2, ds.num_classes)
@@ -355,9 +356,9 @@ def test_a_history_the_profile_drops_is_said_with_its_reason(tiny: Path, tmp_pat
     costs = MissCosts(row_us=20.0, list_us=2.0, recompute_us=1.0, backend="fixed")
     opts = {"fanouts": [4, 4], "batch_size": 256, "memory_budget": "6440KiB", "seed": 0, "shuffle": True,
             "ordered": True, "backend": "pread", "device": "cpu", "max_batches": 64}
-    meta = oa.profile(tiny, name="fixed-costs", history=history_for(3, 256), costs=costs, **opts)
+    meta = oa.profile(tiny, name="fixed-costs", history=history_for(3, 256), costs=costs, **group_knobs(opts))
     name = auto_name(meta["setup"], "auto")
-    oa.profile(tiny, name=name, history=history_for(3, 256), costs=costs, **opts)
+    oa.profile(tiny, name=name, history=history_for(3, 256), costs=costs, **group_knobs(opts))
     assert meta["memory"]["split"]["history"] == 0 < meta["memory"]["split"]["features"]
     args = ["--fanouts", "4,4", "--hidden", "256", "--batch-size", "256", "--deterministic", "--backend", "pread",
             "--device", "cpu"]
@@ -369,8 +370,8 @@ def test_a_history_the_profile_drops_is_said_with_its_reason(tiny: Path, tmp_pat
             f"features {format_bytes(meta['memory']['split']['features'])} of the {left} left for caches saves more "
             "per byte); raise --memory-budget, or pass --staleness 1 to silence this") in text, text
     assert "--staleness 1;" not in text
-    with oa.OutreLoader(tiny, split="train", history=history_for(3, 256), profile="auto",
-                        **{k: v for k, v in opts.items() if k != "max_batches"}) as loader:
+    with oa.OutreLoader(tiny, **group_knobs(dict(split="train", history=history_for(3, 256), profile="auto",
+                        **{k: v for k, v in opts.items() if k != "max_batches"}))) as loader:
         assert loader.stats()["profile"]["dropped"] == ["history"] and "history" not in loader.stats()
 
 
