@@ -19,6 +19,7 @@ limit; ``outre bench`` reports it per system).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -111,3 +112,17 @@ def known_rate(probe: Any, profile_info: dict[str, Any] | None, stride: int, dep
         by_depth = {int(d): float(r) for d, r in io["iops_by_depth"].items()}
         return probe_rate(by_depth, int(depth), int(io["read_bytes"]), bool(io["direct"]))
     return None
+
+
+def latest_epoch_io(marks: tuple[IOMark, IOMark | None] | None, source_stats: dict[str, Any] | None,
+                    probe: Any, profile_info: dict[str, Any] | None, stride: int) -> dict[str, Any]:
+    """The latest epoch's reads: to its end, or to now (``source_stats``, the open source's counters)
+    while it runs; empty before any epoch, or while one runs with the source closed."""
+    if marks is None:
+        return {}
+    start, end = marks
+    if end is None:
+        if source_stats is None:
+            return {}
+        end = IOMark(t=time.perf_counter(), io=source_stats)
+    return epoch_io(start, end, known_rate(probe, profile_info, stride, end.io.get("max_in_flight")))

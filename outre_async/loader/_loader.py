@@ -34,9 +34,7 @@ from .._units import available_memory, format_bytes
 from ..aio._channel import Channel
 from ..aio._loop_thread import LoopThread, forked_message
 from ..cache._history_config import HistoryConfig
-from ..features import FeatureSource
 from ..features._device_rows import assemble_x
-from ..features._disk_probe import DiskProbe
 from ..machine._cores import sized_from_cores
 from ..store._dataset import Dataset, open_dataset
 from ..store._safe_read import fd_exhausted
@@ -47,7 +45,7 @@ from ._budget import MemoryPlan, batch_row_bytes, check_fits_machine, foresight_
 from ._config import BACKENDS, LoaderConfig, first_row_defaults
 from ._delivery import AsyncEpoch, Delivery, EpochStream, ToDevice
 from ._device_copy import CopyEngine, Transfer
-from ._epoch_io import IOMark, epoch_io, known_rate
+from ._epoch_io import IOMark, latest_epoch_io
 from ._extract_stage import ExtractStage
 from ._foresight import EpochForesight, ForesightTotals
 from ._epoch_rule import EpochToken, OneEpochAtATime
@@ -437,21 +435,10 @@ class OutreLoader(SyncIteration, StatefulEpochs):
             out["history"] = self._history.stats()
         if self._applied is not None:
             out["profile"] = profile_stats(self._applied.info, out, self._static)
-        out["epoch_io"] = self._epoch_io(res)
+        out["epoch_io"] = latest_epoch_io(self._io_marks, res.source.stats() if res is not None else None,
+                                          self.config.disk_probe, self._applied.info if self._applied else None,
+                                          self.dataset.row_layout.stride)  # the latest epoch's reads
         out["layout"] = self._layout.stats()
         out["buffer_policy"] = self.config.buffer_policy
         out["foresight"] = {"depth": self.config.foresight, **self._foresight_totals.stats()}
         return out
-
-    def _epoch_io(self, res: Resources | None) -> dict[str, Any]:
-        """The latest epoch's reads (``_epoch_io``): to its end, or to now while it runs."""
-        if self._io_marks is None:
-            return {}
-        start, end = self._io_marks
-        if end is None:
-            if res is None:
-                return {}
-            end = IOMark(t=time.perf_counter(), io=res.source.stats())
-        info = self._applied.info if self._applied is not None else None
-        return epoch_io(start, end, known_rate(self.config.disk_probe, info, self.dataset.row_layout.stride,
-                                               end.io.get("max_in_flight")))
