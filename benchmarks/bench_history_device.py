@@ -71,7 +71,7 @@ CHILD = textwrap.dedent("""
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     steps = 0
     with oa.OutreLoader(ds, fanouts=args["fanouts"], batch_size=args["batch_size"], history=hist, ordered=True,
-                        backend="memory", device=args["device"], seed=0) as loader:
+                        io=oa.IOOptions(backend="memory"), device=args["device"], seed=0) as loader:
         for _ in range(args["epochs"]):
             for batch in loader:
                 out = model(batch.x, batch.edge_index, history=batch.history)[: batch.batch_size]

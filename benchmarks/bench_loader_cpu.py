@@ -83,7 +83,7 @@ CHILD = textwrap.dedent("""
 
     ds = oa.open_dataset(args["dataset"])
     opts = dict(fanouts=args["fanouts"], batch_size=args["batch_size"], memory_budget=args["budget"],
-                backend=args["backend"])
+                io=oa.IOOptions(backend=args["backend"]))
     with oa.OutreLoader(ds, split=np.arange(2048), **opts) as warm:
         for _ in warm:
             pass

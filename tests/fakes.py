@@ -3,7 +3,7 @@ concurrency deterministic (torchdata's ``RandomSleepUdf``) and chosen nodes or f
 
 - :class:`ArraySource`, :class:`FaultySource`: in-memory :class:`~outre_async.FeatureSource` subclasses
   with seeded delays that fail reads touching chosen nodes; ``FaultySource`` is what
-  ``OutreLoader(..., source=...)`` is for.
+  ``OutreLoader(..., io=IOOptions(source=...))`` is for.
 - :class:`DelayedSampler`: a sampler wrapper that sleeps a seeded random time in the worker thread.
 - :class:`UnreadablePreadSource` / :func:`unreadable_source`: disk sources whose reads fail for real: the
   feature file is opened write-only, so the kernel answers every read with EBADF through the product's

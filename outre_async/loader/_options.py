@@ -167,6 +167,9 @@ def group_knobs(flat: Mapping[str, Any]) -> dict[str, Any]:
             grouped.setdefault(group, {})[name] = value
     for group, values in grouped.items():
         if group == "partitions":
+            values = {k: v for k, v in values.items() if v is not None}  # None: the default count
+            if not values:
+                continue
             name = out.pop("partitions", None)
             if name is None:
                 raise ConfigError(f"{sorted(values)} need partitions=: pass the partition folder's name too")

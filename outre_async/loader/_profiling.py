@@ -1,4 +1,4 @@
-"""``OutreLoader(..., memory_budget=B, profile=NAME)``: profile the loader's own plan, split B, apply it.
+"""``OutreLoader(..., memory_budget=B, cache=CacheOptions(profile=NAME))``: profile the loader's own plan, split B, apply it.
 
 The budget is the loader's whole memory (``_budget``).  First the fixed parts are sized with the
 feature buffer at its default, ``(extractors + 1)`` probed batches' worth of rows (or, when that does not

@@ -3,7 +3,7 @@
 ``Resources.create`` opens the feature source (unless the caller passed one), the feature buffer and
 the chain of feature tiers over them (``_tiers``: the extract stage asks its top), the byte pool of
 batch matrices in flight, one sampler per sample worker and their executor.  Ownership rule: a source
-the loader opened is closed with the loader; an injected source (``OutreLoader(..., source=...)``) stays its caller's,
+the loader opened is closed with the loader; an injected source (``OutreLoader(..., io=IOOptions(source=...))``) stays its caller's,
 who opened it and may share it, so the loader never closes it.  On close the loader keeps a
 :class:`ResourceStats` snapshot (backend, buffer, I/O and tier counters) so ``stats()`` still reports them,
 while the buffer's memory itself is given back.

@@ -234,7 +234,7 @@ def test_a_batch_held_at_interpreter_exit_is_not_unmapped_under_it(tmp_path: Pat
         from pathlib import Path
         import outre_async as oa
         ds = labelled_store(Path({str(tmp_path)!r}) / "g")
-        loader = oa.OutreLoader(ds, fanouts=[3, 3], batch_size=64, memory_budget="16MiB", backend="pread")
+        loader = oa.OutreLoader(ds, fanouts=[3, 3], batch_size=64, memory_budget="16MiB", io=oa.IOOptions(backend="pread"))
         for batch in loader:
             pass
         print("ok", batch.x.shape[0] > 0)

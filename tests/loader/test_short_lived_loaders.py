@@ -21,7 +21,7 @@ faulthandler.dump_traceback_later(float(sys.argv[3]), exit=True)
 import outre_async as oa
 ds = oa.open_dataset(sys.argv[1])
 for i in range(int(sys.argv[2])):
-    loader = oa.OutreLoader(ds, fanouts=[10, 10], batch_size=1024, backend=sys.argv[4])
+    loader = oa.OutreLoader(ds, fanouts=[10, 10], batch_size=1024, io=oa.IOOptions(backend=sys.argv[4]))
     for k, batch in enumerate(loader):
         assert batch.x.shape[0] == batch.n_id.shape[0]
         if k == 4:

@@ -97,7 +97,7 @@ def test_running_out_of_file_descriptors_is_named(ds: oa.Dataset, tmp_path: Path
         held = []
         try:
             for i in range(64):
-                loader = oa.OutreLoader(ds, fanouts=[5, 5], batch_size=64, backend="pread")
+                loader = oa.OutreLoader(ds, fanouts=[5, 5], batch_size=64, io=oa.IOOptions(backend="pread"))
                 it = iter(loader)
                 next(it)
                 held.append((loader, it))
