@@ -94,9 +94,10 @@ def check_finite(x: np.ndarray, first_row: int = 0, *, why: str = "NaN or inf",
         r, c = (int(i) for i in np.argwhere(bad)[0])
         row = first_row + r
         shown = float((x if given is None else given)[r, c])
-        raise NonFiniteFeatureError(f"feature row {row} holds {shown:g} at column {c} ({why}) and "
-                                    f"{int(bad.sum()) - 1} more value(s) in rows {first_row}..{first_row + len(x) - 1}"
-                                    "; clean the features (np.nan_to_num, or drop the node) and re-import", row=row)
+        more = int(bad.sum()) - 1
+        also = f", and {more} more in rows {row}..{first_row + len(x) - 1}" if more else ""
+        raise NonFiniteFeatureError(f"feature row {row} holds {shown:g} at column {c} ({why}){also}; clean the "
+                                    "features (np.nan_to_num, or drop the node) and re-import", row=row)
 
 
 def _encode_bf16(x: np.ndarray, first_row: int) -> np.ndarray:
@@ -141,8 +142,12 @@ class ColumnRange:
         """``(scale, zero)``, float32: ``[min, max]`` of each column onto ``[-128, 127]`` (see the module)."""
         lo = np.where(self.rows > 0, self.lo, 0.0)
         hi = np.where(self.rows > 0, self.hi, 0.0)
-        span, flat = hi - lo, hi <= lo
-        # a constant column: |value| / 128 maps it to q = -128 exactly (zero -256 above 0, 0 below)
+        span = hi - lo
+        # a constant column: |value| / 128 maps it to q = -128 exactly (zero -256 above 0, 0 below); a
+        # value too small for that scale to be a normal float32 gets scale 1 and decodes to 0 (error < 1/2)
+        exact = np.abs(lo) / -_Q_LO >= np.finfo(FLOAT32).tiny
+        flat = hi <= lo
+        lo = np.where(flat & ~exact, 0.0, lo)
         scale = np.where(flat, np.where(lo == 0, 1.0, np.abs(lo) / -_Q_LO), span / (_Q_HI - _Q_LO))
         scale32 = scale.astype(FLOAT32)
         # a scale rounded down to float32 would clip the column's max: take the next float32 up
