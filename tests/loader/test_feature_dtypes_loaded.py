@@ -103,3 +103,29 @@ def test_the_memory_source_of_a_dataset_carries_its_format(stores: dict, tmp_pat
     ds = stores["int8"]
     src = MemorySource.from_dataset(ds)
     assert src.format == ds.row_format and src.features.dtype == np.int8
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_pyg_feature_store_returns_the_decoded_rows(stores: dict, encoding: str) -> None:
+    from outre_async.pyg import OutreFeatureStore
+
+    ds = stores[encoding]
+    ids = np.array([5, 0, N - 1, 5, 17])
+    with OutreFeatureStore(ds, backend="pread") as store:
+        x = store.get_tensor(group_name=None, attr_name="x", index=torch.from_numpy(ids))
+    assert x.dtype == torch.float32
+    np.testing.assert_array_equal(x.numpy(), reference(ds, ids))
+
+
+def test_verify_scans_bfloat16_words_for_nan_and_inf(stores: dict, tmp_path: Path) -> None:
+    import shutil
+
+    shutil.copytree(stores["bfloat16"].path, tmp_path / "d")
+    stores["bfloat16"].verify()  # every word finite
+    ds = oa.open_dataset(tmp_path / "d")
+    stride = ds.row_layout.stride
+    with open(tmp_path / "d" / "features.bin", "r+b") as f:  # row 9, column 4: an inf word (0x7F80)
+        f.seek(9 * stride + 4 * 2)
+        f.write(np.array([0x7F80], np.uint16).tobytes())
+    with pytest.raises(oa.errors.DatasetCorruptError, match="the first at row 9, column 4"):
+        ds.verify()
