@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from ..store._manifest import FEATURE_ENCODINGS
 from ..errors import ConfigError
+from ..store._manifest import FEATURE_ENCODINGS
 
 __all__ = ["MIN_COMMUNITY_SIZE", "PRESETS", "GeneratorConfig", "resolve_config"]
 

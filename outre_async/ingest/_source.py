@@ -23,8 +23,8 @@ import numpy as np
 
 from ..errors import ConfigError, DatasetExistsError, InputFormatError, InvalidGraphError
 from .._units import parse_bytes
-from ..store._manifest import FEATURE_ENCODINGS
 from ..store._layout import RowLayoutName
+from ..store._manifest import FEATURE_ENCODINGS
 from ..store._overwrite import check_overwrite, dataset_names
 from ..store._writer import DatasetWriter
 from ._csc_builder import DEFAULT_MEMORY_BUDGET, MIN_MEMORY_BUDGET, CSCBuilder

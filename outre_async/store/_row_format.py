@@ -58,7 +58,7 @@ def storage_dtype(encoding: str) -> np.dtype:
     return ENCODINGS[encoding]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True, slots=True, eq=False)
 class RowFormat:
     """One feature row: ``dim`` values of ``encoding`` stored as ``stored`` words, held as ``held``,
     delivered as ``delivered``; ``scale`` and ``zero`` (float32, ``dim`` each) for ``int8`` only."""
@@ -93,6 +93,18 @@ class RowFormat:
                 raise ConfigError(f"feature rows {name} as {dtype} are not supported; {name} float32 or the stored "
                                   f"{self.stored}")
         self._check_params()
+
+    def __eq__(self, other: object) -> bool:
+        """Equal formats decode alike: the same dtypes and dim, and equal int8 scales and zeros
+        (compared by value: the generated ``__eq__`` would ask an array for one truth value)."""
+        if not isinstance(other, RowFormat):
+            return NotImplemented
+        same = ((self.dim, self.stored, self.held, self.delivered, self.encoding)
+                == (other.dim, other.stored, other.held, other.delivered, other.encoding))
+        return same and all(_same_array(getattr(self, n), getattr(other, n)) for n in ("scale", "zero"))
+
+    def __hash__(self) -> int:
+        return hash((self.dim, self.stored, self.held, self.delivered, self.encoding))
 
     def _check_params(self) -> None:
         """``scale`` and ``zero``: both for int8 (float32, ``dim`` each, finite, scale > 0), neither otherwise."""
@@ -157,6 +169,10 @@ class RowFormat:
     def delivered_row_bytes(self) -> int:
         """Bytes of one row of a batch's ``x``."""
         return self.dim * self.delivered.itemsize
+
+
+def _same_array(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    return a is b or (a is not None and b is not None and np.array_equal(a, b))
 
 
 def held_dtype(dtype: DTypeLike) -> np.dtype:

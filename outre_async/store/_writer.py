@@ -32,13 +32,13 @@ import numpy as np
 from ..errors import ConfigError, DatasetExistsError, InvalidGraphError
 from ._file_reads import not_finite
 from ._install import install_directory
-from ._row_codec import QUANTIZER, CastError, ColumnRange, as_float32, decode_rows, encode_rows
-from ._row_format import RowFormat, storage_dtype
 from ._layout import RowLayout, RowLayoutName, choose_row_layout
 from ._litter import open_temp_dir
 from ._manifest import EDGE_SPLIT_NAMES, SPLIT_NAMES, FeatureEntry, FileEntry, Manifest, check_classes
 from ._masks import mask_hint
 from ._overwrite import check_overwrite, dataset_names
+from ._row_codec import QUANTIZER, CastError, ColumnRange, as_float32, decode_rows, encode_rows
+from ._row_format import RowFormat, storage_dtype
 
 INT32_LIMIT = 2**31 - 1
 SPILL_NAME = "features.f32.spill"  # int8 without scales: float32 rows until the columns' ranges are known
@@ -99,7 +99,7 @@ class DatasetWriter:
             self._format = RowFormat.of_encoding(self._encoding, feature_dim, scale=feature_scale, zero=feature_zero)
         self._range = ColumnRange(dim=feature_dim) if feature_dim and self._format is None else None
         self._cast_error: CastError | None = None
-        self._quantizer: str | None = None if feature_scale is None else "minmax"
+        self._quantizer: str | None = None if feature_scale is None else QUANTIZER
         self._tmpdir = open_temp_dir(self.path.parent, self.path.name, "tmp")
         self._tmp = self._tmpdir.path
         self._indices_file: BinaryIO | None = None

@@ -93,6 +93,10 @@ def test_the_four_encodings_construct_and_may_be_held_as_stored(encoding: str, s
     held = RowFormat(dim=3, stored=np.dtype(stored), held=np.dtype(stored), encoding=encoding, **params)
     assert held.held_row_bytes == held.stored_row_bytes == 3 * np.dtype(stored).itemsize
     assert fmt.lossy == (encoding != "float32")
+    copy = RowFormat.of_encoding(encoding, 3, **{k: v.copy() for k, v in params.items()})
+    assert copy == fmt and hash(copy) == hash(fmt) and (copy != held) == (encoding != "float32")  # by value
+    if encoding == "int8":
+        assert copy != RowFormat.of_encoding("int8", 3, scale=np.full(3, 2, np.float32), zero=np.zeros(3, np.float32))
 
 
 def test_a_feature_file_layout_must_match_its_format(tmp_path: Path) -> None:
