@@ -93,6 +93,7 @@ _LAZY = {
     "from_edge_list": ".ingest",
     "generate": ".ingest",
     "split_edges": ".ingest",
+    "recast": ".ingest",
     "PRESETS": ".ingest",
     "GeneratorConfig": ".ingest",
     "sample_neighbors": ".sampling",

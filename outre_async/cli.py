@@ -178,6 +178,18 @@ def _cmd_convert(args: argparse.Namespace) -> dict[str, Any]:
     return run_convert(args, lambda text: _say(args, text), _progress(args))
 
 
+def _args_recast(p: argparse.ArgumentParser) -> None:
+    from .ingest._cli import add_recast_arguments
+
+    add_recast_arguments(p)
+
+
+def _cmd_recast(args: argparse.Namespace) -> dict[str, Any]:
+    from .ingest._cli import run_recast
+
+    return run_recast(args, lambda text: _say(args, text), _progress(args))
+
+
 # -- info ------------------------------------------------------------------------------------------
 
 
@@ -200,7 +212,7 @@ def _cmd_info(args: argparse.Namespace) -> dict[str, Any]:
         f"edges        {s['num_edges']:,}  ({ds.indices.dtype} ids)",
         f"in-degree    mean {deg['mean']:.2f}  median {deg['median']:.0f}  p99 {deg['p99']:.0f}  "
         f"max {deg['max']:,}  isolated {deg['isolated']:,}",
-        f"features     {s['feature_dim']} x {s['feature_dtype']}  {s['row_layout']}",
+        f"features     {s['feature_dim']} x {s['feature_dtype']}  {s['row_layout']}{_encoding_line(s)}",
         f"classes      {s['num_classes']}",
         "splits       " + ("  ".join(f"{k} {v:,}" for k, v in s["splits"].items()) or "none"),
         *(["edge splits  " + "  ".join(f"{k} {v:,}" for k, v in s["edge_splits"].items())] if s["edge_splits"] else []),
@@ -216,6 +228,19 @@ def _cmd_info(args: argparse.Namespace) -> dict[str, Any]:
     lines += info_lines(s["partitions"])
     _say(args, "\n".join(lines))
     return s
+
+
+def _encoding_line(s: dict[str, Any]) -> str:
+    """What ``outre info`` adds to the features line: the stored words of bfloat16, an int8 entry's
+    quantizer and scales, and the error of the cast that wrote them."""
+    enc, cast = s["feature_encoding"] or {}, s["meta"].get("feature_cast")
+    text = f"  stored as {enc['stored_as']}" if enc and enc["stored_as"] != enc["encoding"] else ""
+    if "quantizer" in enc:
+        text += (f"  {enc['quantizer']} scales {enc['scale_min']:.3g}..{enc['scale_max']:.3g}"
+                 f" (values {enc['range_min']:.3g}..{enc['range_max']:.3g})")
+    if cast:
+        text += f"  cast error: max abs {cast['max_abs_error']:.3g}, relative RMS {cast['relative_rms']:.3g}"
+    return text
 
 
 # -- split-edges -----------------------------------------------------------------------------------
@@ -431,6 +456,7 @@ _VERBS: dict[str, tuple[Handler, str]] = {
     "quickstart": (_cmd_quickstart, "generate a small graph and train GraphSAGE on it"),
     "partition": (_cmd_partition, "partition a dataset with streaming FENNEL into partitions/<name>/"),
     "reorder": (_cmd_reorder, "write a copy of a dataset renumbered so each partition's nodes are contiguous"),
+    "recast": (_cmd_recast, "write a copy of a dataset with its features stored as float32, float16, bfloat16 or int8"),
     "split-edges": (_cmd_split_edges, "write a copy of a dataset with train/val/test edge splits for link prediction"),
     "stats": (_cmd_stats, "dataset statistics: `stats redundancy` = OUTRE's redundancy ratio"),
     "train": (_cmd_train, "train a GNN with the loader, evaluate with layer-wise inference, checkpoint"),
@@ -441,7 +467,7 @@ _VERBS: dict[str, tuple[Handler, str]] = {
 }
 _ARGS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "generate": _args_generate, "convert": _args_convert, "info": _args_info, "quickstart": _args_quickstart,
-    "partition": _args_partition, "reorder": _args_reorder, "split-edges": _args_split_edges, "stats": _args_stats,
+    "partition": _args_partition, "reorder": _args_reorder, "recast": _args_recast, "split-edges": _args_split_edges, "stats": _args_stats,
     "bench": _args_bench, "clean": _args_clean, "train": _args_train, "profile": _args_profile,
     "probe": _args_probe,
 }

@@ -27,6 +27,7 @@
     ├── OverwriteRefusedError          overwrite would replace something outre did not write
     ├── OutputLockedError              another run holds the lock of the output folder (two ``outre train`` into one --out)
     ├── InvalidGraphError (ValueError) graph data handed to a writer/importer breaks an invariant
+    │   └── NonFiniteFeatureError      a feature value is NaN/inf or beyond its stored dtype's range (carries row)
     ├── InputFormatError               an input file cannot be parsed (carries path and line)
     ├── ExtractorError                 a feature read failed (carries path and byte offset)
     ├── ProbeError                     the disk probe cannot measure the path given (too small, a read failed)
@@ -70,6 +71,7 @@ __all__ = [
     "InvalidGraphError",
     "LoaderForkedError",
     "ManifestError",
+    "NonFiniteFeatureError",
     "NonFiniteLossError",
     "NotSupportedError",
     "OutputLockedError",
@@ -219,6 +221,15 @@ class OutputLockedError(OutreError):
 
 class InvalidGraphError(OutreError, ValueError):
     """Graph data handed to a writer or importer breaks an invariant (ids out of range, ...)."""
+
+
+class NonFiniteFeatureError(InvalidGraphError):
+    """A feature value handed to a writer is NaN or inf, or beyond the range of the dtype it is stored
+    in; ``row`` is the node whose row holds the first one."""
+
+    def __init__(self, message: str, *, row: int):
+        super().__init__(message)
+        self.row = row
 
 
 class InputFormatError(OutreError):

@@ -178,9 +178,7 @@ def _write_features(ds: Dataset, parts: PartitionSet, writer: DatasetWriter, mem
             f_out.close(checksum=False)
     finally:
         os.close(fd)
-    f = ds.manifest.features
-    assert f is not None  # feature_dim > 0
-    writer.adopt_features("features.bin", dim=f.dim, dtype=f.dtype, layout=ds.row_layout)
+    writer.adopt_features("features.bin", format=ds.row_format, layout=ds.row_layout)  # encoding and scales kept
 
 
 def _write_partitions(tmp: Path, parts: PartitionSet, new_to_old: np.ndarray, memory_bytes: int,

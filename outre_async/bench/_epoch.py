@@ -166,7 +166,7 @@ def validation_accuracy(model: nn.Module, ds: Any, *, fanouts: tuple[int, ...], 
     loss_sum = correct = seen = 0.0
     for seq, seeds in enumerate(plan_epoch(nodes, batch_size, shuffle=False, seed=seed, epoch=0)):
         sub = sampler.sample(seeds, seq)
-        batch = to_data(sub, gather_features(features, sub.n_id), torch.from_numpy(ds.labels[sub.n_id]))
+        batch = to_data(sub, gather_features(features, sub.n_id, ds.row_format), torch.from_numpy(ds.labels[sub.n_id]))
         out = model(batch.x, batch.edge_index)[: batch.batch_size]
         target = batch.y[: batch.batch_size].long()
         keep = target >= 0

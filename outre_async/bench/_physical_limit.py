@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..store._row_codec import decode_rows
 from ._epoch import Step, proxy_step, train_step
 from ._systems import OutrePart, RunSpec, run_seeds
 
@@ -90,7 +91,7 @@ def train_in_ram(model: nn.Module, optimizer: torch.optim.Optimizer, ds: Any, su
     for window in _windows(subs, budget_rows):
         t0 = time.perf_counter()
         unique = np.unique(np.concatenate([s.n_id for s in window]))
-        in_ram = np.ascontiguousarray(ds.features[unique], dtype=np.float32)  # sorted rows: near-sequential
+        in_ram = decode_rows(ds.features[unique], ds.row_format)  # sorted rows: near-sequential
         load += time.perf_counter() - t0
         for sub in window:
             x = torch.from_numpy(in_ram[np.searchsorted(unique, sub.n_id)])

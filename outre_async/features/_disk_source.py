@@ -254,7 +254,7 @@ class _DiskSource(FeatureSource):
         pieces = self._pieces(unique)
         if len(pieces) == 1:
             deliver: Any = lambda _i, plan, arena: gather_blocks(  # noqa: E731
-                arena, plan, dtype=f.dtype, dim=f.dim, rows=inverse, out=out, dest=dest)
+                arena, plan, fmt=f.format, rows=inverse, out=out, dest=dest)
         else:
             deliver = functools.partial(self._scatter, pieces, inverse, out, dest)
         await self._run_chunks([plan for _, _, plan in pieces], deliver)
@@ -280,7 +280,7 @@ class _DiskSource(FeatureSource):
                  dest: np.ndarray | None, i: int, plan: ReadPlan, arena: Arena) -> Iterator[None]:
         a, b, _ = pieces[i]
         sel = np.flatnonzero((inverse >= a) & (inverse < b))
-        yield from gather_blocks(arena, plan, dtype=self.dtype, dim=self.dim, rows=inverse[sel] - a,
+        yield from gather_blocks(arena, plan, fmt=self.file.format, rows=inverse[sel] - a,
                                  out=out, dest=sel if dest is None else dest[sel])
 
     async def _run_chunks(self, plans: Any, deliver: Any) -> None:

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..store._row_codec import decode_rows
+from ..store._row_format import RowFormat
 from ._staging_kernels import scatter_rows
 
 MIN_ARENA = 1 << 16
@@ -145,19 +147,21 @@ def resume_at(off: int, need: int, cur: int, res: int, align: int) -> int | None
     return nxt
 
 
-def gather_blocks(arena: Arena, plan: ReadPlan, *, dtype: np.dtype, dim: int, rows: np.ndarray,
+def gather_blocks(arena: Arena, plan: ReadPlan, *, fmt: RowFormat, rows: np.ndarray,
                   out: np.ndarray, dest: np.ndarray | None = None) -> Iterator[None]:
     """``out[dest[i]] =`` the plan's ``rows[i]``-th unique row (``dest`` None: ``out[i]``), copied
     once from the staged bytes by a numba kernel (:func:`._staging_kernels.scatter_rows`), in blocks
     of about ``GATHER_BLOCK`` bytes, yielding after each block so an event loop can reap completions
     between blocks (a 40 MB gather would otherwise hold the loop for milliseconds while the device
-    queue drains).  Rows go straight to their place in ``out`` (a buffer's slots): no temporary."""
+    queue drains).  Rows go straight to their place in ``out`` (a buffer's slots): no temporary.
+    Rows stored in another dtype than ``out``'s are decoded by :func:`~outre_async.store._row_codec.decode_rows`."""
     if len(rows) == 0:
         return
+    dtype, dim = fmt.stored, fmt.dim
     rows = rows.astype(np.int64, copy=False)
     dest = np.arange(len(rows), dtype=np.int64) if dest is None else dest.astype(np.int64, copy=False)
     step = max(1, GATHER_BLOCK // (dim * dtype.itemsize))
-    same = out.dtype == dtype  # copy the bits once; else numpy converts (float16 -> float32)
+    same = out.dtype == dtype  # copy the bits once; else decode (float16, bfloat16, int8 -> float32)
     bits = np.dtype(f"u{dtype.itemsize}")
     target = out.view(bits) if same else out
     for a in range(0, len(rows), step):
@@ -167,7 +171,7 @@ def gather_blocks(arena: Arena, plan: ReadPlan, *, dtype: np.dtype, dim: int, ro
             scatter_rows(flat, plan.row_elems, rows, target, dest, a, b)
         else:
             window = np.lib.stride_tricks.sliding_window_view(flat, dim)
-            out[dest[a:b]] = window[plan.row_elems[rows[a:b]]]
+            out[dest[a:b]] = decode_rows(window[plan.row_elems[rows[a:b]]], fmt)
             del window
         del flat  # no view of the arena outlives the block: it can be unmapped when given back
         yield

@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # the names as mypy and editors see them; at run time each is
     from ._npz import from_npz
     from ._ogb import from_ogb
     from ._pyg import from_pyg
+    from ._recast import recast
     from ._split_edges import split_edges
 
 _LAZY = {
@@ -33,10 +34,11 @@ _LAZY = {
     "from_npz": "._npz",
     "from_ogb": "._ogb",
     "from_pyg": "._pyg",
+    "recast": "._recast",
 }
 
-__all__ = ["PRESETS", "GeneratorConfig", "convert", "from_edge_list", "from_npz", "from_ogb", "from_pyg", "generate", "split_edges",
-           "write_dataset"]
+__all__ = ["PRESETS", "GeneratorConfig", "convert", "from_edge_list", "from_npz", "from_ogb", "from_pyg", "generate", "recast",
+           "split_edges", "write_dataset"]
 
 
 def __getattr__(name: str) -> Any:

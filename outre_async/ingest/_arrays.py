@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidGraphError, NotSupportedError
+from ..errors import InvalidGraphError
 from ._source import EDGE_BLOCK, EdgeChunks, PathLike, Source, parse_options, write_source
 
 FEATURE_BLOCK = 32 << 20  # bytes of feature rows handed to the writer per block
@@ -97,8 +97,9 @@ def _edge_chunks(ei: np.ndarray) -> EdgeChunks:
 
 def _dense(x: Any, description: str) -> np.ndarray:
     if str(getattr(x, "dtype", "")) == "torch.bfloat16":  # numpy has no bfloat16: .numpy() would raise a TypeError
-        raise NotSupportedError(f"{description}: bfloat16 features are not stored yet; cast them first, "
-                                "x.half() (2-byte rows, kept float16) or x.float()")
+        if getattr(x, "ndim", 0) != 2 or x.shape[1] == 0:
+            raise InvalidGraphError(f"{description}: x must be a real [num_nodes, dim] array, got bfloat16 {list(x.shape)}")
+        return BFloat16Rows(x)
     arr = _numpy(x)
     if (
         arr.ndim != 2
@@ -160,6 +161,22 @@ def _split_ids(value: np.ndarray, n: int | None, name: str, description: str) ->
             f"{description}: {name} mask has shape {list(value.shape)}, expected [{n}]"
         )
     return np.flatnonzero(value)
+
+
+class BFloat16Rows:
+    """A torch bfloat16 matrix as numpy sees it: its 16-bit words, widened exactly to float32 row
+    blocks on slicing (stored bfloat16 again by default: no precision to gain, twice the bytes)."""
+
+    dtype = "bfloat16"
+
+    def __init__(self, x: Any) -> None:
+        import torch
+
+        self.words = x.detach().cpu().contiguous().view(torch.int16).numpy().view(np.uint16)
+        self.shape = self.words.shape
+
+    def __getitem__(self, rows: slice) -> np.ndarray:
+        return (self.words[rows].astype(np.uint32) << np.uint32(16)).view(np.float32)
 
 
 def _feature_blocks(feats: Any, n: int) -> Iterator[np.ndarray]:

@@ -9,13 +9,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from .. import _cli_checks as checks
 from ..errors import ConfigError
 from .._units import format_bytes
-from ..store._manifest import ALLOWED_DTYPES
-from ..store._row_format import RowFormat
+from ..store._manifest import ALLOWED_DTYPES, FEATURE_ENCODINGS
+from ..store._row_format import storage_dtype
+
+FEATURE_DTYPE_HELP = ("float32 (4 B a value, exact), float16 or bfloat16 (2 B: float16 keeps 11 significant bits "
+                      "within ±65504, bfloat16 8 bits with float32's range), int8 (1 B: each column's min..max in "
+                      "256 steps, error <= half a step); the loader delivers float32 either way")
 
 Say = Callable[[str], None]
 
@@ -30,6 +32,8 @@ def add_generate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num-classes", type=checks.count())
     p.add_argument("--num-communities", type=checks.count())
     p.add_argument("--seed", type=checks.seed, default=0)
+    p.add_argument("--feature-dtype", choices=sorted(FEATURE_ENCODINGS), default=None,
+                   help=f"how the features are stored (default: the preset's, float32): {FEATURE_DTYPE_HELP}")
     p.add_argument("--overwrite", action="store_true",
                    help="replace OUT if it is a dataset this tool wrote (anything else there is refused)")
 
@@ -48,6 +52,7 @@ def run_generate(args: argparse.Namespace, say: Say, progress: bool) -> dict[str
     overrides = {k: v for k, v in {
         "num_nodes": args.num_nodes, "avg_degree": args.avg_degree, "feature_dim": args.feature_dim,
         "num_classes": args.num_classes, "num_communities": args.num_communities,
+        "feature_dtype": args.feature_dtype,
     }.items() if v is not None}
     _check_generate_sizes(args, overrides)
     start = time.perf_counter()
@@ -63,7 +68,9 @@ def _check_generate_sizes(args: argparse.Namespace, overrides: dict[str, Any]) -
     n, dim = cfg.num_nodes, cfg.feature_dim
     checks.check_fits_memory(f"--num-nodes {n:,} (with --num-classes {cfg.num_classes} x --feature-dim {dim})",
                              n * 8 + cfg.num_classes * dim * 8)
-    row = RowFormat(dim=dim, stored=np.dtype(cfg.feature_dtype)).stored_row_bytes if dim else 0  # rows as written, unpadded
+    row = dim * storage_dtype(cfg.feature_dtype).itemsize  # rows as written, unpadded
+    if cfg.feature_dtype == "int8":  # float32 rows spilled beside the output until the columns' ranges are known
+        row += dim * storage_dtype("float32").itemsize
     disk = n * (row + cfg.avg_degree * 4 + 16)
     checks.check_output_dir("OUT", args.out, need_bytes=disk)
 
@@ -94,9 +101,9 @@ def add_convert_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--binary-dtype", choices=ALLOWED_DTYPES["indices"], help="id type of a binary edge list")
     p.add_argument("--memory-budget", type=checks.byte_size(allocated=True), default="1GiB",
                    help="RAM for the external edge sort (e.g. 512MiB)")
-    p.add_argument("--feature-dtype", choices=ALLOWED_DTYPES["features"], default=None,
-                   help="dtype of the stored features (default: float16 input stays float16, anything else "
-                        "float32); float16 halves the bytes on disk, the loader delivers float32")
+    p.add_argument("--feature-dtype", choices=sorted(FEATURE_ENCODINGS), default=None,
+                   help="how the features are stored (default: a float16 or bfloat16 input stays so, anything else "
+                        f"float32): {FEATURE_DTYPE_HELP}")
     p.add_argument("--drop-edge-features", action="store_true",
                    help="convert without edge_attr / edge_weight / link targets (else refused: not stored yet)")
     p.add_argument("--split-scheme", metavar="NAME",
@@ -129,3 +136,39 @@ def run_convert(args: argparse.Namespace, say: Say, progress: bool) -> dict[str,
     start = time.perf_counter()
     path = convert(args.src, args.out, format=args.format, **opts)
     return _report_written(say, path, time.perf_counter() - start)
+
+
+def add_recast_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dataset", type=Path, help="the dataset to copy")
+    p.add_argument("--feature-dtype", required=True, choices=sorted(FEATURE_ENCODINGS),
+                   help=f"how the copy stores its features: {FEATURE_DTYPE_HELP}")
+    p.add_argument("--out", type=Path, required=True,
+                   help="the copy's directory (topology, labels, splits and edge splits copied; partition it again)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace OUT if it is a dataset this tool wrote (anything else there is refused)")
+
+
+def run_recast(args: argparse.Namespace, say: Say, progress: bool) -> dict[str, Any]:
+    from ..store._dataset import open_dataset
+    from ._recast import recast, recast_summary
+
+    ds = open_dataset(args.dataset)
+    checks.check_output_dir("--out", args.out, need_bytes=_recast_disk_bytes(ds, args.feature_dtype))
+    start = time.perf_counter()
+    path = recast(ds, args.out, feature_dtype=args.feature_dtype, overwrite=args.overwrite, progress=progress)
+    s = {**recast_summary(path), "seconds": time.perf_counter() - start}
+    cast = s["feature_cast"]
+    error = (f"; reconstruction error: max abs {cast['max_abs_error']:.3g}, relative RMS {cast['relative_rms']:.3g}"
+             if cast else "; exact (no value changed)")
+    say(f"wrote {path}: features {s['recast']['from']} -> {s['feature_dtype']} ({s['row_bytes']:,} B a row, "
+        f"{format_bytes(s['features_bytes'])}) in {s['seconds']:.1f} s{error}")
+    return s
+
+
+def _recast_disk_bytes(ds: Any, feature_dtype: str) -> int:
+    """What the copy needs on disk at most: the files but the features, the new rows (padded at
+    most to whole sectors), and the float32 spill an int8 cast writes first."""
+    rows = ds.num_nodes * ds.feature_dim * storage_dtype(feature_dtype).itemsize
+    spill = ds.num_nodes * ds.feature_dim * storage_dtype("float32").itemsize if feature_dtype == "int8" else 0
+    others = sum(p.stat().st_size for p in ds.path.iterdir() if p.is_file() and p != ds.features_path)
+    return others + 2 * rows + spill

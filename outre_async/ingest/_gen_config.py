@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
+from ..store._manifest import FEATURE_ENCODINGS
 
 __all__ = ["MIN_COMMUNITY_SIZE", "PRESETS", "GeneratorConfig", "resolve_config"]
 
@@ -74,8 +75,8 @@ def _check_types(c: GeneratorConfig) -> None:
             raise ConfigError(f"{name}={value!r} must be a finite number")
     if not isinstance(c.name, str) or not c.name:
         raise ConfigError(f"name={c.name!r} must be a non-empty string")
-    if c.feature_dtype not in ("float32", "float16"):
-        raise ConfigError(f"feature_dtype={c.feature_dtype!r} must be 'float32' or 'float16'")
+    if c.feature_dtype not in FEATURE_ENCODINGS:
+        raise ConfigError(f"feature_dtype={c.feature_dtype!r} must be one of {sorted(FEATURE_ENCODINGS)}")
     if not isinstance(c.shuffle_ids, bool | np.bool_):
         raise ConfigError(f"shuffle_ids={c.shuffle_ids!r} must be True or False")
 

@@ -38,6 +38,7 @@ from tqdm import tqdm
 
 from ..errors import ConfigError
 from .._rng import stream_state
+from ..store._row_format import storage_dtype
 from ..store._writer import INT32_LIMIT, DatasetWriter
 from . import _gen_kernels as kernels
 from ._gen_config import MIN_COMMUNITY_SIZE, GeneratorConfig, resolve_config
@@ -114,7 +115,7 @@ def _chunk_nodes(cfg: GeneratorConfig, chunk_nodes: int | None) -> int:
                 or chunk_nodes < 1:
             raise ConfigError(f"chunk_nodes={chunk_nodes!r} must be a positive integer")
         return int(chunk_nodes)
-    row_bytes = cfg.feature_dim * np.dtype(cfg.feature_dtype).itemsize
+    row_bytes = cfg.feature_dim * storage_dtype(cfg.feature_dtype).itemsize
     by_edges = _CHUNK_EDGES / cfg.avg_degree
     by_features = _CHUNK_FEATURE_BYTES / row_bytes if row_bytes else by_edges
     return max(int(min(by_edges, by_features)), _MIN_CHUNK)
@@ -275,7 +276,7 @@ def _features(plan: _Plan, start: int, stop: int) -> np.ndarray:
     with _wrapping():
         kernels.feature_rows(plan.feature_key, start, plan.labels(start, stop), plan.centroids,
                              cfg.feature_noise, *_ZIGGURAT, rows)
-    return rows if cfg.feature_dtype == "float32" else rows.astype(cfg.feature_dtype)
+    return rows  # the writer encodes them as cfg.feature_dtype
 
 
 def _write_splits(writer: DatasetWriter, cfg: GeneratorConfig, seed: int) -> None:

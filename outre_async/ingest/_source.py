@@ -24,6 +24,7 @@ import numpy as np
 from ..errors import ConfigError, DatasetExistsError, InputFormatError, InvalidGraphError
 from .._units import parse_bytes
 from ..store._layout import RowLayoutName
+from ..store._manifest import FEATURE_ENCODINGS
 from ..store._overwrite import check_overwrite, dataset_names
 from ..store._writer import DatasetWriter
 from ._csc_builder import DEFAULT_MEMORY_BUDGET, MIN_MEMORY_BUDGET, CSCBuilder
@@ -43,7 +44,7 @@ class ConvertOptions:
     overwrite: bool = False
     progress: bool = False  # tqdm bars on stderr
     memory_budget: int | str = DEFAULT_MEMORY_BUDGET  # bytes for the edge sort ("512MiB" accepted)
-    feature_dtype: str | None = None  # None: a float16 input stays float16, anything else is stored float32
+    feature_dtype: str | None = None  # None: a float16 (bfloat16) input stays so, anything else is stored float32
     drop_edge_features: bool = False  # else edge_attr / edge_weight / link targets are a NotSupportedError
     row_layout: RowLayoutName = "auto"
     name: str | None = None  # recorded in the manifest meta (default: the output directory name)
@@ -56,9 +57,9 @@ class ConvertOptions:
             raise ConfigError(
                 f"memory_budget must be >= {MIN_MEMORY_BUDGET} bytes, got {self.memory_budget}"
             )
-        if self.feature_dtype not in (None, "float32", "float16"):
+        if self.feature_dtype is not None and self.feature_dtype not in FEATURE_ENCODINGS:
             raise ConfigError(
-                f"feature_dtype must be 'float32' or 'float16', got {self.feature_dtype=}"
+                f"feature_dtype must be one of {sorted(FEATURE_ENCODINGS)}, got {self.feature_dtype=}"
             )
         if self.row_layout not in ("auto", "padded", "packed"):
             raise ConfigError(
@@ -98,11 +99,12 @@ class Source:
 
 
 def stored_feature_dtype(src: Source, o: ConvertOptions) -> str:
-    """What the features are stored as: the option when given, else float16 for a float16 input (not
-    widened: twice the bytes on disk and in every cache for no precision), else float32."""
+    """What the features are stored as: the option when given, else float16 (bfloat16) for a float16
+    (bfloat16) input (not widened: twice the bytes on disk and in every cache for no precision), else
+    float32."""
     if o.feature_dtype is not None:
         return o.feature_dtype
-    return "float16" if src.feature_dtype == "float16" else "float32"
+    return src.feature_dtype if src.feature_dtype in ("float16", "bfloat16") else "float32"
 
 
 def write_source(out: PathLike, src: Source, o: ConvertOptions) -> Path:
@@ -150,7 +152,7 @@ def _write_nodes(writer: DatasetWriter, src: Source, o: ConvertOptions) -> None:
         for block in src.features(n):
             if rows + len(block) > n:
                 raise InvalidGraphError(f"{src.description}: more feature rows than the {n} nodes")
-            writer.append_features(np.asarray(block).astype(stored_feature_dtype(src, o), copy=False))
+            writer.append_features(np.asarray(block))  # encoded (and checked) by the writer
             rows += len(block)
         if rows != n:
             raise InvalidGraphError(f"{src.description}: {rows} feature rows but {n} nodes")

@@ -58,8 +58,10 @@ def split_edges(ds_path: str | os.PathLike[str] | Dataset, out_path: str | os.Pa
     meta = {**ds.manifest.meta, "edge_split": {"val": val, "test": test, "seed": seed, "undirected": drawn.undirected,
                                                "disjoint_train_ratio": disjoint_train_ratio,
                                                "eval_negatives": eval_negatives, "source": str(ds.path)}}
+    fmt = ds.row_format if ds.feature_dim else None  # rows copied as stored: the encoding and scales kept
     with DatasetWriter(out_path, num_nodes=n, feature_dim=ds.feature_dim,
-                       feature_dtype=ds.manifest.features.dtype if ds.manifest.features else "float32",
+                       feature_dtype=fmt.encoding if fmt else "float32",
+                       feature_scale=fmt.scale if fmt else None, feature_zero=fmt.zero if fmt else None,
                        num_classes=ds.num_classes if ds.labels is not None else None,
                        row_layout=ds.row_layout.layout if ds.feature_dim else "auto",  # type: ignore[arg-type]
                        overwrite=overwrite, meta=meta) as w:
@@ -126,7 +128,7 @@ def _copy_node_data(w: DatasetWriter, ds: Dataset) -> None:
     """Features (block by block), labels, node splits and a reordered dataset's ids, as they are."""
     if ds.feature_dim:
         for start in range(0, ds.num_nodes, _ROW_BLOCK):
-            w.append_features(np.asarray(ds.features[start:start + _ROW_BLOCK]))
+            w.append_stored_features(np.asarray(ds.features[start:start + _ROW_BLOCK]))
     if ds.labels is not None:
         w.write_labels(ds.labels)
     for name in ds.split_names:

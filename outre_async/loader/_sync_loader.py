@@ -26,6 +26,8 @@ from .._rng import check_seed
 from ..sampling._plan import num_batches, plan_epoch, seed_ids
 from ..sampling._sampler import NeighborSampler, SampledSubgraph
 from ..store._dataset import Dataset
+from ..store._row_codec import decode_rows
+from ..store._row_format import RowFormat
 from ._config import check_count
 
 __all__ = ["SyncLoader"]
@@ -51,7 +53,7 @@ class SyncLoader:
         self.shuffle, self.seed, self.drop_last = bool(shuffle), check_seed(seed), bool(drop_last)
         self.sampler = NeighborSampler(dataset, fanouts, seed=self.seed)
         self._seeds = seed_ids(dataset, split)
-        self._features = dataset.features
+        self._features, self._format = dataset.features, dataset.row_format
         self._labels = dataset.labels
         self._epoch = 0
         self._stats: dict[str, float] = dict.fromkeys(_STAT_KEYS, 0)
@@ -80,7 +82,7 @@ class SyncLoader:
         sub = self.sampler.sample(seeds, stream)
         sampled = time.perf_counter()
         self.dataset.check_mapped()  # the feature map: a file truncated since is a named error, not SIGBUS
-        x = gather_features(self._features, sub.n_id)
+        x = gather_features(self._features, sub.n_id, self._format)
         y = None if self._labels is None else torch.from_numpy(self._labels[sub.n_id])
         self._count(sub, sampled - start, time.perf_counter() - sampled)
         return to_data(sub, x, y)
@@ -106,10 +108,13 @@ class SyncLoader:
                 f"batch_size={self.batch_size}, shuffle={self.shuffle}, seed={self.seed})")
 
 
-def gather_features(features: np.ndarray, n_id: np.ndarray) -> torch.Tensor:
-    """Rows ``n_id`` of the (memory-mapped, possibly strided) matrix as a float32 tensor."""
+def gather_features(features: np.ndarray, n_id: np.ndarray, fmt: RowFormat | None = None) -> torch.Tensor:
+    """Rows ``n_id`` of the (memory-mapped, possibly strided) matrix as a float32 tensor, decoded as
+    ``fmt`` says (None: float rows, cast as they are)."""
     rows = features[n_id]  # fancy indexing copies into a fresh C-contiguous array
-    if rows.dtype != np.float32:
+    if fmt is not None and rows.dtype != np.float32:
+        rows = decode_rows(rows, fmt)
+    elif rows.dtype != np.float32:
         rows = rows.astype(np.float32)
     return torch.from_numpy(rows)
 

@@ -74,6 +74,8 @@ class Dataset:
         for name, ids in self._splits.items():
             check_split(path, name, ids, manifest.num_nodes)
         check_disjoint(path, self._splits)
+        if manifest.features is not None and manifest.features.param_files:
+            self.feature_files  # an int8 entry's scale and zero: read and checked on open  # noqa: B018
 
     # -- sizes -----------------------------------------------------------------------------------
     @property
@@ -122,7 +124,12 @@ class Dataset:
         if f is None:
             return MappingProxyType({})
         layout = RowLayout(row_bytes=f.row_bytes, stride=f.stride, layout=f.layout)  # type: ignore[arg-type]
-        file = FeatureFile(path=self.path / f.file, num_rows=self.num_nodes, format=RowFormat.of_entry(f), layout=layout)
+        try:
+            fmt = RowFormat.of_entry(f, self.path)
+        except ConfigError as exc:  # scale/zero files that pass their checksum but hold a bad value
+            raise DatasetCorruptError(f"{self.path}: the feature entry does not decode ({exc}); re-create the "
+                                      "dataset") from exc
+        file = FeatureFile(path=self.path / f.file, num_rows=self.num_nodes, format=fmt, layout=layout)
         return MappingProxyType({NODE_FEATURES: file})
 
     @property
@@ -306,7 +313,8 @@ class Dataset:
             "num_edges": self.num_edges,
             "num_classes": self.num_classes,
             "feature_dim": self.feature_dim,
-            "feature_dtype": None if self.manifest.features is None else self.manifest.features.dtype,
+            "feature_dtype": None if self.manifest.features is None else self.manifest.features.encoding,
+            "feature_encoding": None if self.manifest.features is None else self._encoding_summary(),
             "row_layout": None if self.manifest.features is None else {
                 "row_bytes": self.manifest.features.row_bytes,
                 "stride": self.manifest.features.stride,
@@ -323,6 +331,18 @@ class Dataset:
             "total_bytes": int(sum(sizes.values())),
             "meta": self.manifest.meta,
         }
+
+    def _encoding_summary(self) -> dict[str, Any]:
+        """The stored encoding of the features: its words, bytes a row, and an int8 entry's scales."""
+        f, fmt = self.manifest.features, self.row_format
+        assert f is not None  # callers check
+        out: dict[str, Any] = {"encoding": f.encoding, "stored_as": f.dtype, "row_bytes": f.row_bytes,
+                               "format_version": self.manifest.format_version}
+        if fmt.scale is not None and fmt.zero is not None:
+            lo, hi = fmt.scale * (-128 - fmt.zero), fmt.scale * (127 - fmt.zero)
+            out.update(quantizer=f.quantizer, scale_min=float(fmt.scale.min()), scale_max=float(fmt.scale.max()),
+                       range_min=float(lo.min()), range_max=float(hi.max()))
+        return out
 
     def __repr__(self) -> str:
         return (f"Dataset({str(self.path)!r}, num_nodes={self.num_nodes}, num_edges={self.num_edges}, "
@@ -360,6 +380,7 @@ def _check_files(root: Path, m: Manifest) -> None:
         if f.nbytes != m.num_nodes * f.stride:
             raise DatasetCorruptError(f"{root}: feature layout in the manifest is inconsistent (dim={f.dim}, stride={f.stride})")
         entries.append(("features", f.file, f.nbytes))
+        entries += [(f"features {p.file}", p.file, p.nbytes) for p in f.param_files]
     if m.labels is not None:
         entries.append(("labels", m.labels.file, m.labels.nbytes))
     entries += [(f"split {name!r}", e.file, e.nbytes) for name, e in m.splits.items()]
@@ -377,7 +398,7 @@ def _check_files(root: Path, m: Manifest) -> None:
 def _file_names(m: Manifest) -> list[str]:
     """Every data file the manifest names."""
     entries = [m.indptr, m.indices, m.features, m.labels, m.original_ids, m.new_ids, *m.splits.values(),
-               *m.edge_splits.values()]
+               *m.edge_splits.values(), *([] if m.features is None else m.features.param_files)]
     return [e.file for e in entries if e is not None]
 
 

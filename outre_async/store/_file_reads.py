@@ -121,7 +121,7 @@ def scan_features(root: Path, entry: FeatureEntry, num_nodes: int, items: int = 
         if len(block) % width:  # the file shrank during the scan (its size was checked at open)
             raise DatasetCorruptError(f"{root}: {entry.file} ends inside row {row + len(block) // width} (truncated); "
                                       "re-create the dataset")
-        bad = ~np.isfinite(block.reshape(-1, width)[:, : entry.dim])
+        bad = not_finite(block.reshape(-1, width)[:, : entry.dim])
         if first is None and bad.any():
             r, c = np.argwhere(bad)[0]
             first = (row + int(r), int(c))
@@ -130,6 +130,16 @@ def scan_features(root: Path, entry: FeatureEntry, num_nodes: int, items: int = 
     if first is not None:
         raise DatasetCorruptError(f"{root}: {entry.file} holds {count:,} non-finite feature value(s) (NaN or inf), the "
                                   f"first at row {first[0]}, column {first[1]}; fix the source's features and re-convert")
+
+
+def not_finite(words: np.ndarray) -> np.ndarray:
+    """Which stored values are NaN or inf: float words by ``isfinite``, bfloat16 words (uint16) by
+    their exponent (all ones), int8 words never."""
+    if words.dtype == np.uint16:
+        return (words & np.uint16(0x7F80)) == np.uint16(0x7F80)
+    if words.dtype.kind in "iu":
+        return np.zeros(words.shape, dtype=bool)
+    return ~np.isfinite(words)
 
 
 def scan_labels(root: Path, entry: FileEntry, num_classes: int) -> None:

@@ -20,7 +20,9 @@ from ..errors import DatasetNotFoundError, FormatVersionError, ManifestError
 from ._safe_read import read_json
 
 FORMAT_NAME = "outre-async-dataset"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# version 1 stored float32 or float16 features and named no encoding; it reads as the same encodings
+READABLE_VERSIONS = (1, 2)
 MANIFEST_NAME = "manifest.json"
 SPLIT_NAMES = ("train", "val", "test")
 # link prediction's supervision pairs (``oa.split_edges``): [2, E] int64 each, source row first;
@@ -30,10 +32,14 @@ MANIFEST_MAX_BYTES = 16 << 20  # a manifest is a few KiB: a larger one is refuse
 # the model's output layer is num_classes wide: a stray label of 10**12 must not become a 32 TB weight;
 # 2**20 is above every node-classification label set we know (extreme classification: ~670K)
 MAX_CLASSES = 1 << 20
+# the logical dtype of the feature values (``features.encoding``) -> the dtype of its stored words
+FEATURE_ENCODINGS = {"float32": "float32", "float16": "float16", "bfloat16": "uint16", "int8": "int8"}
+QUANTIZERS = ("minmax",)  # how an int8 entry's scale and zero were chosen (``_row_codec.QUANTIZER``)
 ALLOWED_DTYPES = {
     "indptr": ("int64",),
     "indices": ("int32", "int64"),
-    "features": ("float32", "float16"),
+    "features": ("float32", "float16", "uint16", "int8"),  # the storage words of FEATURE_ENCODINGS
+    "feature_params": ("float32",),
     "labels": ("int64",),
     "split": ("int64",),
     "node_ids": ("int64",),
@@ -54,7 +60,12 @@ class FileEntry:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class FeatureEntry:
-    """The feature matrix: ``num_nodes`` rows of ``dim`` values, row ``v`` at byte ``v * stride``."""
+    """The feature matrix: ``num_nodes`` rows of ``dim`` values, row ``v`` at byte ``v * stride``.
+
+    ``dtype`` is the numpy dtype of the stored words, ``encoding`` the logical dtype of the values
+    (``FEATURE_ENCODINGS``: bfloat16 is stored as uint16 words); an int8 entry names its per-column
+    ``scale`` and ``zero`` files (float32 ``[dim]``, ``x = scale * (q - zero)``) and the ``quantizer``
+    that chose them."""
 
     file: str
     dtype: str
@@ -63,6 +74,19 @@ class FeatureEntry:
     stride: int
     layout: str
     nbytes: int
+    encoding: str = ""  # "": the encoding of ``dtype`` (version 1, which named none)
+    quantizer: str | None = None
+    scale: FileEntry | None = None
+    zero: FileEntry | None = None
+
+    def __post_init__(self) -> None:
+        if not self.encoding:
+            object.__setattr__(self, "encoding", next(e for e, d in FEATURE_ENCODINGS.items() if d == self.dtype))
+
+    @property
+    def param_files(self) -> list[FileEntry]:
+        """The files beside the matrix that decoding needs (an int8 entry's scale and zero)."""
+        return [e for e in (self.scale, self.zero) if e is not None]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -104,15 +128,15 @@ def read_manifest(directory: Path) -> Manifest:
     if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
         raise ManifestError(f"{path} is not an outre-async manifest (format != {FORMAT_NAME!r})")
     version = doc.get("format_version")
-    if version != FORMAT_VERSION:
+    if version not in READABLE_VERSIONS or isinstance(version, bool):
         raise FormatVersionError(
-            f"{path} has format_version {version!r}, this outre-async reads {FORMAT_VERSION}; "
+            f"{path} has format_version {version!r}, this outre-async reads {list(READABLE_VERSIONS)}; "
             "re-convert the dataset with this version"
         )
-    return _parse(doc, path)
+    return _parse(doc, path, version)
 
 
-def _parse(doc: dict[str, Any], path: Path) -> Manifest:
+def _parse(doc: dict[str, Any], path: Path, version: int = FORMAT_VERSION) -> Manifest:
     try:
         features = doc.get("features")
         labels = doc.get("labels")
@@ -126,7 +150,7 @@ def _parse(doc: dict[str, Any], path: Path) -> Manifest:
             num_classes=_int(doc["num_classes"], "num_classes", path),
             indptr=_file_entry(doc["indptr"], "indptr", path),
             indices=_file_entry(doc["indices"], "indices", path),
-            features=None if features is None else _feature_entry(features, path),
+            features=None if features is None else _feature_entry(features, path, version),
             labels=None if labels is None else _file_entry(labels, "labels", path),
             splits={
                 _split_name(name, path): _file_entry(entry, "split", path)
@@ -139,6 +163,7 @@ def _parse(doc: dict[str, Any], path: Path) -> Manifest:
                 _edge_split_name(name, path): _file_entry(entry, "edge_split", path, dims=2)
                 for name, entry in _dict(doc.get("edge_splits", {}), "edge_splits", path).items()
             },
+            format_version=version,
         )
     except KeyError as exc:
         raise ManifestError(f"{path} lacks required key {exc}; re-create the dataset") from exc
@@ -224,16 +249,20 @@ def _file_entry(doc: Any, kind: str, path: Path, *, dims: int = 1) -> FileEntry:
     return entry
 
 
-def _feature_entry(doc: Any, path: Path) -> FeatureEntry:
+def _feature_entry(doc: Any, path: Path, version: int) -> FeatureEntry:
     doc = _dict(doc, "features", path)
+    dtype = _dtype(doc["dtype"], "features", path)
+    encoding = _encoding(doc, dtype, path, version)
     entry = FeatureEntry(
         file=_str(doc["file"], "features.file", path),
-        dtype=_dtype(doc["dtype"], "features", path),
+        dtype=dtype,
         dim=_int(doc["dim"], "features.dim", path),
         row_bytes=_int(doc["row_bytes"], "features.row_bytes", path),
         stride=_int(doc["stride"], "features.stride", path),
         layout=_str(doc["layout"], "features.layout", path),
         nbytes=_int(doc["nbytes"], "features.nbytes", path),
+        encoding=encoding,
+        **_quantization(doc, encoding, path),
     )
     itemsize = np.dtype(entry.dtype).itemsize
     if (entry.dim == 0 or entry.row_bytes != entry.dim * itemsize or entry.stride < entry.row_bytes
@@ -241,4 +270,46 @@ def _feature_entry(doc: Any, path: Path) -> FeatureEntry:
         raise ManifestError(f"{path}: the feature layout is inconsistent (dim={entry.dim}, dtype={entry.dtype}, "
                             f"row_bytes={entry.row_bytes}, stride={entry.stride}, layout={entry.layout!r}); "
                             "re-create the dataset")
+    for name, param in (("scale", entry.scale), ("zero", entry.zero)):
+        if param is not None and param.shape != (entry.dim,):
+            raise ManifestError(f"{path}: features.{name} must hold one value per column, shape [{entry.dim}], "
+                                f"got {list(param.shape)}; re-create the dataset")
     return entry
+
+
+def _encoding(doc: dict[str, Any], dtype: str, path: Path, version: int) -> str:
+    """The entry's logical dtype: named by a version-2 entry (and agreeing with its stored dtype),
+    implied by the stored dtype in version 1 (float32 or float16 only)."""
+    if version == 1:
+        if dtype not in ("float32", "float16"):
+            raise ManifestError(f"{path}: a format_version 1 feature entry stores float32 or float16, got {dtype!r}; "
+                                "re-create the dataset")
+        return dtype
+    encoding = doc.get("encoding")
+    if encoding not in FEATURE_ENCODINGS:
+        raise ManifestError(f"{path}: features.encoding must be one of {sorted(FEATURE_ENCODINGS)}, got {encoding!r}; "
+                            "re-create the dataset")
+    if FEATURE_ENCODINGS[encoding] != dtype:
+        raise ManifestError(f"{path}: {encoding} features are stored as {FEATURE_ENCODINGS[encoding]}, the entry says "
+                            f"dtype {dtype!r}; re-create the dataset")
+    return str(encoding)
+
+
+def _quantization(doc: dict[str, Any], encoding: str, path: Path) -> dict[str, Any]:
+    """An int8 entry's ``quantizer``, ``scale`` and ``zero`` (all three required); none for the others."""
+    keys = ("quantizer", "scale", "zero")
+    if encoding != "int8":
+        extra = [k for k in keys if doc.get(k) is not None]
+        if extra:
+            raise ManifestError(f"{path}: features.{extra[0]} belongs to int8 features, the entry is {encoding}; "
+                                "re-create the dataset")
+        return {}
+    missing = [k for k in keys if doc.get(k) is None]
+    if missing:
+        raise ManifestError(f"{path}: int8 features need features.{missing[0]} (quantized rows decode as "
+                            "scale * (q - zero)); re-create the dataset")
+    if doc["quantizer"] not in QUANTIZERS:
+        raise ManifestError(f"{path}: features.quantizer must be one of {list(QUANTIZERS)}, got {doc['quantizer']!r}")
+    return {"quantizer": doc["quantizer"],
+            "scale": _file_entry(doc["scale"], "feature_params", path),
+            "zero": _file_entry(doc["zero"], "feature_params", path)}

@@ -88,7 +88,7 @@ def dataset_names(out: Path) -> set[str]:
     except (OSError, UnicodeDecodeError) as exc:
         raise refuse_not_ours(out, "dataset", f"{MANIFEST_NAME} unreadable: {exc}") from exc
     entries = [m.indptr, m.indices, m.features, m.labels, *m.splits.values(), m.original_ids, m.new_ids,
-               *m.edge_splits.values()]
+               *m.edge_splits.values(), *([] if m.features is None else m.features.param_files)]
     return {MANIFEST_NAME, *DATASET_SUBFOLDERS, *(e.file for e in entries if e is not None)}
 
 

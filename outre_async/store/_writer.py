@@ -9,6 +9,14 @@ the parent), so a crash or an error never leaves a half-written dataset that ope
 directory carries this process's pid (``_tempdir``); a writer first collects the ones in its parent
 whose writer died (``_litter``).  ``overwrite`` replaces only an empty folder or a dataset
 (``_overwrite``), checked at construction and again right before the install.
+
+Features are stored in ``feature_dtype`` (float32, float16, bfloat16 or int8; ``_row_codec``): each
+appended block is checked (NaN, inf, or a value beyond the encoding's range: a
+:class:`NonFiniteFeatureError` naming the row) and encoded as it arrives.  int8 needs each column's
+range before the first row can be quantized, so unless ``feature_scale``/``feature_zero`` are given
+the float32 rows go to a spill file in the temporary folder (disk, not RAM) while the columns' ranges
+are gathered, and are quantized into ``features.bin`` chunk by chunk at :meth:`commit`.  A lossy
+encoding's reconstruction error is recorded in ``meta["feature_cast"]``.
 """
 
 from __future__ import annotations
@@ -22,14 +30,19 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from ..errors import ConfigError, DatasetExistsError, InvalidGraphError
+from ._file_reads import not_finite
 from ._install import install_directory
 from ._layout import RowLayout, RowLayoutName, choose_row_layout
 from ._litter import open_temp_dir
 from ._manifest import EDGE_SPLIT_NAMES, SPLIT_NAMES, FeatureEntry, FileEntry, Manifest, check_classes
 from ._masks import mask_hint
 from ._overwrite import check_overwrite, dataset_names
+from ._row_codec import QUANTIZER, CastError, ColumnRange, as_float32, decode_rows, encode_rows
+from ._row_format import RowFormat, storage_dtype
 
 INT32_LIMIT = 2**31 - 1
+SPILL_NAME = "features.f32.spill"  # int8 without scales: float32 rows until the columns' ranges are known
+_SPILL_CHUNK_BYTES = 16 << 20      # float32 bytes quantized at a time at commit
 
 
 class DatasetWriter:
@@ -52,14 +65,17 @@ class DatasetWriter:
         row_layout: RowLayoutName = "auto",
         overwrite: bool = False,
         meta: dict[str, Any] | None = None,
+        feature_scale: np.ndarray | None = None,
+        feature_zero: np.ndarray | None = None,
     ) -> None:
         self.path = Path(path)
         if num_nodes <= 0:
             raise InvalidGraphError(f"empty graph: num_nodes must be >= 1, got {num_nodes}")
         if feature_dim < 0:
             raise ConfigError(f"feature_dim must be >= 0, got {feature_dim=}")
-        if feature_dtype not in ("float32", "float16"):
-            raise ConfigError(f"feature_dtype must be 'float32' or 'float16', got {feature_dtype=}")
+        stored = storage_dtype(feature_dtype)
+        if (feature_scale is None) != (feature_zero is None) or (feature_scale is not None and feature_dtype != "int8"):
+            raise ConfigError("feature_scale and feature_zero come together, and only with feature_dtype='int8'")
         if num_classes is not None and (num_classes < 0 or check_classes(num_classes, num_nodes)):
             raise InvalidGraphError(f"{check_classes(num_classes, num_nodes) or f'num_classes={num_classes} is negative'}"
                                     "; pass the number of classes the labels 0..C-1 use")
@@ -72,11 +88,18 @@ class DatasetWriter:
         self.meta = dict(meta or {})
         self._overwrite = overwrite
         self._index_dtype = np.dtype(np.int32 if num_nodes <= INT32_LIMIT else np.int64)
-        self._feature_dtype = np.dtype(feature_dtype)
+        self._feature_dtype = stored
         self._feature_dim = int(feature_dim)
         self._layout = (
             choose_row_layout(feature_dim * self._feature_dtype.itemsize, row_layout) if feature_dim else None
         )
+        self._encoding = str(feature_dtype)
+        self._format: RowFormat | None = None  # None: int8 rows whose scales the spill pass finds
+        if feature_dim and (feature_dtype != "int8" or feature_scale is not None):
+            self._format = RowFormat.of_encoding(self._encoding, feature_dim, scale=feature_scale, zero=feature_zero)
+        self._range = ColumnRange(dim=feature_dim) if feature_dim and self._format is None else None
+        self._cast_error: CastError | None = None
+        self._quantizer: str | None = None if feature_scale is None else QUANTIZER
         self._tmpdir = open_temp_dir(self.path.parent, self.path.name, "tmp")
         self._tmp = self._tmpdir.path
         self._indices_file: BinaryIO | None = None
@@ -85,7 +108,8 @@ class DatasetWriter:
             self._indptr = np.zeros(self.num_nodes + 1, dtype=np.int64)
             self._indices_file = open(self._tmp / "indices.bin", "wb")  # noqa: SIM115
             if self._layout:
-                self._features_file = open(self._tmp / "features.bin", "wb")  # noqa: SIM115
+                name = "features.bin" if self._range is None else SPILL_NAME
+                self._features_file = open(self._tmp / name, "wb")  # noqa: SIM115
         except BaseException:
             self.abort()
             raise
@@ -150,7 +174,36 @@ class DatasetWriter:
 
     # -- features, labels, splits ----------------------------------------------------------------
     def append_features(self, rows: np.ndarray) -> None:
-        """Append the feature rows of the next ``len(rows)`` nodes."""
+        """Append the feature rows of the next ``len(rows)`` nodes (floats, encoded here)."""
+        rows = self._check_rows(rows)
+        start = self._rows_done
+        if self._range is not None:  # int8 without scales: float32 to the spill, ranges gathered
+            x = as_float32(rows, start)
+            self._range.update(x, start)
+            self._write_rows(x, padded=False)
+            return
+        assert self._format is not None  # set whenever there is no spill
+        words = encode_rows(rows, self._format, first_row=start)
+        if self._format.lossy:
+            self._cast_error = self._cast_error or CastError()
+            self._cast_error.update(rows, decode_rows(words, self._format))
+        self._write_rows(words)
+
+    def append_stored_features(self, words: np.ndarray) -> None:
+        """Append rows already encoded in this writer's format (a copy of a dataset's stored rows, e.g.
+        int8 rows with the ``feature_scale``/``feature_zero`` they were quantized with): bits copied."""
+        words = self._check_rows(words)
+        if self._format is None or words.dtype != self._feature_dtype:
+            raise ConfigError(f"stored rows must be {self._feature_dtype} words of a writer that knows its format "
+                              f"(int8: pass feature_scale and feature_zero), got {words.dtype}")
+        if self._encoding in ("float32", "float16", "bfloat16"):  # int8 words are finite by construction
+            bad = not_finite(words)
+            if bad.any():
+                raise InvalidGraphError(f"stored feature row {self._rows_done + int(np.argwhere(bad)[0][0])} holds "
+                                        "NaN or inf; verify the source dataset (`outre info --verify`)")
+        self._write_rows(words)
+
+    def _check_rows(self, rows: np.ndarray) -> np.ndarray:
         if self._layout is None or self._features_file is None:
             raise ConfigError("this dataset was opened with feature_dim=0; pass feature_dim to write features")
         rows = np.asarray(rows)
@@ -158,13 +211,19 @@ class DatasetWriter:
             raise InvalidGraphError(f"feature rows must have shape [k, {self._feature_dim}], got {rows.shape}")
         if self._rows_done + len(rows) > self.num_nodes:
             raise InvalidGraphError(f"feature row count exceeds num_nodes={self.num_nodes}")
-        if not np.isfinite(rows).all():
-            raise InvalidGraphError(f"feature rows {self._rows_done}..{self._rows_done + len(rows)} hold NaN or inf")
-        width = self._layout.stride // self._feature_dtype.itemsize
-        block = np.zeros((len(rows), width), dtype=self._feature_dtype)
-        block[:, : self._feature_dim] = rows
-        self._features_file.write(block.data)
-        self._rows_done += len(rows)
+        return rows
+
+    def _write_rows(self, words: np.ndarray, *, padded: bool = True) -> None:
+        """Write ``words`` padded to the layout's stride (``padded=False``: as they are, the spill)."""
+        assert self._features_file is not None and self._layout is not None  # _check_rows
+        width = self._layout.stride // words.dtype.itemsize if padded else self._feature_dim
+        if width == self._feature_dim:
+            self._features_file.write(np.ascontiguousarray(words).data)
+        else:
+            block = np.zeros((len(words), width), dtype=words.dtype)
+            block[:, : self._feature_dim] = words
+            self._features_file.write(block.data)
+        self._rows_done += len(words)
 
     def write_labels(self, labels: np.ndarray) -> None:
         """Write per-node class labels; ``-1`` marks an unlabelled node."""
@@ -235,21 +294,24 @@ class DatasetWriter:
                                     "is missing (and another is listed twice)")
         self._node_ids = (self._write_small("original_ids", perm), self._write_small("new_ids", inverse))
 
-    def adopt_features(self, name: str, *, dim: int, dtype: str, layout: RowLayout) -> None:
+    def adopt_features(self, name: str, *, format: RowFormat, layout: RowLayout) -> None:
         """Take ``tmp/name``, a feature file the caller wrote in this writer's temporary folder (rows
-        out of order, e.g. the reorderer's regrouping), as the dataset's features.  The writer must
+        out of order, e.g. the reorderer's regrouping), as the dataset's features, stored as ``format``
+        (its encoding, and an int8 format's scale and zero, go to the manifest).  The writer must
         have been opened with ``feature_dim=0``; the file must hold ``num_nodes`` rows of ``layout``."""
         if self._features_file is not None or self._rows_done:
             raise ConfigError("adopt_features needs a writer opened with feature_dim=0 and no appended rows")
-        if dtype not in ("float32", "float16") or dim * np.dtype(dtype).itemsize != layout.row_bytes:
-            raise ConfigError(f"feature {dim=} of {dtype=} does not match {layout}")
+        if format.stored_row_bytes != layout.row_bytes:
+            raise ConfigError(f"feature rows of {format.dim} {format.encoding} values do not match {layout}")
         if name != "features.bin":
             raise ConfigError(f"the feature file must be named features.bin, got {name!r}")
         size = (self._tmp / name).stat().st_size
         if size != self.num_nodes * layout.stride:
             raise InvalidGraphError(f"{self._tmp / name} has {size} bytes, {self.num_nodes} rows of stride "
                                     f"{layout.stride} are {self.num_nodes * layout.stride}")
-        self._feature_dim, self._feature_dtype, self._layout = int(dim), np.dtype(dtype), layout
+        self._feature_dim, self._feature_dtype, self._layout = format.dim, format.stored, layout
+        self._encoding, self._format = format.encoding, format
+        self._quantizer = QUANTIZER if format.encoding == "int8" else None
         self._rows_done = self.num_nodes
 
     def _write_small(self, stem: str, array: np.ndarray) -> FileEntry:
@@ -300,6 +362,10 @@ class DatasetWriter:
                 handle.flush()
                 os.fsync(handle.fileno())
                 handle.close()
+        if self._range is not None:
+            self._quantize_spill()
+        if self._cast_error is not None:
+            self.meta["feature_cast"] = {"encoding": self._encoding, **self._cast_error.report()}
         indices_entry = FileEntry(
             file="indices.bin", dtype=str(self._index_dtype), shape=(num_edges,),
             nbytes=num_edges * self._index_dtype.itemsize,
@@ -319,13 +385,38 @@ class DatasetWriter:
             edge_splits=dict(self._edge_splits),
         )
 
+    def _quantize_spill(self) -> None:
+        """int8 without given scales: scales from the columns' ranges, then the spilled float32 rows
+        quantized into ``features.bin`` chunk by chunk (the spill removed after)."""
+        assert self._range is not None and self._layout is not None  # callers check
+        scale, zero = self._range.params()
+        fmt = RowFormat.of_encoding("int8", self._feature_dim, scale=scale, zero=zero)
+        self._format, self._quantizer, self._cast_error = fmt, QUANTIZER, CastError()
+        spill, step = self._tmp / SPILL_NAME, max(1, _SPILL_CHUNK_BYTES // RowFormat.float32(self._feature_dim).stored_row_bytes)
+        with open(spill, "rb") as src, open(self._tmp / "features.bin", "wb") as dst:
+            self._features_file, self._rows_done = dst, 0
+            while len(x := np.fromfile(src, dtype=np.float32, count=step * self._feature_dim)):
+                x = x.reshape(-1, self._feature_dim)
+                words = encode_rows(x, fmt, first_row=self._rows_done)
+                self._cast_error.update(x, decode_rows(words, fmt))
+                self._write_rows(words)
+            dst.flush()
+            os.fsync(dst.fileno())
+        spill.unlink()
+        self._range = None
+
     def _feature_entry(self) -> FeatureEntry | None:
         if self._layout is None:
             return None
+        fmt = self._format
+        params: dict[str, Any] = {}
+        if fmt is not None and fmt.scale is not None and fmt.zero is not None:
+            params = {"quantizer": self._quantizer or QUANTIZER, "scale": self._write_small("feature_scale", fmt.scale),
+                      "zero": self._write_small("feature_zero", fmt.zero)}
         return FeatureEntry(
             file="features.bin", dtype=str(self._feature_dtype), dim=self._feature_dim,
             row_bytes=self._layout.row_bytes, stride=self._layout.stride, layout=self._layout.layout,
-            nbytes=self.num_nodes * self._layout.stride,
+            nbytes=self.num_nodes * self._layout.stride, encoding=self._encoding, **params,
         )
 
     def _install(self) -> None:

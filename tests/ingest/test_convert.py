@@ -669,7 +669,7 @@ BAD_INPUTS: dict[str, tuple[Callable[[Path], Path], dict, type, str]] = {
     ".bin without dtype": (lambda p: _bytes(p / "e.bin", 16), {}, oa.ConfigError, "binary_dtype"),
     "bad feature dtype": (
         _text("e.txt", "0 1\n"),
-        {"feature_dtype": "int8"},
+        {"feature_dtype": "int4"},
         oa.ConfigError,
         "feature_dtype",
     ),

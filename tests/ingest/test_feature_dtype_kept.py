@@ -1,13 +1,12 @@
 """A float16 input is stored float16 (it used to be widened to float32: twice the bytes on disk and in
-every cache, for no precision); ``feature_dtype=`` / ``--feature-dtype`` still choose; bfloat16, which
-the store does not hold yet, is a named error instead of torch's ``unsupported ScalarType``."""
+every cache, for no precision); ``feature_dtype=`` / ``--feature-dtype`` still choose (bfloat16 inputs:
+``test_feature_dtypes_import``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
-import pytest
 import torch
 from torch_geometric.data import Data
 
@@ -38,9 +37,3 @@ def test_convert_keeps_an_npz_float16_unless_told(tmp_path: Path) -> None:
     assert oa.open_dataset(tmp_path / "kept").feature_dtype == np.float16
     assert cli(["convert", str(tmp_path / "g.npz"), str(tmp_path / "wide"), "--feature-dtype", "float32"]) == 0
     assert oa.open_dataset(tmp_path / "wide").feature_dtype == np.float32
-
-
-def test_bfloat16_is_a_named_error_saying_how_to_cast(tmp_path: Path) -> None:
-    with pytest.raises(oa.NotSupportedError, match=r"bfloat16 features are not stored yet; cast them first, x\.half\(\)"):
-        oa.from_pyg(_graph(torch.bfloat16), tmp_path / "b")
-    assert not (tmp_path / "b").exists()

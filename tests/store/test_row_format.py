@@ -62,16 +62,41 @@ def test_a_topology_only_dataset_has_no_feature_files(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [
-    ({"dim": 4, "stored": "int8"}, "stored as int8 are not supported"),
+    ({"dim": 4, "stored": "int16"}, "stored as int16 are not supported"),
+    ({"dim": 4, "stored": "int8"}, "int8 rows need per-column scale"),
+    ({"dim": 4, "stored": "int8", "scale": np.ones(4, np.float32)}, "int8 rows need per-column zero"),
+    ({"dim": 4, "stored": "int8", "scale": np.ones(3, np.float32), "zero": np.zeros(4, np.float32)}, r"shape \(4,\)"),
+    ({"dim": 4, "stored": "int8", "scale": np.array([1, 0, 1, 1], np.float32), "zero": np.zeros(4, np.float32)},
+     "scales must be > 0, column 1"),
+    ({"dim": 4, "stored": "int8", "scale": np.array([1, np.inf, 1, 1], np.float32), "zero": np.zeros(4, np.float32)},
+     "finite float32 scale"),
+    ({"dim": 4, "stored": "uint16", "encoding": "float16"}, "float16 rows are stored as float16"),
+    ({"dim": 4, "stored": "float32", "encoding": "float64"}, "feature dtype must be one of"),
     ({"dim": 4, "stored": "float32", "held": "float16"}, "held as float16"),
-    ({"dim": 4, "stored": "float16", "delivered": "float16"}, "delivered as float16"),
-    ({"dim": 4, "stored": "float32", "scale": np.ones(4)}, "scaled"),
+    ({"dim": 4, "stored": "float16", "delivered": "int8"}, "delivered as int8"),
+    ({"dim": 4, "stored": "float32", "scale": np.ones(4)}, "belong to int8 rows"),
     ({"dim": 0, "stored": "float32"}, "dim >= 1"),
     ({"dim": 2.5, "stored": "float32"}, "integer dim"),
 ])
 def test_formats_no_reader_is_wired_for_are_refused(kwargs: dict, match: str) -> None:
     with pytest.raises(oa.ConfigError, match=match):
         RowFormat(**kwargs)
+
+
+@pytest.mark.parametrize(("encoding", "stored"), [
+    ("float32", "float32"), ("float16", "float16"), ("bfloat16", "uint16"), ("int8", "int8")])
+def test_the_four_encodings_construct_and_may_be_held_as_stored(encoding: str, stored: str) -> None:
+    params = {"scale": np.ones(3, np.float32), "zero": np.zeros(3, np.float32)} if encoding == "int8" else {}
+    fmt = RowFormat.of_encoding(encoding, 3, **params)
+    assert (fmt.encoding, fmt.stored, fmt.held, fmt.delivered) == (encoding, np.dtype(stored), np.float32, np.float32)
+    assert RowFormat(dim=3, stored=np.dtype(stored), **params).encoding == encoding  # implied by the words
+    held = RowFormat(dim=3, stored=np.dtype(stored), held=np.dtype(stored), encoding=encoding, **params)
+    assert held.held_row_bytes == held.stored_row_bytes == 3 * np.dtype(stored).itemsize
+    assert fmt.lossy == (encoding != "float32")
+    copy = RowFormat.of_encoding(encoding, 3, **{k: v.copy() for k, v in params.items()})
+    assert copy == fmt and hash(copy) == hash(fmt) and (copy != held) == (encoding != "float32")  # by value
+    if encoding == "int8":
+        assert copy != RowFormat.of_encoding("int8", 3, scale=np.full(3, 2, np.float32), zero=np.zeros(3, np.float32))
 
 
 def test_a_feature_file_layout_must_match_its_format(tmp_path: Path) -> None:
