@@ -1,4 +1,5 @@
-"""What the ``outre`` CLI checks before it does anything: argument types, output folders, sizes.
+"""What the ``outre`` CLI checks before it does anything: argument types, output folders, sizes (and
+the defaults each option's help shows).
 
 Values are checked where argparse parses them (``type=``), so a wrong value is one line naming the
 flag (``outre quickstart: error: argument --lr: must be a finite number > 0, got 'nan'``) and exit
@@ -128,3 +129,18 @@ def say_if_compiling() -> bool:
         return False
     print(NOTE, file=sys.stderr, flush=True)
     return True
+
+
+def show_defaults(parser: argparse.ArgumentParser) -> None:
+    """Append ``(default: X)`` to the help of every option that takes a value and has a default.
+
+    Done here, once, rather than with ``ArgumentDefaultsHelpFormatter``: that formatter prints
+    nothing for an option without a help string, and would add ``(default: False)`` to every flag
+    (and ``[]`` to a repeatable option).
+    An option whose help already shows ``%(default)s`` is left as it is."""
+    for action in parser._actions:
+        if not action.option_strings or action.nargs == 0 or action.default in (None, argparse.SUPPRESS, []):
+            continue
+        text = action.help or ""
+        if "%(default)" not in text:
+            action.help = f"{text} (default: %(default)s)" if text else "default: %(default)s"

@@ -121,24 +121,9 @@ def _build_parser() -> argparse.ArgumentParser:
         p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                        help="show progress bars (default: when stderr is a terminal)")
         _ARGS[name](p)
-        _show_defaults(p)
+        checks.show_defaults(p)
         p.set_defaults(handler=handler)
     return parser
-
-
-def _show_defaults(parser: argparse.ArgumentParser) -> None:
-    """Append ``(default: X)`` to the help of every option that takes a value and has a default.
-
-    Done here, once, rather than with ``ArgumentDefaultsHelpFormatter``: that formatter prints
-    nothing for an option without a help string, and would add ``(default: False)`` to every flag
-    (and ``[]`` to a repeatable option).
-    An option whose help already shows ``%(default)s`` is left as it is."""
-    for action in parser._actions:
-        if not action.option_strings or action.nargs == 0 or action.default in (None, argparse.SUPPRESS, []):
-            continue
-        text = action.help or ""
-        if "%(default)" not in text:
-            action.help = f"{text} (default: %(default)s)" if text else "default: %(default)s"
 
 
 def _progress(args: argparse.Namespace) -> bool:
@@ -151,43 +136,27 @@ def _say(args: argparse.Namespace, text: str) -> None:
     print(text, file=sys.stderr if args.json else sys.stdout, flush=True)
 
 
-# -- generate, convert (implementation in outre_async.ingest._cli) -------------------------------
+# -- generate, convert, recast (implementation in outre_async.ingest._cli) -------------------------
 
 
-def _args_generate(p: argparse.ArgumentParser) -> None:
-    from .ingest._cli import add_generate_arguments
+def _ingest_verb(name: str) -> tuple[Callable[[argparse.ArgumentParser], None], Handler]:
+    """The parser and handler of an ingest verb: ``add_<name>_arguments`` and ``run_<name>`` of
+    ``ingest._cli``, imported when the verb is used (the parser of another verb never loads it)."""
+    def add(p: argparse.ArgumentParser) -> None:
+        from .ingest import _cli
 
-    add_generate_arguments(p)
+        getattr(_cli, f"add_{name}_arguments")(p)
 
+    def handle(args: argparse.Namespace) -> dict[str, Any]:
+        from .ingest import _cli
 
-def _cmd_generate(args: argparse.Namespace) -> dict[str, Any]:
-    from .ingest._cli import run_generate
+        return getattr(_cli, f"run_{name}")(args, lambda text: _say(args, text), _progress(args))
 
-    return run_generate(args, lambda text: _say(args, text), _progress(args))
-
-
-def _args_convert(p: argparse.ArgumentParser) -> None:
-    from .ingest._cli import add_convert_arguments
-
-    add_convert_arguments(p)
+    return add, handle
 
 
-def _cmd_convert(args: argparse.Namespace) -> dict[str, Any]:
-    from .ingest._cli import run_convert
-
-    return run_convert(args, lambda text: _say(args, text), _progress(args))
-
-
-def _args_recast(p: argparse.ArgumentParser) -> None:
-    from .ingest._cli import add_recast_arguments
-
-    add_recast_arguments(p)
-
-
-def _cmd_recast(args: argparse.Namespace) -> dict[str, Any]:
-    from .ingest._cli import run_recast
-
-    return run_recast(args, lambda text: _say(args, text), _progress(args))
+(_args_generate, _cmd_generate), (_args_convert, _cmd_convert), (_args_recast, _cmd_recast) = (
+    _ingest_verb("generate"), _ingest_verb("convert"), _ingest_verb("recast"))
 
 
 # -- info ------------------------------------------------------------------------------------------
@@ -467,7 +436,8 @@ _VERBS: dict[str, tuple[Handler, str]] = {
 }
 _ARGS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "generate": _args_generate, "convert": _args_convert, "info": _args_info, "quickstart": _args_quickstart,
-    "partition": _args_partition, "reorder": _args_reorder, "recast": _args_recast, "split-edges": _args_split_edges, "stats": _args_stats,
+    "partition": _args_partition, "reorder": _args_reorder, "recast": _args_recast, "split-edges": _args_split_edges,
+    "stats": _args_stats,
     "bench": _args_bench, "clean": _args_clean, "train": _args_train, "profile": _args_profile,
     "probe": _args_probe,
 }

@@ -14,6 +14,7 @@ from conftest import random_graph, run
 import outre_async as oa
 from outre_async.features import MemorySource, detect_io_uring, open_source
 from outre_async.store._row_codec import decode_rows
+from outre_async.loader._options import group_knobs
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -51,7 +52,7 @@ def reference(ds: oa.Dataset, ids: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("encoding", ENCODINGS)
 def test_outre_loader_delivers_the_decoded_rows(stores: dict, encoding: str, backend: str) -> None:
     ds = stores[encoding]
-    with oa.OutreLoader(ds, fanouts=[4, 3], batch_size=32, memory_budget="4MiB", backend=backend, **KNOBS) as loader:
+    with oa.OutreLoader(ds, **group_knobs(dict(fanouts=[4, 3], batch_size=32, memory_budget="4MiB", backend=backend, **KNOBS))) as loader:
         batches = 0
         for batch in loader:
             assert batch.x.dtype == torch.float32
