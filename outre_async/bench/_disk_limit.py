@@ -1,6 +1,6 @@
-"""Each outre run against the disk's limit for the reads it issued (issue 26's goal: an epoch within
-1.2x of it), from the device's probe grid when one is cached (``outre probe``; ``--disk-grid`` measures
-it if absent and also gives it to the loaders).  Read-only here: with a cached grid every run is
+"""Each outre run against the disk's limit for the reads it issued (the goal: an epoch close to it),
+from the device's probe grid when one is cached (``outre probe``; ``--disk-grid`` measures it if
+absent and also gives it to the loaders).  Read-only here: with a cached grid every run is
 judged the same way whether or not its loader read with the grid.
 
 The limit is :func:`outre_async.loader._epoch_io.disk_limit_seconds`: reads times the probe's time per

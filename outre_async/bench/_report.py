@@ -149,7 +149,7 @@ def markdown(result: dict[str, Any]) -> str:
                 "The least time the device needs for the reads and bytes each run issued, from the device's cached "
                 "probe grid (`outre probe`; `--disk-grid` measures it if absent and gives it to the loaders too) at "
                 "the run's reads in flight: reads × the probe's time per read at their mean size, or bytes over its "
-                "bandwidth, whichever is more; issue 26's goal is an epoch within 1.2 × of it.",
+                "bandwidth, whichever is more; the closer an epoch comes to it, the less time the loader adds to what the disk needs.",
                 "", disk, ""]
     same = same_batches_table(result)
     if same:

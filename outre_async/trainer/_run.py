@@ -86,7 +86,7 @@ def _train(dataset: str | Path, config: TrainConfig, out: Path, *, resume: bool,
            ctx: DistributedContext | None) -> dict[str, Any]:
     ds = open_dataset(dataset)
     _check_dataset(ds)
-    if config.partitions is not None:  # before the model, the output folder and the loader's set-up (issue 40)
+    if config.partitions is not None:  # before the model, the output folder and the loader's set-up (tests/trainer/test_early_checks.py)
         partitions_folder(ds, config.partitions)
     device = ctx.device if ctx is not None else resolve_device(config.device, "--device")  # before any file
     check_outside_datasets(out)
