@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from ..loader._options import group_knobs
 from ._systems import OutrePart, RunSpec, _partition_name, disk_grid, register_system
 
 
@@ -22,6 +21,7 @@ class OutreHist(OutrePart):
 
     def open(self, ds: Any, spec: RunSpec) -> Iterator[Any]:
         from ..loader import OutreLoader
+        from ..loader._options import group_knobs
 
         history = history_config(spec)
         self.loader = OutreLoader(ds, **group_knobs(dict(
@@ -70,6 +70,7 @@ class OutreAuto(OutrePart):
         import time
 
         from ..loader import profile
+        from ..loader._options import group_knobs
         from ..store._dataset import open_dataset
 
         out = super().prepare(dataset_dir, spec)
@@ -86,6 +87,7 @@ class OutreAuto(OutrePart):
 
     def open(self, ds: Any, spec: RunSpec) -> Iterator[Any]:
         from ..loader import OutreLoader
+        from ..loader._options import group_knobs
 
         # opened here, in the untimed setup: the static feature cache is read once per run, not per epoch
         self.loader = OutreLoader(ds, **group_knobs(dict(profile=self._profile_name(spec), **self._options(spec),

@@ -32,7 +32,6 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..errors import ConfigError
-from ..loader._options import group_knobs
 
 # PyG publishes pyg-lib / torch-sparse wheels per torch release at https://data.pyg.org/whl/ and had none for
 # torch 2.13 when this was written; PyPI has torch-sparse / torch-scatter as source only (README, "Comparing with PyG").
@@ -282,6 +281,7 @@ class Outre(System):
 
     def open(self, ds: Any, spec: RunSpec) -> Iterator[Any]:
         from ..loader import OutreLoader
+        from ..loader._options import group_knobs
 
         seeds, shuffle = run_seeds(ds, spec)
         self.loader = OutreLoader(ds, **group_knobs(dict(
@@ -343,6 +343,7 @@ class OutrePart(Outre):
 
     def open(self, ds: Any, spec: RunSpec) -> Iterator[Any]:
         from ..loader import OutreLoader
+        from ..loader._options import group_knobs
 
         self.loader = OutreLoader(ds, **group_knobs(dict(**self.loader_kwargs(spec), **disk_grid(ds, spec))))
         return iter(self.loader)
