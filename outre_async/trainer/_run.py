@@ -51,7 +51,7 @@ from ._config import TrainConfig
 from ._files import load_checkpoint, save_checkpoint, write_metrics
 from ._out import check_outside_datasets, hold_output
 from ._plot import plot_time_to_accuracy
-from ._report import cache_lines, epoch_cache_stats, setup_lines
+from ._report import accuracy_text, cache_lines, epoch_cache_stats, setup_lines
 from outre_async.loader._options import group_knobs
 
 Say = Callable[[str], None]
@@ -139,8 +139,8 @@ def _train_into(ds: Dataset, config: TrainConfig, out: Path, *, resume: bool, fo
     if not run.writes:
         return {**run.summary(), "plot": None, "loader_stats": stats}
     drawn = plot_time_to_accuracy(out / PLOT, run.metrics, f"{config.model} on {ds.path.name}")
-    say(f"best validation accuracy {run.best.get('val_accuracy')} at epoch {run.best.get('epoch')}: test accuracy "
-        f"{run.best.get('test_accuracy')}; wrote {out / METRICS}" + (f", {out / PLOT}" if drawn else
+    say(f"best validation accuracy {accuracy_text(run.best.get('val_accuracy'))} at epoch {run.best.get('epoch')}: "
+        f"test accuracy {accuracy_text(run.best.get('test_accuracy'))}; wrote {out / METRICS}" + (f", {out / PLOT}" if drawn else
                                                                       " (no plot: matplotlib is not installed)"))
     return {**run.summary(), "plot": str(out / PLOT) if drawn else None, "loader_stats": stats}
 
