@@ -136,8 +136,8 @@ def lifetimes(slots: np.ndarray, stamps: np.ndarray, staleness: int, jitter: flo
     Why: a row is refreshed only when it expires, so rows pushed together (the whole first epoch on
     a small graph) expire together and come back in waves: every ``staleness`` steps most of the last
     layer's input is suddenly recomputed by a model that has moved on, and gradient flows through
-    those rows again at once.  Measured on Cora (GCN, staleness 100, no jitter) the test accuracy
-    fell from 81 to 53-70 % at the first wave in 3 of 5 seeds.  Spreading the lifetimes over
+    those rows again at once, which can collapse test accuracy at the first wave on a small graph
+    (``benchmarks/bench_history_accuracy.py --jitter 0``; docs/benchmarks.md).  Spreading the lifetimes over
     ``[(1 - jitter) staleness, staleness]`` turns the waves into a steady trickle."""
     span = int(jitter * (staleness - 1))
     if span == 0:

@@ -8,24 +8,24 @@ all of them), as many as ``budget`` bytes hold (see :func:`history_bytes`); with
 node met at least twice (once is enough when the batches counted are no more than ``staleness``): a
 row met once an epoch is rarely met again within ``staleness`` steps, and would only take memory.
 
-Why the whole epoch: on igb-like (partition batches, one epoch simulated) the old default, the
-nodes of the first 64 of 223 batches, gave pulls for 20 % of the hop-1 frontier; the nodes met
-twice over the epoch (fewer slots: 115k against 133k) give 29 %.
+Why the whole epoch: the nodes met in the first batches only are the nodes of the graph's first
+regions (partition batches dwell on one region at a time), while the nodes met twice over the whole
+epoch are the ones that recur: fewer slots, and more of the hop-1 frontier pulled
+(``benchmarks/bench_history_accuracy.py`` reports pulls per epoch).
 
 ``admission="grad"`` is FreshGNN's rule: of a batch's pushed rows only those whose gradient norm is
 at most the batch's median are written, and the older row of a refused one is no longer offered.
 ``"all"`` writes every pushed row and lets later batches prune rows an earlier batch will push (the
 samplers' lead costs no pulls); ``"grad"`` cannot promise a row it may refuse.  The default,
 ``"auto"``, is ``"grad"`` when ``staleness`` is at least one epoch's steps, else ``"all"``
-(:func:`resolve_admission`): measured with 30 epochs of Facebook Page-Page (27 steps per epoch, 5
-seeds), staleness 100 cost GraphSAGE 1.2 pt of final test accuracy with ``"all"`` (3 seeds) and
-0.26 pt with ``"grad"``; on igb-like (223 steps per epoch, staleness 100, one epoch) ``"all"`` pulled
-195k rows and cut the epoch 26 %, ``"grad"`` 48k rows and 7 %.
+(:func:`resolve_admission`): a row that lives past an epoch is reused by a model that has moved
+further, where ``"grad"``'s refusals cost the least accuracy; within an epoch ``"all"`` keeps
+accuracy as well and prunes several times as many rows (``benchmarks/bench_history_accuracy.py``
+``--admission``; the figures are in docs/benchmarks.md).
 
 ``warmup``: the first ``warmup`` optimizer steps pull nothing (their pushes are written).  Early in
 training the model changes fastest, and a row pushed then would be reused for up to ``staleness``
-steps by a model that has moved on; measured on Cora (GraphSAGE, 5 steps per epoch, staleness 100),
-a warm-up of 100 steps raised best-validation test accuracy from 78.9 to 80.7 % (staleness 1: 81.2 %).
+steps by a model that has moved on (``benchmarks/bench_history_accuracy.py --warmup``).
 The default, ``staleness`` steps, costs the cache's savings for that many steps only: a small part of
 an epoch on the large graphs the cache is for (OUTRE: staleness 100 against ~1,000 steps per epoch).
 
@@ -36,11 +36,11 @@ valid ``window`` steps longer than in plan order, and a promised row (pushed by 
 by ``seq``) may be ``seq - j + 2 window`` steps old when used: the promiser early by ``window``, the
 puller late by ``window``.  Both sides are real (batch ``j`` overtakes ``window`` batches, ``seq`` is
 overtaken by ``window`` others; one schedule can do both), so the bound has to count the window
-twice for promises; what can change is the window.  The old default, samplers + extractors (4 with
-the defaults), spent 8 steps of a promise's reach, and at staleness 10 (shortest lifetime 6 with
-the default jitter) that was all of it: Facebook Page-Page (27 steps per epoch, 3 epochs) sampled
-273.8k rows per epoch in completion order against 199.3k in plan order (280.6k without history),
-−2 % against −29 %.  The default, :func:`default_window`, keeps ``2 window`` within a fifth of the
+twice for promises; what can change is the window.  A window of samplers + extractors at any
+staleness would spend ``2 window`` steps of a promise's reach, at a small staleness all of it, and
+completion order would then save almost nothing over no history
+(``benchmarks/bench_history_accuracy.py --orders completion --window``; docs/benchmarks.md, "rows
+saved per epoch").  The default, :func:`default_window`, keeps ``2 window`` within a fifth of the
 shortest lifetime: ``min(samplers + extractors, shortest lifetime // 10)``, so 0 at
 staleness 10 (the delivery then follows plan order: order freedom would cost most of the savings),
 1 at staleness 20, samplers + extractors from staleness ~80 on, where it costs at most a fifth of

@@ -307,6 +307,6 @@ class DistributedError(OutreError):
 
 class SmallBufferWarning(UserWarning):
     """``buffer_rows`` was given below the rows one batch is expected to read: every batch then streams
-    through the feature buffer in pieces, which is correct but far slower (issue 34: ``buffer_rows=1``
-    took ~130x the default's time).  Leave ``buffer_rows`` out, or give at least the rows the warning
-    names."""
+    through the feature buffer in pieces, which is correct but far slower: each piece waits for the one
+    before it (``loader._budget.warn_small_buffer``; ``tests/loader/test_streaming.py``).  Leave
+    ``buffer_rows`` out, or give at least the rows the warning names."""

@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # the names as mypy and editors see them; at run time each is
 
 # name -> private module that defines it, imported on first attribute access (PEP 562): the CLI's
 # parsers import ``partition._cli`` and ``outre info`` reads ``_reader``, neither of which may pay
-# for numba's import and the kernels' loading (~0.4 s) before a verb runs.
+# for numba's import and the kernels' loading before a verb runs (``benchmarks/bench_cli_startup.py``).
 _LAZY = {
     "default_name": "._api",
     "partition": "._api",

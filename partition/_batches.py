@@ -7,8 +7,8 @@ A pure function of ``(grouped seeds, sizes, shuffle, seed, epoch)``, like
 ``outre_async.sampling._plan.plan_epoch``, so every loader (and the redundancy-ratio tool) agrees on the plan.
 
 Accuracy: consecutive micro-batches of one macro batch come from the same few regions of the graph,
-and training on them one macro batch after another costs accuracy (Facebook Page-Page, 16 parts, 2 per
-macro batch: about 0.5 pt below random batches at equal epochs).  ``interleave`` shuffles together the
+and training on them one macro batch after another costs accuracy against random batches at equal
+epochs (``benchmarks/bench_partition_accuracy.py``).  ``interleave`` shuffles together the
 micro-batches of that many consecutive macro batches: the same micro-batches (so the same redundancy
 ratio), in an order that no longer dwells on one region.  The defaults (:func:`default_num_parts`,
 :func:`default_parts_per_batch`, :func:`default_interleave`) are what

@@ -274,7 +274,7 @@ def _narrowed(arrays: dict[str, np.ndarray], num_nodes: int, num_edges: int) -> 
 
 def partitions_folder(ds: Dataset, name: Any) -> Path:
     """The folder of ``ds``'s partitions ``name``, or a :class:`PartitionNotFoundError` naming the ones it
-    has: cheap (nothing read), so ``outre train`` checks it before its set-up (issue 40)."""
+    has: cheap (nothing read), so ``outre train`` checks it before its set-up."""
     path = _folder(ds, name)
     if not path.is_dir():
         have = [p["name"] for p in list_partitions(ds)] or "none"

@@ -12,6 +12,7 @@ import atexit
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any
@@ -97,3 +98,45 @@ def reference_rows(ds: oa.Dataset) -> torch.Tensor:
 def generated(path: Path, preset: str = "tiny", **options: Any) -> oa.Dataset:
     """A graph from the synthetic generator (``seed``, size overrides as keywords), opened."""
     return oa.open_dataset(oa.generate(path, preset, **options))
+
+
+# numba compiles once per session, before the first test: ``@njit(cache=True)`` kernels compile on their
+# first call where numba's disk cache (beside the package, or ``NUMBA_CACHE_DIR``) lacks them, and on a
+# fresh checkout that compile would land inside whichever test calls them first: its ``--durations``
+# figure, its 300 s timeout.  Seconds the session's warm-up took, None where nothing needed compiling.
+WARM_UP: dict[str, float | None] = {"seconds": None}
+WARM_BACKENDS = ("auto", "pread", "memory")  # the loader's paths most tests take (io_uring where it works)
+
+
+def warm_kernels() -> float | None:
+    """Generate a tiny graph and run one epoch of a loader per backend on it, in a temp folder inside the
+    suite's home, when numba has not compiled the sampler's and the feature buffer's kernels yet
+    (``machine._numba_cache``, the check ``outre train`` makes); the generator's, the readers' and the
+    staging kernels compile on the way.  The compiled code lands in numba's disk cache, so the test
+    processes' children load it too.  Returns the seconds it took, or None (nothing to compile:
+    cached already, or ``NUMBA_DISABLE_JIT=1``)."""
+    from outre_async.features._buffer_kernels import acquire
+    from outre_async.machine._numba_cache import kernels_to_compile
+    from outre_async.sampling._sampler_kernels import sample_multihop
+
+    if not kernels_to_compile([sample_multihop, acquire]):
+        return None
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="warm-kernels-", dir=TEST_HOME) as folder:
+        ds = generated(Path(folder) / "tiny", "tiny", num_nodes=600)
+        for backend in WARM_BACKENDS:
+            with oa.OutreLoader(ds, split="train", fanouts=[4, 4], batch_size=128, shuffle=True,
+                                io=oa.IOOptions(backend=backend)) as loader:
+                for _ in loader:
+                    pass
+    return time.perf_counter() - start
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    WARM_UP["seconds"] = warm_kernels()
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    seconds = WARM_UP["seconds"]
+    return ("numba kernels: nothing to compile before the first test (cached, or jit disabled)" if seconds is None
+            else f"numba kernels: compiled before the first test in {seconds:.1f} s")

@@ -56,7 +56,7 @@ def history_config(spec: RunSpec) -> Any:
 
 @register_system
 class OutreAuto(OutrePart):
-    """``outre-part`` plus the history, with the memory budget split by a profile (issue 12):
+    """``outre-part`` plus the history, with the memory budget split by a profile (``plan``):
     ``prepare`` (in the harness, untimed, like the partitioning) profiles the child's exact loader
     setup into ``profile/bench-auto-<split>/`` and reports how long it took; the child loads with
     ``profile=`` that name.  Options: those of ``outre-hist`` plus ``cache_split`` ("auto", "outre"

@@ -135,9 +135,10 @@ def _own_memory_cgroup(root: Path, why: list[str] | None = None) -> tuple[Path |
 def enable_memory_controller(root: Path, group: Path) -> str | None:
     """cgroup v2: enable the memory controller for the children of ``group`` by writing ``+memory``
     into ``cgroup.subtree_control`` of the root and of every group down to ``group`` (a controller
-    reaches a group only when each ancestor enables it for its children).  Root may do this; the
-    lent GPU machine of issue 25 had the controller available but enabled nowhere, so the bench ran
-    uncapped there.  Returns None when enabled, else why not (the caller runs uncapped and says so).
+    reaches a group only when each ancestor enables it for its children).  Root may do this; a
+    machine can have the controller available but enabled nowhere (a lent GPU box did), and the bench
+    would then run uncapped there (``tests/bench/test_cgroup_v2.py``).  Returns None when enabled,
+    else why not (the caller runs uncapped and says so).
 
     A group that holds processes itself cannot enable controllers for its children (cgroup v2's
     "no internal processes" rule, EBUSY), except the root: the harness then stays uncapped rather

@@ -36,6 +36,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="skip the compute-only/sampling-only limit runs (and compute-only-part, compute-only on "
                         "the partition systems' own batches, run when one is among --systems)")
     p.add_argument("--probe-seconds", type=checks.finite(positive=True), help="length of the disk probe (default 4; --quick 3)")
+    p.add_argument("--probe-beside", type=checks.finite(nonnegative=True), metavar="SECONDS",
+                   help="after each outre run, probe the device for SECONDS at that run's mean read size and reads "
+                        "in flight, and judge the run's epoch against that limit (default 1; 0: off, the cached grid "
+                        "alone)")
     p.add_argument("--seed", type=checks.seed, default=0)
     p.add_argument("--step-ms", type=checks.finite(nonnegative=True), default=0.0, metavar="MS",
                    help="replace the training step by a fixed wait of MS milliseconds (e.g. 8: a GPU's step on "
@@ -75,7 +79,7 @@ def run_command(args: argparse.Namespace, say: Callable[[str], None]) -> dict[st
         "compute_only": args.compute_only, "probe_seconds": args.probe_seconds, "command": _command_line(args),
         "systems": systems, "set_options": _merge_set_options(args.set_options),
         "step_ms": args.step_ms, "device": args.device, "disk_grid": args.disk_grid,
-        "probe_cache_dir": args.probe_cache_dir,
+        "probe_cache_dir": args.probe_cache_dir, "beside_seconds": args.probe_beside,
     }
     options = {k: v for k, v in options.items() if v is not None or k == "cap"}
     config = SuiteConfig.quick_of(**options) if args.quick else SuiteConfig(**options)
@@ -130,7 +134,7 @@ def _merge_set_options(items: list[tuple[str, str, Any]]) -> dict[str, dict[str,
 def _command_line(args: argparse.Namespace) -> str:
     """The invocation, rebuilt from the parsed options (what to type to run the same suite)."""
     words = ["outre", "bench"] + (["--quick"] if args.quick else []) + ["--preset", args.preset]
-    for flag in ("systems", "repeats", "max_batches", "cap", "timeout", "probe_seconds"):
+    for flag in ("systems", "repeats", "max_batches", "cap", "timeout", "probe_seconds", "probe_beside"):
         value = getattr(args, flag)
         if value is not None:
             words += ["--" + flag.replace("_", "-"), str(value)]

@@ -67,14 +67,14 @@ Step = Callable[[Any], tuple[float, int, int]]
 
 def proxy_step(seconds: float) -> Step:
     """``outre bench --step-ms``: a training step replaced by a fixed wait of ``seconds``, so a CPU
-    machine measures the loader-bound regime a GPU creates (a GraphSAGE step on igb-like takes
-    ~8 ms on an H200, 40-130 s of CPU per epoch here).
+    machine measures the loader-bound regime a GPU creates (a GPU's GraphSAGE step is milliseconds,
+    a CPU's step makes the epoch compute-bound; docs/benchmarks.md runs ``--step-ms 8``).
 
     Why ``time.sleep`` and not a busy wait: on a GPU the step is asynchronous to the CPU; the
     Python thread launches kernels and then waits in a synchronize with the GIL released, leaving
     the cores to the loader.  A sleep releases the GIL and the core the same way; a busy wait
-    would hold both and model a CPU-bound step instead.  (The launches themselves, 8-14 % of an
-    epoch on the H200, are not modelled: the figure is the loader's best case.)
+    would hold both and model a CPU-bound step instead.  (The launches' own CPU time is not
+    modelled: the figure is the loader's best case.)
 
     A history batch still exchanges: it pushes zero rows of h^(L-1)'s real shape (one row per
     sampled node, the table's width) and pulls its rows, so the staleness machinery (clock, pushes,

@@ -2,9 +2,9 @@
 
 A background thread samples ``nvmlDeviceGetUtilizationRates`` every ``period`` seconds between
 ``__enter__`` and ``__exit__`` (the epoch), so the figure covers the loader's stalls as well as the
-steps: on the H200 of issue 25 NVML said 2-3 % for an epoch whose synchronized steps were 8-14 % of
-it.  Where there is nothing to sample (a CPU run, no ``pynvml``, no driver) the result says why
-instead of a number; nothing here raises for a missing NVML.
+steps, and it can differ widely from the synchronized steps' share of the epoch (NVML's own sampling;
+docs/benchmarks.md has a run's two figures side by side).  Where there is nothing to sample (a CPU
+run, no ``pynvml``, no driver) the result says why instead of a number; nothing here raises for a missing NVML.
 
 The thread is owned by the context manager: started on enter, stopped (an event, not a flag
 polled in a sleep) and joined on exit.  NVML's utilisation is itself an average over its last

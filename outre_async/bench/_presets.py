@@ -2,11 +2,10 @@
 
 Every system of a suite trains the same GraphSAGE on the same dataset with the same fanouts, batch
 size, seed and cap, so only the loader differs.  The caps sit well below the feature bytes (the point
-of an out-of-core benchmark) and above every system's own working set, which is, measured on this
-machine: torch + PyG + numba ≈ 0.5 GiB of RSS, plus for ``pyg-mmap`` the int64 copy of the topology
-that PyG's sampler needs (8 B per edge: 0.1 GiB on igb-like, 0.96 GiB on papers-like), and for
-``outre`` the feature buffer (by default 3 batches' worth of rows) plus the gathered batches in
-flight.
+of an out-of-core benchmark) and above every system's own working set: torch + PyG + numba (the
+interpreter's baseline, which a child reports), plus for ``pyg-mmap`` the int64 copy of the topology
+that PyG's sampler needs (8 B per edge), and for ``outre`` its ``memory_budget`` (every part the
+loader allocates: the feature buffer gets what the other parts leave, ``loader._budget``).
 """
 
 from __future__ import annotations
@@ -60,8 +59,8 @@ BENCH_PRESETS: dict[str, BenchPreset] = {
         name="igb-like", dataset="igb-like", fanouts=(10, 5), batch_size=512, hidden=128,
         cap_bytes=int(2.5 * GiB), timeout_s=3600, quick_max_batches=10,
         # ~390 train seeds per part: a macro batch of 8 parts is ~6 batches of 512
-        # memory_budget covers everything the loader allocates; beyond it the run holds ~0.4 GiB (torch,
-        # model, interpreter), so 1.6 GiB leaves the cap ~0.5 GiB of room (1 GiB measured: peak 1.4 GiB)
+        # memory_budget covers everything the loader allocates; beyond it the run holds torch, the model
+        # and the interpreter, so 1.6 GiB leaves the cap room for them (a child's peak RSS is in its result)
         system_options={"outre": {"memory_budget": "1.6GiB"},
                         "outre-part": {"parts": 256, "parts_per_batch": 8, "neighbor_cache": 64 << 20,
                                        "memory_budget": "1.6GiB"},
@@ -69,8 +68,8 @@ BENCH_PRESETS: dict[str, BenchPreset] = {
                                        "memory_budget": "1.6GiB", "staleness": 100, "warmup": 0},
                         "outre-auto": {"parts": 256, "parts_per_batch": 8, "memory_budget": "1.6GiB", "staleness": 100,
                                        "warmup": 0}},
-        note="I/O-bound: 4 KiB rows, small model; cap = 65% of the feature bytes (1.5 GiB thrashed pyg-mmap-random: "
-             "170 GB read for 3 batches, vs 0.22 GB at 2.5 GiB)",
+        note="I/O-bound: 4 KiB rows, small model; cap = 65% of the feature bytes (a much lower cap makes "
+             "pyg-mmap-random thrash the page cache)",
     ),
     # 8M nodes, 120M edges, 128-dim float32 = 3.8 GiB of features + 0.45 GiB of topology.
     "papers-like": BenchPreset(

@@ -93,7 +93,8 @@ def same_batches_table(result: dict[str, Any]) -> str:
 
 
 def disk_limit_table(result: dict[str, Any]) -> str:
-    """One row per run judged against the disk's limit (``_disk_limit``: a cached probe grid); empty when none was."""
+    """One row per run judged against the disk's limit (``_disk_limit``: the probe beside the run, else a
+    cached grid); empty when none was."""
     rows = []
     for run in result["runs"]:
         lim = ((run.get("metrics") or {}).get("extra") or {}).get("disk_limit")
@@ -102,17 +103,20 @@ def disk_limit_table(result: dict[str, Any]) -> str:
         ratio = _f(lim["vs_limit"]) if lim.get("vs_limit") is not None else f"flagged: {lim.get('beats_limit', '?')}"
         rows.append(f"| {run['system']} | {run.get('repeat', '')} | {_f(run['metrics'].get('epoch_seconds'))} | "
                     f"{lim['ios']:,} | {lim['bytes'] / 1e9:,.2f} | {lim['bytes_per_io'] / 1e3:,.1f} | {lim['depth']} | "
-                    f"{_f(lim['seconds'])} | {ratio} |")
+                    f"{_f(lim['seconds'])} | {ratio} | {lim.get('source', 'cached grid')} |")
     grid = result.get("disk_grid")
-    if grid and grid.get("untrusted"):
-        return f"No run judged against the disk's limit: the cached grid ({grid['path']}) is {grid['untrusted']}."
+    untrusted = (f"the cached grid ({grid['path']}) is {grid['untrusted']}" if grid and grid.get("untrusted")
+                 else None)
     if not rows:
-        return ""
-    source = "" if not grid else (f"\n\nGrid: {grid['path']} ({grid['file_bytes'] / 2**30:.2f} GiB, "
-                                  f"{grid['seconds_per_cell']:g} s a cell, {grid['age_seconds'] / 3600:.1f} h old, "
-                                  f"load {grid.get('load_per_core')} per core when measured).")
-    return "\n".join(["| system | repeat | epoch s | I/Os | GB | KB per I/O | in flight | disk limit s | × limit |",
-                      "|---|---|---|---|---|---|---|---|---|", *rows]) + source
+        return f"No run judged against the disk's limit: {untrusted}." if untrusted else ""
+    if untrusted:
+        source = f"\n\nNo run was judged by the cached grid: {untrusted}."
+    else:
+        source = "" if not grid else (f"\n\nGrid: {grid['path']} ({grid['file_bytes'] / 2**30:.2f} GiB, "
+                                      f"{grid['seconds_per_cell']:g} s a cell, {grid['age_seconds'] / 3600:.1f} h old, "
+                                      f"load {grid.get('load_per_core')} per core when measured).")
+    return "\n".join(["| system | repeat | epoch s | I/Os | GB | KB per I/O | in flight | disk limit s | × limit | limit from |",
+                      "|---|---|---|---|---|---|---|---|---|---|", *rows]) + source
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -146,10 +150,10 @@ def markdown(result: dict[str, Any]) -> str:
     disk = disk_limit_table(result)
     if disk:
         out += ["## Epochs against the disk's limit", "",
-                "The least time the device needs for the reads and bytes each run issued, from the device's cached "
-                "probe grid (`outre probe`; `--disk-grid` measures it if absent and gives it to the loaders too) at "
-                "the run's reads in flight: reads × the probe's time per read at their mean size, or bytes over its "
-                "bandwidth, whichever is more; issue 26's goal is an epoch within 1.2 × of it.",
+                "The least time the device needs for the reads and bytes each run issued, from a probe of the "
+                "device right after the run (else the device's cached probe grid: `outre probe`; `--disk-grid` "
+                "measures it if absent and gives it to the loaders too), at the run's reads in flight: reads × the probe's time per read at their mean size, or bytes over its "
+                "bandwidth, whichever is more; the closer an epoch comes to it, the less time the loader adds to what the disk needs.",
                 "", disk, ""]
     same = same_batches_table(result)
     if same:

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..machine._device import check_device_name, resolve_device
+from ._beside_probe import BESIDE_SECONDS, probe_beside
 from ._presets import SYSTEM_OPTION_KEYS, BenchPreset, get_preset
 from ._run_in_child import run_in_child
 from ._summary import summarize
@@ -53,6 +54,7 @@ class SuiteConfig:
     device: str = "auto"   # --device: auto, cpu, cuda or cuda:N (resolved once, by the harness)
     disk_grid: bool = False  # --disk-grid: the outre systems read with the device's probe grid (cached)
     probe_cache_dir: Path | None = None  # --probe-cache-dir: where that grid is cached (None: the CLI's default)
+    beside_seconds: float = BESIDE_SECONDS  # --probe-beside: the probe after each outre run (_beside_probe; 0: off)
 
     def __post_init__(self) -> None:
         get_preset(self.preset)
@@ -67,6 +69,9 @@ class SuiteConfig:
         if not (self.step_ms >= 0 and self.step_ms < float("inf")):
             raise ConfigError(f"step_ms={self.step_ms!r} must be a finite number of milliseconds >= 0 (0: train)")
         check_device_name(self.device, "--device")
+        if not 0.0 <= self.beside_seconds <= 60.0:
+            raise ConfigError(f"beside_seconds={self.beside_seconds!r} must be in [0, 60] seconds (0: no probe beside "
+                              "each run)")
         if self.repeats < 1:
             raise ConfigError(f"repeats={self.repeats} must be >= 1")
         if self.max_batches < 0:
@@ -124,7 +129,7 @@ def run_suite(config: SuiteConfig, say: Callable[[str], None] = print) -> dict[s
     machine = machine_facts(path)
     say(f"probing random {ds.row_layout.stride}-byte reads on {ds.features_path.name} for {config.probe_seconds:.0f} s ...")
     probe = probe_random_reads(ds.features_path, ds.row_layout.stride, seconds=config.probe_seconds)
-    runs = _run_all(config, spec, cap_bytes, preset, path, say)
+    runs = _run_all(config, spec, cap_bytes, preset, path, say, features=ds.features_path)
     from ..profiling._probe_cli import default_cache_dir
     from ._disk_limit import annotate, cached_grid
 
@@ -163,7 +168,7 @@ def run_suite(config: SuiteConfig, say: Callable[[str], None] = print) -> dict[s
 
 
 def _run_all(config: SuiteConfig, spec: RunSpec, cap_bytes: int | None, preset: BenchPreset, path: Path,
-             say: Callable[[str], None]) -> list[dict[str, Any]]:
+             say: Callable[[str], None], *, features: Path) -> list[dict[str, Any]]:
     timeout = config.timeout_s or preset.timeout_s
     plugins = {name: resolve_system(name) for name in config.systems}  # unknown names fail here, early
     skip = {name: p.skip_reason() for name, p in plugins.items()}
@@ -193,6 +198,8 @@ def _run_all(config: SuiteConfig, spec: RunSpec, cap_bytes: int | None, preset: 
                 # compute-only(-part) holds feature windows in RAM, so it runs uncapped
                 record = run_in_child(name, specs[name], cap_bytes=None if name in LIMIT_RUNS else cap_bytes,
                                       timeout_s=timeout, dataset_dir=path)
+                if config.beside_seconds > 0 and record["outcome"] == "ok":  # untimed: the epoch is over
+                    probe_beside(features, record, config.beside_seconds)
             record["repeat"] = repeat
             say(f"    {_one_line(record)}")
             runs.append(record)

@@ -304,7 +304,7 @@ class Outre(System):
                           "loader_stall_seconds": s.get("stall_seconds"), "io": s.get("io", {}),
                           "buffer": buf, "tiers": tiers, "epoch_io": s.get("epoch_io"),
                           "foresight": s.get("foresight"), "layout": s.get("layout"),
-                          # thread CPU of each stage (issue 15): what the loader takes from training
+                          # thread CPU of each stage: what the loader takes from training
                           "cpu_seconds": {"sample": s.get("sample_cpu_seconds"),
                                           "extract": s.get("extract_cpu_seconds"),
                                           "io": s.get("io", {}).get("io_cpu_seconds")}}}
@@ -359,7 +359,7 @@ class OutrePart(Outre):
                 # N to complete (the partition plan is built from the whole split)
                 "ordered": spec.max_batches > 0, "device": spec.device,
                 # the original's layout even where outre-part-ordered's copy sits beside it (the loader
-                # would read it by default, issue 26): the two systems compare the two layouts
+                # would read it by default): the two systems compare the two layouts
                 "layout": "original", **self.loader_options}
 
     def stats(self) -> dict[str, Any]:
@@ -392,7 +392,7 @@ def _partition_name(spec: RunSpec) -> str:
 
 @register_system
 class OutrePartOrdered(OutrePart):
-    """``outre-part`` on the partition-ordered copy of the dataset (``outre reorder``, issue 15.3):
+    """``outre-part`` on the partition-ordered copy of the dataset (``outre reorder``):
     the same partitions, each a contiguous id range, so a macro batch's rows coalesce into long reads.
 
     ``prepare`` (untimed) partitions like ``outre-part`` and writes the copy beside the dataset

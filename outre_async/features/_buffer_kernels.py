@@ -17,7 +17,7 @@ State (owned by one event loop, so no locks), laid out so that one row costs few
 Why records: a row taken as a hit reads its node's record, its slot's record and its two standby
 neighbours' records, four cache lines; with one array per field (slot_of, wanted, node_of, refs,
 valid, prev, next) the same step touched seven, and at budgets where most rows are hits these kernels
-were the largest user CPU of the loader; records cut their time per batch row by about a third
+were the largest user CPU of the loader; records cut their time per batch row
 (``benchmarks/bench_buffer_kernels.py`` replays an epoch through them).
 
 Prefetch (:mod:`outre_async._cache_hints`): batch ids are random over ``nodes`` and slots random
@@ -174,7 +174,7 @@ def evict_lru_slot(nodes, rec) -> np.int64:
 
     The store is branch-free on purpose (an empty slot, ``old == -1``, rewrites ``nodes[0]`` with
     its own value): with a conditional store in here, numba keeps reference counting of the arrays
-    on every inlined call, which made :func:`acquire` ~40 % slower.
+    on every inlined call, which made :func:`acquire` measurably slower (``benchmarks/bench_buffer_kernels.py``).
     """
     cold = len(rec) - LISTS
     s = rec[cold, NEXT] if rec[cold, NEXT] != cold else (

@@ -189,10 +189,9 @@ def in_flight_for(probe: DiskProbe, read_bytes: int, *, fraction: float = 0.9, b
     """Reads to keep in flight for reads of ``read_bytes`` on the probed device: the saturating depth
     at that size (:func:`saturating_depth`) times ``burst`` (the loop reaps in bursts), at most ``limit``
     and at most the deepest depth the probe measured.  Why that cap: past it nothing says the device
-    takes more, and on this project's virtio disk (block queue of 256 requests) the 4 KiB knee (256)
-    doubled to 512 left the disk idle 2.7-3.0 s of a 16 s igb-like ``--step-ms 8`` epoch against
-    1.1-1.2 s at 256, and the epoch took 16.1-16.7 s against 14.8-15.3 s (io_uring hands reads the
-    device queue cannot take to its worker threads)."""
+    takes more, and reads beyond the device's block queue go to io_uring's worker threads, which left
+    the disk idle longer and the epoch slower (``benchmarks/disk_idle_epoch.py`` counts the idle
+    seconds)."""
     size = probe.size_for(read_bytes)
     cells = [probe.cell(d, size) for d in probe.depths]
     pairs = [(c.depth, c.iops) for c in cells if c is not None]

@@ -113,7 +113,8 @@ class FeatureBuffer:
         self.read_ahead = READ_AHEAD if read_ahead is None else read_ahead
         self.merge_rows = merge_rows  # rows this many ids apart share a read (the source's gap rule)
         self._pins: dict[int, Pin] = {}  # live pins by seq: read-ahead finds the next batches' rows here
-        # one future per piece that reads rows, not one per row (a future per row cost ~1 µs each):
+        # one future per piece that reads rows, not one per row (a future's allocation and callback per row
+        # was loader CPU per row read: benchmarks/bench_loader_cpu.py):
         # _reader[slot] is the reader id of a slot being read, _reads[id] its future
         self._reader = np.full(num_slots, -1, dtype=np.int64)
         self._reads: dict[int, asyncio.Future[None]] = {}

@@ -5,8 +5,8 @@ one per batch it serves, so that each batch can go as soon as its own rows are i
 batches later reads its *lone* rows itself.  In first-come order, batch ``i+1``'s lone rows would wait
 behind every request of the window (up to 16 batches' reads), so batch ``i+1`` would finish only when
 the window does, and the next window would be planned only then, leaving the device idle between
-windows (igb-like, ``--step-ms 8``: the disk was idle 3.6-4 s of a 19.6 s epoch with 256 reads "in
-flight", ``/proc/diskstats`` io_ticks).  So each request carries a *priority*, the look-ahead order of
+windows while the loader counts reads "in flight" (``benchmarks/disk_idle_epoch.py`` measures the idle
+seconds from ``/proc/diskstats``).  So each request carries a *priority*, the look-ahead order of
 the batch it serves (smaller first); requests of equal priority keep their arrival order.
 
 The priority rides a :class:`~contextvars.ContextVar` instead of a parameter: the buffer sets it

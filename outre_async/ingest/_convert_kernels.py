@@ -13,8 +13,9 @@ Text grammar of :func:`parse_int_pairs` / :func:`parse_int_column` (SNAP/OGB/CSV
   after which anything is ignored (extra columns such as weights or timestamps).
 
 The buffer must end with a newline: it is the sentinel that lets the inner loops run without bounds
-checks (3x faster than checking; about 600 MB/s).  The row parsers are written out per column count
-because numba does not unroll a loop over a runtime ``ncols``, which costs another 2x.
+checks (a check per byte would cost more than the parsing itself; ``benchmarks/bench_convert.py``).  The
+row parsers are written out per column count because numba does not unroll a loop over a runtime
+``ncols``, and the loop's own bookkeeping would run per byte too.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from numba import njit
 
 NL, CR, SPACE, TAB, COMMA, HASH, PERCENT, MINUS, PLUS = 10, 13, 32, 9, 44, 35, 37, 45, 43
 MAX_DIGITS = 18  # 10**18 < 2**63: no overflow check needed per digit
-SMALL_SEGMENT = 16  # insertion sort below this length (3x faster than quicksort on short lists)
+SMALL_SEGMENT = 16  # insertion sort below this length (no recursion overhead on short lists; bench_convert.py)
 NO_SENTINEL = -2  # parse result when the buffer does not end with a newline
 
 

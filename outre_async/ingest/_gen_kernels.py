@@ -6,8 +6,8 @@ seed and ``v``, never on the chunk that generated them or on the order of the ch
 are ``_rng``'s splitmix64 stepped by ``_rng.next_word``: the state lives in a local ``uint64``
 instead of a one-element array, because numba reference-counts arrays handed to helpers, and when
 such a helper sits on a branch (the ziggurat's slow path, the alias coin) the atomic increments
-stay inside the hot loop and cost more than the draw itself (measured: 90 MB/s of features instead
-of 1-2 GB/s).
+stay inside the hot loop and cost more than the draw itself (``benchmarks/bench_generate.py`` measures
+the feature rate).
 
 Sources are drawn from one alias table per community, laid out back to back in *community
 order* (community ``c`` owns rows ``ptr[c]:ptr[c+1]``).  A row is ``[threshold, node, alias, 0]``:

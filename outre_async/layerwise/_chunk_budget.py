@@ -1,5 +1,5 @@
-"""Chunk sizes that keep one layer's chunk inside ``memory_budget`` (issue 40: ``oa.inference`` peaked at
-3.9 GB on Facebook Page-Page, 4,714 float32 features a node, at its fixed 8,192-node chunks).
+"""Chunk sizes that keep one layer's chunk inside ``memory_budget``: fixed node counts per chunk let a
+wide layer's chunk grow past any budget (``benchmarks/bench_inference_memory.py`` measures the peak).
 
 What one chunk holds at once, for a layer whose input (or output) is ``w`` floats wide and a chunk of
 ``n`` targets and ``e`` in-edges (rows read ``<= n + e``, ``_chunks``)::
@@ -9,8 +9,8 @@ What one chunk holds at once, for a layer whose input (or output) is ``w`` float
     aggregate        (n + e) x 4 w     (the scatter's output, sized to the rows; the conv's own output)
     edges            e x 48            (global src, dst and local pairs int64, as numpy and as torch)
 
-so at most ``(n + e) x (12 w + 48)`` bytes.  Facebook's first layer (w = 4714) at 8,192 targets had
-~125 k in-edges: 2.4 GB of messages alone.  :func:`chunk_limits` lowers ``chunk_nodes`` and
+so at most ``(n + e) x (12 w + 48)`` bytes: with thousands of features a node and a chunk of
+thousands of targets, the messages alone take gigabytes.  :func:`chunk_limits` lowers ``chunk_nodes`` and
 ``chunk_edges`` to half of ``budget / (12 w + 48)`` each (never below 1: a single node with more
 in-edges is still a chunk of its own); narrow layers keep the caller's sizes.  The output kept in RAM
 (``N x out_dim``) and the model's weights are outside it.  ``memory_budget=None`` is the loader's

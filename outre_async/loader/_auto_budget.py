@@ -1,8 +1,8 @@
-"""``memory_budget=None``: the default budget, sized from the dataset and the machine (issue 40).
+"""``memory_budget=None``: the default budget, sized from the dataset and the machine.
 
-Before, no budget meant no cap: every part at its default size, whatever the machine had (Facebook
-Page-Page, a 0.41 GB feature file, planned 1.71 GiB: 256 MiB of staging arenas, a 64-deep extract
-queue).  Now the loader plans within::
+Why: no budget would mean no cap, every part at its default size whatever the machine has, so a
+small feature file could plan several times its own size in staging arenas and a deep extract
+queue (``tests/loader/test_auto_budget.py``).  The loader plans within::
 
     auto = max(floor, min(dataset, machine))
     dataset = (floor + features + batches) / (1 - 0.06) + over

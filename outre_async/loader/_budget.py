@@ -15,16 +15,17 @@ loader holds at most (``dim`` in the history lines: the history's own, its rows 
     extractor work    extractors x (32 R + 1 MiB)           (unique ids, inverse, gather blocks)
     sampler scratch   samplers x (4 N + 3 sub)              (relabel table + the kernel's growth)
     subgraphs         (extract_queue + extractors + ready_queue + 1) x sub,   sub = 8 R + 24 E (n_id, edges, e_id)
-                      (extract_queue by default: samplers + 2, deepened up to 32 within 2 % of the
-                      budget and what it leaves above the floor, ``extract_depth``)
+                      (extract_queue by default: samplers + 2, deepened up to ``EXTRACT_QUEUE`` within
+                      ``LOOKAHEAD_SHARE`` of the budget and what it leaves above the floor, ``extract_depth``)
     batches           a byte pool for batch matrices in flight, real rows x (x + 33) each
                       (matrix, labels, input_id, piece ids + slots, actions; ``_batch_memory``;
                       default (ready_queue + extractors + 1) x b, b = r x (x + 33))
     reorder buffer    ordered mode: 1.1 x samplers x b for batches sent out of turn (``_out_of_turn``)
     history table     4 N + C x (4 dim + 21 + samplers)     (with ``history=``: C cached h^(L-1) rows;
                                                              rows on a GPU: 4 N + C x (21 + samplers))
-    read bounce       depth x 64 KiB, <= 2 % of the budget  (io_uring reading rows into the buffer's slots: merged
-                                                             reads land in bounce pages, ``features._bounce``)
+    read bounce       depth x 64 KiB, capped                (io_uring reading rows into the buffer's slots: merged
+                                                             reads land in bounce pages, ``features._bounce``;
+                                                             at most ``BOUNCE_SHARE`` of the budget)
     foresight         4 (D r + R) + samplers x sub          (D batches foreseen beyond the extract queue;
                                                              ``foresight_depth``; 0 with history or next-use)
     history transfer  2^ceil(log2(40 R (+ 4 R dim)))       (``history=``: the records' reused host buffer,
@@ -251,14 +252,13 @@ def _plan_parts(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str
 def warn_small_buffer(rows: int, sizes: Sizes) -> None:
     """A :class:`SmallBufferWarning` when a given ``buffer_rows`` is below the rows one batch is expected
     to read (capped at the node count): the loader stays correct (batches stream through in pieces)
-    but each piece waits for the one before it, far slower than the default (the message's figure
-    was measured with ``buffer_rows=1``).  A warning, not a floor: the streaming tests run such buffers
+    but each piece waits for the one before it, far slower than the default.  A warning, not a floor: the streaming tests run such buffers
     on purpose (``tests/loader/test_streaming.py``)."""
     floor = min(sizes.expected_rows, sizes.num_nodes)
     if rows < floor:
         warnings.warn(SmallBufferWarning(
             f"buffer_rows={rows} is below the {floor} rows one batch is expected to read: every batch streams through "
-            "the feature buffer in pieces, correct but far slower (buffer_rows=1 ran ~130x slower than the default); "
+            "the feature buffer in pieces, correct but far slower (each piece waits for the one before it); "
             f"give at least {floor}, or leave buffer_rows out for the default"), stacklevel=3)
 
 

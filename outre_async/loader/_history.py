@@ -251,9 +251,9 @@ class EpochHistory:
         """Loop thread, when batch ``seq``'s sample comes back: the rows it will push are promised.
 
         Why: samplers run ahead of training by the pipeline's depth, so a row pushed by batch ``j``
-        lands only after the batches sampled meanwhile were planned without it; on igb-like's
-        partition batches (the same macro batch recurs every ~8 batches) that lag cut the pulls
-        from ~34 % to ~24 % of the hop-1 frontier (one epoch, simulated).  A later batch ``seq'`` may
+        lands only after the batches sampled meanwhile were planned without it, and on partition
+        batches (the same macro batch recurs within a few batches) that lag costs a large share of the
+        pulls (``benchmarks/bench_history_accuracy.py`` reports pulls per epoch).  A later batch ``seq'`` may
         prune a promised row when batch ``seq`` is sure to be delivered, and its hook to have run,
         before ``seq'`` is: ``seq' - seq > window`` (plan order: ``window = 0``; completion order:
         every batch more than ``window`` places back precedes it), and every push lands before the

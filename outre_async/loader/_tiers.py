@@ -6,9 +6,9 @@ Rows held, chosen once when the loader is made:
   met most often in the first :data:`RANK_BATCHES` batches of epoch 0's plan (sampled with the epoch's
   own streams, so those batches are counted exactly), with or without a profile.  Not the profile's
   ranking (``row_hot``, the reads the feature buffer would miss): the GPU tier is asked first, so every
-  access of a row it holds spares a PCIe copy, buffer hit or not.  On quickstart (25 % of the features
-  held, fanouts 10,5, batch 256, 2 epochs) the frequency ranking served 46.4 % of the batch rows from
-  the tier, ``row_hot``'s 37.6 %.  A profile made with the same ``gpu_cache_budget`` ranks the same
+  access of a row it holds spares a PCIe copy, buffer hit or not, while ``row_hot`` leaves out the
+  rows the buffer would hit anyway, which are often the most frequent (the tier's hit rate is in
+  ``stats()["tiers"]``; ``tests/loader/test_gpu_tier.py``).  A profile made with the same ``gpu_cache_budget`` ranks the same
   rows (``_profiling.host_counts``) and buys other static rows;
 * static tier (``profile=``): the plan's static rows, less any the GPU tier holds (a row is looked up
   in the GPU tier first, so a static copy of it would never be hit).

@@ -3,10 +3,9 @@
 glibc raises its mmap threshold to the size of the largest mapped block freed (up to 32 MiB) and
 then keeps up to twice that much free heap untrimmed.  In a training process the model's forward
 frees MiB-sized temporaries early, after which they and the loader's per-batch arrays come from the
-heap, and the heap's free part grows over an epoch while the bytes in use stay flat (measured by
-``benchmarks/bench_memory_budget.py``: 48 MiB budget, partitions + profile + history, free heap
-15 -> 25 MiB with 164 MiB in use throughout; at 32 MiB 4 of 14 runs reached a cap of
-1.1 x ``memory_budget`` that way, 0 of 15 with the threshold held).  Holding the threshold at glibc's own
+heap, and the heap's free part grows over an epoch while the bytes in use stay flat, enough for a
+run under a cap of 1.1 x ``memory_budget`` to reach it with nothing held outside the plan
+(``benchmarks/bench_memory_budget.py``; docs/benchmarks.md).  Holding the threshold at glibc's own
 default of 128 KiB (``mallopt(M_MMAP_THRESHOLD)``, what ``MALLOC_MMAP_THRESHOLD_=131072`` does) maps
 every large block and returns it on free, so a cap measures what the loader and the model hold.
 

@@ -1,6 +1,6 @@
 """Whether numba will compile the loader's kernels in this process: ``outre train`` and ``outre
 quickstart`` then say "compiling kernels (first run only, about a minute)" once on stderr, so the first
-run on a machine (quickstart's first epoch: 39 s against 20-23 s after) does not look like a hang.
+run on a machine, which pays the compile inside its first epoch, does not look like a hang.
 
 The kernels are ``@njit(cache=True)``: numba writes each function's compiled code beside its module
 (``__pycache__/<module>.<function>-<line>.pyXY.nbi`` and ``.nbc``), or under ``NUMBA_CACHE_DIR`` when set,

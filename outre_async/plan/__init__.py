@@ -1,4 +1,4 @@
-"""Profiling and the split of one memory budget between the caches (OUTRE §4.4, design §8, issue 12).
+"""Profiling and the split of one memory budget between the caches (OUTRE §4.4, design §8).
 
 ``_counts`` pre-samples the loader's plan (what an epoch reads, node by node), ``_costs`` measures what
 a miss costs here, ``_knapsack`` chooses static feature rows, history slots and neighbour lists in one

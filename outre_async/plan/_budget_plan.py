@@ -26,12 +26,10 @@ On a CPU device the trainer's intra-op threads already use every core, so the lo
 takes its cores from the steps and adds to them: ``epoch = max(compute + loader_cpu, reads)``.  On
 an accelerator the three overlap: ``epoch = max(compute, reads, loader_cpu)``; so do they when the
 step is a fixed wait (``costs.step_us``, ``outre bench --step-ms``: a sleep that leaves the cores
-to the loader, ``batches x step_us`` of compute whatever the rows).  (The sum ``sample +
-max(compute, reads)`` used before ignored the loader's CPU on a CPU device: measured epochs on the
-mid-size graph were the steps + 1-8 s of stall with the reads predicted at half the steps, the
-loader's thread CPU 2-3 s; with one torch thread it predicted 0.78-0.81 of the measured epoch, this
-0.82-1.19.  With a fixed wait for a step it charged the measured GraphSAGE step: igb-like under
-``--step-ms 8`` was predicted 3.0x and 7.0x the measured epoch, now 1.26x and 0.80x.)
+to the loader, ``batches x step_us`` of compute whatever the rows).  (Why not ``sample +
+max(compute, reads)``: on a CPU device it ignores the loader's CPU, which stalls the steps even
+when the reads are predicted well within them; and a fixed wait must be charged as the wait, not
+as the measured GraphSAGE step, or a ``--step-ms`` epoch is predicted several times too long.)
 ``benchmarks/bench_profile_prediction.py`` sets the prediction and each part against measured epochs.
 """
 

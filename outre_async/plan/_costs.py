@@ -1,4 +1,4 @@
-"""What a miss costs on this machine, measured, not assumed (issue 12; DUCATI's measured slopes).
+"""What a miss costs on this machine, measured, not assumed (as DUCATI measures its slopes).
 
 * ``row_us``: µs per feature row read through the real :class:`FeatureSource` at the loader's depth:
   ``num_extractors`` concurrent reads of one batch of distinct random rows each, as the extractors
@@ -13,8 +13,8 @@
   layers, ``dim -> hidden -> classes``) on the topology of pre-sampled batches (:class:`BatchShape`,
   kept by ``plan._counts``): what a pruned subtree's rows would have cost the trainer, and what the
   epoch's compute costs (the step's fixed cost shared by its rows).  Why the whole model: one
-  ``dim -> hidden`` linear layer, measured before, was 3.2 µs per row on igb-like against 15.7 µs per
-  row the training step really took, so the plan undervalued the history five times;
+  ``dim -> hidden`` linear layer is a small part of what the training step really costs a row, so a
+  plan priced by it undervalues the history (``benchmarks/bench_profile_prediction.py``);
 * ``gpu_hit_us`` / ``gpu_miss_us`` (with a GPU tier only): µs per batch row the GPU tier's assembly
   takes for a row it holds (a gather from the device table) and for one it misses (the host row
   copied to the device), timed through the tier's own code on the training device;
@@ -22,7 +22,7 @@
   it): µs per history row pulled, through the record's own transfer (``cache._record_transfer``) to
   the training device: with the table's rows on the host, a host gather into the packed buffer and
   its copy over; on the device, the slots' copy and a gather there.  What a pulled row costs the
-  step, netted from what its slot spares (``plan._budget_plan``): on a GPU the step's rows are ~100x
+  step, netted from what its slot spares (``plan._budget_plan``): on a GPU the step's rows are far
   cheaper than on a CPU, so a pull's own cost is no longer small beside them.
 
 The figures are timed in rounds, every figure once per round (:func:`_rounds`), the first round
@@ -30,13 +30,13 @@ untimed (it compiles numba kernels, opens rings, allocates), at least ``repeats`
 while ``budget_s`` per figure lasts; each figure's timings go through ``_timing.robust`` (outliers
 outside Tukey's fences dropped, the median of the rest) and ``spread`` / ``runs`` record each
 figure's IQR / median and run count, so that an unstable figure is visible in the profile.  Why
-rounds: on the shared 2-core machine the load comes in bursts of seconds (a step's cost per row
-varied 1.3-528 µs within seconds); timed one after the other, a burst fell on one figure only and
-moved the prediction's balance, interleaved it falls on all alike and the median discards it.
+rounds: on a shared machine the load comes in bursts of seconds (a step's cost per row then varies
+by orders of magnitude within seconds); timed one after the other, a burst falls on one figure only and
+moves the prediction's balance, interleaved it falls on all alike and the median discards it.
 
 ``recompute_us`` is measured on the training ``device`` (model and batch there, a
 ``torch.cuda.synchronize`` around each timed step on CUDA) with the process's torch threads (the
-trainer's): a GPU step is ~100x cheaper per row than a CPU one, and so is what a history slot spares.
+trainer's): a GPU step is far cheaper per row than a CPU one, and so is what a history slot spares.
 The measurement runs its own event loop in a short-lived thread, so it works under a running loop
 (Jupyter) too; the source it opens is closed.
 """
@@ -109,9 +109,8 @@ def measure_costs(ds: Dataset, *, backend: str, batch_rows: int, num_extractors:
     figures.pulls = {p: _PullTimer(history_dim, rows, p, device, rng) for p in pull_placements if history_dim}
     timings = _in_thread(lambda: _rounds(figures, backend, num_extractors, source_options or {}, source,
                                          max(1, repeats), budget_s))
-    # the trainer's threads, recorded: on a loaded CPU box two intra-op threads made one step 1-300x
-    # slower than one thread did (a thread waits for its descheduled peer), the first cause of an
-    # unstable recompute_us there (issue 25)
+    # the trainer's threads, recorded: on a loaded CPU box intra-op threads wait for a descheduled
+    # peer, so the thread count is the first cause of an unstable recompute_us (the profile's spread)
     threads = figures.threads
     got = {k: robust(v) for k, v in timings.items() if k != "backend"}
     return MissCosts(row_us=got["row_us"].value, list_us=got["list_us"].value, recompute_us=got["recompute_us"].value,
@@ -243,11 +242,11 @@ class _TrainStep:
     layers, ``dim -> hidden -> classes``, the loss on the seeds as ``outre train`` and the bench take
     it) on the pre-sampled batches' own topology, round robin (random features: values do not change
     the cost).  Why real shapes: a synthetic tree batch of the same rows (no shared neighbours, one
-    edge per row, the loss on every row) timed 1.27x (one torch thread) to 1.5x (two) the step on real
-    batches of the mid-size graph (14,000 rows, 17,000 edges), interleaved in one process.  Why the profile's batch
-    size and the optimizer: a step has a fixed cost (dispatch, the optimizer, on CUDA the launches)
-    that one 4096-row batch without the optimizer, measured before, hid (1 µs per row against 27-50
-    µs per row trained on the tiny preset).  Without shapes (costs measured on their own), a
+    edge per row, the loss on every row) has more edges and more loss rows than a real batch, so it
+    times slower than the step on real batches.  Why the profile's batch size and the optimizer: a
+    step has a fixed cost (dispatch, the optimizer, on CUDA the launches) that one large batch without
+    the optimizer hides, spread over its rows (``benchmarks/bench_profile_prediction.py`` sets predicted
+    against measured steps).  Without shapes (costs measured on their own), a
     synthetic batch of about ``rows`` rows laid out hop by hop stands in."""
 
     def __init__(self, dim: int, hidden: int, classes: int, fanouts: list[int], device: str,

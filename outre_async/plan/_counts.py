@@ -70,7 +70,7 @@ def presample(ds: Any, plan: Sequence[BatchItem], *, fanouts: Sequence[int], see
     times: list[float] = []
     keep = {limit * (i + 1) // (SHAPES + 1) for i in range(SHAPES)} if limit else set()
     shapes: list[BatchShape] = []
-    if limit:  # warm-up, untimed: the first call compiles the sampler's kernels (a minute cold, issue 25)
+    if limit:  # warm-up, untimed: the first call may compile the sampler's kernels
         sampler.sample(plan[0].seeds, stream_base)
     for step in range(limit):
         item = plan[step]

@@ -1,4 +1,4 @@
-"""One knapsack in time over everything the cache budget can buy (issue 12, design §8; DUCATI's idea).
+"""One knapsack in time over everything the cache budget can buy (design §8; DUCATI's idea).
 
 Three kinds of item compete for the same bytes:
 

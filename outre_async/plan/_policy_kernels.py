@@ -1,5 +1,5 @@
 """Rows a cache of ``C`` rows must read over a known sequence of row accesses, under three policies
-(issue 26: how far the loader's buffer is from the optimum; ``benchmarks/simulate_cache_policies.py``).
+(how far the loader's buffer is from the optimum: ``benchmarks/simulate_cache_policies.py``).
 
 The sequence is one epoch's row accesses in order, each batch's rows once (a batch reads a row once
 however many of its subtrees hold it), as dense ids ``0..U-1`` (:func:`dense_ids`).  A miss is one row

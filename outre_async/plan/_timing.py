@@ -1,4 +1,4 @@
-"""Timings that a plan can trust: warm-up runs not timed, outliers dropped, the spread reported (issue 25).
+"""Timings that a plan can trust: warm-up runs not timed, outliers dropped, the spread reported.
 
 A profile's prediction multiplies a few µs per row by millions of rows, so one bad timing moves it by
 orders of magnitude: the first call of a numba kernel compiles it (seconds), the first read of a cold
@@ -6,10 +6,10 @@ file pays for the page cache, a neighbour's job steals the core for one run.  Ea
 timed repeatedly for a small time budget (at least ``min_n``, at most ``max_n`` runs), the timings
 outside Tukey's fences (1.5 IQR beyond the quartiles) are dropped and the median of the rest is the
 figure; the spread (IQR / median) goes into the profile's meta so that an unstable measurement is
-visible there.  Why the median and not the mean of the kept timings: on the shared 2-core machine a
-burst of load slows a run of consecutive timings by 2-4x, often inside the fences of a handful of
-runs; the mean moved with each burst (predicted epochs 1.4x apart between two profiles minutes
-apart), the median only when most of the runs fell in one.
+visible there.  Why the median and not the mean of the kept timings: on a shared machine a burst
+of load slows a run of consecutive timings several times over, often inside the fences of a handful
+of runs; the mean moves with each burst (two profiles minutes apart then predict different epochs),
+the median only when most of the runs fall in one (``tests/plan/test_costs.py``).
 """
 
 from __future__ import annotations

@@ -98,7 +98,7 @@ def _summary(meta: dict[str, Any], say: Say) -> None:
         f"compute {pred['compute_seconds']:.2f} s, reads {pred['read_seconds']:.2f} s, "
         f"loader CPU {pred.get('loader_cpu_seconds', 0.0):.2f} s")
     tier = meta.get("gpu_tier")
-    if tier and "hit_us" in tier:  # the GPU tier's own measured costs (issue 25 item 2)
+    if tier and "hit_us" in tier:  # the GPU tier's own measured costs
         say(f"GPU tier: {tier['rows']} rows, {tier['hit_us']:.3f} us/hit, {tier['miss_us']:.3f} us/miss, "
             f"assembly {tier['assembly_seconds']:.2f} s per epoch")
     io = meta.get("io") or {}

@@ -236,7 +236,8 @@ def _emit(arr, start, csc_start, m, d, picks, t, g2l, n_id, rows, cols, eids, n_
     its CSC edge id ``csc_start + offset`` (the list's position in the CSC, whichever tier ``arr`` is).
 
     Returns ``(offset in the list of a bad id or -1, n_total, e)``.  A call, not ``inline="always"``:
-    numba's IR inlining made the plain sampler ~20% slower; the call costs nothing measurable.
+    numba's IR inlining made the plain sampler slower; the call costs nothing measurable
+    (``benchmarks/bench_sampler.py``).
     """
     for i in range(m):
         off = picks[i] if m < d else i

@@ -208,7 +208,8 @@ class Dataset:
         """Feature matrix ``[N, D]`` as a read-only memmap view (strided when rows are padded).
 
         Like ``indices`` it is advised ``MADV_RANDOM``: a fault then reads its page, not the device's
-        read-ahead window (8 MiB on some disks), which would multiply a random gather's I/O ~2000×.
+        read-ahead window (megabytes on some disks), which would multiply a random gather's I/O by the
+        window's size over a page's.
         """
         f = self.manifest.features
         if f is None:

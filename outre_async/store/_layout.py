@@ -12,8 +12,9 @@ Two layouts:
   it does not fit in the sectors it starts in, so the mean cost is higher.
 
 ``auto`` (the default) pads exactly when the fraction of read sectors it saves is at least the fraction
-of disk bytes it wastes: 100 float32 (400 B) pads to 512 B (saves 44 % of sectors, wastes 22 %);
-129 float32 (516 B) stays packed (padding to 1024 B would save 0.3 % of sectors for 50 % waste);
+of disk bytes it wastes: 100 float32 (400 B) pads to 512 B (saves 43 % of sectors, wastes 22 %);
+129 float32 (516 B) stays packed (padding to 1024 B would save no sector, every packed row already
+spans 2, for 50 % waste);
 602 float32 (2408 B) pads to 2560 B (saves 12 %, wastes 6 %); 128 float32 is already aligned.
 """
 

@@ -1,7 +1,8 @@
-"""A 0/1 integer mask passed where node ids are expected (issue 34: a uint8 ``train_mask`` was refused
-as "node ids more than once", which says nothing of the cause).  Read as ids, such an array names
-nodes 0 and 1 over and over; read as a mask it would be a guess (``[0, 1]`` on two nodes is both), so
-it stays refused, with the cause and the fix in the message."""
+"""A 0/1 integer mask passed where node ids are expected (a uint8 ``train_mask``, say) would otherwise
+be refused as "node ids more than once", which says nothing of the cause
+(``tests/store/test_split_masks.py``).  Read as ids, such an array names nodes 0 and 1 over and over;
+read as a mask it would be a guess (``[0, 1]`` on two nodes is both), so it stays refused, with the
+cause and the fix in the message."""
 
 from __future__ import annotations
 

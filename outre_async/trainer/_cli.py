@@ -55,6 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_command(args: argparse.Namespace, say: Callable[[str], None], progress: bool,
                 parse_fanouts: Callable[[str], tuple[int, ...]]) -> dict[str, Any]:
+    from ._report import rounded
     from ._run import run_train
 
     layers = args.layers
@@ -82,8 +83,8 @@ def run_command(args: argparse.Namespace, say: Callable[[str], None], progress: 
         return {"nproc": args.nproc, "out": str(out)}
     if args.force and not args.resume:
         raise ConfigError("--force only applies to --resume (continue a checkpoint of another dataset or options)")
-    return run_train(args.dataset, config, out, resume=args.resume, force=args.force, progress=progress, say=say,
-                     distributed="RANK" in os.environ)
+    return rounded(run_train(args.dataset, config, out, resume=args.resume, force=args.force, progress=progress,
+                             say=say, distributed="RANK" in os.environ))
 
 
 def _without_nproc(argv: list[str]) -> list[str]:

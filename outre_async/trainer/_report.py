@@ -113,3 +113,33 @@ def cache_lines(row: dict[str, Any]) -> list[str]:
                      f"{p['buffer_hit_rate']:.1%}" + (f", neighbour cache {p['neighbor_cache_hit_rate']:.1%}"
                                                        if "neighbor_cache_hit_rate" in p else ""))
     return lines
+
+
+ACCURACY_DIGITS = 4  # what `outre train` shows of an accuracy: a hundredth of a point
+SECONDS_DIGITS = 2   # and of a time: hundredths of a second
+RAW = ("config", "loader_stats")  # the options as given, the loader's counters as it reports them
+
+
+def rounded(result: dict[str, Any]) -> dict[str, Any]:
+    """``outre train``'s result as ``--json`` prints it: every ``*_accuracy`` to ``ACCURACY_DIGITS``
+    decimals and every ``*_seconds`` to ``SECONDS_DIGITS``, in ``best``, each epoch row and the top
+    level.  Why only here: ``metrics.json``, the checkpoints and :func:`run_train`'s own result keep
+    every digit (a later comparison or plot should not inherit the display's rounding)."""
+    return {k: v if k in RAW else _rounded(k, v) for k, v in result.items()}
+
+
+def _rounded(key: str, value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _rounded(k, v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rounded(key, v) for v in value]
+    if isinstance(value, float) and key.endswith("_accuracy"):
+        return round(value, ACCURACY_DIGITS)
+    if isinstance(value, float) and key.endswith("_seconds"):
+        return round(value, SECONDS_DIGITS)
+    return value
+
+
+def accuracy_text(value: float | None) -> str:
+    """An accuracy in a printed line: ``ACCURACY_DIGITS`` decimals, or "none" (no split to measure on)."""
+    return "none" if value is None else f"{value:.{ACCURACY_DIGITS}f}"

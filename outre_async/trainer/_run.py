@@ -51,7 +51,7 @@ from ._config import TrainConfig
 from ._files import load_checkpoint, save_checkpoint, write_metrics
 from ._out import check_outside_datasets, hold_output
 from ._plot import plot_time_to_accuracy
-from ._report import cache_lines, epoch_cache_stats, setup_lines
+from ._report import accuracy_text, cache_lines, epoch_cache_stats, setup_lines
 from outre_async.loader._options import group_knobs
 
 Say = Callable[[str], None]
@@ -86,7 +86,7 @@ def _train(dataset: str | Path, config: TrainConfig, out: Path, *, resume: bool,
            ctx: DistributedContext | None) -> dict[str, Any]:
     ds = open_dataset(dataset)
     _check_dataset(ds)
-    if config.partitions is not None:  # before the model, the output folder and the loader's set-up (issue 40)
+    if config.partitions is not None:  # before the model, the output folder and the loader's set-up (tests/trainer/test_early_checks.py)
         partitions_folder(ds, config.partitions)
     device = ctx.device if ctx is not None else resolve_device(config.device, "--device")  # before any file
     check_outside_datasets(out)
@@ -139,8 +139,8 @@ def _train_into(ds: Dataset, config: TrainConfig, out: Path, *, resume: bool, fo
     if not run.writes:
         return {**run.summary(), "plot": None, "loader_stats": stats}
     drawn = plot_time_to_accuracy(out / PLOT, run.metrics, f"{config.model} on {ds.path.name}")
-    say(f"best validation accuracy {run.best.get('val_accuracy')} at epoch {run.best.get('epoch')}: test accuracy "
-        f"{run.best.get('test_accuracy')}; wrote {out / METRICS}" + (f", {out / PLOT}" if drawn else
+    say(f"best validation accuracy {accuracy_text(run.best.get('val_accuracy'))} at epoch {run.best.get('epoch')}: "
+        f"test accuracy {accuracy_text(run.best.get('test_accuracy'))}; wrote {out / METRICS}" + (f", {out / PLOT}" if drawn else
                                                                       " (no plot: matplotlib is not installed)"))
     return {**run.summary(), "plot": str(out / PLOT) if drawn else None, "loader_stats": stats}
 

@@ -42,6 +42,7 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         mp.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(TESTS), os.environ.get("PYTHONPATH")) if p))
         argv = ["bench", "--preset", "tiny", "--systems", SYSTEMS, "--repeats", "1", "--max-batches", "2",
                 "--out", str(root / "results"), "--data-dir", str(root / "data"), "--probe-seconds", "0.5", "--json",
+                "--probe-beside", "0.2",
                 "--set", "outre-hist.admission=grad", "--set", "outre-hist.staleness=7"]
         import contextlib
         import io
@@ -76,6 +77,20 @@ def test_our_systems_run_and_consume_the_same_batches(suite: dict[str, Any]) -> 
     stage_cpu = metrics["outre"]["extra"]["cpu_seconds"]
     assert stage_cpu["sample"] > 0 and stage_cpu["extract"] > 0  # the loader's own CPU, per stage
     assert result["summary"]["limit"]["limit_seconds"] > 0
+
+
+@pytest.mark.slow  # the `suite` fixture: outre bench children, ~4 min on a loaded 2-core box
+def test_each_outre_run_is_probed_beside_its_epoch_at_its_read_size_and_depth(suite: dict[str, Any]) -> None:
+    from outre_async.bench._beside_probe import run_reads
+
+    probed = [r for r in suite["result"]["runs"] if r["outcome"] == "ok" and run_reads(r) is not None]
+    assert {r["system"] for r in probed} >= {"outre", "outre-part", "outre-hist"}
+    for run in probed:
+        ios, nbytes, depth = run_reads(run)
+        beside = run["metrics"]["extra"]["disk_probe_beside"]
+        assert [(c["depth"], c["size"]) for c in beside["cells"]] == [(depth, -(-(nbytes // ios) // 4096) * 4096)]
+        assert beside["seconds_per_cell"] == 0.2 and beside["untrusted"]  # the tiny preset's file judges nothing
+    assert "--probe-beside 0.2" in suite["result"]["command"]
 
 
 @pytest.mark.slow  # the `suite` fixture: outre bench children, ~4 min on a loaded 2-core box

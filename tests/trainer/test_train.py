@@ -388,3 +388,32 @@ def test_the_dropped_history_line_names_each_reason(left: int, split: dict, why:
     line = dropped_history_line(TrainConfig(staleness=4), profile, "6.0 MiB")
     assert line == (f"history      off: --staleness 4 asked for it, but the profile auto-x gave it no room in 6.0 MiB "
                     f"({why}); raise --memory-budget, or pass --staleness 1 to silence this")
+
+
+def _digits(value: float) -> int:
+    """Decimals ``value`` is printed with by ``json.dumps`` (repr)."""
+    text = repr(value)
+    return len(text.split(".")[1]) if "." in text and "e" not in text else 99
+
+
+def test_final_metrics_are_rounded_in_json_and_printed_lines(tiny: Path, tmp_path: Path, capsys) -> None:
+    """`outre train --json` and the final printed line give accuracies to 4 decimals and seconds to 2;
+    metrics.json keeps the full figures (the rounded ones are those rounded)."""
+    out = tmp_path / "run"
+    assert main(["train", str(tiny), "--epochs", "2", "--out", str(out), "--json", *ARGS]) == 0
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    full = json.loads((out / "metrics.json").read_text())
+    assert result["test_accuracy"] == round(full["test_accuracy"], 4)
+    assert result["time_to_best_seconds"] == round(full["time_to_best_seconds"], 2)
+    assert _digits(result["time_to_best_seconds"]) <= 2 and _digits(result["best"]["val_accuracy"]) <= 4
+    for row, raw in zip(result["epochs"], full["epochs"], strict=True):
+        for key in ("train_accuracy", "val_accuracy", "test_accuracy"):
+            assert row[key] == round(raw[key], 4) and _digits(row[key]) <= 4
+        for key in ("train_seconds", "stall_seconds", "eval_seconds", "elapsed_seconds"):
+            assert row[key] == round(raw[key], 2) and _digits(row[key]) <= 2
+    assert any(_digits(row["elapsed_seconds"]) > 2 for row in full["epochs"])  # the file keeps every digit
+    line = next(x for x in captured.err.splitlines() if x.startswith("best validation accuracy"))
+    best = result["best"]
+    assert line.startswith(f"best validation accuracy {best['val_accuracy']:.4f} at epoch {best['epoch']}: "
+                           f"test accuracy {best['test_accuracy']:.4f}")
