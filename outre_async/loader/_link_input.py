@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError, NotSupportedError
+from ..errors import AllPairsError, ConfigError, NotSupportedError
 from ..sampling._edge_items import NegativeSpec
 from ..store._dataset import Dataset
 from ._config import LoaderConfig
@@ -68,6 +68,7 @@ def _link_input(ds: Dataset, edge_label_index: Any, edge_label: Any, neg_samplin
             return LinkInput(pairs=pairs, labels=stored, negatives=None, name=name)
     else:
         pairs = _pairs(edge_label_index, ds.num_nodes)
+        check_not_all_pairs(pairs, ds.num_nodes, ds.num_edges)
     labels = None if edge_label is None else _labels(edge_label, pairs.shape[1])
     if negatives is not None and negatives.mode == "triplet" and labels is not None:
         raise ConfigError("edge_label must be None with neg_sampling='triplet' (as in PyG): a batch's "
@@ -145,6 +146,29 @@ def _pairs(value: Any, num_nodes: int) -> np.ndarray:
         bad = int(pairs.min()) if pairs.min() < 0 else int(pairs.max())
         raise ConfigError(f"edge_label_index holds node {bad}, outside [0, {num_nodes}); pass node ids of this dataset")
     return pairs
+
+
+ALL_PAIRS_FACTOR = 16   # more supervision pairs than this many times max(edges, nodes): a candidate set
+CARTESIAN_MIN = 1024    # a full cartesian product of at least this many pairs: a candidate set
+
+
+def check_not_all_pairs(pairs: np.ndarray, num_nodes: int, num_edges: int) -> None:
+    """Refuse an all-pairs candidate set (:class:`AllPairsError`): more than ``ALL_PAIRS_FACTOR`` x
+    ``max(edges, nodes)`` pairs, or every (source, destination) of two sets of at least two nodes each.
+    Counting the distinct endpoints is O(pairs + nodes) (bincount); the distinct pairs are only counted
+    when the endpoint counts allow a product."""
+    p, limit = pairs.shape[1], ALL_PAIRS_FACTOR * max(num_edges, num_nodes)
+    fix = "rank candidates with oa.evaluate_links(model, ds, split=..., candidates=100 | 'all') instead of a loader"
+    if p > limit:
+        raise AllPairsError(f"edge_label_index holds {p:,} pairs, more than {ALL_PAIRS_FACTOR} x the graph's "
+                            f"{max(num_edges, num_nodes):,} edges or nodes: an all-pairs candidate set; {fix}")
+    if p < CARTESIAN_MIN:
+        return
+    a = int(np.count_nonzero(np.bincount(pairs[0], minlength=num_nodes)))
+    b = int(np.count_nonzero(np.bincount(pairs[1], minlength=num_nodes)))
+    if a > 1 and b > 1 and a * b <= p and len(np.unique(pairs[0] * num_nodes + pairs[1])) == a * b:
+        raise AllPairsError(f"edge_label_index holds all {a * b:,} pairs of {a:,} sources x {b:,} destinations: an "
+                            f"all-pairs candidate set; {fix}")
 
 
 def _labels(value: Any, num_pairs: int) -> np.ndarray:
