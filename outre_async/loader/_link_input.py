@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import AllPairsError, ConfigError, NotSupportedError
-from ..sampling._edge_items import NegativeSpec
+from ..sampling._negatives import SAMPLERS, NegativeSpec
 from ..store._dataset import Dataset
 from ._config import LoaderConfig
 
@@ -92,16 +92,20 @@ def _negatives(neg_sampling: Any) -> NegativeSpec | None:
         return None
     if isinstance(neg_sampling, str):
         mode, amount = neg_sampling, 1
+        sampler, fraction = "uniform", 0.0
     elif isinstance(neg_sampling, dict):
-        unknown = set(neg_sampling) - {"mode", "amount"}
+        unknown = set(neg_sampling) - {"mode", "amount", "sampler", "degree_fraction"}
         if unknown or "mode" not in neg_sampling:
-            raise ConfigError(f"neg_sampling as a dict takes 'mode' and 'amount', got keys {sorted(neg_sampling)}")
+            raise ConfigError(f"neg_sampling as a dict takes 'mode', 'amount', 'sampler' and 'degree_fraction', got "
+                              f"keys {sorted(neg_sampling)}")
         mode, amount = neg_sampling["mode"], neg_sampling.get("amount", 1)
+        sampler, fraction = neg_sampling.get("sampler", "uniform"), neg_sampling.get("degree_fraction", 0.0)
     elif hasattr(neg_sampling, "mode") and hasattr(neg_sampling, "amount"):  # PyG's NegativeSampling
         if getattr(neg_sampling, "src_weight", None) is not None or getattr(neg_sampling, "dst_weight", None) is not None:
             raise NotSupportedError("weighted negatives (NegativeSampling src_weight/dst_weight) are not supported yet: "
                                     "negatives are drawn uniformly; leave the weights out")
         mode, amount = getattr(neg_sampling.mode, "value", neg_sampling.mode), neg_sampling.amount
+        sampler, fraction = "uniform", 0.0
     else:
         raise ConfigError(f"neg_sampling must be a NegativeSampling, 'binary', 'triplet' or a dict, "
                           f"got {type(neg_sampling).__name__}")
@@ -112,7 +116,16 @@ def _negatives(neg_sampling: Any) -> NegativeSpec | None:
     if mode == "triplet" and amount != math.ceil(amount):
         raise ConfigError(f"neg_sampling amount={amount!r} must be an integer for 'triplet' (negative "
                           "destinations per positive pair)")
-    return NegativeSpec(mode=mode, amount=int(amount) if mode == "triplet" else float(amount))
+    if sampler not in SAMPLERS:
+        raise ConfigError(f"neg_sampling sampler must be one of {SAMPLERS}, got {sampler!r}")
+    if isinstance(fraction, bool) or not isinstance(fraction, numbers.Real) or not 0 <= fraction <= 1:
+        raise ConfigError(f"neg_sampling degree_fraction={fraction!r} must be a number in [0, 1] (the share of "
+                          "negatives drawn by degree)")
+    if sampler == "degree" and fraction:
+        raise ConfigError(f"neg_sampling degree_fraction={fraction!r} goes with sampler 'uniform' or 'resident'; "
+                          "sampler 'degree' draws every negative by degree")
+    return NegativeSpec(mode=mode, amount=int(amount) if mode == "triplet" else float(amount), sampler=sampler,
+                        degree_fraction=float(fraction))
 
 
 def _named_pairs(ds: Dataset, name: str, with_stored: bool) -> tuple[np.ndarray, np.ndarray | None]:

@@ -64,7 +64,7 @@ from ._sample_stage import SampleStage
 from ._setup import loader_config, loader_setup
 from ._stateful import StatefulEpochs
 from ._sync_api import SyncIteration
-from ._stats import device_resident, queue_stats, resource_stats, stage_stats
+from ._stats import device_resident, negative_stats, queue_stats, resource_stats, stage_stats
 from ._tiers import tier_caches
 
 __all__ = ["BACKENDS", "LoaderConfig", "OutreLoader"]
@@ -434,6 +434,8 @@ class OutreLoader(SyncIteration, StatefulEpochs):
         out["layout"] = self._layout.stats()
         out["buffer_policy"] = self.config.buffer_policy
         out["foresight"] = {"depth": self.config.foresight, **self._foresight_totals.stats()}
+        if self._links is not None and self._links.negatives is not None:
+            out["negatives"] = negative_stats(self._links.negatives, self._sample.counters)
         return out
 
     def _epoch_io(self, res: Resources | None) -> dict[str, Any]:

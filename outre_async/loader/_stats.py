@@ -21,6 +21,7 @@ from ..aio._channel import ChannelStats
 from ._delivery import DeliveryCounters
 from ._extract_stage import ExtractCounters
 from ._resources import ResourceStats
+from ..sampling._negatives import NegativeSpec
 from ._sample_stage import SampleCounters
 
 
@@ -32,6 +33,15 @@ def stage_stats(sample: SampleCounters, extract: ExtractCounters, delivery: Deli
         "extract_cpu_seconds": extract.cpu_seconds, "extract_rows": extract.rows,
         "delivered_batches": delivery.batches, "stall_seconds": delivery.stall_seconds,
     }
+
+
+def negative_stats(spec: NegativeSpec, sample: SampleCounters) -> dict[str, Any]:
+    """Edge batches' negatives: the sampler, how many were drawn, the share that are edges of the graph
+    (false negatives), and the distinct feature rows per batch (``n_id``'s length: what a batch reads)."""
+    return {"sampler": spec.sampler, "mode": spec.mode, "amount": spec.amount, "degree_fraction": spec.degree_fraction,
+            "drawn": sample.negatives, "false_negatives": sample.false_negatives,
+            "false_negative_rate": sample.false_negatives / sample.negatives if sample.negatives else 0.0,
+            "distinct_rows_per_batch": sample.nodes / sample.batches if sample.batches else 0.0}
 
 
 def queue_stats(channels: dict[str, ChannelStats]) -> dict[str, dict[str, Any]]:
