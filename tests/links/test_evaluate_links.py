@@ -116,3 +116,19 @@ def test_embeddings_of_another_graph_and_a_bad_decoder_are_named(links) -> None:
         oa.evaluate_links(torch.zeros(3, 2), links)
     with pytest.raises(ConfigError, match=r"decoder returned 1 scores for \d+ pairs"):
         oa.evaluate_links(torch.zeros(links.num_nodes, 2), links, decoder=lambda a, b: (a * b).sum())
+
+
+def test_the_decoder_never_sees_more_than_chunk_pairs(links) -> None:
+    """Memory does not grow with the candidates: every decoder call scores at most ``chunk_pairs``
+    pairs, whether a block holds many queries (30 candidates) or a piece of one (all 149)."""
+    h = torch.randn(links.num_nodes, 4, generator=torch.Generator().manual_seed(1))
+    sizes: list[int] = []
+
+    def recording(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        sizes.append(len(a))
+        return (a * b).sum(-1)
+
+    for candidates in (30, "all"):
+        sizes.clear()
+        got = oa.evaluate_links(h, links, candidates=candidates, decoder=recording, negatives="uniform", chunk_pairs=64)
+        assert max(sizes) <= 64 and sum(sizes) == got["queries"] * (1 + got["candidates"])

@@ -71,3 +71,33 @@ def test_what_link_training_cannot_do_is_named(tiny_links: Path, tmp_path: Path,
     assert main(["train", str(plain), "--epochs", "1", "--out", str(tmp_path / "r"), *ARGS]) == 2
     err = capsys.readouterr().err
     assert "has no 'train' edge split" in err and "outre split-edges" in err
+
+
+def test_checkpoint_every_resumes_mid_epoch_to_the_uninterrupted_weights(tiny_links: Path, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """As for nodes: a link run stopped after step 2 of epoch 2 and resumed from that last.pt ends
+    with the uninterrupted run's weights (the loader's place in the epoch and the sums restored)."""
+    from outre_async.trainer import _run
+
+    args = [*ARGS[:6], "--batch-size", "128", *ARGS[8:]]
+    straight, split = tmp_path / "straight", tmp_path / "split"
+    assert main(["train", str(tiny_links), "--epochs", "2", "--out", str(straight), *args]) == 0
+    kept: list[bytes] = []
+    real = _run.save_checkpoint
+
+    def keep(path: Path, state: dict) -> None:
+        real(path, state)
+        if path.name == "last.pt" and "loader" in state and state["epoch"] == 1 and not kept:
+            kept.append(path.read_bytes())
+
+    monkeypatch.setattr(_run, "save_checkpoint", keep)
+    assert main(["train", str(tiny_links), "--epochs", "2", "--out", str(split), "--checkpoint-every", "2", *args]) == 0
+    monkeypatch.undo()
+    (split / "last.pt").write_bytes(kept[0])
+    assert load_checkpoint(split / "last.pt")["partial"]["count"] == 2
+    assert main(["train", str(tiny_links), "--epochs", "2", "--out", str(split), "--resume", *args]) == 0
+    a, b = load_checkpoint(straight / "last.pt"), load_checkpoint(split / "last.pt")
+    for name, tensor in a["model"].items():
+        torch.testing.assert_close(b["model"][name], tensor, rtol=0, atol=0, msg=name)
+    for key in ("batches", "loss", "train_accuracy", "val_mrr"):
+        assert b["metrics"][1][key] == a["metrics"][1][key], key
