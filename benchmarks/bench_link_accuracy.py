@@ -1,7 +1,8 @@
 """Link prediction accuracy: OutreLoader edge batches against PyG's LinkNeighborLoader (issue 37's goal).
 
     python benchmarks/bench_link_accuracy.py --datasets cora,citeseer --seeds 0,1,2 --epochs 20 \
-        --samplers uniform,resident --json link-accuracy.json
+        --batch-size 512 --samplers uniform,resident@0.5 --json link-accuracy.json
+    python benchmarks/bench_link_accuracy.py --rows cora,citeseer,quickstart --json link-rows.json
 
 For each dataset (``../shared/data/<name>.npz``): a random 85/5/10 link split (``oa.split_edges``,
 seed 0; both directions of a held-out pair leave message passing), then per seed a 2-layer GraphSAGE
@@ -11,13 +12,19 @@ fanouts 10,10 and batch size 256, by
 
 * ``pyg``: ``LinkNeighborLoader`` over the split's message-passing graph held in memory;
 * ``ours-<sampler>``: ``OutreLoader(edge_label_index="train", neg_sampling={..., "sampler": S})``,
-  ``uniform`` being PyG's negatives, ``resident`` the batch's own endpoints (``--degree-fraction``).
+  ``uniform`` being PyG's negatives, ``resident`` the batch's own endpoints (``resident@F``: a share F
+  of them drawn by degree instead, the ``degree_fraction``).
 
 Every run is evaluated alike, with ``oa.evaluate_links`` on the test pairs, each against 100 uniform
 candidate destinations (``negatives="uniform"``, seed 0): MRR, hits@10 and the AUC of the positive
 scores against the candidates'.  Reported per (dataset, loader), mean ± std over seeds: test AUC, MRR,
 hits@10, distinct feature rows per batch (``len(n_id)``: what a batch reads) and, for ours, the
 false-negative rate measured against the graph.  Nothing is asserted; seconds are rough on a shared machine.
+
+``--rows D1,D2``: no training; for each dataset (a ``.npz`` name, or a generator preset such as
+``quickstart``, split the same way), sampler (uniform, degree, resident) and ``--amounts``, one epoch of
+``OutreLoader`` edge batches (batch ``--rows-batch-size``, fanouts 10,10, at most ``--rows-batches``
+batches): distinct feature rows per batch and the false-negative rate, and the uniform / resident ratio.
 """
 
 from __future__ import annotations
@@ -44,11 +51,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = _parser().parse_args(argv)
     torch.set_num_threads(args.threads)
     root = Path(tempfile.mkdtemp(prefix="outre-link-acc-"))
+    if args.rows:
+        try:
+            return _rows(args, root)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
     runs = []
     try:
         for name in args.datasets.split(","):
-            base = oa.convert(Path(args.data) / f"{name}.npz", root / name)
-            ds = oa.open_dataset(oa.split_edges(base, root / f"{name}-links", val=0.05, test=0.1, seed=0))
+            ds = _split(args, name, root)
             for seed in (int(s) for s in args.seeds.split(",")):
                 for loader in ["pyg", *(f"ours-{s}" for s in args.samplers.split(","))]:
                     run = _run(args, ds, loader, seed)
@@ -77,9 +88,8 @@ def _run(args: argparse.Namespace, ds: oa.Dataset, loader: str, seed: int) -> di
                 _step(model, opt, batch)
                 rows.append(len(batch.n_id))
     else:
-        sampler = loader.split("-", 1)[1]
-        neg = {"mode": "binary", "amount": args.amount, "sampler": sampler,
-               "degree_fraction": args.degree_fraction if sampler != "degree" else 0.0}
+        sampler, _, fraction = loader.split("-", 1)[1].partition("@")  # resident@0.5: that degree_fraction
+        neg = {"mode": "binary", "amount": args.amount, "sampler": sampler, "degree_fraction": float(fraction or 0)}
         with oa.OutreLoader(ds, edge_label_index="train", neg_sampling=neg, num_neighbors=[10, 10],
                             batch_size=args.batch_size, seed=seed) as ours:
             for _ in range(args.epochs):
@@ -124,6 +134,46 @@ def _pyg_batches(args: argparse.Namespace, ds: oa.Dataset, seed: int, epoch: int
                               shuffle=True)
 
 
+def _split(args: argparse.Namespace, name: str, root: Path) -> oa.Dataset:
+    if name in oa.PRESETS:
+        base = oa.generate(root / name, name, seed=0)
+    else:
+        base = oa.convert(Path(args.data) / f"{name}.npz", root / name)
+    return oa.open_dataset(oa.split_edges(base, root / f"{name}-links", val=0.05, test=0.1, seed=0))
+
+
+def _rows(args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    table = []
+    for name in args.rows.split(","):
+        ds = _split(args, name, root)
+        for amount in (float(a) for a in args.amounts.split(",")):
+            got = {}
+            for sampler in ("uniform", "degree", "resident"):
+                neg = {"mode": "binary", "amount": amount, "sampler": sampler}
+                with oa.OutreLoader(ds, edge_label_index="train", neg_sampling=neg, num_neighbors=[10, 10],
+                                    batch_size=args.rows_batch_size, seed=0) as loader:
+                    for i, _ in enumerate(loader):
+                        if i + 1 >= args.rows_batches:
+                            break
+                    stats = loader.stats()["negatives"]
+                got[sampler] = stats
+                table.append({"dataset": name, "amount": amount, "sampler": sampler,
+                              "rows_per_batch": stats["distinct_rows_per_batch"],
+                              "false_negative_rate": stats["false_negative_rate"]})
+            ratio = got["uniform"]["distinct_rows_per_batch"] / got["resident"]["distinct_rows_per_batch"]
+            table.append({"dataset": name, "amount": amount, "sampler": "uniform/resident", "rows_ratio": ratio})
+    print(f"{'dataset':12} {'amount':>6} {'sampler':17} {'rows/batch':>11} {'false neg':>10}")
+    for r in table:
+        if "rows_ratio" in r:
+            print(f"{r['dataset']:12} {r['amount']:>6} {r['sampler']:17} {r['rows_ratio']:>10.2f}x")
+        else:
+            print(f"{r['dataset']:12} {r['amount']:>6} {r['sampler']:17} {r['rows_per_batch']:>11.1f} {r['false_negative_rate']:>10.4f}")
+    result = {"benchmark": "link-rows", "args": vars(args), "table": table}
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+    return result
+
+
 def _table(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for key in sorted({(r["dataset"], r["loader"]) for r in runs}):
@@ -155,11 +205,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--samplers", default="uniform,resident")
     p.add_argument("--epochs", type=int, default=20)
     p.add_argument("--amount", type=float, default=1.0)
-    p.add_argument("--degree-fraction", type=float, default=0.0)
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--rows", default=None, help="datasets or presets: distinct rows per batch by sampler, no training")
+    p.add_argument("--amounts", default="1,3")
+    p.add_argument("--rows-batch-size", type=int, default=256)
+    p.add_argument("--rows-batches", type=int, default=30)
     p.add_argument("--json", default=None)
     return p
 
