@@ -5,9 +5,11 @@ checked once into a :class:`LinkInput` the loader plans edge batches from (``_ed
 split of the dataset (``oa.split_edges``): ``"train"``, or ``"val"`` / ``"test"``, which bring their
 stored negatives (``val_neg``, ``test_neg``) as pairs labelled 0 (positives 1) when no
 ``neg_sampling`` is given.  ``neg_sampling`` is PyG's ``NegativeSampling``, a mode string or a
-``{"mode", "amount"}`` dict; ``neg_sampling_ratio`` (PyG's older name) is binary sampling of that
+``{"mode", "amount", "sampler", "degree_fraction"}`` dict (the sampler, ``uniform`` as PyG,
+``degree`` or ``resident``: ``sampling._negatives``); ``neg_sampling_ratio`` (PyG's older name) is binary sampling of that
 amount.  As PyG's ``LinkLoader``, 0-based labels are shifted by one in binary mode (0 = negative)
-and a triplet mode with an ``edge_label`` is refused.  What this first version does not offer
+and a triplet mode with an ``edge_label`` is refused; an all-pairs candidate set is an
+:class:`AllPairsError` pointing to ``oa.evaluate_links``.  What this version does not offer
 (partitions, history, a profile, a partition-ordered copy, weighted negatives) is a
 :class:`NotSupportedError` naming it.
 """

@@ -64,7 +64,7 @@ from ._sample_stage import SampleStage
 from ._setup import loader_config, loader_setup
 from ._stateful import StatefulEpochs
 from ._sync_api import SyncIteration
-from ._stats import device_resident, negative_stats, queue_stats, resource_stats, stage_stats
+from ._stats import device_resident, queue_stats, resource_stats, stage_stats
 from ._tiers import tier_caches
 
 __all__ = ["BACKENDS", "LoaderConfig", "OutreLoader"]
@@ -402,7 +402,7 @@ class OutreLoader(SyncIteration, StatefulEpochs):
     def stats(self) -> dict[str, Any]:
         """Per-stage counters (design §9): batches, busy seconds, stall, queue depths, buffer and I/O
         figures; backend, buffer and I/O stay reported (as of the close) after the loader is closed."""
-        out = stage_stats(self._sample.counters, self._extract.counters, self._delivery.counters)
+        out = stage_stats(self._sample.counters, self._extract.counters, self._delivery.counters, self._links)
         out["epochs_started"] = self._epoch
         out["buffer_rows"] = self.buffer_rows
         out["max_rows_per_batch"] = self._setup.sizes.max_rows
@@ -434,8 +434,6 @@ class OutreLoader(SyncIteration, StatefulEpochs):
         out["layout"] = self._layout.stats()
         out["buffer_policy"] = self.config.buffer_policy
         out["foresight"] = {"depth": self.config.foresight, **self._foresight_totals.stats()}
-        if self._links is not None and self._links.negatives is not None:
-            out["negatives"] = negative_stats(self._links.negatives, self._sample.counters)
         return out
 
     def _epoch_io(self, res: Resources | None) -> dict[str, Any]:
