@@ -101,3 +101,12 @@ def test_checkpoint_every_resumes_mid_epoch_to_the_uninterrupted_weights(tiny_li
         torch.testing.assert_close(b["model"][name], tensor, rtol=0, atol=0, msg=name)
     for key in ("batches", "loss", "train_accuracy", "val_mrr"):
         assert b["metrics"][1][key] == a["metrics"][1][key], key
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["gcn", "gat"])
+def test_gcn_and_gat_encoders_train_too(tiny_links: Path, tmp_path: Path, model: str) -> None:
+    out = tmp_path / model
+    assert main(["train", str(tiny_links), "--epochs", "1", "--out", str(out), "--model", model, *ARGS]) == 0
+    row = json.loads((out / "metrics.json").read_text())["epochs"][0]
+    assert 0.0 < row["test_mrr"] <= 1.0 and 0.0 < row["val_auc"] <= 1.0
