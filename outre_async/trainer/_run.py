@@ -126,7 +126,9 @@ def _train_into(ds: Dataset, config: TrainConfig, out: Path, *, resume: bool, fo
     pinned_heap = config.memory_budget is not None and pin_unless_user_chose()
     say(f"{config.model} {config.layers} layers, hidden {config.hidden}, fanouts {list(config.fanouts)}, batch size "
         f"{config.batch_size}, {'plan' if config.deterministic else 'completion'} order, on {device}, "
-        f"epochs {run.start + 1}..{config.epochs}")
+        f"epochs {run.start + 1}..{config.epochs}" + (f"; link prediction: {config.decoder} decoder, {config.neg_amount:g} "
+                                                      f"uniform negatives per pair, ranked against {config.candidates} "
+                                                      "candidates" if config.task == "link" else ""))
     ranks = ctx.loader_options() if ctx is not None else {}
     task = (dict(edge_label_index="train", neg_sampling={"mode": "binary", "amount": config.neg_amount})
             if config.task == "link" else dict(split="train", partitions=config.partitions, history=history,

@@ -47,6 +47,9 @@ def test_trains_and_reports_ranking_metrics(tiny_links: Path, tmp_path: Path, ca
 def test_resume_continues_the_uninterrupted_run(tiny_links: Path, tmp_path: Path, capsys) -> None:
     straight, split = tmp_path / "straight", tmp_path / "split"
     assert main(["train", str(tiny_links), "--epochs", "2", "--out", str(straight), *ARGS]) == 0
+    text = capsys.readouterr().out
+    assert "link prediction: dot decoder, 1 uniform negatives per pair, ranked against 20 candidates" in text
+    assert "v mrr  t mrr" in text and "best validation mrr" in text
     assert main(["train", str(tiny_links), "--epochs", "1", "--out", str(split), *ARGS]) == 0
     assert main(["train", str(tiny_links), "--epochs", "2", "--out", str(split), "--resume", *ARGS]) == 0
     a, b = load_checkpoint(straight / "last.pt"), load_checkpoint(split / "last.pt")
