@@ -22,7 +22,7 @@ hits@10, distinct feature rows per batch (``len(n_id)``: what a batch reads) and
 false-negative rate measured against the graph.  Nothing is asserted; seconds are rough on a shared machine.
 
 ``--rows D1,D2``: no training; for each dataset (a ``.npz`` name, or a generator preset such as
-``quickstart``, split the same way), sampler (uniform, degree, resident) and ``--amounts``, one epoch of
+``quickstart``, or ``quickstart:300000`` for the preset at that many nodes; split the same way), sampler (uniform, degree, resident) and ``--amounts``, one epoch of
 ``OutreLoader`` edge batches (batch ``--rows-batch-size``, fanouts 10,10, at most ``--rows-batches``
 batches): distinct feature rows per batch and the false-negative rate, and the uniform / resident ratio.
 """
@@ -135,8 +135,9 @@ def _pyg_batches(args: argparse.Namespace, ds: oa.Dataset, seed: int, epoch: int
 
 
 def _split(args: argparse.Namespace, name: str, root: Path) -> oa.Dataset:
-    if name in oa.PRESETS:
-        base = oa.generate(root / name, name, seed=0)
+    preset, _, nodes = name.partition(":")  # quickstart:300000: the preset at that many nodes
+    if preset in oa.PRESETS:
+        base = oa.generate(root / name, preset, seed=0, **({"num_nodes": int(nodes)} if nodes else {}))
     else:
         base = oa.convert(Path(args.data) / f"{name}.npz", root / name)
     return oa.open_dataset(oa.split_edges(base, root / f"{name}-links", val=0.05, test=0.1, seed=0))
