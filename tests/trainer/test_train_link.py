@@ -82,7 +82,7 @@ def test_checkpoint_every_resumes_mid_epoch_to_the_uninterrupted_weights(tiny_li
     with the uninterrupted run's weights (the loader's place in the epoch and the sums restored)."""
     from outre_async.trainer import _run
 
-    args = [*ARGS[:6], "--batch-size", "128", *ARGS[8:]]
+    args = ARGS  # 4 batches an epoch
     straight, split = tmp_path / "straight", tmp_path / "split"
     assert main(["train", str(tiny_links), "--epochs", "2", "--out", str(straight), *args]) == 0
     kept: list[bytes] = []
