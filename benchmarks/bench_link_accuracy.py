@@ -22,9 +22,10 @@ hits@10, distinct feature rows per batch (``len(n_id)``: what a batch reads) and
 false-negative rate measured against the graph.  Nothing is asserted; seconds are rough on a shared machine.
 
 ``--rows D1,D2``: no training; for each dataset (a ``.npz`` name, or a generator preset such as
-``quickstart``, or ``quickstart:300000`` for the preset at that many nodes; split the same way), sampler (uniform, degree, resident) and ``--amounts``, one epoch of
-``OutreLoader`` edge batches (batch ``--rows-batch-size``, fanouts 10,10, at most ``--rows-batches``
-batches): distinct feature rows per batch and the false-negative rate, and the uniform / resident ratio.
+``quickstart``, or ``quickstart:300000`` for the preset at that many nodes; split the same way),
+sampler (uniform, degree, resident) and ``--amounts``, one epoch of ``OutreLoader`` edge batches
+(batch ``--rows-batch-size``, fanouts 10,10, at most ``--rows-batches`` batches): distinct feature
+rows per batch and the false-negative rate, and the uniform / resident ratio.
 """
 
 from __future__ import annotations
@@ -189,9 +190,10 @@ def _table(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _print(table: list[dict[str, Any]]) -> None:
-    print(f"{'dataset':10} {'loader':15} {'test AUC':>15} {'MRR (1+100)':>15} {'hits@10':>15} {'rows/batch':>12} {'false neg':>10}")
+    print(f"{'dataset':10} {'loader':15} {'test AUC':>15} {'MRR (1+100)':>15} {'hits@10':>15} {'rows/batch':>12} "
+          f"{'false neg':>10}")
     for r in table:
-        def cell(m: str, w: int = 15) -> str:
+        def cell(m: str, w: int = 15, r: dict[str, Any] = r) -> str:
             return f"{r[m][0]:.4f} ± {r[m][1]:.4f}".rjust(w) if m in r else "-".rjust(w)
         rows = f"{r['rows_per_batch'][0]:.0f}".rjust(12)
         fn = f"{r['false_negative_rate'][0]:.4f}".rjust(10) if "false_negative_rate" in r else "-".rjust(10)

@@ -18,11 +18,11 @@ from dataclasses import asdict
 from typing import Any
 
 from ..aio._channel import ChannelStats
+from ..sampling._negatives import NegativeSpec
 from ._delivery import DeliveryCounters
 from ._extract_stage import ExtractCounters
-from ._resources import ResourceStats
-from ..sampling._negatives import NegativeSpec
 from ._link_input import LinkInput
+from ._resources import ResourceStats
 from ._sample_stage import SampleCounters
 
 

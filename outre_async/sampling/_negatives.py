@@ -55,10 +55,9 @@ def draw_nodes(spec: NegativeSpec, count: int, rng: np.random.Generator, num_nod
 
 
 def _by_degree(count: int, rng: np.random.Generator, num_nodes: int, indptr: np.ndarray | None) -> np.ndarray:
-    num_edges = 0 if indptr is None else int(indptr[-1])
-    if num_edges == 0:
+    if indptr is None or int(indptr[-1]) == 0:
         return rng.integers(0, num_nodes, size=count, dtype=np.int64)
-    edges = rng.integers(0, num_edges, size=count, dtype=np.int64)
+    edges = rng.integers(0, int(indptr[-1]), size=count, dtype=np.int64)
     return np.searchsorted(indptr, edges, side="right").astype(np.int64) - 1
 
 

@@ -48,7 +48,7 @@ from ..partition._reader import partitions_folder
 from ..store._dataset import Dataset, open_dataset
 from ._config import TrainConfig
 from ._files import load_checkpoint, save_checkpoint, write_metrics
-from ._link import LINK_METRICS, LinkModel, evaluate_link_model, make_decoder, train_link_epoch
+from ._link import LinkModel, evaluate_link_model, make_decoder, train_link_epoch
 from ._out import check_outside_datasets, hold_output
 from ._plot import plot_time_to_accuracy
 from ._report import cache_lines, epoch_cache_stats, setup_lines
