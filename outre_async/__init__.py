@@ -9,7 +9,7 @@ Map of the package, one room (sub-package) per job; imports run down this list, 
     distributed, profiling      torchrun and DDP; ``oa.profile`` and ``outre profile``
     loader                      OutreLoader: its LoaderSetup, sample and extract stages, delivery, memory plan
     plan                        profile counts, miss costs, the knapsack that splits one memory budget
-    layerwise, pyg, nn          ``oa.inference``; PyG's FeatureStore, GraphStore and sampler; the models
+    links, layerwise, pyg, nn   ``oa.evaluate_links``; ``oa.inference``; PyG's FeatureStore, GraphStore and sampler; the models
     features, partition, cache  feature sources and buffer; FENNEL (``partition/``); neighbour and history caches
     sampling, ingest            the neighbour sampler and epoch plans; importers and the generator
     aio, store                  channels, reorder buffer, loop thread, CPU meter; the on-disk dataset
@@ -104,6 +104,7 @@ _LAZY = {
     "GCN": ".nn",
     "GAT": ".nn",
     "inference": ".layerwise",
+    "evaluate_links": ".links",
     "HistoryConfig": ".cache",
     "HistoryRecord": ".loader",
     "MLP": ".nn",

@@ -2,7 +2,8 @@
 
     OutreError                         base: catch this to catch everything below
     ├── ConfigError (ValueError)       an argument value is out of range or inconsistent
-    │   └── DeviceNotFoundError        the device asked for (``cuda:3``) is not on this machine
+    │   ├── DeviceNotFoundError        the device asked for (``cuda:3``) is not on this machine
+    │   └── AllPairsError              a loader was handed an all-pairs candidate set: rank with ``oa.evaluate_links``
     ├── DatasetError                   an on-disk dataset is missing or not usable
     │   ├── DatasetNotFoundError       no dataset (no directory or no manifest) at the path
     │   ├── DatasetExistsError         the output path already holds something; pass overwrite
@@ -51,6 +52,7 @@ from __future__ import annotations
 from pathlib import Path
 
 __all__ = [
+    "AllPairsError",
     "CheckpointError",
     "CheckpointMismatchError",
     "ConcurrentEpochError",
@@ -105,6 +107,14 @@ class ConfigError(OutreError, ValueError):
 class DeviceNotFoundError(ConfigError):
     """The device asked for (``device="cuda"``, ``--device cuda:3``) is not on this machine; the
     message lists the ones that are."""
+
+
+class AllPairsError(ConfigError):
+    """``edge_label_index`` handed to a loader is an all-pairs candidate set (far more pairs than the
+    graph has edges, or a full cartesian product of sources and destinations): sampling a subgraph
+    around every pair of every batch is the wrong tool for ranking (PyG users who tried it saw the
+    loader ask for many gigabytes); :func:`outre_async.evaluate_links` scores such sets from
+    embeddings, in chunks."""
 
 
 class DatasetError(OutreError):

@@ -45,6 +45,7 @@ PUBLIC = {
         "convert",
         "detect_io_uring",
         "errors",
+        "evaluate_links",
         "from_edge_list",
         "from_npz",
         "from_ogb",
@@ -181,6 +182,7 @@ PUBLIC = {
         "to_pyg",
     ],
     "outre_async.layerwise": ["inference"],
+    "outre_async.links": ["dot", "evaluate_links"],
     "outre_async.trainer": ["TrainConfig", "build_model", "run_train"],
     "outre_async.cache": [
         "HistoryConfig",

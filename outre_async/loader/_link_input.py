@@ -5,9 +5,11 @@ checked once into a :class:`LinkInput` the loader plans edge batches from (``_ed
 split of the dataset (``oa.split_edges``): ``"train"``, or ``"val"`` / ``"test"``, which bring their
 stored negatives (``val_neg``, ``test_neg``) as pairs labelled 0 (positives 1) when no
 ``neg_sampling`` is given.  ``neg_sampling`` is PyG's ``NegativeSampling``, a mode string or a
-``{"mode", "amount"}`` dict; ``neg_sampling_ratio`` (PyG's older name) is binary sampling of that
+``{"mode", "amount", "sampler", "degree_fraction"}`` dict (the sampler, ``uniform`` as PyG,
+``degree`` or ``resident``: ``sampling._negatives``); ``neg_sampling_ratio`` (PyG's older name) is binary sampling of that
 amount.  As PyG's ``LinkLoader``, 0-based labels are shifted by one in binary mode (0 = negative)
-and a triplet mode with an ``edge_label`` is refused.  What this first version does not offer
+and a triplet mode with an ``edge_label`` is refused; an all-pairs candidate set is an
+:class:`AllPairsError` pointing to ``oa.evaluate_links``.  What this version does not offer
 (partitions, history, a profile, a partition-ordered copy, weighted negatives) is a
 :class:`NotSupportedError` naming it.
 """
@@ -21,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError, NotSupportedError
-from ..sampling._edge_items import NegativeSpec
+from ..errors import AllPairsError, ConfigError, NotSupportedError
+from ..sampling._negatives import SAMPLERS, NegativeSpec
 from ..store._dataset import Dataset
 from ._config import LoaderConfig
 
@@ -68,6 +70,7 @@ def _link_input(ds: Dataset, edge_label_index: Any, edge_label: Any, neg_samplin
             return LinkInput(pairs=pairs, labels=stored, negatives=None, name=name)
     else:
         pairs = _pairs(edge_label_index, ds.num_nodes)
+        check_not_all_pairs(pairs, ds.num_nodes, ds.num_edges)
     labels = None if edge_label is None else _labels(edge_label, pairs.shape[1])
     if negatives is not None and negatives.mode == "triplet" and labels is not None:
         raise ConfigError("edge_label must be None with neg_sampling='triplet' (as in PyG): a batch's "
@@ -91,16 +94,20 @@ def _negatives(neg_sampling: Any) -> NegativeSpec | None:
         return None
     if isinstance(neg_sampling, str):
         mode, amount = neg_sampling, 1
+        sampler, fraction = "uniform", 0.0
     elif isinstance(neg_sampling, dict):
-        unknown = set(neg_sampling) - {"mode", "amount"}
+        unknown = set(neg_sampling) - {"mode", "amount", "sampler", "degree_fraction"}
         if unknown or "mode" not in neg_sampling:
-            raise ConfigError(f"neg_sampling as a dict takes 'mode' and 'amount', got keys {sorted(neg_sampling)}")
+            raise ConfigError(f"neg_sampling as a dict takes 'mode', 'amount', 'sampler' and 'degree_fraction', got "
+                              f"keys {sorted(neg_sampling)}")
         mode, amount = neg_sampling["mode"], neg_sampling.get("amount", 1)
+        sampler, fraction = neg_sampling.get("sampler", "uniform"), neg_sampling.get("degree_fraction", 0.0)
     elif hasattr(neg_sampling, "mode") and hasattr(neg_sampling, "amount"):  # PyG's NegativeSampling
         if getattr(neg_sampling, "src_weight", None) is not None or getattr(neg_sampling, "dst_weight", None) is not None:
             raise NotSupportedError("weighted negatives (NegativeSampling src_weight/dst_weight) are not supported yet: "
                                     "negatives are drawn uniformly; leave the weights out")
         mode, amount = getattr(neg_sampling.mode, "value", neg_sampling.mode), neg_sampling.amount
+        sampler, fraction = "uniform", 0.0
     else:
         raise ConfigError(f"neg_sampling must be a NegativeSampling, 'binary', 'triplet' or a dict, "
                           f"got {type(neg_sampling).__name__}")
@@ -111,7 +118,16 @@ def _negatives(neg_sampling: Any) -> NegativeSpec | None:
     if mode == "triplet" and amount != math.ceil(amount):
         raise ConfigError(f"neg_sampling amount={amount!r} must be an integer for 'triplet' (negative "
                           "destinations per positive pair)")
-    return NegativeSpec(mode=mode, amount=int(amount) if mode == "triplet" else float(amount))
+    if sampler not in SAMPLERS:
+        raise ConfigError(f"neg_sampling sampler must be one of {SAMPLERS}, got {sampler!r}")
+    if isinstance(fraction, bool) or not isinstance(fraction, numbers.Real) or not 0 <= fraction <= 1:
+        raise ConfigError(f"neg_sampling degree_fraction={fraction!r} must be a number in [0, 1] (the share of "
+                          "negatives drawn by degree)")
+    if sampler == "degree" and fraction:
+        raise ConfigError(f"neg_sampling degree_fraction={fraction!r} goes with sampler 'uniform' or 'resident'; "
+                          "sampler 'degree' draws every negative by degree")
+    return NegativeSpec(mode=mode, amount=int(amount) if mode == "triplet" else float(amount), sampler=sampler,
+                        degree_fraction=float(fraction))
 
 
 def _named_pairs(ds: Dataset, name: str, with_stored: bool) -> tuple[np.ndarray, np.ndarray | None]:
@@ -145,6 +161,29 @@ def _pairs(value: Any, num_nodes: int) -> np.ndarray:
         bad = int(pairs.min()) if pairs.min() < 0 else int(pairs.max())
         raise ConfigError(f"edge_label_index holds node {bad}, outside [0, {num_nodes}); pass node ids of this dataset")
     return pairs
+
+
+ALL_PAIRS_FACTOR = 16   # more supervision pairs than this many times max(edges, nodes): a candidate set
+CARTESIAN_MIN = 1024    # a full cartesian product of at least this many pairs: a candidate set
+
+
+def check_not_all_pairs(pairs: np.ndarray, num_nodes: int, num_edges: int) -> None:
+    """Refuse an all-pairs candidate set (:class:`AllPairsError`): more than ``ALL_PAIRS_FACTOR`` x
+    ``max(edges, nodes)`` pairs, or every (source, destination) of two sets of at least two nodes each.
+    Counting the distinct endpoints is O(pairs + nodes) (bincount); the distinct pairs are only counted
+    when the endpoint counts allow a product."""
+    p, limit = pairs.shape[1], ALL_PAIRS_FACTOR * max(num_edges, num_nodes)
+    fix = "rank candidates with oa.evaluate_links(model, ds, split=..., candidates=100 | 'all') instead of a loader"
+    if p > limit:
+        raise AllPairsError(f"edge_label_index holds {p:,} pairs, more than {ALL_PAIRS_FACTOR} x the graph's "
+                            f"{max(num_edges, num_nodes):,} edges or nodes: an all-pairs candidate set; {fix}")
+    if p < CARTESIAN_MIN:
+        return
+    a = int(np.count_nonzero(np.bincount(pairs[0], minlength=num_nodes)))
+    b = int(np.count_nonzero(np.bincount(pairs[1], minlength=num_nodes)))
+    if a > 1 and b > 1 and a * b <= p and len(np.unique(pairs[0] * num_nodes + pairs[1])) == a * b:
+        raise AllPairsError(f"edge_label_index holds all {a * b:,} pairs of {a:,} sources x {b:,} destinations: an "
+                            f"all-pairs candidate set; {fix}")
 
 
 def _labels(value: Any, num_pairs: int) -> np.ndarray:

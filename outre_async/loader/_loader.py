@@ -407,7 +407,7 @@ class OutreLoader(SyncIteration, StatefulEpochs):
     def stats(self) -> dict[str, Any]:
         """Per-stage counters (design §9): batches, busy seconds, stall, queue depths, buffer and I/O
         figures; backend, buffer and I/O stay reported (as of the close) after the loader is closed."""
-        out = stage_stats(self._sample.counters, self._extract.counters, self._delivery.counters)
+        out = stage_stats(self._sample.counters, self._extract.counters, self._delivery.counters, self._links)
         out["epochs_started"] = self._epoch
         out["buffer_rows"] = self.buffer_rows
         out["max_rows_per_batch"] = self._setup.sizes.max_rows

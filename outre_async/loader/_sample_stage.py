@@ -52,10 +52,14 @@ class SampleCounters:
     edges: int = 0
     seconds: float = 0.0   # summed over workers: busy time, not wall time
     cpu_seconds: float = 0.0  # thread CPU time of the sampling calls in the executor threads
+    negatives: int = 0        # edge batches: negative pairs of the batches sampled
+    false_negatives: int = 0  # of them, edges of the graph
 
-    def plus(self, sub: SampledSubgraph, seconds: float, cpu_seconds: float) -> SampleCounters:
+    def plus(self, sub: SampledSubgraph, seconds: float, cpu_seconds: float, item: BatchItem | None = None) -> SampleCounters:
+        neg, false = (item.targets.num_negatives, item.targets.false_negatives) if item is not None else (0, 0)
         return SampleCounters(self.batches + 1, self.nodes + sub.num_nodes, self.edges + sub.num_edges,
-                              self.seconds + seconds, self.cpu_seconds + cpu_seconds)
+                              self.seconds + seconds, self.cpu_seconds + cpu_seconds, self.negatives + neg,
+                              self.false_negatives + false)
 
 
 class SampleStage:
@@ -85,7 +89,7 @@ class SampleStage:
                                                             sampler, item, stream, prune)
                 history.promise(seq, made)
                 decision = made
-            self.counters = self.counters.plus(subgraph, time.perf_counter() - start, cpu)
+            self.counters = self.counters.plus(subgraph, time.perf_counter() - start, cpu, item)
             lease = None if gate is None else await gate.admit(seq, subgraph.num_nodes, subgraph_bytes(subgraph))
             pin = None
             if lookahead is not None:

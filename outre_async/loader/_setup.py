@@ -20,7 +20,7 @@ from ..errors import ConfigError
 from ..features import FeatureSource, detect_io_uring
 from ..features._disk_source import IOConfig, open_direct
 from ..features._staging import SECTOR
-from ..sampling._edge_items import EdgeItems
+from ..sampling._edge_items import EdgeItems, Graph
 from ..sampling._items import BatchItem, Items, SeedItems
 from ..sampling._plan import max_edges_per_batch, max_rows_per_batch, seed_ids
 from ..store._dataset import Dataset
@@ -115,7 +115,8 @@ def loader_setup(dataset: Dataset, config: LoaderConfig, split: Any, source: Fea
     if links is not None:
         items = EdgeItems(pairs=links.pairs, labels=links.labels, negatives=links.negatives,
                           num_nodes=dataset.num_nodes, batch_size=config.batch_size, shuffle=config.shuffle,
-                          seed=config.seed, drop_last=config.drop_last, rank=place.rank, world_size=place.world_size)
+                          seed=config.seed, drop_last=config.drop_last, rank=place.rank, world_size=place.world_size,
+                          graph=Graph(dataset.indptr, dataset.indices))
     else:
         items = partitioned if partitioned is not None else SeedItems(
             seeds=seeds, batch_size=config.batch_size, shuffle=config.shuffle, seed=config.seed,

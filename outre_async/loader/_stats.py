@@ -18,20 +18,37 @@ from dataclasses import asdict
 from typing import Any
 
 from ..aio._channel import ChannelStats
+from ..sampling._negatives import NegativeSpec
 from ._delivery import DeliveryCounters
 from ._extract_stage import ExtractCounters
+from ._link_input import LinkInput
 from ._resources import ResourceStats
 from ._sample_stage import SampleCounters
 
 
-def stage_stats(sample: SampleCounters, extract: ExtractCounters, delivery: DeliveryCounters) -> dict[str, Any]:
-    return {
+def stage_stats(sample: SampleCounters, extract: ExtractCounters, delivery: DeliveryCounters,
+                links: LinkInput | None = None) -> dict[str, Any]:
+    """The stages' counters; with edge batches that draw negatives, ``negatives`` too (:func:`negative_stats`)."""
+    negatives = negative_stats(links.negatives if links is not None else None, sample)
+    return {**negatives,
         "sampled_batches": sample.batches, "sampled_nodes": sample.nodes, "sampled_edges": sample.edges,
         "sample_seconds": sample.seconds, "sample_cpu_seconds": sample.cpu_seconds,
         "extracted_batches": extract.batches, "extract_seconds": extract.seconds,
         "extract_cpu_seconds": extract.cpu_seconds, "extract_rows": extract.rows,
         "delivered_batches": delivery.batches, "stall_seconds": delivery.stall_seconds,
     }
+
+
+def negative_stats(spec: NegativeSpec | None, sample: SampleCounters) -> dict[str, Any]:
+    """``{"negatives": ...}`` for edge batches with negatives (else nothing): the sampler, how many were
+    drawn, the share that are edges of the graph (false negatives), and the distinct feature rows per
+    batch (``n_id``'s length: what a batch reads)."""
+    if spec is None:
+        return {}
+    return {"negatives": {"sampler": spec.sampler, "mode": spec.mode, "amount": spec.amount, "degree_fraction": spec.degree_fraction,
+            "drawn": sample.negatives, "false_negatives": sample.false_negatives,
+            "false_negative_rate": sample.false_negatives / sample.negatives if sample.negatives else 0.0,
+            "distinct_rows_per_batch": sample.nodes / sample.batches if sample.batches else 0.0}}
 
 
 def queue_stats(channels: dict[str, ChannelStats]) -> dict[str, dict[str, Any]]:

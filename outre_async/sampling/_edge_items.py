@@ -12,8 +12,10 @@ node batch and n_id starts with them; its targets say which pairs of seeds are s
 * ``triplet``: ``B * amount`` random destinations, ``src_index``, ``dst_pos_index`` and
   ``dst_neg_index`` (``[B]`` for amount 1, ``[B, amount]`` otherwise).
 
-Negatives are uniform over all nodes (PyG's; they may be true edges) and a pure function of
-``(seed, epoch, rank, seq)``: the same plan, foresight and replays see the same negatives.
+Negatives are drawn by the negatives stage (``_negatives``: ``uniform`` over all nodes as PyG's,
+``degree``-weighted, or ``resident`` among the batch's own endpoints), from a generator seeded by
+``(seed, epoch, rank, seq)``: the same plan, foresight and replays see the same negatives.  Each
+item counts its negatives and how many of them are edges of the graph (``stats()["negatives"]``).
 """
 
 from __future__ import annotations
@@ -24,17 +26,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._items import BatchItem
+from ._negatives import NegativeSpec, draw_nodes, false_negatives
 from ._plan import num_batches, plan_epoch
 
 _NEGATIVES = 0x4E4547  # the negatives' stream tag ("NEG"): apart from the shuffle's and the sampler's draws
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class NegativeSpec:
-    """PyG's ``NegativeSampling(mode, amount)``, uniform only (validated by the loader)."""
-
-    mode: str          # "binary" or "triplet"
-    amount: float      # > 0; an int for triplet
+__all__ = ["EdgeItems", "EdgeTargets", "NegativeSpec", "edge_item", "max_edge_seeds"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -47,6 +45,8 @@ class EdgeTargets:
     src_index: np.ndarray | None = None         # triplet
     dst_pos_index: np.ndarray | None = None
     dst_neg_index: np.ndarray | None = None
+    num_negatives: int = 0                      # negative pairs drawn
+    false_negatives: int = 0                    # of them, edges of the graph
 
     def batch_fields(self) -> dict[str, np.ndarray]:
         """The fields a batch carries besides ``input_id`` (PyG's names), those that are set."""
@@ -63,28 +63,48 @@ def max_edge_seeds(batch_size: int, negatives: NegativeSpec | None) -> int:
     return 2 * batch_size + batch_size * int(negatives.amount)
 
 
+@dataclass(frozen=True, slots=True)
+class Graph:
+    """What the negatives stage reads of the message-passing graph: CSC ``indptr`` (in RAM) and
+    ``indices`` (memory-mapped); None in either: no degree weights, no false-negative count."""
+
+    indptr: np.ndarray | None = None
+    indices: np.ndarray | None = None
+
+    def false_negatives(self, src: np.ndarray, dst: np.ndarray) -> int:
+        if self.indptr is None or self.indices is None:
+            return 0
+        return false_negatives(self.indptr, self.indices, src, dst)
+
+
 def edge_item(pairs: np.ndarray, labels: np.ndarray | None, positions: np.ndarray, negatives: NegativeSpec | None,
-              rng: np.random.Generator, num_nodes: int) -> BatchItem:
+              rng: np.random.Generator, num_nodes: int, graph: Graph = Graph()) -> BatchItem:
     """The item of the input pairs at ``positions`` (see the module for the layout)."""
     src, dst = pairs[0, positions], pairs[1, positions]
     num_pos = len(positions)
     label = None if labels is None else labels[positions]
+    resident = np.concatenate([src, dst])
     if negatives is not None and negatives.mode == "triplet":
-        dst_neg = rng.integers(0, num_nodes, size=num_pos * int(negatives.amount), dtype=np.int64)
+        dst_neg = draw_nodes(negatives, num_pos * int(negatives.amount), rng, num_nodes, graph.indptr, resident)
         seeds, inverse = np.unique(np.concatenate([src, dst, dst_neg]), return_inverse=True)
         neg_index = inverse[2 * num_pos:].reshape(num_pos, -1)
+        found = graph.false_negatives(np.repeat(src, int(negatives.amount)), dst_neg)
         targets = EdgeTargets(input_id=positions, src_index=inverse[:num_pos], dst_pos_index=inverse[num_pos:2 * num_pos],
-                              dst_neg_index=neg_index[:, 0] if neg_index.shape[1] == 1 else neg_index)
+                              dst_neg_index=neg_index[:, 0] if neg_index.shape[1] == 1 else neg_index,
+                              num_negatives=len(dst_neg), false_negatives=found)
         return BatchItem(seeds=seeds, targets=targets)
+    num_neg = found = 0
     if negatives is not None:  # binary: random pairs, labelled 0
         num_neg = math.ceil(num_pos * negatives.amount)
-        src = np.concatenate([src, rng.integers(0, num_nodes, size=num_neg, dtype=np.int64)])
-        dst = np.concatenate([dst, rng.integers(0, num_nodes, size=num_neg, dtype=np.int64)])
+        src_neg = draw_nodes(negatives, num_neg, rng, num_nodes, graph.indptr, resident)
+        dst_neg = draw_nodes(negatives, num_neg, rng, num_nodes, graph.indptr, resident)
+        found = graph.false_negatives(src_neg, dst_neg)
+        src, dst = np.concatenate([src, src_neg]), np.concatenate([dst, dst_neg])
         pos = np.ones(num_pos, np.float32) if label is None else label
         label = np.concatenate([pos, np.zeros((num_neg, *pos.shape[1:]), pos.dtype)])
     seeds, inverse = np.unique(np.concatenate([src, dst]), return_inverse=True)
     return BatchItem(seeds=seeds, targets=EdgeTargets(input_id=positions, edge_label_index=inverse.reshape(2, -1),
-                                                      edge_label=label))
+                                                      edge_label=label, num_negatives=num_neg, false_negatives=found))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -102,6 +122,7 @@ class EdgeItems:
     drop_last: bool = False
     rank: int = 0
     world_size: int = 1
+    graph: Graph = Graph()  # degree weights and the false-negative count (None arrays: neither)
 
     @property
     def max_seeds(self) -> int:
@@ -112,7 +133,8 @@ class EdgeItems:
                           seed=self.seed, epoch=epoch, drop_last=self.drop_last, rank=self.rank,
                           world_size=self.world_size)
         return [edge_item(self.pairs, self.labels, positions, self.negatives,
-                          np.random.default_rng([self.seed, epoch, self.rank, seq, _NEGATIVES]), self.num_nodes)
+                          np.random.default_rng([self.seed, epoch, self.rank, seq, _NEGATIVES]), self.num_nodes,
+                          self.graph)
                 for seq, positions in enumerate(cuts)]
 
     def num_batches(self, epoch: int) -> int:

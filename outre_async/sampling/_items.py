@@ -37,12 +37,20 @@ class Targets(Protocol):
 
     def batch_fields(self) -> dict[str, np.ndarray]: ...
 
+    @property
+    def num_negatives(self) -> int: ...  # negatives drawn for the batch (the loader's stats count them)
+
+    @property
+    def false_negatives(self) -> int: ...  # of them, edges of the graph
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class NodeTargets:
     """A node batch's targets: ``input_id[i]`` is the position of ``seeds[i]`` in the loader's input nodes."""
 
     input_id: np.ndarray
+    num_negatives = 0    # a node batch draws no negatives (not fields: class constants)
+    false_negatives = 0
 
     def batch_fields(self) -> dict[str, np.ndarray]:
         """The fields a batch carries besides ``input_id``: none for nodes (see ``EdgeTargets``)."""

@@ -10,14 +10,21 @@ from typing import Any
 
 from .. import _cli_checks as checks
 from ..errors import ConfigError
-from ._config import MODELS, TrainConfig
+from ._config import DECODERS, MODELS, TASKS, TrainConfig
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from ..features._backend_names import BACKENDS
 
     p.add_argument("dataset", type=Path)
-    p.add_argument("--model", choices=MODELS, default="sage")
+    p.add_argument("--task", choices=TASKS, default="node",
+                   help="node classification, or link prediction on the dataset's edge splits (outre split-edges)")
+    p.add_argument("--model", choices=MODELS, default="sage", help="the GNN (with --task link: the encoder)")
+    p.add_argument("--decoder", choices=DECODERS, default="dot", help="--task link: how a pair of embeddings is scored")
+    p.add_argument("--neg-amount", type=checks.finite(positive=True), default=1.0,
+                   help="--task link: uniform negatives per training pair (binary cross-entropy)")
+    p.add_argument("--candidates", type=checks.count(), default=100,
+                   help="--task link: each val/test pair is ranked against this many (MRR, hits@10, AUC)")
     p.add_argument("--layers", type=checks.count(), default=None, help="default: one per fanout (2)")
     p.add_argument("--hidden", type=checks.count(), default=128)
     p.add_argument("--heads", type=checks.count(), default=4, help="GAT attention heads per hidden layer")
@@ -67,13 +74,19 @@ def run_command(args: argparse.Namespace, say: Callable[[str], None], progress: 
                          lr=args.lr, weight_decay=args.weight_decay, seed=args.seed, partitions=args.partitions,
                          staleness=args.staleness, memory_budget=args.memory_budget, backend=args.backend,
                          deterministic=args.deterministic, eval_every=args.eval_every, profile=args.profile,
-                         device=args.device, checkpoint_every=args.checkpoint_every)
+                         device=args.device, checkpoint_every=args.checkpoint_every, task=args.task,
+                         decoder=args.decoder, neg_amount=args.neg_amount, candidates=args.candidates)
     if args.checkpoint_every is not None and (args.nproc > 1 or "RANK" in os.environ):
         raise ConfigError("--checkpoint-every is for one process: each rank's loader is at its own place in the "
                           "epoch and rank 0 alone writes last.pt; drop it (--nproc runs checkpoint at epoch ends)")
-    out = args.out or args.dataset.parent / f"{args.dataset.name}-train-{args.model}"
+    out = args.out or args.dataset.parent / f"{args.dataset.name}-train-{args.model}{'-link' if args.task == 'link' else ''}"
     if progress and "RANK" not in os.environ:  # one process, or the launcher (once, not per rank)
         checks.say_if_compiling()
+    if args.task == "link" and args.nproc > 1:
+        from ..errors import NotSupportedError
+
+        raise NotSupportedError("--task link with --nproc is not supported yet: link prediction trains in one process; "
+                                "leave --nproc out")
     if args.nproc > 1 and "RANK" not in os.environ:  # the launcher: torchrun starts nproc copies of this command
         from ..distributed import launch
 

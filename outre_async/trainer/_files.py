@@ -106,10 +106,11 @@ def check_checkpoint(path: Path, state: Any) -> None:
         raise CheckpointError(f"{path}: torch_rng is a {rng.dtype} tensor of {rng.dim()} dimensions, expected the "
                               f"1-D uint8 state torch.get_rng_state() returns; {fix}")
     rows_ok = all(isinstance(row, dict) and _number(row.get("elapsed_seconds")) for row in state.get("metrics", []))
-    best_ok = _number(state.get("best", {}).get("val_accuracy", 0.0))
+    best = state.get("best", {})
+    best_ok = _number(best.get("val_accuracy", 0.0)) and _number(best.get("val_mrr", 0.0))
     if state["epoch"] < 0 or not rows_ok or not best_ok:
         raise CheckpointError(f"{path}: epoch must be >= 0, metrics a list of rows with elapsed_seconds, best's "
-                              f"val_accuracy a number; {fix}")
+                              f"val_accuracy (or val_mrr) a number; {fix}")
 
 
 def _number(value: Any) -> bool:

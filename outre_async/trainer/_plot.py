@@ -10,8 +10,9 @@ from typing import Any
 from ._files import write_atomic
 
 
-def plot_time_to_accuracy(path: Path, epochs: list[dict[str, Any]], title: str) -> bool:
-    """Write the PNG atomically; False when matplotlib is missing or there is nothing evaluated yet."""
+def plot_time_to_accuracy(path: Path, epochs: list[dict[str, Any]], title: str, metric: str = "accuracy") -> bool:
+    """Write the PNG atomically; False when matplotlib is missing or there is nothing evaluated yet.
+    ``metric``: the rows' ``val_<metric>`` and ``test_<metric>`` (``mrr`` for link prediction)."""
     try:
         import matplotlib
 
@@ -19,14 +20,14 @@ def plot_time_to_accuracy(path: Path, epochs: list[dict[str, Any]], title: str) 
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    points = [e for e in epochs if e.get("val_accuracy") is not None]
+    points = [e for e in epochs if e.get(f"val_{metric}") is not None]
     if not points:
         return False
     fig, ax = plt.subplots(figsize=(6, 4))
-    for key, label in (("val_accuracy", "validation"), ("test_accuracy", "test")):
+    for key, label in ((f"val_{metric}", "validation"), (f"test_{metric}", "test")):
         ax.plot([e["elapsed_seconds"] for e in points], [e[key] for e in points], marker="o", label=label)
     ax.set_xlabel("seconds (training + evaluation)")
-    ax.set_ylabel("accuracy (layer-wise full-neighbourhood inference)")
+    ax.set_ylabel(f"{metric} (layer-wise full-neighbourhood inference)")
     ax.set_title(title)
     ax.legend()
     buf = io.BytesIO()

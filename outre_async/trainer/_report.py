@@ -121,7 +121,7 @@ RAW = ("config", "loader_stats")  # the options as given, the loader's counters 
 
 
 def rounded(result: dict[str, Any]) -> dict[str, Any]:
-    """``outre train``'s result as ``--json`` prints it: every ``*_accuracy`` to ``ACCURACY_DIGITS``
+    """``outre train``'s result as ``--json`` prints it: every ``*_accuracy`` (and a link run's ``*_mrr``, ``*_auc``, ``*_hits@K``) to ``ACCURACY_DIGITS``
     decimals and every ``*_seconds`` to ``SECONDS_DIGITS``, in ``best``, each epoch row and the top
     level.  Why only here: ``metrics.json``, the checkpoints and :func:`run_train`'s own result keep
     every digit (a later comparison or plot should not inherit the display's rounding)."""
@@ -133,7 +133,7 @@ def _rounded(key: str, value: Any) -> Any:
         return {k: _rounded(k, v) for k, v in value.items()}
     if isinstance(value, list):
         return [_rounded(key, v) for v in value]
-    if isinstance(value, float) and key.endswith("_accuracy"):
+    if isinstance(value, float) and (key.endswith(("_accuracy", "_mrr", "_auc")) or "_hits@" in key):
         return round(value, ACCURACY_DIGITS)
     if isinstance(value, float) and key.endswith("_seconds"):
         return round(value, SECONDS_DIGITS)

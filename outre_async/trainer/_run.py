@@ -49,17 +49,26 @@ from ..partition._reader import partitions_folder
 from ..store._dataset import Dataset, open_dataset
 from ._config import TrainConfig
 from ._files import load_checkpoint, save_checkpoint, write_metrics
+from ._link import LinkModel, evaluate_link_model, make_decoder, train_link_epoch
 from ._out import check_outside_datasets, hold_output
 from ._plot import plot_time_to_accuracy
 from ._report import accuracy_text, cache_lines, epoch_cache_stats, setup_lines
-from outre_async.loader._options import group_knobs
 
 Say = Callable[[str], None]
 LAST, BEST, METRICS, PLOT = "last.pt", "best.pt", "metrics.json", "time_to_accuracy.png"
 
 
 def build_model(config: TrainConfig, ds: Dataset) -> torch.nn.Module:
-    args = (ds.feature_dim, config.hidden, config.layers, ds.num_classes)  # PyG's order
+    """The node task's classifier, or (``task="link"``) a :class:`LinkModel`: the encoder, ``hidden``
+    wide out, and its decoder."""
+    if config.task == "link":
+        encoder = _gnn(config, ds, config.hidden)
+        return LinkModel(encoder, make_decoder(config.decoder, config.hidden))
+    return _gnn(config, ds, ds.num_classes)
+
+
+def _gnn(config: TrainConfig, ds: Dataset, out: int) -> torch.nn.Module:
+    args = (ds.feature_dim, config.hidden, config.layers, out)  # PyG's order
     if config.model == "gat":
         return GAT(*args, dropout=config.dropout, heads=config.heads)
     cls = GraphSAGE if config.model == "sage" else GCN
@@ -85,7 +94,7 @@ def run_train(dataset: str | Path, config: TrainConfig, out: Path, *, resume: bo
 def _train(dataset: str | Path, config: TrainConfig, out: Path, *, resume: bool, force: bool, progress: bool, say: Say,
            ctx: DistributedContext | None) -> dict[str, Any]:
     ds = open_dataset(dataset)
-    _check_dataset(ds)
+    _check_dataset(ds, config.task)
     if config.partitions is not None:  # before the model, the output folder and the loader's set-up (tests/trainer/test_early_checks.py)
         partitions_folder(ds, config.partitions)
     device = ctx.device if ctx is not None else resolve_device(config.device, "--device")  # before any file
@@ -118,34 +127,46 @@ def _train_into(ds: Dataset, config: TrainConfig, out: Path, *, resume: bool, fo
     pinned_heap = config.memory_budget is not None and pin_unless_user_chose()
     say(f"{config.model} {config.layers} layers, hidden {config.hidden}, fanouts {list(config.fanouts)}, batch size "
         f"{config.batch_size}, {'plan' if config.deterministic else 'completion'} order, on {device}, "
-        f"epochs {run.start + 1}..{config.epochs}")
+        f"epochs {run.start + 1}..{config.epochs}" + (f"; link prediction: {config.decoder} decoder, {config.neg_amount:g} "
+                                                      f"uniform negatives per pair, ranked against {config.candidates} "
+                                                      "candidates" if config.task == "link" else ""))
     ranks = ctx.loader_options() if ctx is not None else {}
-    with OutreLoader(ds, split="train", fanouts=list(config.fanouts), batch_size=config.batch_size, shuffle=True,
+    task = (dict(edge_label_index="train", neg_sampling={"mode": "binary", "amount": config.neg_amount})
+            if config.task == "link" else dict(split="train", partitions=config.partitions, history=history,
+                                                cache=CacheOptions(profile=config.profile)))
+    with OutreLoader(ds, fanouts=list(config.fanouts), batch_size=config.batch_size, shuffle=True,
                      seed=config.seed, ordered=config.deterministic, memory_budget=config.memory_budget,
-                     partitions=config.partitions, history=history, io=IOOptions(backend=config.backend),
-                     cache=CacheOptions(profile=config.profile),
-                     **group_knobs({"device": str(device), **ranks})) as loader:  # a rank's own device
+                     io=IOOptions(backend=config.backend), **task,
+                     **{"device": str(device), **ranks}) as loader:  # a rank's own device
         run.budget = loader.stats()["memory"]["budget"]
         for line in setup_lines(config, loader.stats(), ctx.world_size if ctx is not None else 1):
             say(line)
         if pinned_heap:
             say("allocator    glibc's mmap threshold held at 128 KiB, so freed blocks leave the heap and the budget "
                 "holds (set MALLOC_MMAP_THRESHOLD_ to choose)")
-        say(f"{'epoch':>5} {'loss':>8} {'train':>6} {'val':>6} {'test':>6} {'batch/s':>8} {'stall s':>8} {'epoch s':>8} {'eval s':>7}")
+        val, test = ("val", "test") if config.task == "node" else ("v mrr", "t mrr")
+        say(f"{'epoch':>5} {'loss':>8} {'train':>6} {val:>6} {test:>6} {'batch/s':>8} {'stall s':>8} {'epoch s':>8} {'eval s':>7}")
         run.place(loader, force)  # the next epoch, or the rest of a mid-epoch checkpoint's
         for epoch in range(run.start + 1, config.epochs + 1):
             run.epoch(epoch, loader, progress)
         stats = loader.stats()
     if not run.writes:
         return {**run.summary(), "plot": None, "loader_stats": stats}
-    drawn = plot_time_to_accuracy(out / PLOT, run.metrics, f"{config.model} on {ds.path.name}")
-    say(f"best validation accuracy {accuracy_text(run.best.get('val_accuracy'))} at epoch {run.best.get('epoch')}: "
-        f"test accuracy {accuracy_text(run.best.get('test_accuracy'))}; wrote {out / METRICS}" + (f", {out / PLOT}" if drawn else
-                                                                      " (no plot: matplotlib is not installed)"))
+    drawn = plot_time_to_accuracy(out / PLOT, run.metrics, f"{config.model} on {ds.path.name}", run.val_key[4:])
+    what = "accuracy" if config.task == "node" else "mrr"
+    say(f"best validation {what} {accuracy_text(run.best.get(run.val_key))} at epoch {run.best.get('epoch')}: test "
+        f"{what} {accuracy_text(run.best.get(run.test_key))}; wrote {out / METRICS}"
+        + (f", {out / PLOT}" if drawn else " (no plot: matplotlib is not installed)"))
     return {**run.summary(), "plot": str(out / PLOT) if drawn else None, "loader_stats": stats}
 
 
-def _check_dataset(ds: Dataset) -> None:
+def _check_dataset(ds: Dataset, task: str) -> None:
+    if task == "link":
+        missing = [s for s in ("train", "val") if s not in ds.edge_split_names]
+        if missing:
+            raise ConfigError(f"dataset {ds.path} has no {missing[0]!r} edge split; `outre train --task link` trains on "
+                              "edge splits: make them with `outre split-edges DATASET OUT`")
+        return
     if ds.labels is None or ds.num_classes < 1:
         raise ConfigError(f"dataset {ds.path} has no labels; `outre train` trains node classification")
     for split in ("train", "val"):
@@ -166,6 +187,8 @@ class _Run:
         self.trained = ctx.wrap(model) if ctx is not None else model
         self.every_step, self.writes = ctx is not None, ctx is None or ctx.rank == 0
         self.start, self.metrics, self.best = 0, [], {}  # type: ignore[var-annotated]
+        link = config.task == "link"  # the metric the best epoch is chosen by, and the one reported with it
+        self.val_key, self.test_key = ("val_mrr", "test_mrr") if link else ("val_accuracy", "test_accuracy")
         self.shape = {"num_nodes": ds.num_nodes, "feature_dim": ds.feature_dim, "num_classes": ds.num_classes}
         self.identity = dataset_identity(ds)  # what partitions and profiles record: checked on --resume
         # a mid-epoch checkpoint's (--checkpoint-every): the loader's place and the epoch's sums so far
@@ -179,8 +202,9 @@ class _Run:
         ``force`` (``--resume --force``)."""
         old, last = state["config"], self.out / LAST
         for key in TrainConfig.SHAPE:
-            if old.get(key) != getattr(self.config, key):
-                raise CheckpointMismatchError(f"{last} has {key}={old.get(key)!r}, this run {getattr(self.config, key)!r}; "
+            if TrainConfig.saved(old, key) != getattr(self.config, key):
+                raise CheckpointMismatchError(f"{last} has {key}={TrainConfig.saved(old, key)!r}, this run "
+                                              f"{getattr(self.config, key)!r}; "
                                               "resume with the same model shape (its weights cannot load into another)")
         widths = {k: self.shape[k] for k in ("feature_dim", "num_classes")}
         if {k: state["dataset"].get(k) for k in widths} != widths:
@@ -229,8 +253,8 @@ class _Run:
                 "differs in " + ", ".join(k for k in self.identity if have.get(k) != self.identity[k])
             raise CheckpointMismatchError(f"{last} was trained on another dataset or another version of {self.ds.path} "
                                           f"({diff}); resume on its dataset, or pass --resume --force to continue anyway")
-        changed = [f"{k} {state['config'].get(k)!r} -> {getattr(self.config, k)!r}" for k in TrainConfig.RESUMED
-                   if _plain(state["config"].get(k)) != _plain(getattr(self.config, k))]
+        changed = [f"{k} {TrainConfig.saved(state['config'], k)!r} -> {getattr(self.config, k)!r}" for k in TrainConfig.RESUMED
+                   if _plain(TrainConfig.saved(state["config"], k)) != _plain(getattr(self.config, k))]
         if changed:
             raise CheckpointMismatchError(f"{last} was trained with another config ({'; '.join(changed[:3])}); resume "
                                           "with the same options, or pass --resume --force to continue anyway")
@@ -241,14 +265,15 @@ class _Run:
         every = self.config.checkpoint_every
         saver = None if every is None or not self.writes else _MidEpoch(self, epoch, loader, every)
         totals, self.partial = self.partial, None
-        result = train_epoch(self.trained, batches, self.optimizer, every_step=self.every_step, epoch=epoch,
-                             totals=totals, after_batch=saver)
+        step = train_link_epoch if self.config.task == "link" else train_epoch
+        result = step(self.trained, batches, self.optimizer, every_step=self.every_step, epoch=epoch,
+                      totals=totals, after_batch=saver)
         after = loader.stats()
         stall = after.get("stall_seconds", 0.0) - before.get("stall_seconds", 0.0)
         row: dict[str, Any] = {"epoch": epoch, "loss": result.loss, "train_accuracy": result.accuracy,
                                "batches": result.batches, "train_seconds": result.seconds,
                                "batches_per_second": result.batches / max(result.seconds, 1e-9),
-                               "stall_seconds": stall, "val_accuracy": None, "test_accuracy": None, "eval_seconds": 0.0,
+                               "stall_seconds": stall, self.val_key: None, self.test_key: None, "eval_seconds": 0.0,
                                **epoch_cache_stats(before, after)}
         if not self.writes:  # another rank of a data-parallel run: rank 0 evaluates and writes
             return
@@ -257,20 +282,25 @@ class _Run:
         prev = self.metrics[-1]["elapsed_seconds"] if self.metrics else 0.0
         row["elapsed_seconds"] = prev + result.seconds + row["eval_seconds"]
         self.metrics.append(row)
-        if row["val_accuracy"] is not None and row["val_accuracy"] > self.best.get("val_accuracy", -1.0):
-            self.best = {k: row[k] for k in ("epoch", "val_accuracy", "test_accuracy", "elapsed_seconds")}
+        if row[self.val_key] is not None and row[self.val_key] > self.best.get(self.val_key, -1.0):
+            self.best = {k: row[k] for k in ("epoch", self.val_key, self.test_key, "elapsed_seconds")}
             save_checkpoint(self.out / BEST, {"model": self.model.state_dict(), "epoch": epoch,
                                               "config": self.config.as_dict(), "dataset": self.shape,
                                               "dataset_identity": self.identity})
         save_checkpoint(self.out / LAST, self.state(epoch))
         write_metrics(self.out / METRICS, self.summary())
-        self.say(_line(row))
+        self.say(_line(row, self.val_key, self.test_key))
         for line in cache_lines(row):
             self.say(line)
 
     @torch.no_grad()
     def evaluate(self, progress: bool) -> dict[str, Any]:
         start = time.perf_counter()
+        if isinstance(self.model, LinkModel):
+            got = evaluate_link_model(self.model, self.ds, candidates=self.config.candidates, seed=self.config.seed,
+                                      backend=self.config.backend, device=self.device, budget=self.budget,
+                                      progress=progress)
+            return {**got, "eval_seconds": time.perf_counter() - start}
         pred = inference(self.model, self.ds, backend=self.config.backend, device=self.device,  # type: ignore[arg-type]
                          progress=progress, memory_budget=self.budget).argmax(-1).cpu().numpy()
         labels = self.ds.labels
@@ -290,7 +320,7 @@ class _Run:
 
     def summary(self) -> dict[str, Any]:
         return {"dataset": str(self.ds.path), "config": self.config.as_dict(), "epochs": self.metrics,
-                "best": self.best, "test_accuracy": self.best.get("test_accuracy"),
+                "best": self.best, self.test_key: self.best.get(self.test_key),
                 "time_to_best_seconds": self.best.get("elapsed_seconds")}
 
 
@@ -299,12 +329,12 @@ def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
-def _line(row: dict[str, Any]) -> str:
+def _line(row: dict[str, Any], val: str = "val_accuracy", test: str = "test_accuracy") -> str:
     def acc(v: float | None) -> str:
         return f"{v:>6.3f}" if v is not None else f"{'-':>6}"
 
-    return (f"{row['epoch']:>5} {row['loss']:>8.4f} {acc(row['train_accuracy'])} {acc(row['val_accuracy'])} "
-            f"{acc(row['test_accuracy'])} {row['batches_per_second']:>8.1f} {row['stall_seconds']:>8.2f} "
+    return (f"{row['epoch']:>5} {row['loss']:>8.4f} {acc(row['train_accuracy'])} {acc(row[val])} "
+            f"{acc(row[test])} {row['batches_per_second']:>8.1f} {row['stall_seconds']:>8.2f} "
             f"{row['train_seconds']:>8.2f} {row['eval_seconds']:>7.2f}")
 
 

@@ -22,6 +22,7 @@ from torch_geometric.sampler.utils import to_csc
 
 import outre_async as oa
 from outre_async.loader._options import group_knobs
+from outre_async.errors import AllPairsError
 
 HAS_PYG_SAMPLER = pyg_typing.WITH_PYG_LIB or pyg_typing.WITH_TORCH_SPARSE
 FANOUTS = [-1, -1]
@@ -223,6 +224,10 @@ def test_stored_split_names_and_their_negatives(tmp_path) -> None:
     ({"edge_label_index": torch.zeros(2, 3, dtype=torch.long),
       "neg_sampling": NegativeSampling("binary", 1, src_weight=torch.ones(70))}, oa.NotSupportedError,
      "weighted negatives"),
+    ({"edge_label_index": torch.cartesian_prod(torch.arange(70), torch.arange(70)).T}, AllPairsError,
+     r"holds 4,900 pairs, more than 16 x the graph's 260 edges or nodes: .*oa.evaluate_links\(model, ds"),
+    ({"edge_label_index": torch.cartesian_prod(torch.arange(0, 40), torch.arange(30, 70)).T}, AllPairsError,
+     r"holds all 1,600 pairs of 40 sources x 40 destinations: an all-pairs candidate set; rank .*oa.evaluate_links"),
 ])
 def test_bad_link_input_is_a_named_one_line_error(case, kw, error, match) -> None:
     data, ds, perm, pairs = case
