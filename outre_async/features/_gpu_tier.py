@@ -33,6 +33,7 @@ import torch
 
 from ..errors import ConfigError
 from ..store._row_format import FLOAT32, held_dtype
+from ._decode import as_tensor, as_words, torch_dtype
 from ._device_rows import DeviceRows
 from ._feature_buffer import Pin
 from ._source import FeatureSource
@@ -80,7 +81,7 @@ class DeviceFeatureCache:
         self._slot_of = np.full(num_nodes, -1, np.int32)
         self._slot_of[nodes] = np.arange(len(nodes), dtype=np.int32)
         self.held = held_dtype(held)  # the rows' dtype here and in the host staging that loads them
-        self.rows = torch.zeros((0, dim), dtype=_torch_dtype(self.held))  # on the device once loaded
+        self.rows = torch.zeros((0, dim), dtype=torch_dtype(self.held))  # on the device once loaded
         self.loaded = False
         self.counters = {"rows": 0, "hits": 0, "batch_hits": 0}
 
@@ -98,12 +99,12 @@ class DeviceFeatureCache:
         """Read every held row through ``source`` into the device tensor (once; later calls return)."""
         if self.loaded:
             return
-        rows = torch.empty((len(self.nodes), self.dim), dtype=_torch_dtype(self.held), device=self.device)
+        rows = torch.empty((len(self.nodes), self.dim), dtype=torch_dtype(self.held), device=self.device)
         staging = np.empty((min(LOAD_CHUNK, len(self.nodes)), self.dim), self.held)
         for start in range(0, len(self.nodes), LOAD_CHUNK):
             stop = min(start + LOAD_CHUNK, len(self.nodes))
             await source.read_rows(self.nodes[start:stop], staging[: stop - start])
-            rows[start:stop].copy_(torch.from_numpy(staging[: stop - start]))  # synchronous from pageable memory
+            rows[start:stop].copy_(as_tensor(staging[: stop - start]))  # synchronous from pageable memory
         self.rows, self.loaded = rows, True
 
     def slots_of(self, ids: np.ndarray) -> np.ndarray:
@@ -150,7 +151,7 @@ class GpuTier(CachedTier):
         if len(hit_pos):
             out[miss_pos] = out[: len(miss_pos)].copy()  # spread the prefix (it may overlap its targets)
             index = torch.from_numpy(hit_slots).to(self.cache.rows.device)
-            out[hit_pos] = self.cache.rows.index_select(0, index).cpu().numpy()
+            out[hit_pos] = as_words(self.cache.rows.index_select(0, index).cpu())
 
     def stats(self) -> dict[str, int | float | str]:
         c = self.cache.counters
@@ -158,8 +159,3 @@ class GpuTier(CachedTier):
                 "rows_held": len(self.cache.nodes), "bytes_held": self.cache.nbytes,
                 "host_index_bytes": self.cache.index_bytes,
                 "pcie_bytes_saved": c["batch_hits"] * self.cache.dim * self.cache.held.itemsize}
-
-
-def _torch_dtype(dtype: np.dtype) -> torch.dtype:
-    """torch's dtype of numpy's ``dtype``."""
-    return torch.from_numpy(np.empty(0, dtype)).dtype

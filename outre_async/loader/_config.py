@@ -79,6 +79,7 @@ class LoaderConfig:
     buffer_policy: str = "lru-lookahead"  # the feature buffer's eviction policy (features.EVICTION_POLICIES)
     layout: str = "auto"  # which copy is read: "auto" (the partition-ordered one when there), "original", "ordered", a path (_layout)
     foresight: int | None = None  # batches past the extract queue the buffer foresees (_foresight); None: planned, 0: off
+    x_dtype: Any = "float32"  # what a batch's x is: "float32", "float16", "bfloat16" or that torch dtype; held as its name
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fanouts", check_fanouts(self.fanouts))
@@ -117,6 +118,7 @@ class LoaderConfig:
         object.__setattr__(self, "device", str(resolve_device(self.device)))
         check_layout(self.layout)
         _check_foresight(self)
+        object.__setattr__(self, "x_dtype", check_x_dtype(self.x_dtype))
         if self.backend not in BACKENDS:
             raise ConfigError(f"backend={self.backend!r} must be one of {BACKENDS}")
         if "max_in_flight" in self.source_options:  # one home: the memory plan sizes staging by the knob
@@ -165,6 +167,18 @@ class LoaderConfig:
     def budget_bytes(self) -> int | None:
         """``memory_budget`` in bytes (a string was parsed at construction)."""
         return None if self.memory_budget is None else int(self.memory_budget)
+
+
+def check_x_dtype(value: Any) -> str:
+    """``x_dtype`` as its name (``float32``, ``float16``, ``bfloat16``), from the name or the torch dtype."""
+    import torch
+
+    names = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
+    name = names.get(value) if isinstance(value, torch.dtype) else value
+    if name not in names.values():
+        raise ConfigError(f"x_dtype={value!r} is not a dtype a batch delivers; pass 'float32' (the default), "
+                          "'float16' or 'bfloat16' (or that torch dtype)")
+    return name
 
 
 def _check_foresight(cfg: LoaderConfig) -> None:

@@ -35,6 +35,7 @@ from ..aio._channel import Channel
 from ..aio._loop_thread import LoopThread, forked_message
 from ..cache._history_config import HistoryConfig
 from ..features import FeatureSource
+from ..features._decode import RowDecoder
 from ..features._device_rows import assemble_x
 from ..features._disk_probe import DiskProbe
 from ..machine._cores import sized_from_cores
@@ -43,7 +44,7 @@ from ..store._safe_read import fd_exhausted
 from ._auto_budget import AutoBudget, with_default_budget
 from ._batch import BatchHandles, ExtractedBatch, OutreBatch, SampledBatch, attach_handles, to_batch
 from ._batch_memory import MatrixLease
-from ._budget import MemoryPlan, batch_row_bytes, check_fits_machine, foresight_rows, warn_small_buffer
+from ._budget import MemoryPlan, batch_row_bytes, check_fits_machine, decodes_on_host, foresight_rows, warn_small_buffer
 from ._config import BACKENDS, LoaderConfig
 from ._delivery import AsyncEpoch, Delivery, EpochStream, ToDevice
 from ._device_copy import CopyEngine, Transfer
@@ -64,7 +65,7 @@ from ._sample_stage import SampleStage
 from ._setup import loader_config, loader_setup
 from ._stateful import StatefulEpochs
 from ._sync_api import SyncIteration
-from ._stats import device_resident, queue_stats, resource_stats, stage_stats
+from ._stats import row_stats, device_resident, queue_stats, resource_stats, stage_stats
 from ._tiers import tier_caches
 
 __all__ = ["BACKENDS", "LoaderConfig", "OutreLoader"]
@@ -109,7 +110,7 @@ class OutreLoader(SyncIteration, StatefulEpochs):
                  rank: int | None = None, world_size: int | None = None, local_world_size: int | None = None,
                  profile: str | None = None, cache_split: str | float = "auto",
                  gpu_cache_budget: int | str | None = None, buffer_policy: str = "lru-lookahead", layout: str = "auto",
-                 foresight: int | None = None,
+                 foresight: int | None = None, x_dtype: Any = "float32",
                  # the same knobs as one object, or a source the caller opened
                  config: LoaderConfig | None = None, source: FeatureSource | None = None,
                  # PyG NeighborLoader's names (see _pyg_names)
@@ -149,6 +150,7 @@ class OutreLoader(SyncIteration, StatefulEpochs):
             run_cfg = replace(run_cfg, foresight=self.memory.foresight)
         self._foresight_totals = ForesightTotals()
         self.config = run_cfg  # set once: what the loader runs with
+        self._decoder = RowDecoder(setup.sizes.format)  # held rows -> x_dtype, once per batch at hand-over
         self.buffer_rows = self.memory.buffer_rows
         self._epoch = 0
         self._progress: Progress | None = None  # the latest epoch's delivered seqs (``state_dict``)
@@ -287,7 +289,8 @@ class OutreLoader(SyncIteration, StatefulEpochs):
                    transfer: Transfer | None = None) -> OutreBatch:
             """At hand-over, in step order: the GPU tier's rows join the misses (on the batch's device, after
             its copy), the history's clock ticks and its rows are pulled now; the batch gets its handles."""
-            batch.x = assemble_x(batch.x, eb.device_rows)
+            host = transfer is None  # a batch that stayed on the host is decoded in its own matrix's map
+            batch.x = assemble_x(batch.x, eb.device_rows, self._decoder, held=eb.x if host else None)
             record = history.record(eb.history, device, eb.seq) if history is not None and eb.history is not None else None
             attach_handles(batch, BatchHandles(lease=lease, history=record, transfer=transfer))
             return batch
@@ -343,7 +346,8 @@ class OutreLoader(SyncIteration, StatefulEpochs):
             plan = [plan[s] for s in seqs]
         self._channels = extract, ready = self._new_channels()
         if cfg.holds_back:  # plan order, or history's overtaking window: held batches keep their leases
-            self._gate = OutOfTurnMemory(self.memory.out_of_turn_bytes, batch_row_bytes(self.dataset.row_format))
+            self._gate = OutOfTurnMemory(self.memory.out_of_turn_bytes, batch_row_bytes(
+                self._setup.sizes.format, on_host=decodes_on_host(cfg.device)))
         sight = None if not cfg.foresight or history is not None else EpochForesight(
             plan, cfg.foresight, res.buffer, res.tiers,
             stream_of=lambda pos: stream_base + (pos if seqs is None else seqs[pos]) * world,
@@ -434,6 +438,7 @@ class OutreLoader(SyncIteration, StatefulEpochs):
         out["layout"] = self._layout.stats()
         out["buffer_policy"] = self.config.buffer_policy
         out["foresight"] = {"depth": self.config.foresight, **self._foresight_totals.stats()}
+        out["feature_rows"] = row_stats(self._setup.sizes.format, self.config.device)
         return out
 
     def _epoch_io(self, res: Resources | None) -> dict[str, Any]:

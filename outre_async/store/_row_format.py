@@ -7,26 +7,23 @@ memory plan (``loader._budget``), the profile's knapsack (``plan._budget_plan``)
 
 Three dtypes, because they differ as soon as rows are stored narrower than they are trained on:
 
-* ``stored``: the file's dtype (``float32`` or ``float16`` today), what a disk read moves;
-* ``held``: what the buffer, the static cache and the GPU tier hold (``float32`` today);
-* ``delivered``: the dtype of a batch's ``x`` (``float32`` today).
+* ``stored``: the file's words (``float32``, ``float16``, ``uint16`` for ``bfloat16``, ``int8``),
+  what a disk read moves; ``encoding`` names what the words mean (``float32``, ``float16``,
+  ``bfloat16``, ``int8``: ``x = scale[c] * (q - zero[c])`` with per-column ``scale`` and ``zero``);
+* ``held``: what the buffer, the static cache, the GPU tier, staging, the batch matrices and the
+  host-to-device copy hold and move: the stored words, so a row costs its disk bytes everywhere and
+  io_uring reads rows straight into slots whatever the dtype (``loader._setup``);
+* ``delivered``: the words of a batch's ``x`` (``LoaderConfig.x_dtype``: ``float32``, ``float16``, or
+  ``bfloat16`` as ``uint16`` words, numpy having no bfloat16).
 
-Decoding, stored to held, happens where rows leave the staging arena (or the in-memory matrix) for
-a slot or a batch row: :func:`outre_async.features._staging.gather_blocks` (``float16`` rows are
-widened by numpy there; ``float32`` rows are a bit copy by ``_staging_kernels.scatter_rows``), and
-in :class:`~outre_async.features.MemorySource` and ``loader._sync_loader.gather_features`` for the readers
-that have no staging.  Held and delivered are the same dtype today, so nothing decodes after that.
-io_uring reads rows straight into slots only when stored and held agree (``loader._setup``).
-
-Only these formats are wired end to end; any other is refused here with a named error rather than
-planned with sizes no reader honours.  ``scale`` is the per-column scale of quantized rows, which
-nothing stores yet.
+Decoding, held to delivered, happens in one place, :mod:`outre_async.features._decode`, where a batch
+is handed over (on the training device after its copy when that is a GPU, on the host otherwise).
 """
 
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -38,23 +35,36 @@ if TYPE_CHECKING:
     from ._manifest import FeatureEntry
 
 FLOAT32 = np.dtype(np.float32)
-STORED_DTYPES = (FLOAT32, np.dtype(np.float16))  # what the manifest may name (``_manifest.ALLOWED_DTYPES``)
-HELD_DTYPES = (FLOAT32,)                         # what every cache and batch matrix is wired for
+FLOAT16 = np.dtype(np.float16)
+BF16_WORDS = np.dtype(np.uint16)  # numpy has no bfloat16: its words are stored, held and delivered as uint16
+INT8 = np.dtype(np.int8)
+# encoding -> the words it is stored (and held) in; what the manifest may name is ``_manifest.ALLOWED_DTYPES``
+ENCODINGS = {"float32": FLOAT32, "float16": FLOAT16, "bfloat16": BF16_WORDS, "int8": INT8}
+STORED_DTYPES = tuple(ENCODINGS.values())
+HELD_DTYPES = STORED_DTYPES                      # rows are held as they are stored
+# what a batch's x may be (``x_dtype``): name -> its words
+DELIVERED = {"float32": FLOAT32, "float16": FLOAT16, "bfloat16": BF16_WORDS}
+_ENCODING_OF = {d: name for name, d in ENCODINGS.items()}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RowFormat:
-    """One feature row: ``dim`` values stored as ``stored``, held as ``held``, delivered as ``delivered``."""
+    """One feature row: ``dim`` values stored as ``stored`` words meaning ``encoding``, held as
+    ``held`` (the stored words), delivered as ``delivered`` words (see the module)."""
 
     dim: int
     stored: np.dtype
-    held: np.dtype = FLOAT32
+    held: np.dtype | None = None          # None: the stored words
     delivered: np.dtype = FLOAT32
-    scale: np.ndarray | None = None
+    scale: np.ndarray | None = None       # int8: float32 [dim], x = scale * (q - zero)
+    encoding: str | None = None           # None: what ``stored`` means alone (uint16: bfloat16)
+    zero: np.ndarray | None = None        # int8: float32 [dim]
 
     def __post_init__(self) -> None:
-        for name in ("stored", "held", "delivered"):
-            object.__setattr__(self, name, np.dtype(getattr(self, name)))
+        object.__setattr__(self, "stored", np.dtype(self.stored))
+        for name in ("held", "delivered"):
+            value = getattr(self, name)
+            object.__setattr__(self, name, self.stored if value is None else np.dtype(value))
         try:
             dim = operator.index(self.dim) if not isinstance(self.dim, bool) else None
         except TypeError:
@@ -63,23 +73,59 @@ class RowFormat:
             raise ConfigError(f"a feature row needs an integer dim >= 1, got {self.dim=}")
         object.__setattr__(self, "dim", dim)
         if self.stored not in STORED_DTYPES:
-            raise ConfigError(f"feature rows stored as {self.stored} are not supported; store float32 or float16 rows")
-        if self.held not in HELD_DTYPES or self.delivered not in HELD_DTYPES:
-            raise ConfigError(f"feature rows held as {self.held} and delivered as {self.delivered} are not supported; "
-                              "this version holds and delivers float32 rows")
-        if self.scale is not None:
-            raise ConfigError("scaled (quantized) feature rows are not supported by this version; store float32 or "
-                              "float16 rows")
+            raise ConfigError(f"feature rows stored as {self.stored} are not supported; store float32, float16, "
+                              "bfloat16 (uint16 words) or int8 rows")
+        encoding = _ENCODING_OF[self.stored] if self.encoding is None else self.encoding
+        if ENCODINGS.get(encoding) != self.stored:
+            raise ConfigError(f"feature rows encoded as {encoding!r} cannot be stored as {self.stored} words; "
+                              f"pass one of {sorted(ENCODINGS)} with its words ({', '.join(map(str, STORED_DTYPES))})")
+        object.__setattr__(self, "encoding", encoding)
+        if self.held != self.stored:
+            raise ConfigError(f"feature rows stored as {self.stored} cannot be held as {self.held}; rows are held as "
+                              "they are stored (leave held out)")
+        if self.delivered not in DELIVERED.values():
+            raise ConfigError(f"feature rows delivered as {self.delivered} are not supported; deliver float32, "
+                              "float16 or bfloat16 (uint16 words)")
+        self._check_quantization()
+
+    def _check_quantization(self) -> None:
+        if self.encoding != "int8":
+            if self.scale is not None or self.zero is not None:
+                raise ConfigError(f"{self.encoding} feature rows take no scale or zero; only int8 rows are scaled")
+            return
+        for name in ("scale", "zero"):
+            value = getattr(self, name)
+            arr = None if value is None else np.ascontiguousarray(value, dtype=FLOAT32)
+            if arr is None or arr.shape != (self.dim,) or not np.isfinite(arr).all():
+                raise ConfigError(f"int8 feature rows need a finite float32 {name} of shape ({self.dim},), got "
+                                  f"{None if arr is None else arr.shape}; pass the manifest's per-column {name}")
+            object.__setattr__(self, name, arr)
 
     @classmethod
     def of_entry(cls, entry: FeatureEntry) -> RowFormat:
-        """The format of the manifest's feature entry: its dtype stored, float32 held and delivered."""
+        """The format of the manifest's feature entry: its dtype stored and held, float32 delivered."""
         return cls(dim=entry.dim, stored=np.dtype(entry.dtype))
 
     @classmethod
     def float32(cls, dim: int) -> RowFormat:
         """Rows of ``dim`` float32 values stored, held and delivered (spill files, history rows, tests)."""
         return cls(dim=dim, stored=FLOAT32)
+
+    def delivering(self, x_dtype: str) -> RowFormat:
+        """This format delivering ``x_dtype`` (a name of :data:`DELIVERED`, ``LoaderConfig.x_dtype``)."""
+        if x_dtype not in DELIVERED:
+            raise ConfigError(f"x_dtype={x_dtype!r} is not one a batch delivers; pass one of {sorted(DELIVERED)}")
+        return replace(self, delivered=DELIVERED[x_dtype])
+
+    @property
+    def delivered_name(self) -> str:
+        """The delivered dtype's name (``float32``, ``float16``, ``bfloat16``)."""
+        return next(name for name, d in DELIVERED.items() if d == self.delivered)
+
+    @property
+    def decodes(self) -> bool:
+        """Whether a batch's held rows must be decoded to be delivered (held words are not ``x``'s)."""
+        return self.encoding != self.delivered_name
 
     @property
     def stored_row_bytes(self) -> int:
@@ -88,7 +134,7 @@ class RowFormat:
 
     @property
     def held_row_bytes(self) -> int:
-        """Bytes of one row in the buffer's slots, the static cache and the GPU tier."""
+        """Bytes of one row in the buffer's slots, the static cache, the GPU tier and a batch matrix."""
         return self.dim * self.held.itemsize
 
     @property
@@ -102,5 +148,6 @@ def held_dtype(dtype: DTypeLike) -> np.dtype:
     what the buffer, the static cache and the GPU tier take from ``RowFormat.held``."""
     held = np.dtype(dtype)
     if held not in HELD_DTYPES:
-        raise ConfigError(f"feature rows held as {held} are not supported; this version holds float32 rows")
+        raise ConfigError(f"feature rows held as {held} are not supported; hold float32, float16, uint16 (bfloat16 "
+                          "words) or int8 rows")
     return held
