@@ -1,6 +1,7 @@
 """The GPU tier: hot feature rows held in the training device's memory, so they never cross PCIe.
 
-:class:`DeviceFeatureCache` holds ``rows`` node rows as one float32 tensor on the loader's ``device``
+:class:`DeviceFeatureCache` holds ``rows`` node rows as one tensor of their held words (``RowFormat.held``:
+the stored dtype, bfloat16 words as torch's bfloat16; ``features._decode``) on the loader's ``device``
 (a CUDA device, or the CPU: the same code, which is how CI runs it; only the batch assembly takes a
 numpy path on a CPU device, and the tests run its torch path on CPU tensors too), chosen once (the
 rows met most often in the first planned batches: ``loader._tiers``), read once through the loader's
@@ -10,9 +11,10 @@ batch is decided where its ids are, before any copy).
 :class:`GpuTier` is the top tier (``_tier``).  For a batch (:meth:`GpuTier.read_batch`) it looks the ids
 up, has the tiers below fill only the *misses*, as a compact prefix of the batch matrix, and returns a
 :class:`DeviceRows`; where the batch is moved to the device (``loader._batch.to_batch``, after the
-copy of that prefix) :func:`assemble_x` builds the device matrix::
+copy of that prefix) :func:`assemble_x` builds the device matrix, then decodes it once::
 
     x = empty(n, dim, device);  x[miss_pos] = misses (the copied prefix);  x[hit_pos] = rows[hit_slots]
+    x = decode(x)   # held words -> x_dtype
 
 so the rows it holds are gathered on the device and only misses (plus 8 bytes of index per row and per hit)
 cross PCIe.  On ``device="cpu"`` the same function assembles on the CPU, bit-identical to a batch

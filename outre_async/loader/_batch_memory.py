@@ -142,9 +142,9 @@ class BatchMemory:
                          "maps_reused": 0, "maps_resized": 0}
 
     def matrix(self, lease: MatrixLease, rows: int, dim: int) -> np.ndarray:
-        """The batch's ``[rows, dim]`` matrix (of ``dtype``, in a map of ``room`` bytes a value) for ``lease``: the map of a dead matrix when
-        one fits, else a new map (:func:`_new_map`).  Its content is stale; the extractor writes
-        every row.
+        """The batch's ``[rows, dim]`` matrix (of ``dtype``, in a map of ``room`` bytes a value) for ``lease``:
+        the map of a dead matrix when one fits, else a new map (:func:`_new_map`).  Its content is
+        stale; the extractor writes every row.
 
         Why recycle: a fresh map is zeroed by the kernel page by page, a large share of the loader
         process's CPU samples on igb-like (``clear_page``; ``stats()``'s ``maps_reused``); a dead matrix's map, already
