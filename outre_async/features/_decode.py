@@ -2,12 +2,13 @@
 
 Rows travel from the disk to a batch matrix in their stored words (``RowFormat.held``): the buffer's
 slots, the static cache, the GPU tier, staging and the host-to-device copy all move the disk's bytes.
-A batch's ``x`` is decoded once, where the batch is handed over (``loader._loader``, through
-:func:`outre_async.features._device_rows.assemble_x`):
+A batch's ``x`` is decoded once, by :class:`RowDecoder`, on its way to the trainer:
 
-* on a GPU, after the copy, with torch on the device (:meth:`RowDecoder.decode`), so the copy moves
-  half (float16, bfloat16) or a quarter (int8) of float32's bytes; int8's ``scale`` and ``zero`` are
-  copied to each device once;
+* on a GPU, right after the copy, with torch on the device and on the copy engine's stream
+  (:meth:`RowDecoder.decode`, ``loader._device_copy``: the batch's completion event then covers the
+  decode), so the copy moves half (float16, bfloat16) or a quarter (int8) of float32's bytes; a batch
+  with GPU-tier rows is decoded once assembled (``_device_rows.assemble_x``); int8's ``scale`` and
+  ``zero`` are copied to each device once;
 * on the host, with numpy, *in place* in the batch matrix's own map where the pool gave it room
   (``loader._batch_memory``: a matrix is mapped at the larger of its held and delivered bytes), so a
   decoded batch costs no second matrix; elsewhere into a new array.
@@ -27,7 +28,7 @@ import torch
 from ..errors import ConfigError
 from ..store._row_format import BF16_WORDS, FLOAT16, FLOAT32, INT8, RowFormat
 
-DECODE_CHUNK_BYTES = 1 << 22  # host decode in place: delivered bytes per chunk (its temporary)
+DECODE_CHUNK_BYTES = 1 << 20  # host decode in place: delivered bytes per chunk (the most a temporary takes)
 # numpy words -> the torch dtype that holds them (bfloat16's words are viewed as torch's bfloat16)
 TORCH_OF = {FLOAT32: torch.float32, FLOAT16: torch.float16, BF16_WORDS: torch.bfloat16, INT8: torch.int8}
 
@@ -119,12 +120,12 @@ class RowDecoder:
         step = max(1, DECODE_CHUNK_BYTES // max(1, dim * self.fmt.delivered.itemsize))
         starts = range(0, rows, step)
         # wider words go last row first: a chunk's delivered bytes then cover only rows already decoded
-        # (or its own, read into the temporary before it is written); narrower or equal, first row first
+        # and its own held rows, which numpy's assignment buffers where they overlap (only the first
+        # chunks: row s's delivered bytes start past every held byte once s >= rows' held/delivered
+        # share); narrower or equal, first row first
         for s in (reversed(starts) if self.fmt.delivered.itemsize > held.itemsize else starts):
             e = min(rows, s + step)
-            chunk = np.empty((e - s, dim), self.fmt.delivered)
-            self.decode_host(held[s:e], chunk)
-            out[s:e] = chunk
+            self.decode_host(held[s:e], out[s:e])
         return out
 
 

@@ -65,7 +65,7 @@ from ._sample_stage import SampleStage
 from ._setup import loader_config, loader_setup
 from ._stateful import StatefulEpochs
 from ._sync_api import SyncIteration
-from ._stats import row_stats, device_resident, queue_stats, resource_stats, stage_stats
+from ._stats import device_resident, queue_stats, resource_stats, row_stats, stage_stats
 from ._tiers import tier_caches
 
 __all__ = ["BACKENDS", "LoaderConfig", "OutreLoader"]
@@ -289,8 +289,10 @@ class OutreLoader(SyncIteration, StatefulEpochs):
                    transfer: Transfer | None = None) -> OutreBatch:
             """At hand-over, in step order: the GPU tier's rows join the misses (on the batch's device, after
             its copy), the history's clock ticks and its rows are pulled now; the batch gets its handles."""
-            host = transfer is None  # a batch that stayed on the host is decoded in its own matrix's map
-            batch.x = assemble_x(batch.x, eb.device_rows, self._decoder, held=eb.x if host else None)
+            if transfer is None:  # a batch that stayed on the host is decoded in its own matrix's map
+                batch.x = assemble_x(batch.x, eb.device_rows, self._decoder, held=eb.x)
+            else:  # decoded by the copy engine after its copy, unless GPU-tier rows join it first
+                batch.x = assemble_x(batch.x, eb.device_rows, self._decoder if eb.device_rows is not None else None)
             record = history.record(eb.history, device, eb.seq) if history is not None and eb.history is not None else None
             attach_handles(batch, BatchHandles(lease=lease, history=record, transfer=transfer))
             return batch
@@ -309,7 +311,8 @@ class OutreLoader(SyncIteration, StatefulEpochs):
                 engine.wait(transfer)  # the loop thread's stream: the device's default stream, the trainer's too
                 return handed(eb, batch, transfer=transfer)  # a trainer on a stream of its own waits again
 
-            to = ToDevice(engine=engine, depth=self.config.device_depth, build=build)
+            to = ToDevice(engine=engine, depth=self.config.device_depth, build=build,
+                          decode=None if self._decoder.identity else self._decoder.decode)
             batches = self._delivery.deliver_to_device(parts, ordered=ordered, to=to, wrap=wrap_copied, window=window)
         res.epochs.add(batches)
         transform = self.transform
