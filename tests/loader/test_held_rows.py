@@ -81,7 +81,15 @@ def test_a_device_copy_moves_held_words_and_decodes_after_it(tmp_path: Path, mon
     """Through the copy engine (synchronous, on the CPU: the CUDA path's order of copy then torch
     decode): a float16 store copies 2 bytes a value where the same values stored as float32 copy 4."""
 
-    monkeypatch.setattr(_resources, "copy_engine_for", lambda device, depth: SyncCopyEngine("cpu"))
+    moved: list[tuple[torch.dtype, torch.dtype]] = []  # (x copied, x the engine's transfer holds)
+
+    class Engine(SyncCopyEngine):
+        def submit(self, host: dict[str, torch.Tensor], on_done: Any, decode: Any = None) -> Any:
+            transfer = super().submit(host, on_done, decode)
+            moved.append((host["x"].dtype, transfer.tensors["x"].dtype))
+            return transfer
+
+    monkeypatch.setattr(_resources, "copy_engine_for", lambda device, depth: Engine("cpu"))
     copied, rows = {}, {}
     for dtype in ("float16", "float32"):
         ds = store(tmp_path / dtype, 129, dtype)
@@ -95,6 +103,8 @@ def test_a_device_copy_moves_held_words_and_decodes_after_it(tmp_path: Path, mon
             copied[dtype] = loader.stats()["copy_engine"]["bytes"]
     assert rows["float16"] == rows["float32"]
     assert copied["float32"] - copied["float16"] == rows["float16"] * 129 * 2
+    # decoded by the engine right after the copy (on a GPU: on its stream, before the batch's event)
+    assert set(moved) == {(torch.float16, torch.float32), (torch.float32, torch.float32)}
 
 
 def test_the_same_budget_holds_about_twice_the_float16_rows() -> None:
