@@ -2,8 +2,8 @@
 bfloat16 words, int8 with per-column scale and zero), every backend (memory, pread, io_uring) and every
 host tier (buffer, static cache, the GPU tier run on the CPU), the tiers move the stored words bit for
 bit and the one decode gives the rows a NumPy reference decodes, bit for bit, at odd dims (2-byte rows
-of 129 values: a packed 258-byte row) and at aligned ones (2-byte rows of 256 values: io_uring reads
-them straight into the buffer's slots)."""
+of 129 values: a packed 258-byte row; of 250: 500 bytes padded to a sector, staged) and at aligned
+ones (2-byte rows of 256 values: io_uring reads them straight into the buffer's slots)."""
 
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ async def read_through(backend: str, file: FeatureFile, words: np.ndarray, fmt: 
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("dim", [129, 256])
+@pytest.mark.parametrize("dim", [129, 250, 256])  # 2-byte rows: 258 B packed, 500 B padded to 512, 512 B
 @pytest.mark.parametrize("encoding", ENCODINGS)
 @pytest.mark.parametrize("top_name", ["buffer", "static", "gpu"])
 def test_every_encoding_backend_and_tier_delivers_the_reference_decode(tmp_path: Path, backend: str, dim: int,
@@ -126,7 +126,9 @@ def test_every_encoding_backend_and_tier_delivers_the_reference_decode(tmp_path:
         x, io = run(read_through(backend, file, words, fmt, top_name, ids))
         assert x.dtype == torch.float32
         np.testing.assert_array_equal(x.numpy(), reference(encoding, words, extra)[ids], err_msg=label)
-    if backend == "io_uring" and top_name == "buffer":  # 2-byte rows of 256 values are 512 B: read into slots
+    if dim == 250:  # rows padded to whole sectors (int8's 250 B stay packed): a slot cannot take the stride
+        assert file.layout.layout == ("packed" if encoding == "int8" else "padded")
+    if backend == "io_uring" and top_name == "buffer":  # unpadded whole-sector rows are read into slots
         aligned = fmt.stored_row_bytes % 512 == 0
         assert (io["rows_into_slots"] > 0) == aligned, (fmt.stored_row_bytes, io)
 
