@@ -97,6 +97,7 @@ CHILD = textwrap.dedent("""
     wall, r1, threads = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF), meter.stop()
     io = stats.get("io", {})
     print(json.dumps({"user": r1.ru_utime - r0.ru_utime, "sys": r1.ru_stime - r0.ru_stime, "wall": wall,
+                      "maxrss_kib": r1.ru_maxrss, "feature_rows": stats.get("feature_rows"),
                       "batches": batches, "io": io, "buffer": stats.get("buffer", {}), "threads": threads,
                       "stages": {**{k: v for k, v in stats.items() if k.endswith("cpu_seconds")},
                                  **{k: v for k, v in io.items() if k.endswith("cpu_seconds")}}}))
@@ -147,6 +148,8 @@ def run_child(src: Path, path: Path, args: argparse.Namespace) -> dict[str, Any]
             "sys_us_per_io": r["sys"] / reads * 1e6, "ios_per_row": reads / rows,
             "bytes_per_read": io.get("bytes_read", 0) / reads, "wall": r["wall"], "user": r["user"],
             "sys": r["sys"], "batches": r["batches"], "stages": r["stages"],
+            "bytes_read": io.get("bytes_read", 0), "peak_rss_mib": r.get("maxrss_kib", 0) / 1024,
+            "feature_rows": r.get("feature_rows"),
             # user and system CPU seconds per thread name over the measured epoch (/proc/self/task/*/stat;
             # pool threads' trailing numbers folded into ``_*``; the meter's own poller is listed too)
             "threads": r["threads"],

@@ -153,6 +153,7 @@ def validation_accuracy(model: nn.Module, ds: Any, *, fanouts: tuple[int, ...], 
                         max_nodes: int) -> dict[str, float]:
     """Loss and accuracy on the first ``max_nodes`` validation nodes: the same sampled batches whatever
     system trained the model (so the figures compare), features through a MADV_RANDOM map."""
+    from ..features._decode import RowDecoder
     from ..loader._sync_loader import gather_features, to_data
     from ..sampling._plan import plan_epoch
     from ..sampling._sampler import NeighborSampler
@@ -166,7 +167,7 @@ def validation_accuracy(model: nn.Module, ds: Any, *, fanouts: tuple[int, ...], 
     loss_sum = correct = seen = 0.0
     for seq, seeds in enumerate(plan_epoch(nodes, batch_size, shuffle=False, seed=seed, epoch=0)):
         sub = sampler.sample(seeds, seq)
-        batch = to_data(sub, gather_features(features, sub.n_id, ds.row_format), torch.from_numpy(ds.labels[sub.n_id]))
+        batch = to_data(sub, gather_features(features, sub.n_id, RowDecoder(ds.row_format)), torch.from_numpy(ds.labels[sub.n_id]))
         out = model(batch.x, batch.edge_index)[: batch.batch_size]
         target = batch.y[: batch.batch_size].long()
         keep = target >= 0

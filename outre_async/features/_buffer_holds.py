@@ -25,6 +25,12 @@ class SlotReader(Protocol):
 SLOT_ALIGN = 4096  # slots of sector-multiple rows can take O_DIRECT reads straight from the file
 
 
+def row_words(rows: np.ndarray) -> np.ndarray:
+    """``rows`` viewed as unsigned words of their itemsize: what the numba kernels copy (a bit copy of
+    any held dtype; numba has no float16)."""
+    return rows.view(np.dtype(f"u{rows.dtype.itemsize}"))
+
+
 def page_aligned_zeros(rows: int, dim: int, dtype: np.dtype = FLOAT32) -> np.ndarray:
     """A zeroed ``[rows, dim]`` array of ``dtype`` (the rows' held dtype) whose first byte is page
     aligned, so that where a row is a whole number of sectors every slot is sector aligned and a disk

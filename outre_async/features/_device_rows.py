@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from ..errors import ConfigError
+from ._decode import RowDecoder, as_tensor, as_words
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,13 +50,21 @@ class DeviceRows:
 
     def assemble_host(self, misses: torch.Tensor) -> torch.Tensor:
         """The same on CPU tensors, in numpy (single-threaded gathers)."""
-        x = np.empty((self.num_rows, self.rows.shape[1]), dtype=np.float32)
-        x[self.miss_pos] = misses.cpu().numpy()
-        x[self.hit_pos] = self.rows.numpy()[self.hit_slots]
-        return torch.from_numpy(x)
+        misses_words, rows_words = as_words(misses.cpu()), as_words(self.rows)
+        x = np.empty((self.num_rows, self.rows.shape[1]), dtype=rows_words.dtype)
+        x[self.miss_pos] = misses_words
+        x[self.hit_pos] = rows_words[self.hit_slots]
+        return as_tensor(x)
 
 
-def assemble_x(x: torch.Tensor, device_rows: DeviceRows | None) -> torch.Tensor:
-    """The delivered batch matrix: ``x`` as it is, or (GPU tier) ``x`` = the misses, assembled with the
-    tier's rows on its device.  Called where the batch is moved to the loader's device."""
-    return x if device_rows is None else device_rows.assemble(x)
+def assemble_x(x: torch.Tensor, device_rows: DeviceRows | None, decoder: RowDecoder | None = None, *,
+               held: np.ndarray | None = None) -> torch.Tensor:
+    """The delivered batch matrix, called where the batch reaches the loader's device: ``x`` (held
+    words), or (GPU tier) ``x`` = the misses assembled with the tier's rows on its device, then decoded
+    by ``decoder`` (``features._decode``; None: delivered as held).  ``held``: the host matrix ``x``
+    wraps, where the batch stayed on the host: decoded in place in its map (``RowDecoder.decode_matrix``)."""
+    if device_rows is not None:
+        x = device_rows.assemble(x)
+    elif held is not None and decoder is not None and x.device.type == "cpu":
+        return as_tensor(decoder.decode_matrix(held))
+    return x if decoder is None else decoder.decode(x)

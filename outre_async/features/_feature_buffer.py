@@ -75,7 +75,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..store._row_format import FLOAT32, held_dtype
 from . import _buffer_kernels as K
-from ._buffer_holds import Acquisition, Foresight, Pin, SlotReader, int64_ids, page_aligned_zeros
+from ._buffer_holds import Acquisition, Foresight, Pin, SlotReader, int64_ids, page_aligned_zeros, row_words
 from ._disk_source import uncancellable
 from ._policies import check_policy
 from ._read_priority import URGENT, read_priority
@@ -90,7 +90,7 @@ NEXT_USE_BUCKETS = 256  # next-use lists, one per queued seq modulo this (above 
 
 COPY_OFF_LOOP_BYTES = 1 << 20  # pieces at least this large are copied by the copy thread (``_copy_out``)
 class FeatureBuffer:
-    """``num_slots`` rows of ``dim`` float32 values plus GNNDrive's mapping table and two standby
+    """``num_slots`` rows of ``dim`` values in their held words (``RowFormat.held``) plus GNNDrive's mapping table and two standby
     lists (cold, wanted) and the per-node look-ahead counts."""
 
     def __init__(self, num_nodes: int, num_slots: int, dim: int, *, held: np.dtype = FLOAT32, min_slots: int = 1,
@@ -103,6 +103,7 @@ class FeatureBuffer:
             )
         self.num_slots = num_slots
         self.data = page_aligned_zeros(num_slots, dim, held_dtype(held))  # rows as the format holds them
+        self._words = row_words(self.data)  # the same bytes as the kernels copy them
         self._next_use = self.policy == "next-use"
         if self._next_use:  # see _buffer_kernels: the occurrence chains and the next-use buckets
             self._nodes, self._rec, self._head, self._occ, self._meta = K.new_next_use_state(
@@ -274,7 +275,7 @@ class FeatureBuffer:
             self._copier = ThreadPoolExecutor(1, thread_name_prefix="outre-copy")
         loop = asyncio.get_running_loop()
         try:
-            await uncancellable(loop.run_in_executor(self._copier, K.gather_rows, self.data, acq.slots, out))
+            await uncancellable(loop.run_in_executor(self._copier, K.gather_rows, self._words, acq.slots, self._out_words(out)))
         finally:
             self.release(acq)
 
@@ -399,10 +400,18 @@ class FeatureBuffer:
             fut.set_exception(exc if isinstance(exc, Exception) else asyncio.CancelledError())
             fut.exception()  # retrieved here: a piece nobody waits for must not warn
 
+    def _out_words(self, out: np.ndarray) -> np.ndarray:
+        """``out`` as the kernels' words, refused unless it holds the slots' dtype (a bit copy into other
+        words would be garbage, not a conversion)."""
+        if out.dtype != self.data.dtype:
+            raise ConfigError(f"rows copied out of the feature buffer go to a {self.data.dtype} matrix (its held words), "
+                              f"got {out.dtype}; decode after the copy (features._decode)")
+        return row_words(out)
+
     def gather(self, acq: Acquisition) -> np.ndarray:
         """The piece's rows ``[len(ids), dim]``, copied out of the slots."""
         out = np.empty((len(acq.slots), self.data.shape[1]), dtype=self.data.dtype)
-        K.gather_rows(self.data, acq.slots, out)
+        K.gather_rows(self._words, acq.slots, row_words(out))
         return out
 
     def release(self, acq: Acquisition, *, copy_to: np.ndarray | None = None) -> None:
@@ -415,12 +424,12 @@ class FeatureBuffer:
             if copy_to is None:
                 K.nu_release(acq.slots, self._nodes, self._rec, self._head, self._occ, self._meta)
             else:
-                K.nu_gather_release(self.data, acq.slots, copy_to, self._nodes, self._rec, self._head, self._occ,
+                K.nu_gather_release(self._words, acq.slots, self._out_words(copy_to), self._nodes, self._rec, self._head, self._occ,
                                     self._meta)
         elif copy_to is None:
             K.release(acq.slots, self._nodes, self._rec)
         else:
-            K.gather_release(self.data, acq.slots, copy_to, self._nodes, self._rec)
+            K.gather_release(self._words, acq.slots, self._out_words(copy_to), self._nodes, self._rec)
         self._released.set()
 
     def free_slots(self) -> int:

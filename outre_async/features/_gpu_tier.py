@@ -1,6 +1,7 @@
 """The GPU tier: hot feature rows held in the training device's memory, so they never cross PCIe.
 
-:class:`DeviceFeatureCache` holds ``rows`` node rows as one float32 tensor on the loader's ``device``
+:class:`DeviceFeatureCache` holds ``rows`` node rows as one tensor of their held words (``RowFormat.held``:
+the stored dtype, bfloat16 words as torch's bfloat16; ``features._decode``) on the loader's ``device``
 (a CUDA device, or the CPU: the same code, which is how CI runs it; only the batch assembly takes a
 numpy path on a CPU device, and the tests run its torch path on CPU tensors too), chosen once (the
 rows met most often in the first planned batches: ``loader._tiers``), read once through the loader's
@@ -10,9 +11,10 @@ batch is decided where its ids are, before any copy).
 :class:`GpuTier` is the top tier (``_tier``).  For a batch (:meth:`GpuTier.read_batch`) it looks the ids
 up, has the tiers below fill only the *misses*, as a compact prefix of the batch matrix, and returns a
 :class:`DeviceRows`; where the batch is moved to the device (``loader._batch.to_batch``, after the
-copy of that prefix) :func:`assemble_x` builds the device matrix::
+copy of that prefix) :func:`assemble_x` builds the device matrix, then decodes it once::
 
     x = empty(n, dim, device);  x[miss_pos] = misses (the copied prefix);  x[hit_pos] = rows[hit_slots]
+    x = decode(x)   # held words -> x_dtype
 
 so the rows it holds are gathered on the device and only misses (plus 8 bytes of index per row and per hit)
 cross PCIe.  On ``device="cpu"`` the same function assembles on the CPU, bit-identical to a batch
@@ -33,6 +35,7 @@ import torch
 
 from ..errors import ConfigError
 from ..store._row_format import FLOAT32, held_dtype
+from ._decode import as_tensor, as_words, torch_dtype
 from ._device_rows import DeviceRows
 from ._feature_buffer import Pin
 from ._source import FeatureSource
@@ -80,7 +83,7 @@ class DeviceFeatureCache:
         self._slot_of = np.full(num_nodes, -1, np.int32)
         self._slot_of[nodes] = np.arange(len(nodes), dtype=np.int32)
         self.held = held_dtype(held)  # the rows' dtype here and in the host staging that loads them
-        self.rows = torch.zeros((0, dim), dtype=_torch_dtype(self.held))  # on the device once loaded
+        self.rows = torch.zeros((0, dim), dtype=torch_dtype(self.held))  # on the device once loaded
         self.loaded = False
         self.counters = {"rows": 0, "hits": 0, "batch_hits": 0}
 
@@ -98,12 +101,12 @@ class DeviceFeatureCache:
         """Read every held row through ``source`` into the device tensor (once; later calls return)."""
         if self.loaded:
             return
-        rows = torch.empty((len(self.nodes), self.dim), dtype=_torch_dtype(self.held), device=self.device)
+        rows = torch.empty((len(self.nodes), self.dim), dtype=torch_dtype(self.held), device=self.device)
         staging = np.empty((min(LOAD_CHUNK, len(self.nodes)), self.dim), self.held)
         for start in range(0, len(self.nodes), LOAD_CHUNK):
             stop = min(start + LOAD_CHUNK, len(self.nodes))
             await source.read_rows(self.nodes[start:stop], staging[: stop - start])
-            rows[start:stop].copy_(torch.from_numpy(staging[: stop - start]))  # synchronous from pageable memory
+            rows[start:stop].copy_(as_tensor(staging[: stop - start]))  # synchronous from pageable memory
         self.rows, self.loaded = rows, True
 
     def slots_of(self, ids: np.ndarray) -> np.ndarray:
@@ -150,7 +153,7 @@ class GpuTier(CachedTier):
         if len(hit_pos):
             out[miss_pos] = out[: len(miss_pos)].copy()  # spread the prefix (it may overlap its targets)
             index = torch.from_numpy(hit_slots).to(self.cache.rows.device)
-            out[hit_pos] = self.cache.rows.index_select(0, index).cpu().numpy()
+            out[hit_pos] = as_words(self.cache.rows.index_select(0, index).cpu())
 
     def stats(self) -> dict[str, int | float | str]:
         c = self.cache.counters
@@ -158,8 +161,3 @@ class GpuTier(CachedTier):
                 "rows_held": len(self.cache.nodes), "bytes_held": self.cache.nbytes,
                 "host_index_bytes": self.cache.index_bytes,
                 "pcie_bytes_saved": c["batch_hits"] * self.cache.dim * self.cache.held.itemsize}
-
-
-def _torch_dtype(dtype: np.dtype) -> torch.dtype:
-    """torch's dtype of numpy's ``dtype``."""
-    return torch.from_numpy(np.empty(0, dtype)).dtype

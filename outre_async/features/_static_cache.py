@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..store._row_format import FLOAT32, held_dtype
+from ._buffer_holds import row_words
 from ._feature_buffer import Pin
 from ._source import FeatureSource
 from ._static_kernels import merge_static_rows
@@ -40,7 +41,8 @@ class StaticFeatureCache:
         self.nodes, self.num_nodes, self.dim = nodes, num_nodes, dim
         self._slot_of = np.full(num_nodes, -1, np.int32)
         self._slot_of[nodes] = np.arange(len(nodes), dtype=np.int32)
-        self.rows, self._pinned = _rows(len(nodes), dim, held_dtype(held), pin)  # _pinned keeps the pinned storage alive
+        self.held = held_dtype(held)
+        self.rows, self._pinned = _rows(len(nodes), dim, self.held, pin)  # _pinned keeps the pinned storage alive
         self.loaded = False
         self.counters = {"rows": 0, "hits": 0}
 
@@ -78,7 +80,7 @@ class StaticFeatureCache:
     def merge_into(self, slots: np.ndarray, out: np.ndarray) -> None:
         """In place: ``out`` holds the batch's missed rows (in order) as a prefix; spread them to their
         positions and copy the cached rows in, so a batch matrix is written once, with no temporary."""
-        merge_static_rows(out, slots, self.rows)
+        merge_static_rows(row_words(out), slots, row_words(self.rows))
 
     def stats(self) -> dict[str, int | float]:
         c = self.counters
@@ -114,5 +116,5 @@ def _rows(count: int, dim: int, dtype: np.dtype, pin: bool) -> tuple[np.ndarray,
         return np.zeros((count, dim), dtype), None
     import torch
 
-    pinned = torch.zeros(count, dim, dtype=torch.from_numpy(np.empty(0, dtype)).dtype).pin_memory()
+    pinned = torch.zeros(count, dim, dtype=torch.from_numpy(np.empty(0, dtype)).dtype).pin_memory()  # numpy's words
     return pinned.numpy(), pinned

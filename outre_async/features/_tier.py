@@ -53,8 +53,10 @@ class FeatureTier(abc.ABC):
 
     name: ClassVar[str] = "abstract"
 
-    def __init__(self, fallback: FeatureTier | None, num_rows: int, dim: int) -> None:
+    def __init__(self, fallback: FeatureTier | None, num_rows: int, dim: int, held: np.dtype | None = None) -> None:
         self.fallback, self.num_rows, self.dim = fallback, int(num_rows), int(dim)
+        # the words rows are held and moved in (``RowFormat.held``): every tier of a chain the same
+        self.held = np.dtype(held) if held is not None else fallback.held if fallback is not None else np.dtype(np.float32)
 
     # -- the public calls, validated once at the top --------------------------------------------------
     async def read_rows(self, ids: np.ndarray, out: np.ndarray, *, pin: Pin | None = None) -> None:
@@ -125,9 +127,10 @@ class FeatureTier(abc.ABC):
             raise ConfigError(f"ids must be a 1-D integer array, got shape {arr.shape} dtype {arr.dtype}")
         if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= self.num_rows):
             raise ConfigError(f"ids must lie in [0, {self.num_rows}), got min {int(arr.min())} max {int(arr.max())}")
-        if not isinstance(out, np.ndarray) or out.shape != (len(arr), self.dim) or out.dtype != np.float32:
+        if not isinstance(out, np.ndarray) or out.shape != (len(arr), self.dim) or out.dtype != self.held:
             found = f"{getattr(out, 'shape', type(out).__name__)} {getattr(out, 'dtype', '')}"
-            raise ConfigError(f"out must be a float32 ndarray of shape ({len(arr)}, {self.dim}), got {found}")
+            raise ConfigError(f"out must be a {self.held} ndarray of shape ({len(arr)}, {self.dim}) (the rows' held "
+                              f"words), got {found}")
         if not (out.flags.c_contiguous and out.flags.writeable):
             raise ConfigError("out must be C-contiguous and writeable")
         return int64_ids(arr)
@@ -143,6 +146,9 @@ class CachedTier(FeatureTier):
         if (cache.num_nodes, cache.dim) != (fallback.num_rows, fallback.dim):
             raise ConfigError(f"{label} over {cache.num_nodes} rows of dim {cache.dim}, its fallback has "
                               f"{fallback.num_rows} of dim {fallback.dim}")
+        if cache.held != fallback.held:
+            raise ConfigError(f"{label} holds {cache.held} rows, its fallback {fallback.held}; build it with "
+                              "held=the dataset's row_format.held")
         self.cache, self._below = cache, fallback
 
     def passed_down(self, ids: np.ndarray) -> np.ndarray:
@@ -162,7 +168,7 @@ class SourceTier(FeatureTier):
     name = "source"
 
     def __init__(self, source: FeatureSource) -> None:
-        super().__init__(None, source.num_rows, source.dim)
+        super().__init__(None, source.num_rows, source.dim, source.dtype)  # held as the source stores them
         self.source = source
         self.row_bytes = source.dim * source.dtype.itemsize
         self.rows = 0
@@ -192,6 +198,9 @@ class BufferTier(FeatureTier):
         super().__init__(fallback, fallback.num_rows, fallback.dim)
         if buffer.data.shape[1] != fallback.dim:
             raise ConfigError(f"feature buffer rows have dim {buffer.data.shape[1]}, its fallback {fallback.dim}")
+        if buffer.data.dtype != fallback.held:
+            raise ConfigError(f"feature buffer holds {buffer.data.dtype} rows, its fallback {fallback.held}; build it "
+                              "with held=the dataset's row_format.held")
         self.buffer, self.piece_rows, self.policy = buffer, piece_rows, buffer.policy
         self._reader = fallback
 

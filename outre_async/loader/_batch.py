@@ -21,6 +21,7 @@ import torch
 from torch_geometric.data import Data
 
 from ..cache._history import HistoryDecision
+from ..features._decode import as_tensor
 from ..features._device_rows import DeviceRows
 from ..features._feature_buffer import Pin
 from ..sampling._items import BatchItem
@@ -55,7 +56,7 @@ class SampledBatch:
 class ExtractedBatch:
     seq: int
     subgraph: SampledSubgraph
-    x: np.ndarray               # [len(n_id), dim] float32, rows in n_id order (GPU tier: only its misses)
+    x: np.ndarray               # [len(n_id), dim] held words, rows in n_id order (GPU tier: only its misses)
     lease: MatrixLease          # released by the consumer (or by the shutdown path)
     history: HistoryDecision | None = None
     device_rows: DeviceRows | None = None  # GPU tier: the rows it holds, assembled with x at delivery
@@ -129,7 +130,7 @@ def to_batch(eb: ExtractedBatch, labels: np.ndarray | None, epoch: int, input_id
     if e_id is not None and edges_to_original is not None:
         e_id = edges_to_original(e_id, ids[np.asarray(sub.edge_index[1], dtype=np.int64)])
     batch = OutreBatch(
-        x=torch.from_numpy(eb.x),
+        x=as_tensor(eb.x),  # held words (bfloat16's as bfloat16): decoded at hand-over (``features._decode``)
         edge_index=torch.from_numpy(np.asarray(sub.edge_index, dtype=np.int64)),
         n_id=n_id,
         e_id=None if e_id is None else torch.from_numpy(e_id),

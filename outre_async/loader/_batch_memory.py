@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 
 def new_matrix(rows: int, dim: int, dtype: np.dtype = FLOAT32) -> np.ndarray:
-    """A writable ``[rows, dim]`` matrix of ``dtype`` (the rows' delivered dtype) in its own anonymous
+    """A writable ``[rows, dim]`` matrix of ``dtype`` (the rows' held words) in its own anonymous
     map (see the module and :func:`_new_map`)."""
     if rows * dim == 0:
         return np.empty((rows, dim), dtype=dtype)
@@ -72,7 +72,10 @@ def _new_map(nbytes: int) -> mmap.mmap:
 
 
 def _as_matrix(block: mmap.mmap, rows: int, dim: int, dtype: np.dtype) -> np.ndarray:
-    return np.frombuffer(block, dtype=dtype, count=rows * dim).reshape(rows, dim)
+    """The matrix at the start of ``block``, a view of the whole map as flat bytes (its ``base``): what
+    the host decode finds its room in (``features._decode.room_of``)."""
+    flat = np.frombuffer(block, dtype=np.uint8)
+    return flat[: rows * dim * dtype.itemsize].view(dtype).reshape(rows, dim)
 
 
 def _unmap(block: mmap.mmap) -> None:
@@ -115,7 +118,8 @@ class BatchMemory:
     """At most ``capacity`` bytes of batch matrices reserved at once (``budget``: the loader's
     ``memory_budget``, for the error message; ``None`` grants what could never fit, see the module).
     ``row_bytes``: what one row of a batch costs (``_budget.batch_row_bytes``); ``dtype``: the matrices'
-    (the rows' delivered dtype, ``RowFormat.delivered``)."""
+    (the rows' held words, ``RowFormat.held``); ``room``: bytes a value takes in a matrix's map, at
+    least ``dtype``'s (the host decodes a batch in place there: ``features._decode``)."""
 
     @staticmethod
     def row_bookkeeping_bytes() -> int:
@@ -124,9 +128,10 @@ class BatchMemory:
         return _LEASE_BYTES
 
     def __init__(self, capacity: int, row_bytes: int, *, budget: int | None,
-                 registry: HostRegistry | None = None, dtype: np.dtype = FLOAT32) -> None:
+                 registry: HostRegistry | None = None, dtype: np.dtype = FLOAT32, room: int | None = None) -> None:
         self.capacity, self.row_bytes, self.budget = int(capacity), int(row_bytes), budget
         self.dtype = np.dtype(dtype)
+        self.room = max(self.dtype.itemsize, room or 0)
         self.registry = registry  # a CUDA loader's: each map page-locked once (``_device_copy``)
         self._used = self._peak = self._consumer = 0
         self._waiters: deque[tuple[int, int, asyncio.Future[None]]] = deque()
@@ -137,9 +142,9 @@ class BatchMemory:
                          "maps_reused": 0, "maps_resized": 0}
 
     def matrix(self, lease: MatrixLease, rows: int, dim: int) -> np.ndarray:
-        """The batch's ``[rows, dim]`` matrix (of ``dtype``) for ``lease``: the map of a dead matrix when
-        one fits, else a new map (:func:`_new_map`).  Its content is stale; the extractor writes
-        every row.
+        """The batch's ``[rows, dim]`` matrix (of ``dtype``, in a map of ``room`` bytes a value) for ``lease``:
+        the map of a dead matrix when one fits, else a new map (:func:`_new_map`).  Its content is
+        stale; the extractor writes every row.
 
         Why recycle: a fresh map is zeroed by the kernel page by page, a large share of the loader
         process's CPU samples on igb-like (``clear_page``; ``stats()``'s ``maps_reused``); a dead matrix's map, already
@@ -157,7 +162,7 @@ class BatchMemory:
         ``maps_new`` against ``maps_reused`` shows it).
         A reservation alone allocates nothing, so until a map is made here physical memory stays
         within what the last call left (``used + spare <= capacity``)."""
-        n = rows * dim * self.dtype.itemsize
+        n = rows * dim * self.room
         if n == 0:
             return np.empty((rows, dim), dtype=self.dtype)
         self._drain()

@@ -1,8 +1,9 @@
 """How ``memory_budget`` is spent: every part an :class:`OutreLoader` allocates, sized to fit.
 
 A pure function of the config and the dataset's sizes (tested with numbers, like the cache split).
-With ``N`` nodes, ``f`` = one feature row's held bytes and ``x`` its delivered bytes (``Sizes.format``,
-the dataset's ``RowFormat``: 4 x the feature dim, float16 stores being widened to float32 when read),
+With ``N`` nodes, ``f`` = one feature row's held bytes (``Sizes.format``, the dataset's ``RowFormat``:
+its stored bytes, rows being held as stored) and ``x`` a batch row's bytes on the host (the held bytes,
+or on a CPU device the larger of held and delivered: the batch is decoded in place, ``batch_row_bytes``),
 ``R`` = the most rows one batch can need, ``r`` = the rows one batch is expected to need (a probe of
 real batches, ``_batch_rows``; at most ``R``) and ``E`` = the most edges one batch can sample, the
 loader holds at most (``dim`` in the history lines: the history's own, its rows float32)::
@@ -160,9 +161,19 @@ class MemoryPlan:
         return out
 
 
-def batch_row_bytes(row: RowFormat) -> int:
-    """Bytes one row of a batch in flight costs: its delivered features and its share of the rest."""
-    return row.delivered_row_bytes + LEASE_BYTES
+def batch_row_bytes(row: RowFormat, *, on_host: bool = True) -> int:
+    """Bytes one row of a batch in flight costs on the host: its features and its share of the rest.
+    Batch matrices hold the rows' held words; where the batch is decoded on the host (``on_host``: a
+    CPU device, ``decodes_on_host``) the matrix's map has room for the delivered words too, so the
+    decode needs no second matrix (``features._decode``); on a GPU the decode is on the device."""
+    room = max(row.held_row_bytes, row.delivered_row_bytes) if on_host and row.decodes else row.held_row_bytes
+    return room + LEASE_BYTES
+
+
+def decodes_on_host(device: str) -> bool:
+    """Whether a loader on ``device`` decodes its batches on the host (every device but CUDA, whose
+    batches are copied in their held words and decoded there)."""
+    return not device.startswith("cuda")
 
 
 def plan_memory(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str, int] | None = None) -> MemoryPlan:
@@ -313,7 +324,7 @@ def expected_batch_bytes(cfg: LoaderConfig, sizes: Sizes) -> int:
     """``b``: what one batch of the expected rows costs in flight (with its subgraph where delivery
     may hold it back, ``LoaderConfig.holds_back``)."""
     sub = SampledSubgraph.planned_bytes(sizes.expected_rows, sizes.max_edges) if cfg.holds_back else 0
-    return sizes.expected_rows * batch_row_bytes(sizes.format) + sub
+    return sizes.expected_rows * batch_row_bytes(sizes.format, on_host=decodes_on_host(cfg.device)) + sub
 
 
 def _least_buffer_rows(cfg: LoaderConfig, sizes: Sizes) -> int:
@@ -355,7 +366,7 @@ def chunk_stage_bytes(cfg: LoaderConfig, sizes: Sizes, io: IOConfig) -> int:
     chunk holds: single rows (io_uring's depth, ``_read_depth.uring_depth``, times one row's aligned
     span) or, with a probe, merged reads of ``max_read_bytes`` (the depth that saturates the device at that size).  Why not
     a share of the budget (1/16 of it per extractor, still the rule where staging is the read path):
-    io_uring reads aligned float32 rows into the feature buffer's slots, so staging serves only other
+    io_uring reads aligned rows into the feature buffer's slots, so staging serves only other
     reads (the static and GPU tiers' loads), and a share of the budget was staging left unused.  Where
     staging is the read path (pread), small arenas made batches slower than large ones, hence the old rule
     there (papers-like batches, arenas compared by hand through ``source_options={"max_stage_bytes": ...}``;
@@ -444,6 +455,6 @@ def _source_bytes(cfg: LoaderConfig, sizes: Sizes, source: str, stage: int) -> i
 
 def _describe(plan: MemoryPlan, sizes: Sizes) -> str:
     parts = ", ".join(f"{name} {format_bytes(b)}" for name, b in plan.parts.items() if b)
-    one = sizes.expected_rows * batch_row_bytes(sizes.format)
+    one = sizes.expected_rows * batch_row_bytes(sizes.format)  # as a CPU loader holds it
     return (f"{parts} (a buffer of {plan.buffer_rows} rows; one batch is expected to need {sizes.expected_rows} "
             f"rows, a {format_bytes(one)} matrix)")

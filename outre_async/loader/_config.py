@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from .._rng import check_seed
@@ -25,6 +25,9 @@ from ..sampling._plan import check_rank
 from ..sampling._sampler import check_fanouts
 from ._layout import check_layout
 from ._options import CacheOptions, IOOptions, PartitionOptions, PipelineOptions, RankOptions, default_of, factory_of
+
+if TYPE_CHECKING:
+    import torch
 
 _AT_LEAST_ONE = ("batch_size", "num_samplers", "num_extractors", "device_depth")
 EXTRACT_QUEUE = 64  # the extract queue's default depth (see LoaderConfig.extract_capacity)
@@ -57,6 +60,7 @@ class LoaderConfig:
     device: str = "cpu"  # "auto" (CUDA when present), "cpu", "cuda", "cuda:N"; held resolved ("cuda:0")
     partitions: str | None = None  # partitions/<name>/ of the dataset: partition-based batches (OUTRE §4.2)
     history: HistoryConfig | None = None  # historical embedding cache (OUTRE §4.3); None: off, held so (staleness 1 too)
+    x_dtype: str | torch.dtype = "float32"  # what a batch's x is: "float32", "float16", "bfloat16" or that torch dtype; held as its name
     # the knobs of the options objects (``_options``): each default is taken from its class, the one
     # place it is written; see there what each does.  num_samplers and num_extractors: None sizes them
     # from the cores, then they are held resolved, so every reader sees an int (hence the annotation)
@@ -121,6 +125,7 @@ class LoaderConfig:
         object.__setattr__(self, "device", str(resolve_device(self.device)))
         check_layout(self.layout)
         _check_foresight(self)
+        object.__setattr__(self, "x_dtype", check_x_dtype(self.x_dtype))
         if self.backend not in BACKENDS:
             raise ConfigError(f"backend={self.backend!r} must be one of {BACKENDS}")
         if "max_in_flight" in self.source_options:  # one home: the memory plan sizes staging by the knob
@@ -171,13 +176,25 @@ class LoaderConfig:
         return None if self.memory_budget is None else int(self.memory_budget)
 
 
-FIRST_ROW = ("shuffle", "seed", "drop_last", "ordered", "memory_budget", "device")
+FIRST_ROW = ("shuffle", "seed", "drop_last", "ordered", "memory_budget", "device", "x_dtype")
 
 
 def first_row_defaults() -> dict[str, Any]:
     """The defaults of the loader's first-row knobs that have one, read from :class:`LoaderConfig`'s
     fields (``OutreLoader``'s signature shows them from here: one place each is written)."""
     return {f.name: f.default for f in fields(LoaderConfig) if f.name in FIRST_ROW}
+
+
+def check_x_dtype(value: Any) -> str:
+    """``x_dtype`` as its name (``float32``, ``float16``, ``bfloat16``), from the name or the torch dtype."""
+    import torch
+
+    names = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
+    name = names.get(value) if isinstance(value, torch.dtype) else value
+    if name not in names.values():
+        raise ConfigError(f"x_dtype={value!r} is not a dtype a batch delivers; pass 'float32' (the default), "
+                          "'float16' or 'bfloat16' (or that torch dtype)")
+    return name
 
 
 def _check_foresight(cfg: LoaderConfig) -> None:

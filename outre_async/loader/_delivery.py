@@ -140,11 +140,14 @@ class _InPlanOrder(_AsCompleted):
 @dataclass(frozen=True, slots=True)
 class ToDevice:
     """How an epoch's batches reach the device: ``build`` makes a batch's host tensors (on the loop,
-    in the copier), ``engine`` copies them, ``depth`` batches at most ahead of the consumer."""
+    in the copier), ``engine`` copies them, ``depth`` batches at most ahead of the consumer;
+    ``decode`` (None: ``x`` is delivered as held) decodes ``x`` right after its copy, except for a
+    batch with GPU-tier rows, decoded once assembled at hand-over."""
 
     engine: CopyEngine
     depth: int
     build: Callable[[ExtractedBatch], Any]
+    decode: Callable[[Any], Any] | None = None
 
 
 def _order(ordered: bool, window: int | None) -> _AsCompleted:
@@ -180,7 +183,8 @@ class Delivery:
                 if eb is None:
                     return
                 batch = to.build(eb)
-                transfer = to.engine.submit(host_tensors(batch), _lease_ender(loop, eb.lease, self.device_counters))
+                decode = to.decode if eb.device_rows is None else None
+                transfer = to.engine.submit(host_tensors(batch), _lease_ender(loop, eb.lease, self.device_counters), decode)
                 for key, tensor in transfer.tensors.items():  # the batch now holds the device's tensors only
                     setattr(batch, key, tensor)
                 self.device_counters["copied"] += 1

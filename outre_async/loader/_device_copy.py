@@ -114,16 +114,21 @@ class Transfer:
     waited: bool = field(default=False)
 
 
+Decode = Callable[[torch.Tensor], torch.Tensor]
+
+
 class CopyEngine:
     """Contract: :meth:`submit` issues the copies of ``host`` (tensors by name) and returns at once;
-    ``on_done`` runs (on any thread) once they are complete; :meth:`wait` makes the calling
-    thread's work wait for them (call it on the consumer's thread); :meth:`close` waits for every
-    copy issued and stops the engine's thread."""
+    ``decode`` (``features._decode.RowDecoder.decode``), when given, turns the copied ``x`` (held
+    words) into the delivered dtype on the device, ordered after its copy and before the batch's
+    completion, so a trainer waiting for the copy waits for its decode too; ``on_done`` runs (on any
+    thread) once they are complete; :meth:`wait` makes the calling thread's work wait for them (call
+    it on the consumer's thread); :meth:`close` waits for every copy issued and stops the engine's thread."""
 
     device: torch.device
     registry: HostRegistry | None = None
 
-    def submit(self, host: dict[str, torch.Tensor], on_done: Callable[[], None]) -> Transfer:
+    def submit(self, host: dict[str, torch.Tensor], on_done: Callable[[], None], decode: Decode | None = None) -> Transfer:
         raise NotImplementedError
 
     def wait(self, transfer: Transfer) -> None:
@@ -145,8 +150,8 @@ class SyncCopyEngine(CopyEngine):
         self.device, self.registry = torch.device(device), registry
         self.counters = {"copies": 0, "bytes": 0}
 
-    def submit(self, host: dict[str, torch.Tensor], on_done: Callable[[], None]) -> Transfer:
-        tensors = {k: t.to(self.device, copy=True) for k, t in host.items()}
+    def submit(self, host: dict[str, torch.Tensor], on_done: Callable[[], None], decode: Decode | None = None) -> Transfer:
+        tensors = _decoded({k: t.to(self.device, copy=True) for k, t in host.items()}, decode)
         self.counters["copies"] += 1
         self.counters["bytes"] += sum(t.numel() * t.element_size() for t in host.values())
         on_done()
@@ -198,9 +203,9 @@ class CudaCopyEngine(CopyEngine):
         self.watcher = CompletionWatcher(depth + 2)
         self.counters = {"copies": 0, "bytes": 0, "pageable_tensors": 0}
 
-    def submit(self, host: dict[str, torch.Tensor], on_done: Callable[[], None]) -> Transfer:
+    def submit(self, host: dict[str, torch.Tensor], on_done: Callable[[], None], decode: Decode | None = None) -> Transfer:
         with torch.cuda.stream(self.stream):
-            tensors = {k: t.to(self.device, non_blocking=True) for k, t in host.items()}
+            tensors = _decoded({k: t.to(self.device, non_blocking=True) for k, t in host.items()}, decode)
             event = torch.cuda.Event()
             event.record(self.stream)
         self.counters["copies"] += 1
@@ -227,6 +232,13 @@ class CudaCopyEngine(CopyEngine):
 
     def stats(self) -> dict[str, Any]:
         return {"engine": "cuda", **self.counters}
+
+
+def _decoded(tensors: dict[str, torch.Tensor], decode: Decode | None) -> dict[str, torch.Tensor]:
+    """``tensors`` with ``x`` decoded on its device (on the engine's stream: see :class:`CopyEngine`)."""
+    if decode is not None and "x" in tensors:
+        tensors["x"] = decode(tensors["x"])
+    return tensors
 
 
 def copy_engine_for(device: torch.device, depth: int) -> CopyEngine | None:

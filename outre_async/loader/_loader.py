@@ -25,7 +25,7 @@ import weakref
 from contextlib import aclosing
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from numpy.typing import ArrayLike
 
@@ -34,6 +34,7 @@ from .._units import available_memory, format_bytes
 from ..aio._channel import Channel
 from ..aio._loop_thread import LoopThread, forked_message
 from ..cache._history_config import HistoryConfig
+from ..features._decode import RowDecoder
 from ..features._device_rows import assemble_x
 from ..machine._cores import sized_from_cores
 from ..store._dataset import Dataset, open_dataset
@@ -41,7 +42,7 @@ from ..store._safe_read import fd_exhausted
 from ._auto_budget import AutoBudget, with_default_budget
 from ._batch import BatchHandles, ExtractedBatch, OutreBatch, SampledBatch, attach_handles, to_batch
 from ._batch_memory import MatrixLease
-from ._budget import MemoryPlan, batch_row_bytes, check_fits_machine, foresight_rows, warn_small_buffer
+from ._budget import MemoryPlan, batch_row_bytes, check_fits_machine, decodes_on_host, foresight_rows, warn_small_buffer
 from ._config import BACKENDS, LoaderConfig, first_row_defaults
 from ._delivery import AsyncEpoch, Delivery, EpochStream, ToDevice
 from ._device_copy import CopyEngine, Transfer
@@ -63,8 +64,11 @@ from ._sample_stage import SampleStage
 from ._setup import loader_config, loader_setup
 from ._stateful import StatefulEpochs
 from ._sync_api import SyncIteration
-from ._stats import device_resident, queue_stats, resource_stats, stage_stats
+from ._stats import device_resident, queue_stats, resource_stats, row_stats, stage_stats
 from ._tiers import tier_caches
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["BACKENDS", "LoaderConfig", "OutreLoader"]
 
@@ -103,7 +107,7 @@ class OutreLoader(SyncIteration, StatefulEpochs):
                  shuffle: bool = _FIRST_ROW["shuffle"], seed: int = _FIRST_ROW["seed"],
                  drop_last: bool = _FIRST_ROW["drop_last"], ordered: bool = _FIRST_ROW["ordered"],
                  memory_budget: int | str | None = _FIRST_ROW["memory_budget"], device: str = _FIRST_ROW["device"],
-                 transform: Callable[[Any], Any] | None = None,
+                 x_dtype: str | torch.dtype = _FIRST_ROW["x_dtype"], transform: Callable[[Any], Any] | None = None,
                  # partition batches (a partition folder's name, or PartitionOptions with its counts); history
                  partitions: str | PartitionOptions | None = None, history: HistoryConfig | None = None,
                  # link prediction (PyG LinkNeighborLoader's names; _link_input): pairs or an edge split name
@@ -121,7 +125,7 @@ class OutreLoader(SyncIteration, StatefulEpochs):
         split, cfg = loader_config(
             split=split, input_nodes=input_nodes, fanouts=fanouts, num_neighbors=num_neighbors, batch_size=batch_size,
             shuffle=shuffle, seed=seed, drop_last=drop_last, ordered=ordered, memory_budget=memory_budget,
-            device=device, partitions=partitions, history=history, edge_label_index=edge_label_index, io=io,
+            device=device, x_dtype=x_dtype, partitions=partitions, history=history, edge_label_index=edge_label_index, io=io,
             cache=cache, pipeline=pipeline, ranks=ranks, num_workers=num_workers, pin_memory=pin_memory,
             pyg_options=pyg_options)
         self.transform = check_transform(transform)
@@ -154,6 +158,7 @@ class OutreLoader(SyncIteration, StatefulEpochs):
             run_cfg = replace(run_cfg, foresight=self.memory.foresight)
         self._foresight_totals = ForesightTotals()
         self.config = run_cfg  # set once: what the loader runs with
+        self._decoder = RowDecoder(setup.sizes.format)  # held rows -> x_dtype, once per batch at hand-over
         self.buffer_rows = self.memory.buffer_rows
         self._epoch = 0
         self._progress: Progress | None = None  # the latest epoch's delivered seqs (``state_dict``)
@@ -292,7 +297,10 @@ class OutreLoader(SyncIteration, StatefulEpochs):
                    transfer: Transfer | None = None) -> OutreBatch:
             """At hand-over, in step order: the GPU tier's rows join the misses (on the batch's device, after
             its copy), the history's clock ticks and its rows are pulled now; the batch gets its handles."""
-            batch.x = assemble_x(batch.x, eb.device_rows)
+            if transfer is None:  # a batch that stayed on the host is decoded in its own matrix's map
+                batch.x = assemble_x(batch.x, eb.device_rows, self._decoder, held=eb.x)
+            else:  # decoded by the copy engine after its copy, unless GPU-tier rows join it first
+                batch.x = assemble_x(batch.x, eb.device_rows, self._decoder if eb.device_rows is not None else None)
             record = history.record(eb.history, device, eb.seq) if history is not None and eb.history is not None else None
             attach_handles(batch, BatchHandles(lease=lease, history=record, transfer=transfer))
             return batch
@@ -311,7 +319,8 @@ class OutreLoader(SyncIteration, StatefulEpochs):
                 engine.wait(transfer)  # the loop thread's stream: the device's default stream, the trainer's too
                 return handed(eb, batch, transfer=transfer)  # a trainer on a stream of its own waits again
 
-            to = ToDevice(engine=engine, depth=self.config.device_depth, build=build)
+            to = ToDevice(engine=engine, depth=self.config.device_depth, build=build,
+                          decode=None if self._decoder.identity else self._decoder.decode)
             batches = self._delivery.deliver_to_device(parts, ordered=ordered, to=to, wrap=wrap_copied, window=window)
         res.epochs.add(batches)
         transform = self.transform
@@ -348,7 +357,8 @@ class OutreLoader(SyncIteration, StatefulEpochs):
             plan = [plan[s] for s in seqs]
         self._channels = extract, ready = self._new_channels()
         if cfg.holds_back:  # plan order, or history's overtaking window: held batches keep their leases
-            self._gate = OutOfTurnMemory(self.memory.out_of_turn_bytes, batch_row_bytes(self.dataset.row_format))
+            self._gate = OutOfTurnMemory(self.memory.out_of_turn_bytes, batch_row_bytes(
+                self._setup.sizes.format, on_host=decodes_on_host(cfg.device)))
         sight = None if not cfg.foresight or history is not None else EpochForesight(
             plan, cfg.foresight, res.buffer, res.tiers,
             stream_of=lambda pos: stream_base + (pos if seqs is None else seqs[pos]) * world,
@@ -441,4 +451,5 @@ class OutreLoader(SyncIteration, StatefulEpochs):
         out["layout"] = self._layout.stats()
         out["buffer_policy"] = self.config.buffer_policy
         out["foresight"] = {"depth": self.config.foresight, **self._foresight_totals.stats()}
+        out["feature_rows"] = row_stats(self._setup.sizes.format, self.config.device)
         return out

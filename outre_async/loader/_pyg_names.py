@@ -34,7 +34,7 @@ from ._options import KNOB_GROUP, moved_message
 CONFIG_DEFAULTS: dict[str, Any] = {f.name: None if f.default is MISSING else f.default for f in fields(LoaderConfig)}
 # OutreLoader's own keywords (what a misspelt name is matched against; the options objects' fields too)
 LOADER_KEYWORDS = ("split", "input_nodes", "fanouts", "num_neighbors", "batch_size", "shuffle", "seed", "drop_last",
-                   "ordered", "memory_budget", "device", "transform", "partitions", "history", "edge_label_index",
+                   "ordered", "memory_budget", "device", "x_dtype", "transform", "partitions", "history", "edge_label_index",
                    "edge_label", "neg_sampling", "neg_sampling_ratio", "io", "cache", "pipeline", "ranks",
                    "num_workers", "pin_memory")
 

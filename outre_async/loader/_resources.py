@@ -30,7 +30,7 @@ from ..store._dataset import Dataset
 from ..store._watch import FileWatch
 from ._batch import Sampler
 from ._batch_memory import BatchMemory
-from ._budget import MemoryPlan, batch_row_bytes
+from ._budget import MemoryPlan, batch_row_bytes, decodes_on_host
 from ._config import LoaderConfig
 from ._device_copy import CopyEngine, copy_engine_for
 from ._read_depth import io_depth
@@ -79,8 +79,11 @@ class Resources:
         buffer = FeatureBuffer(ds.num_nodes, plan.buffer_rows, ds.feature_dim, held=ds.row_format.held,
                                policy=cfg.buffer_policy, merge_rows=source.merge_rows)
         engine = copy_engine_for(device, cfg.device_depth)  # None on the CPU
-        matrices = BatchMemory(plan.batch_bytes, batch_row_bytes(ds.row_format), budget=budget,
-                               registry=engine.registry if engine is not None else None, dtype=ds.row_format.delivered)
+        row = ds.row_format.delivering(cfg.x_dtype)
+        on_host = decodes_on_host(cfg.device)
+        matrices = BatchMemory(plan.batch_bytes, batch_row_bytes(row, on_host=on_host), budget=budget,
+                               registry=engine.registry if engine is not None else None, dtype=row.held,
+                               room=row.delivered.itemsize if on_host and row.decodes else None)
         samplers: list[Sampler]
         if partitioned is not None:
             samplers = [*partitioned.samplers(ds, list(cfg.fanouts), cfg.seed, cfg.num_samplers)]

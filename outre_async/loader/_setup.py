@@ -71,7 +71,7 @@ class LoaderSetup:
 
 
 def loader_config(*, split: Any, input_nodes: Any, fanouts: Any, num_neighbors: Any, batch_size: Any, shuffle: Any,
-                  seed: Any, drop_last: Any, ordered: Any, memory_budget: Any, device: Any, partitions: Any,
+                  seed: Any, drop_last: Any, ordered: Any, memory_budget: Any, device: Any, x_dtype: Any, partitions: Any,
                   history: Any, edge_label_index: Any, io: Any, cache: Any, pipeline: Any, ranks: Any,
                   num_workers: Any, pin_memory: Any, pyg_options: dict[str, Any]) -> tuple[Any, LoaderConfig]:
     """``(split, config)`` from the loader's keywords, each passed by name: the first row as given, the
@@ -79,7 +79,7 @@ def loader_config(*, split: Any, input_nodes: Any, fanouts: Any, num_neighbors: 
     if edge_label_index is not None and (split is not None or input_nodes is not None):
         raise ConfigError("pass input_nodes= (seed nodes) or edge_label_index= (supervision pairs), not both")
     first = {"fanouts": fanouts, "batch_size": batch_size, "shuffle": shuffle, "seed": seed, "drop_last": drop_last,
-             "ordered": ordered, "memory_budget": memory_budget, "device": device, "history": history}
+             "ordered": ordered, "memory_budget": memory_budget, "device": device, "x_dtype": x_dtype, "history": history}
     given = given_options(first)
     for group, options in (("io", io), ("cache", cache), ("pipeline", pipeline), ("ranks", ranks)):
         given.update(changed_knobs(options, group))
@@ -124,7 +124,7 @@ def loader_setup(dataset: Dataset, config: LoaderConfig, split: Any, source: Fea
     max_rows = max_rows_per_batch(items.max_seeds, config.fanouts, dataset.num_nodes)
     first_plan = items.plan(0)
     batch_rows = expected_batch_rows(dataset, config.fanouts, first_plan, seed=config.seed, max_rows=max_rows)
-    sizes = Sizes(num_nodes=dataset.num_nodes, format=dataset.row_format, stride=dataset.row_layout.stride,
+    sizes = Sizes(num_nodes=dataset.num_nodes, format=dataset.row_format.delivering(config.x_dtype), stride=dataset.row_layout.stride,
                   max_rows=max_rows, max_edges=max_edges_per_batch(items.max_seeds, config.fanouts, dataset.num_edges),
                   batch_rows=batch_rows)
     sizes = _partition_sizes(sizes, partitioned)
@@ -139,7 +139,8 @@ def loader_setup(dataset: Dataset, config: LoaderConfig, split: Any, source: Fea
 
 def _rows_into_slots(ds: Dataset, cfg: LoaderConfig) -> bool:
     """Whether the disk source will read the buffer's rows straight into its slots
-    (``UringSource._slot_reads``): io_uring, rows stored as they are held, unpadded, their stride a multiple of
+    (``UringSource._slot_reads``): io_uring, rows stored as they are held (every dtype: ``RowFormat``), unpadded
+    (a slot is one row's held bytes, so a padded stride cannot land in it), their stride a multiple of
     the file's O_DIRECT alignment (found with the source's own aligned probe read where the stride
     is not a multiple of 4 KiB).  Staging then serves only other reads (``_budget.chunk_stage_bytes``)."""
     backend = cfg.backend if cfg.backend != "auto" else "io_uring" if detect_io_uring() else "pread"

@@ -10,6 +10,7 @@ steps of the extract workers, completion handling of the source excluded: that i
 (``capacity``, ``queued`` = current depth, ``max_queued`` = the deepest it got, ``sent``/``received``).
 ``tiers`` holds each feature tier's figures, top to bottom (``features._tier``: ``hits``, ``misses``,
 ``bytes_held``, ``hit_rate`` and the tier's own); ``buffer`` and ``io`` stay as they were for their readers.
+``feature_rows`` says how a feature row travels: bytes stored, held and delivered, and where it is decoded.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from typing import Any
 
 from ..aio._channel import ChannelStats
 from ..sampling._negatives import NegativeSpec
+from ..store._row_format import RowFormat
+from ._budget import decodes_on_host
 from ._delivery import DeliveryCounters
 from ._extract_stage import ExtractCounters
 from ._link_input import LinkInput
@@ -75,3 +78,12 @@ def device_resident(gpu: Any, history: Any) -> dict[str, int]:
     if history is not None and history.table.device_bytes:
         out["history rows"] = history.table.device_bytes
     return out
+
+
+def row_stats(row: RowFormat, device: str) -> dict[str, Any]:
+    """How a feature row travels (``RowFormat``): its encoding and ``x_dtype``, the bytes a row takes on
+    disk, held (buffer, caches, batch matrices, the host-to-device copy) and delivered (``x``), and where
+    it is decoded (``features._decode``: ``"device"``, ``"host"``, or ``"none"`` when held is delivered)."""
+    where = "none" if not row.decodes else "host" if decodes_on_host(device) else "device"
+    return {"encoding": row.encoding, "x_dtype": row.delivered_name, "stored_bytes": row.stored_row_bytes,
+            "held_bytes": row.held_row_bytes, "delivered_bytes": row.delivered_row_bytes, "decoded_on": where}

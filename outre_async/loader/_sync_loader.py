@@ -25,8 +25,8 @@ from torch_geometric.data import Data
 from .._rng import check_seed
 from ..sampling._plan import num_batches, plan_epoch, seed_ids
 from ..sampling._sampler import NeighborSampler, SampledSubgraph
+from ..features._decode import RowDecoder, as_tensor
 from ..store._dataset import Dataset
-from ..store._row_codec import decode_rows
 from ..store._row_format import RowFormat
 from ._config import check_count
 
@@ -39,7 +39,7 @@ _STAT_KEYS = ("batches", "seeds", "sampled_nodes", "sampled_edges", "sample_seco
 class SyncLoader:
     """Iterate PyG mini-batches of ``split`` (a split name or an explicit array of unique node ids).
 
-    Each batch is a ``torch_geometric.data.Data`` with ``x`` (float32, float16 stores converted),
+    Each batch is a ``torch_geometric.data.Data`` with ``x`` (float32, decoded from the stored words),
     ``edge_index``, ``y`` (labels of every sampled node, when the store has labels), ``n_id``,
     ``batch_size`` and the per-hop ``num_sampled_nodes``/``num_sampled_edges``; the first
     ``batch_size`` rows are the seeds.  ``len(loader)`` is the number of batches per epoch.
@@ -53,7 +53,8 @@ class SyncLoader:
         self.shuffle, self.seed, self.drop_last = bool(shuffle), check_seed(seed), bool(drop_last)
         self.sampler = NeighborSampler(dataset, fanouts, seed=self.seed)
         self._seeds = seed_ids(dataset, split)
-        self._features, self._format = dataset.features, dataset.row_format
+        self._features = dataset.features
+        self._decoder = RowDecoder(dataset.row_format)  # stored words -> float32 (``features._decode``)
         self._labels = dataset.labels
         self._epoch = 0
         self._stats: dict[str, float] = dict.fromkeys(_STAT_KEYS, 0)
@@ -82,7 +83,7 @@ class SyncLoader:
         sub = self.sampler.sample(seeds, stream)
         sampled = time.perf_counter()
         self.dataset.check_mapped()  # the feature map: a file truncated since is a named error, not SIGBUS
-        x = gather_features(self._features, sub.n_id, self._format)
+        x = gather_features(self._features, sub.n_id, self._decoder)
         y = None if self._labels is None else torch.from_numpy(self._labels[sub.n_id])
         self._count(sub, sampled - start, time.perf_counter() - sampled)
         return to_data(sub, x, y)
@@ -108,15 +109,13 @@ class SyncLoader:
                 f"batch_size={self.batch_size}, shuffle={self.shuffle}, seed={self.seed})")
 
 
-def gather_features(features: np.ndarray, n_id: np.ndarray, fmt: RowFormat | None = None) -> torch.Tensor:
-    """Rows ``n_id`` of the (memory-mapped, possibly strided) matrix as a float32 tensor, decoded as
-    ``fmt`` says (None: float rows, cast as they are)."""
+def gather_features(features: np.ndarray, n_id: np.ndarray, decoder: RowDecoder | None = None) -> torch.Tensor:
+    """Rows ``n_id`` of the (memory-mapped, possibly strided) matrix as a float32 tensor, decoded by
+    ``decoder`` (``features._decode``; None: the stored words of a float32 or float16 matrix, cast)."""
     rows = features[n_id]  # fancy indexing copies into a fresh C-contiguous array
-    if fmt is not None and rows.dtype != np.float32:
-        rows = decode_rows(rows, fmt)
-    elif rows.dtype != np.float32:
-        rows = rows.astype(np.float32)
-    return torch.from_numpy(rows)
+    if decoder is None:
+        decoder = RowDecoder(RowFormat(dim=rows.shape[1], stored=rows.dtype))
+    return as_tensor(decoder.decode_matrix(rows))
 
 
 def to_data(sub: SampledSubgraph, x: torch.Tensor, y: torch.Tensor | None) -> Data:

@@ -186,7 +186,8 @@ class _RowReader:
 
     def __init__(self, source: FeatureSource, figures: _Figures, readers: int) -> None:
         self.source, self.f, self.readers = source, figures, readers
-        self.outs = [np.empty((figures.rows, figures.ds.feature_dim), np.float32) for _ in range(readers)]
+        held = figures.ds.row_format.held  # rows land in the buffer in their stored words (``RowFormat``)
+        self.outs = [np.empty((figures.rows, figures.ds.feature_dim), held) for _ in range(readers)]
         self.cpu_per_row: list[float] = []
 
     async def wall(self) -> float:
@@ -210,8 +211,9 @@ class _Figures:
         self.ds, self.rng, self.rows, self.gpu_rows = ds, rng, rows, gpu_rows
         self.threads = torch.get_num_threads()
         self._step = _TrainStep(ds.feature_dim, hidden, max(ds.num_classes, 2), fanouts, device, shapes, rows)
-        self._slots = rng.standard_normal((min(ds.num_nodes, 4 * rows), ds.feature_dim), dtype=np.float32)
-        self._batch = np.empty((rows, ds.feature_dim), np.float32)
+        held = ds.row_format.held  # slots and batch matrices hold the stored words (``RowFormat``)
+        self._slots = rng.integers(0, 100, (min(ds.num_nodes, 4 * rows), ds.feature_dim)).astype(held)
+        self._batch = np.empty((rows, ds.feature_dim), held)
         self.gpu = _GpuTierTimer(ds.feature_dim, rows, gpu_rows, device, rng) if gpu_rows else None
         self.pulls: dict[str, _PullTimer] = {}  # by the history table's placement (measure_costs)
 

@@ -7,26 +7,26 @@ memory plan (``loader._budget``), the profile's knapsack (``plan._budget_plan``)
 
 Three dtypes, because they differ as soon as rows are stored narrower than they are trained on:
 
-* ``stored``: the numpy dtype of the file's words, what a disk read moves: ``float32``, ``float16``,
-  ``uint16`` (``bfloat16``: numpy has none, so the upper halves of float32 values are stored as words)
-  or ``int8`` (quantized per column); ``encoding`` is the logical dtype the manifest names;
-* ``held``: what the buffer, the static cache and the GPU tier hold (``float32`` by default);
-* ``delivered``: the dtype of a batch's ``x`` (``float32`` by default).
+* ``stored``: the file's words (``float32``, ``float16``, ``uint16`` for ``bfloat16``, ``int8``),
+  what a disk read moves; ``encoding`` names what the words mean (``float32``, ``float16``,
+  ``bfloat16``, ``int8``: ``x = scale[c] * (q - zero[c])`` with per-column ``scale`` and ``zero``);
+* ``held``: what the buffer, the static cache, the GPU tier, staging, the batch matrices and the
+  host-to-device copy hold and move: the stored words, so a row costs its disk bytes everywhere and
+  io_uring reads rows straight into slots whatever the dtype (``loader._setup``);
+* ``delivered``: the words of a batch's ``x`` (``LoaderConfig.x_dtype``: ``float32``, ``float16``, or
+  ``bfloat16`` as ``uint16`` words, numpy having no bfloat16).
 
-Decoding, stored to held, is :func:`._row_codec.decode_rows` (the reference every faster path is
-tested against), called where rows leave the staging arena (or the in-memory matrix) for a slot or a
-batch row: :func:`outre_async.features._staging.gather_blocks` (``float32`` rows are a bit copy by
-``_staging_kernels.scatter_rows``), :class:`~outre_async.features.MemorySource` and
-``loader._sync_loader.gather_features`` for the readers that have no staging.
-io_uring reads rows straight into slots only when stored and held agree (``loader._setup``).
+Decoding, held to delivered, happens in one place, :mod:`outre_async.features._decode`, where a batch
+is handed over (on the training device after its copy when that is a GPU, on the host otherwise).
 
-``scale`` and ``zero`` (float32, one per column) belong to ``int8`` rows only: ``x = scale * (q - zero)``.
+:func:`._row_codec.decode_rows` is the NumPy reference every decode is tested against; ``scale`` and
+``zero`` (float32, one per column) belong to ``int8`` rows only.
 """
 
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,16 +39,17 @@ if TYPE_CHECKING:
     from ._manifest import FeatureEntry
 
 FLOAT32 = np.dtype(np.float32)
-# the logical dtype the manifest names (``encoding``) -> the numpy dtype of its stored words
-ENCODINGS = {
-    "float32": FLOAT32,
-    "float16": np.dtype(np.float16),
-    "bfloat16": np.dtype(np.uint16),  # the upper half of a float32, rounded to nearest even
-    "int8": np.dtype(np.int8),        # x = scale[c] * (q - zero[c])
-}
+FLOAT16 = np.dtype(np.float16)
+BF16_WORDS = np.dtype(np.uint16)  # numpy has no bfloat16: its words are stored, held and delivered as uint16
+INT8 = np.dtype(np.int8)
+# the logical dtype the manifest names (``encoding``) -> the numpy dtype of its stored (and held) words
+ENCODINGS = {"float32": FLOAT32, "float16": FLOAT16, "bfloat16": BF16_WORDS, "int8": INT8}
 STORED_DTYPES = tuple(ENCODINGS.values())  # what a feature file may hold (``_manifest.ALLOWED_DTYPES``)
-HELD_DTYPES = (FLOAT32,)                   # what every cache and batch matrix is wired for today
+HELD_DTYPES = STORED_DTYPES                # rows are held as they are stored
 LOSSY_ENCODINGS = ("float16", "bfloat16", "int8")
+# what a batch's x may be (``x_dtype``): name -> its words
+DELIVERED = {"float32": FLOAT32, "float16": FLOAT16, "bfloat16": BF16_WORDS}
+_ENCODING_OF = {d: name for name, d in ENCODINGS.items()}
 
 
 def storage_dtype(encoding: str) -> np.dtype:
@@ -60,20 +61,22 @@ def storage_dtype(encoding: str) -> np.dtype:
 
 @dataclass(frozen=True, kw_only=True, slots=True, eq=False)
 class RowFormat:
-    """One feature row: ``dim`` values of ``encoding`` stored as ``stored`` words, held as ``held``,
-    delivered as ``delivered``; ``scale`` and ``zero`` (float32, ``dim`` each) for ``int8`` only."""
+    """One feature row: ``dim`` values stored as ``stored`` words meaning ``encoding``, held as
+    ``held`` (the stored words), delivered as ``delivered`` words (see the module)."""
 
     dim: int
     stored: np.dtype
-    held: np.dtype = FLOAT32
+    held: np.dtype | None = None          # None: the stored words
     delivered: np.dtype = FLOAT32
-    scale: np.ndarray | None = None
-    encoding: str = ""  # "": the encoding whose storage dtype is ``stored``
-    zero: np.ndarray | None = None
+    scale: np.ndarray | None = None       # int8: float32 [dim], x = scale * (q - zero)
+    encoding: str | None = None           # None: what ``stored`` means alone (uint16: bfloat16)
+    zero: np.ndarray | None = None        # int8: float32 [dim]
 
     def __post_init__(self) -> None:
-        for name in ("stored", "held", "delivered"):
-            object.__setattr__(self, name, np.dtype(getattr(self, name)))
+        object.__setattr__(self, "stored", np.dtype(self.stored))
+        for name in ("held", "delivered"):
+            value = getattr(self, name)
+            object.__setattr__(self, name, self.stored if value is None else np.dtype(value))
         try:
             dim = operator.index(self.dim) if not isinstance(self.dim, bool) else None
         except TypeError:
@@ -82,16 +85,19 @@ class RowFormat:
             raise ConfigError(f"a feature row needs an integer dim >= 1, got {self.dim=}")
         object.__setattr__(self, "dim", dim)
         if self.stored not in STORED_DTYPES:
-            raise ConfigError(f"feature rows stored as {self.stored} are not supported; store one of {sorted(ENCODINGS)}")
-        encoding = self.encoding or next(e for e, d in ENCODINGS.items() if d == self.stored)
-        if storage_dtype(encoding) != self.stored:
-            raise ConfigError(f"{encoding} rows are stored as {ENCODINGS[encoding]}, got {self.stored=}")
+            raise ConfigError(f"feature rows stored as {self.stored} are not supported; store float32, float16, "
+                              "bfloat16 (uint16 words) or int8 rows")
+        encoding = _ENCODING_OF[self.stored] if not self.encoding else self.encoding
+        if ENCODINGS.get(encoding) != self.stored:
+            raise ConfigError(f"feature rows encoded as {encoding!r} cannot be stored as {self.stored} words; "
+                              f"pass one of {sorted(ENCODINGS)} with its words ({', '.join(map(str, STORED_DTYPES))})")
         object.__setattr__(self, "encoding", encoding)
-        for name in ("held", "delivered"):
-            dtype = getattr(self, name)
-            if dtype not in HELD_DTYPES and dtype != self.stored:
-                raise ConfigError(f"feature rows {name} as {dtype} are not supported; {name} float32 or the stored "
-                                  f"{self.stored}")
+        if self.held != self.stored:
+            raise ConfigError(f"feature rows stored as {self.stored} cannot be held as {self.held}; rows are held as "
+                              "they are stored (leave held out)")
+        if self.delivered not in DELIVERED.values():
+            raise ConfigError(f"feature rows delivered as {self.delivered} are not supported; deliver float32, "
+                              "float16 or bfloat16 (uint16 words)")
         self._check_params()
 
     def __eq__(self, other: object) -> bool:
@@ -110,17 +116,16 @@ class RowFormat:
         """``scale`` and ``zero``: both for int8 (float32, ``dim`` each, finite, scale > 0), neither otherwise."""
         if self.encoding != "int8":
             if self.scale is not None or self.zero is not None:
-                raise ConfigError(f"scale and zero belong to int8 rows, not {self.encoding} rows; pass neither")
+                raise ConfigError(f"{self.encoding} feature rows take no scale or zero; only int8 rows are scaled")
             return
         for name in ("scale", "zero"):
             value = getattr(self, name)
-            if value is None:
-                raise ConfigError(f"int8 rows need per-column {name} (float32, {self.dim} values), got None")
-            arr = np.asarray(value)
-            if arr.shape != (self.dim,) or arr.dtype != FLOAT32 or not np.isfinite(arr).all():
-                raise ConfigError(f"int8 rows need a finite float32 {name} of shape ({self.dim},), "
-                                  f"got {arr.dtype} {arr.shape}")
-            object.__setattr__(self, name, arr)
+            arr = None if value is None else np.asarray(value)
+            if arr is None or arr.shape != (self.dim,) or arr.dtype != FLOAT32 or not np.isfinite(arr).all():
+                raise ConfigError(f"int8 feature rows need a finite float32 {name} of shape ({self.dim},), got "
+                                  f"{None if arr is None else f'{arr.dtype} {arr.shape}'}; pass the manifest's "
+                                  f"per-column {name}")
+            object.__setattr__(self, name, np.ascontiguousarray(arr))
         positive = np.asarray(self.scale) > 0
         if not positive.all():
             col = int(np.argmin(positive))
@@ -129,8 +134,8 @@ class RowFormat:
 
     @classmethod
     def of_entry(cls, entry: FeatureEntry, root: Path | None = None) -> RowFormat:
-        """The format of the manifest's feature entry: its encoding stored (an int8 entry's scale and
-        zero read from their files in ``root``, checksummed), float32 held and delivered."""
+        """The format of the manifest's feature entry: its encoding stored and held (an int8 entry's
+        scale and zero read from their files in ``root``, checksummed), float32 delivered."""
         scale = zero = None
         if entry.scale is not None and entry.zero is not None:
             if root is None:
@@ -142,13 +147,29 @@ class RowFormat:
     @classmethod
     def of_encoding(cls, encoding: str, dim: int, *, scale: np.ndarray | None = None,
                     zero: np.ndarray | None = None) -> RowFormat:
-        """Rows of ``dim`` values of the logical dtype ``encoding`` (float32 held and delivered)."""
+        """Rows of ``dim`` values of the logical dtype ``encoding`` (held as stored, float32 delivered)."""
         return cls(dim=dim, stored=storage_dtype(encoding), encoding=encoding, scale=scale, zero=zero)
 
     @classmethod
     def float32(cls, dim: int) -> RowFormat:
         """Rows of ``dim`` float32 values stored, held and delivered (spill files, history rows, tests)."""
         return cls(dim=dim, stored=FLOAT32)
+
+    def delivering(self, x_dtype: str) -> RowFormat:
+        """This format delivering ``x_dtype`` (a name of :data:`DELIVERED`, ``LoaderConfig.x_dtype``)."""
+        if x_dtype not in DELIVERED:
+            raise ConfigError(f"x_dtype={x_dtype!r} is not one a batch delivers; pass one of {sorted(DELIVERED)}")
+        return replace(self, delivered=DELIVERED[x_dtype])
+
+    @property
+    def delivered_name(self) -> str:
+        """The delivered dtype's name (``float32``, ``float16``, ``bfloat16``)."""
+        return next(name for name, d in DELIVERED.items() if d == self.delivered)
+
+    @property
+    def decodes(self) -> bool:
+        """Whether a batch's held rows must be decoded to be delivered (held words are not ``x``'s)."""
+        return self.encoding != self.delivered_name
 
     @property
     def lossy(self) -> bool:
@@ -162,7 +183,7 @@ class RowFormat:
 
     @property
     def held_row_bytes(self) -> int:
-        """Bytes of one row in the buffer's slots, the static cache and the GPU tier."""
+        """Bytes of one row in the buffer's slots, the static cache, the GPU tier and a batch matrix."""
         return self.dim * self.held.itemsize
 
     @property
@@ -180,5 +201,6 @@ def held_dtype(dtype: DTypeLike) -> np.dtype:
     what the buffer, the static cache and the GPU tier take from ``RowFormat.held``."""
     held = np.dtype(dtype)
     if held not in HELD_DTYPES:
-        raise ConfigError(f"feature rows held as {held} are not supported; this version holds float32 rows")
+        raise ConfigError(f"feature rows held as {held} are not supported; hold float32, float16, uint16 (bfloat16 "
+                          "words) or int8 rows")
     return held

@@ -33,7 +33,7 @@ def _dataset(path: Path, *, dim: int, dtype: str = "float32", row_layout: str = 
 @pytest.mark.parametrize(("dim", "dtype", "layout", "stored", "stride"), [
     (129, "float32", "packed", 516, 516),    # 516 B rows stay packed (``_layout``'s example)
     (100, "float32", "padded", 400, 512),    # 400 B rows pad to one sector
-    (100, "float16", "padded", 200, 512),    # float16 on disk, widened to float32 held and delivered
+    (100, "float16", "padded", 200, 512),    # float16 on disk and held, delivered float32
     (7, "float16", "packed", 14, 14),
 ])
 def test_the_row_format_comes_from_the_manifest_entry(tmp_path: Path, dim: int, dtype: str, layout: str,
@@ -43,9 +43,10 @@ def test_the_row_format_comes_from_the_manifest_entry(tmp_path: Path, dim: int, 
     file = ds.feature_files[NODE_FEATURES]
     assert file is ds.feature_file and FeatureFile.of(ds) is file and SourceFeatureFile is FeatureFile
     assert file.format == RowFormat.of_entry(ds.manifest.features) == RowFormat(dim=dim, stored=np.dtype(dtype))
-    assert (file.format.stored, file.format.held, file.format.delivered) == (np.dtype(dtype), np.float32, np.float32)
+    assert (file.format.stored, file.format.held, file.format.delivered) == (np.dtype(dtype), np.dtype(dtype), np.float32)
     assert (file.format.stored_row_bytes, file.format.held_row_bytes, file.format.delivered_row_bytes) == (
-        stored, 4 * dim, 4 * dim)
+        stored, stored, 4 * dim)
+    assert file.format.encoding == dtype and file.format.decodes == (dtype != "float32")
     assert file.layout == ds.row_layout == RowLayout(row_bytes=stored, stride=stride, layout=layout)  # type: ignore[arg-type]
     assert (file.path, file.num_rows, file.dim, file.dtype, file.stride, file.nbytes) == (
         ds.features_path, 30, dim, np.dtype(dtype), stride, 30 * stride)
@@ -63,18 +64,19 @@ def test_a_topology_only_dataset_has_no_feature_files(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("kwargs", "match"), [
     ({"dim": 4, "stored": "int16"}, "stored as int16 are not supported"),
-    ({"dim": 4, "stored": "int8"}, "int8 rows need per-column scale"),
-    ({"dim": 4, "stored": "int8", "scale": np.ones(4, np.float32)}, "int8 rows need per-column zero"),
+    ({"dim": 4, "stored": "int8"}, "need a finite float32 scale"),
+    ({"dim": 4, "stored": "int8", "scale": np.ones(4, np.float32)}, "need a finite float32 zero"),
     ({"dim": 4, "stored": "int8", "scale": np.ones(3, np.float32), "zero": np.zeros(4, np.float32)}, r"shape \(4,\)"),
     ({"dim": 4, "stored": "int8", "scale": np.array([1, 0, 1, 1], np.float32), "zero": np.zeros(4, np.float32)},
      "scales must be > 0, column 1"),
     ({"dim": 4, "stored": "int8", "scale": np.array([1, np.inf, 1, 1], np.float32), "zero": np.zeros(4, np.float32)},
      "finite float32 scale"),
-    ({"dim": 4, "stored": "uint16", "encoding": "float16"}, "float16 rows are stored as float16"),
-    ({"dim": 4, "stored": "float32", "encoding": "float64"}, "feature dtype must be one of"),
-    ({"dim": 4, "stored": "float32", "held": "float16"}, "held as float16"),
+    ({"dim": 4, "stored": "uint16", "encoding": "float16"}, "cannot be stored as uint16"),
+    ({"dim": 4, "stored": "float32", "encoding": "float64"}, "cannot be stored as float32 words"),
+    ({"dim": 4, "stored": "float32", "held": "float16"}, "cannot be held as float16"),
     ({"dim": 4, "stored": "float16", "delivered": "int8"}, "delivered as int8"),
-    ({"dim": 4, "stored": "float32", "scale": np.ones(4)}, "belong to int8 rows"),
+    ({"dim": 4, "stored": "float32", "scale": np.ones(4)}, "take no scale"),
+    ({"dim": 4, "stored": "int64"}, "stored as int64 are not supported"),
     ({"dim": 0, "stored": "float32"}, "dim >= 1"),
     ({"dim": 2.5, "stored": "float32"}, "integer dim"),
 ])
