@@ -98,6 +98,7 @@ _LAZY = {
     "sample_neighbors": ".sampling",
     "NeighborSampler": ".sampling",
     "SampledSubgraph": ".sampling",
+    "HeteroNeighborSampler": ".sampling",
     "SyncLoader": ".loader",
     "GraphSAGE": ".nn",
     "GCN": ".nn",

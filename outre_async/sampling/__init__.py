@@ -2,9 +2,10 @@
 plan, and the batch items it is made of (:class:`BatchItem`, planned by an :class:`Items`)."""
 
 from ._edge_items import EdgeItems, EdgeTargets, NegativeSpec
+from ._hetero_sampler import HeteroNeighborSampler, HeteroSampledSubgraph
 from ._items import BatchItem, Items, MacroRef, NodeTargets, SeedItems
 from ._plan import plan_epoch
 from ._sampler import NeighborSampler, SampledSubgraph, sample_neighbors
 
-__all__ = ["BatchItem", "EdgeItems", "EdgeTargets", "Items", "MacroRef", "NegativeSpec", "NeighborSampler", "NodeTargets", "SampledSubgraph", "SeedItems",
+__all__ = ["BatchItem", "EdgeItems", "EdgeTargets", "HeteroNeighborSampler", "HeteroSampledSubgraph", "Items", "MacroRef", "NegativeSpec", "NeighborSampler", "NodeTargets", "SampledSubgraph", "SeedItems",
            "plan_epoch", "sample_neighbors"]
