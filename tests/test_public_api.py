@@ -170,6 +170,7 @@ PUBLIC = {
         "OutreFeatureStore",
         "OutreGraphStore",
         "OutreNodeSampler",
+        "to_hetero_batch",
         "to_pyg",
     ],
     "outre_async.layerwise": ["inference"],
