@@ -140,13 +140,14 @@ class Dataset:
     @property
     def feature_file(self) -> FeatureFile:
         """The node feature file (``feature_files[NODE_FEATURES]``); a :class:`ConfigError` without features."""
-        self._refuse_typed("one feature file for all nodes")
+        self.require_homogeneous("one feature file for all nodes")
         file = self.feature_files.get(NODE_FEATURES)
         if file is None:
             raise ConfigError(f"dataset {self.path} has no features")
         return file
 
-    def _refuse_typed(self, what: str) -> None:
+    def require_homogeneous(self, what: str) -> None:
+        """A :class:`NotSupportedError` naming ``what`` (a typed dataset lacks it) when this dataset is typed."""
         if self.manifest.types is not None:
             raise NotSupportedError(
                 f"dataset {self.path} is heterogeneous ({len(self.node_types)} node types), so it has no {what}; "
@@ -324,7 +325,7 @@ class Dataset:
         Like ``indices`` it is advised ``MADV_RANDOM``: a fault then reads its page, not the device's
         read-ahead window (8 MiB on some disks), which would multiply a random gather's I/O ~2000×.
         """
-        self._refuse_typed("[N, D] feature matrix")
+        self.require_homogeneous("[N, D] feature matrix")
         f = self.manifest.features
         if f is None:
             raise ConfigError(f"dataset {self.path} has no features; it is topology-only")

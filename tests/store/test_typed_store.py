@@ -186,3 +186,25 @@ def test_writer_refuses_unsorted_type_per_edge(tmp_path: Path) -> None:
             w.write_types([("a", 2), ("b", 2)], [("a", "r", "a"), ("b", "s", "a")], np.array([1, 0]))
         w.abort()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_reorder_refuses_a_typed_dataset_by_name(tmp_path: Path) -> None:
+    """A partition order would interleave the node types' id ranges: refused, not written without types."""
+    from outre_async.partition import reorder
+
+    write_random_hetero(tmp_path / "ds")
+    with pytest.raises(NotSupportedError, match="reordering a typed dataset is not supported yet"):
+        reorder(tmp_path / "ds", "fennel-2", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_homogeneous_readers_refuse_a_typed_dataset_by_name(tmp_path: Path) -> None:
+    """The loader and the PyG FeatureStore read one [N, D] matrix: a typed dataset is named, not "featureless"."""
+    from outre_async.pyg import OutreFeatureStore
+
+    write_random_hetero(tmp_path / "ds")
+    ds = oa.open_dataset(tmp_path / "ds")
+    with pytest.raises(NotSupportedError, match="heterogeneous .* HeteroNeighborSampler"):
+        oa.OutreLoader(ds, num_neighbors=[2], batch_size=4)
+    with pytest.raises(NotSupportedError, match="heterogeneous"):
+        OutreFeatureStore(ds)
