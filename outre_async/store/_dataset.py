@@ -172,6 +172,10 @@ class Dataset:
         types = self.manifest.types
         return (DEFAULT_EDGE_TYPE,) if types is None else tuple(e.key for e in types.edge_types)
 
+    def metadata(self) -> tuple[list[str], list[EdgeType]]:
+        """``(node_types, edge_types)`` as lists: what PyG's ``HeteroData.metadata()`` gives ``to_hetero``."""
+        return list(self.node_types), list(self.edge_types)
+
     @property
     def num_nodes_by_type(self) -> dict[str, int]:
         types = self.manifest.types

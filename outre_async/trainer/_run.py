@@ -143,6 +143,7 @@ def _train_into(ds: Dataset, config: TrainConfig, out: Path, *, resume: bool, fo
 
 
 def _check_dataset(ds: Dataset) -> None:
+    ds.require_homogeneous("[N, D] feature matrix for `outre train`")
     if ds.labels is None or ds.num_classes < 1:
         raise ConfigError(f"dataset {ds.path} has no labels; `outre train` trains node classification")
     for split in ("train", "val"):

@@ -37,7 +37,7 @@ def test_round_trip_per_type(tmp_path: Path) -> None:
     ds = oa.open_dataset(tmp_path / "ds")
     assert ds.is_hetero and ds.node_types == ("paper", "author", "venue")
     assert ds.num_nodes_by_type == g.num_nodes and ds.num_nodes == sum(g.num_nodes.values())
-    assert ds.edge_types == tuple(EDGE_TYPES)
+    assert ds.edge_types == tuple(EDGE_TYPES) and ds.metadata() == (["paper", "author", "venue"], EDGE_TYPES)
     assert ds.node_type_offsets.tolist() == [0, 40, 65, 71]
     assert ds.num_edges_by_type == {et: g.edge_index[et].shape[1] for et in EDGE_TYPES}
     assert _edge_sets(ds) == {et: set(zip(*g.edge_index[et].tolist())) for et in EDGE_TYPES}
@@ -208,3 +208,7 @@ def test_homogeneous_readers_refuse_a_typed_dataset_by_name(tmp_path: Path) -> N
         oa.OutreLoader(ds, num_neighbors=[2], batch_size=4)
     with pytest.raises(NotSupportedError, match="heterogeneous"):
         OutreFeatureStore(ds)
+    from outre_async.cli import main
+
+    assert main(["train", str(tmp_path / "ds"), "--epochs", "1", "--out", str(tmp_path / "run")]) == 2
+    assert not (tmp_path / "run").exists()
