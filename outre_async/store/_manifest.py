@@ -155,6 +155,9 @@ def _parse(doc: dict[str, Any], path: Path) -> Manifest:
         raise ManifestError(f"{path} lacks required key {exc}; re-create the dataset") from exc
     except (TypeError, ValueError) as exc:
         raise ManifestError(f"{path} has a malformed entry ({exc}); re-create the dataset") from exc
+    if manifest.types is not None and manifest.types.target_types and manifest.labels is None:
+        raise ManifestError(f"{path}: the types section names target types {list(manifest.types.target_types)} but "
+                            "the manifest has no labels; re-create the dataset")
     if manifest.types is not None and manifest.features is not None:
         raise ManifestError(f"{path}: a typed dataset keeps its features per node type, yet the manifest also names "
                             "one feature file for all nodes; re-create the dataset")

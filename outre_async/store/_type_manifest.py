@@ -85,7 +85,7 @@ def parse_types(doc: Any, path: Path, *, num_nodes: int, num_edges: int) -> Type
         node_types=node_types, edge_types=edge_types,
         type_per_edge=_file_entry(doc["type_per_edge"], "type_per_edge", path),
         target_types=tuple(_known(_str(t, "types.target_types", path), set(names), path)
-                           for t in _list(doc.get("target_types", []), "types.target_types", path)),
+                           for t in _list(doc.get("target_types", []), "types.target_types", path, empty=True)),
     )
     _check_totals(entry, path, num_nodes, num_edges)
     return entry
@@ -109,9 +109,9 @@ def _check_totals(entry: TypesEntry, path: Path, num_nodes: int, num_edges: int)
                                 f"{f.nbytes} bytes of stride {f.stride}; re-create the dataset")
 
 
-def _list(value: Any, key: str, path: Path) -> list[Any]:
-    if not isinstance(value, list) or not value and key != "types.target_types":
-        raise ManifestError(f"{path}: {key} must be a non-empty list, got {value!r}")
+def _list(value: Any, key: str, path: Path, *, empty: bool = False) -> list[Any]:
+    if not isinstance(value, list) or (not value and not empty):
+        raise ManifestError(f"{path}: {key} must be a {'' if empty else 'non-empty '}list, got {value!r}")
     return value
 
 

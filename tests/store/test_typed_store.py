@@ -149,11 +149,22 @@ def _tamper_manifest(path: Path, edit) -> None:
     (lambda t: t.update(target_types=["conf"]), ManifestError, "names node type 'conf'"),
     (lambda t: t["type_per_edge"].update(dtype="int8"), ManifestError, "type_per_edge dtype"),
     (lambda t: t.update(target_types=[]), DatasetCorruptError, "not a target type"),
+    (lambda t: t.update(node_types=[]), ManifestError, "types.node_types must be a non-empty list"),
+    (lambda t: t.update(target_types="paper"), ManifestError, "types.target_types must be a list"),
 ])
 def test_damaged_types_section_is_named(tmp_path: Path, edit, error, match) -> None:
     write_random_hetero(tmp_path / "ds")
     _tamper_manifest(tmp_path / "ds", edit)
     with pytest.raises(error, match=match):
+        oa.open_dataset(tmp_path / "ds")
+
+
+def test_target_types_without_labels_are_named(tmp_path: Path) -> None:
+    write_random_hetero(tmp_path / "ds")
+    doc = json.loads((tmp_path / "ds" / "manifest.json").read_text())
+    doc["labels"] = None
+    (tmp_path / "ds" / "manifest.json").write_text(json.dumps(doc))
+    with pytest.raises(ManifestError, match=r"target types \['paper'\] but the manifest has no labels"):
         oa.open_dataset(tmp_path / "ds")
 
 
