@@ -53,6 +53,11 @@ def sample_hetero(indptr, indices, type_per_edge, seeds, fanouts, state, g2l):
     lo, n_total, e = 0, len(seeds), 0
     for h in range(num_hops):
         hi = n_total
+        # room for every edge this hop can emit, grown once per hop (not per run: each growth check on
+        # five arrays inside the loop costs reference counting per list)
+        need = _hop_bound(indptr, n_id, lo, hi, fanouts[:, h])
+        n_id = _grow(n_id, n_total + need)
+        rows, cols, kinds, eids = _grow(rows, e + need), _grow(cols, e + need), _grow(kinds, e + need), _grow(eids, e + need)
         for t in range(lo, hi):
             v = n_id[t]
             p, end, last = indptr[v], indptr[v + 1], -1
@@ -69,16 +74,14 @@ def sample_hetero(indptr, indices, type_per_edge, seeds, fanouts, state, g2l):
                 if k != 0:
                     d = q - p
                     m = _choose(state, d, k, picks)
-                    n_id = _grow(n_id, n_total + m)
-                    rows, cols = _grow(rows, e + m), _grow(cols, e + m)
-                    kinds, eids = _grow(kinds, e + m), _grow(eids, e + m)
                     before = e
                     bad, n_total, e = _emit(indices, p, p, m, d, picks, t, g2l, n_id, rows, cols, eids, n_total, e,
                                             len(indptr) - 1)
                     if bad >= 0:
                         _reset(g2l, n_id, n_total)
                         return _failed(NEIGHBOR_OUT_OF_RANGE, p + bad, nodes_per_hop, edges_per_hop)
-                    kinds[before:e] = r
+                    for i in range(before, e):
+                        kinds[i] = r
                 last, p = r, q
         nodes_per_hop[h + 1] = n_total - hi
         edges_per_hop[h] = e - edges_per_hop[:h].sum()
@@ -86,6 +89,22 @@ def sample_hetero(indptr, indices, type_per_edge, seeds, fanouts, state, g2l):
     _reset(g2l, n_id, n_total)
     return (OK, -1, n_id[:n_total].copy(), rows[:e].copy(), cols[:e].copy(), kinds[:e].copy(), eids[:e].copy(),
             nodes_per_hop, edges_per_hop)
+
+
+@njit(cache=True, nogil=True)
+def _hop_bound(indptr, n_id, lo, hi, hop_fanouts):
+    """The most edges one hop can emit: per target its degree, or the sum of the positive fanouts when
+    no edge type takes all (-1) and that sum is smaller."""
+    cap, total = 0, 0
+    for k in hop_fanouts:
+        if k < 0:
+            cap = -1
+            break
+        cap += k
+    for t in range(lo, hi):
+        d = indptr[n_id[t] + 1] - indptr[n_id[t]]
+        total += d if cap < 0 or d < cap else cap
+    return total
 
 
 @njit(cache=True, nogil=True)
