@@ -110,6 +110,8 @@ def test_hetero_npz_missing_member_is_named(tmp_path: Path) -> None:
     ("acm_heco.npz", {"paper": 4019, "author": 7167, "subject": 60}, {"paper": 1902, "author": 1902}),
     ("imdb_magnn.npz", {"movie": 4278, "director": 2081, "actor": 5257},
      {"movie": 3066, "director": 3066, "actor": 3066}),
+    ("aminer_heco.npz", {"paper": 6564, "author": 13329, "reference": 35890}, {}),
+    ("freebase_heco.npz", {"movie": 3492, "actor": 33401, "director": 2502, "writer": 4459}, {}),
 ])
 def test_shared_hetero_graphs_convert(tmp_path: Path, name: str, counts: dict, features: dict, capsys) -> None:
     src = SHARED / name
