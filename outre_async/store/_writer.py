@@ -28,6 +28,7 @@ from ._litter import open_temp_dir
 from ._manifest import EDGE_SPLIT_NAMES, SPLIT_NAMES, FeatureEntry, FileEntry, Manifest, check_classes
 from ._masks import mask_hint
 from ._overwrite import check_overwrite, dataset_names
+from ._type_manifest import TypesEntry
 from ._type_names import EdgeType
 from ._typed_writes import check_schema, check_targets, types_entry, write_type_features, write_type_per_edge
 
@@ -362,8 +363,14 @@ class DatasetWriter:
             original_ids=None if self._node_ids is None else self._node_ids[0],
             new_ids=None if self._node_ids is None else self._node_ids[1],
             edge_splits=dict(self._edge_splits),
-            types=None if self._types is None else types_entry(*self._types[:4], self._type_features, self._types[4]),
+            types=self._types_entry(),
         )
+
+    def _types_entry(self) -> TypesEntry | None:
+        if self._types is None:
+            return None
+        node_types, edge_types, type_per_edge, edge_counts, target_types = self._types
+        return types_entry(node_types, edge_types, type_per_edge, edge_counts, self._type_features, target_types)
 
     def _feature_entry(self) -> FeatureEntry | None:
         if self._layout is None:
