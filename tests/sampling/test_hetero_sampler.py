@@ -114,15 +114,21 @@ def _our_sets(out, node_types, edge_types):
     return nodes, edges
 
 
-@pytest.mark.parametrize("graph_seed", [0, 1, 2])
-@pytest.mark.parametrize("form", ["all", "beyond_degree", "dict"])
-def test_equal_to_pyg_hetero_neighbor_loader_on_full_neighbourhoods(tmp_path: Path, graph_seed: int, form: str) -> None:
-    g = random_hetero(graph_seed, features=False, avg_edges=50)
+@settings(max_examples=25, deadline=None)
+@given(graph_seed=st.integers(0, 2**32 - 1), avg_edges=st.integers(2, 80), hops=st.integers(1, 3),
+       form=st.sampled_from(["all", "beyond_degree", "dict"]), table_seed=st.integers(0, 2**32 - 1),
+       num_seeds=st.integers(1, 10))
+def test_equal_to_pyg_hetero_neighbor_loader_on_full_neighbourhoods(tmp_path_factory, graph_seed, avg_edges, hops,
+                                                                    form, table_seed, num_seeds) -> None:
+    """Per node type the sampled node set, per edge type the sampled edge set: PyG's, exactly, whenever no
+    neighbour is left out (-1, a fanout past every degree, or 0 for whole edge types in the dict form)."""
+    g = random_hetero(graph_seed, features=False, avg_edges=avg_edges)
     data = _hetero_data(g)
-    ds = oa.open_dataset(oa.from_pyg(data, tmp_path / "ds"))
-    num_neighbors = {"all": [-1, -1], "beyond_degree": [1000, 1000],
-                     "dict": {et: ([-1, 0] if et[1] == "cites" else [-1, -1]) for et in data.edge_types}}[form]
-    seeds = np.random.default_rng(graph_seed).choice(g.num_nodes["paper"], 6, replace=False)
+    ds = oa.open_dataset(oa.from_pyg(data, tmp_path_factory.mktemp("pyg") / "ds"))
+    pick = np.random.default_rng(table_seed)
+    num_neighbors = {"all": [-1] * hops, "beyond_degree": [1000] * hops,
+                     "dict": {et: pick.choice([-1, 0, 1000], hops).tolist() for et in data.edge_types}}[form]
+    seeds = pick.choice(g.num_nodes["paper"], num_seeds, replace=False)
     loader = NeighborLoader(data, num_neighbors=num_neighbors, input_nodes=("paper", torch.from_numpy(seeds)),
                             batch_size=len(seeds), shuffle=False)
     batch = next(iter(loader))
