@@ -99,6 +99,7 @@ _LAZY = {
     "sample_neighbors": ".sampling",
     "NeighborSampler": ".sampling",
     "SampledSubgraph": ".sampling",
+    "HeteroNeighborSampler": ".sampling",
     "SyncLoader": ".loader",
     "GraphSAGE": ".nn",
     "GCN": ".nn",

@@ -181,7 +181,8 @@ def _cmd_info(args: argparse.Namespace) -> dict[str, Any]:
         f"edges        {s['num_edges']:,}  ({ds.indices.dtype} ids)",
         f"in-degree    mean {deg['mean']:.2f}  median {deg['median']:.0f}  p99 {deg['p99']:.0f}  "
         f"max {deg['max']:,}  isolated {deg['isolated']:,}",
-        f"features     {s['feature_dim']} x {s['feature_dtype']}  {s['row_layout']}{_encoding_line(s)}",
+        *(_type_lines(s["types"]) if s["types"] else
+          [f"features     {s['feature_dim']} x {s['feature_dtype']}  {s['row_layout']}{_encoding_line(s)}"]),
         f"classes      {s['num_classes']}",
         "splits       " + ("  ".join(f"{k} {v:,}" for k, v in s["splits"].items()) or "none"),
         *(["edge splits  " + "  ".join(f"{k} {v:,}" for k, v in s["edge_splits"].items())] if s["edge_splits"] else []),
@@ -210,6 +211,22 @@ def _encoding_line(s: dict[str, Any]) -> str:
     if cast:
         text += f"  cast error: max abs {cast['max_abs_error']:.3g}, relative RMS {cast['relative_rms']:.3g}"
     return text
+
+
+def _type_lines(types: dict[str, Any]) -> list[str]:
+    """``outre info``'s lines for a typed dataset: a node type a line (count, features, target), then an
+    edge type a line (edge count)."""
+    nodes, edges = types["node_types"], types["edge_types"]
+    width = max(len(n) for n in nodes)
+    count = max(len(f"{t['count']:,}") for t in nodes.values())
+    lines = []
+    for name, t in nodes.items():
+        feats = f"features {t['feature_dim']} x {t['feature_dtype']}" if t["feature_dim"] else "featureless"
+        target = "  (target)" if name in types["target_types"] else ""
+        lines.append(f"node type    {name:<{width}}  {t['count']:>{count},}  {feats}{target}")
+    ewidth = max(len(e) for e in edges)
+    lines += [f"edge type    {name:<{ewidth}}  {n:,}" for name, n in edges.items()]
+    return lines
 
 
 # -- split-edges -----------------------------------------------------------------------------------

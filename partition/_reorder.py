@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from outre_async.errors import ConfigError, PartitionCorruptError
+from outre_async.errors import ConfigError, NotSupportedError, PartitionCorruptError
 from outre_async._units import format_bytes
 from outre_async.store._dataset import Dataset, open_dataset
 from outre_async.store._file_reads import open_data_file
@@ -76,6 +76,9 @@ def reorder(dataset: Dataset | str | os.PathLike[str], partitions: str, out: str
     feature regrouping half, the read chunks a quarter each); below :func:`memory_floor` it is a
     :class:`ConfigError`."""
     ds = dataset if isinstance(dataset, Dataset) else open_dataset(dataset)
+    if ds.is_hetero:  # a partition order interleaves the types; the typed layout needs each type's ids contiguous
+        raise NotSupportedError(f"{ds.path} is heterogeneous: reordering a typed dataset is not supported yet (its "
+                                "node types must stay contiguous id ranges); train on it without reordering")
     out = Path(out)
     parts = open_partitions(ds, partitions)
     try:

@@ -18,6 +18,7 @@ import numpy as np
 from ..errors import InputFormatError, InvalidGraphError
 from ._arrays import CSRFeatures, array_source
 from ._edge_features import EDGE_KEYS, check_edge_features
+from ._hetero_npz import hetero_arrays, is_hetero
 from ._source import PathLike, existing_path, parse_options, write_source
 
 
@@ -30,11 +31,16 @@ def from_npz(
     **opts: Any,
 ) -> Path:
     """Write an ``.npz`` in the shared schema: ``edge_index`` [2, E], ``num_nodes``, dense ``x`` or
-    CSR ``x_indptr/x_indices/x_data/x_shape``, ``y``, ``{train,val,test}_idx``.  Arrays are loaded
+    CSR ``x_indptr/x_indices/x_data/x_shape``, ``y``, ``{train,val,test}_idx``; an archive holding
+    ``node_types`` is the hetero schema (``_hetero_npz``) and becomes a typed dataset.  Arrays are loaded
     whole (npz members do not stream); the edge sort is still bounded by ``memory_budget``."""
     o = parse_options(opts)
     path = existing_path(path)
     arrays = _load_npz(path)
+    if is_hetero(arrays):
+        from ._hetero import write_hetero
+
+        return write_hetero(out, hetero_arrays(arrays, path), o, num_classes)
     if "edge_index" not in arrays:
         raise InputFormatError(
             f"no 'edge_index' array (have {sorted(arrays)}); expected int64 [2, E]", path=path

@@ -1,4 +1,4 @@
-"""PyG ``Data`` → a dataset, in memory (:func:`from_pyg`) or from a ``torch.save``-d file.
+"""PyG ``Data`` or ``HeteroData`` → a dataset, in memory (:func:`from_pyg`) or from a ``torch.save``-d file.
 
 Loading a ``.pt`` file unpickles it (``torch.load(weights_only=False)``), which can run code stored
 in the file: convert only files you trust, or re-save them as ``.npz``."""
@@ -12,7 +12,8 @@ from typing import Any
 from ..errors import ConfigError, InputFormatError, InvalidGraphError
 from ._arrays import array_source
 from ._edge_features import EDGE_KEYS, check_edge_features
-from ._source import PathLike, Source, existing_path, parse_options, write_source
+from ._pyg_hetero import hetero_from_pyg, is_hetero_data
+from ._source import ConvertOptions, PathLike, Source, existing_path, parse_options, write_source
 
 
 def from_pyg(
@@ -23,10 +24,15 @@ def from_pyg(
     num_classes: int | None = None,
     **opts: Any,
 ) -> Path:
-    """Write a homogeneous PyG ``Data``: ``edge_index``, ``x``, ``y``, and the splits as
+    """Write a PyG ``Data``: ``edge_index``, ``x``, ``y``, and the splits as
     ``{train,val,test}_{mask,idx}`` (``valid_idx`` too).  ``num_nodes`` defaults to
-    ``data.num_nodes`` where it was set explicitly, else as in :func:`write_dataset`."""
+    ``data.num_nodes`` where it was set explicitly, else as in :func:`write_dataset`.
+
+    A ``HeteroData`` becomes a typed dataset (``Dataset.node_types``, per-type features, labels and
+    splits on the types that have them; see ``_pyg_hetero``); ``num_nodes`` does not apply to it."""
     o = parse_options(opts)
+    if is_hetero_data(data):
+        return _write_hetero(data, out, num_nodes, num_classes, "PyG HeteroData", o)
     return write_source(out, _pyg_source(data, num_nodes, num_classes, "PyG Data", "pyg", o.drop_edge_features), o)
 
 
@@ -34,10 +40,6 @@ def _pyg_source(
     data: Any, num_nodes: int | None, num_classes: int | None, description: str, fmt: str,
     drop_edge_features: bool = False,
 ) -> Source:
-    if hasattr(data, "node_types") and hasattr(data, "edge_types"):
-        raise ConfigError(
-            f"{description} is heterogeneous (HeteroData); convert one homogeneous Data"
-        )
     get = data.get if isinstance(data, dict) else (lambda key: getattr(data, key, None))
     if get("edge_index") is None:
         raise InvalidGraphError(
@@ -94,8 +96,22 @@ def from_pt(
     """A torch-saved PyG ``Data``; see the module docstring for the trust caveat of unpickling."""
     o = parse_options(opts)
     path = existing_path(path)
-    src = _pyg_source(_load_pt(path), num_nodes, num_classes, str(path), "pyg", o.drop_edge_features)
+    data = _load_pt(path)
+    if is_hetero_data(data):
+        return _write_hetero(data, out, num_nodes, num_classes, str(path), o)
+    src = _pyg_source(data, num_nodes, num_classes, str(path), "pyg", o.drop_edge_features)
     return write_source(out, src, o)
+
+
+def _write_hetero(data: Any, out: PathLike, num_nodes: int | None, num_classes: int | None, description: str,
+                  o: ConvertOptions) -> Path:
+    if num_nodes is not None:
+        raise ConfigError(f"{description} is heterogeneous: num_nodes={num_nodes} does not apply (each node type "
+                          "has its own count, data[type].num_nodes); drop it")
+    from ._hetero import write_hetero
+
+    return write_hetero(out, hetero_from_pyg(data, description, drop_edge_features=o.drop_edge_features), o,
+                        num_classes)
 
 
 def _load_pt(path: Path) -> Any:
@@ -113,7 +129,7 @@ def _load_pt(path: Path) -> Any:
         ValueError,
     ) as exc:
         raise InputFormatError(f"cannot load as a torch-saved PyG Data: {exc}", path=path) from exc
-    if isinstance(obj, dict) or hasattr(obj, "edge_index"):
+    if isinstance(obj, dict) or hasattr(obj, "edge_index") or is_hetero_data(obj):
         return obj
     raise InputFormatError(
         f"holds a {type(obj).__name__}, expected a torch_geometric.data.Data", path=path

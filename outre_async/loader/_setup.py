@@ -101,6 +101,7 @@ def loader_setup(dataset: Dataset, config: LoaderConfig, split: Any, source: Fea
     """Resolve ``config`` on ``dataset``: check the source and the seeds against the ranks, build
     the partition batching and the first plan, probe the rows a batch needs.  ``links``: edge
     batches of these supervision pairs instead (plain mode; ``seeds`` are then their endpoints)."""
+    dataset.require_homogeneous("[N, D] feature matrix for the loader")
     if dataset.feature_dim == 0:
         raise ConfigError(f"dataset {dataset.path} has no features; the loader needs them")
     source = _check_source(source, config, dataset)

@@ -10,9 +10,10 @@ from typing import Any
 from ..store._dataset import Dataset
 from ._feature_store import OutreFeatureStore
 from ._graph_store import OutreGraphStore
+from ._hetero_batch import to_hetero_batch
 from ._node_sampler import OutreNodeSampler
 
-__all__ = ["OutreFeatureStore", "OutreGraphStore", "OutreNodeSampler", "to_pyg"]
+__all__ = ["OutreFeatureStore", "OutreGraphStore", "OutreNodeSampler", "to_hetero_batch", "to_pyg"]
 
 
 def to_pyg(dataset: Dataset, **feature_options: Any) -> tuple[OutreFeatureStore, OutreGraphStore]:

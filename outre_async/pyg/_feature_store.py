@@ -34,6 +34,7 @@ class OutreFeatureStore(FeatureStore):
 
     def __init__(self, dataset: Dataset, *, backend: Backend = "auto", **io: Any) -> None:
         super().__init__()
+        dataset.require_homogeneous("single `x` for a FeatureStore")
         if dataset.manifest.features is None:
             raise ConfigError(f"dataset {dataset.path} has no features; a FeatureStore needs `x`")
         self.dataset = dataset

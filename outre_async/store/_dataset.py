@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError, DatasetCorruptError, DatasetNotFoundError
+from ..errors import ConfigError, DatasetCorruptError, DatasetNotFoundError, NotSupportedError
 from .._units import available_memory
 from ._feature_file import NODE_FEATURES, FeatureFile, FeatureKey
 from ._file_reads import (
@@ -51,6 +51,8 @@ from ._layout import RowLayout
 from ._manifest import EDGE_SPLIT_NAMES, MANIFEST_NAME, SPLIT_NAMES, Manifest, read_manifest
 from ._paths import confined
 from ._row_format import RowFormat
+from ._type_manifest import type_files
+from ._type_names import DEFAULT_EDGE_TYPE, DEFAULT_NODE_TYPE, EdgeType
 from ._watch import WATCH_INTERVAL_S, Fingerprint, FileWatch
 
 
@@ -76,6 +78,8 @@ class Dataset:
         check_disjoint(path, self._splits)
         if manifest.features is not None and manifest.features.param_files:
             self.feature_files  # an int8 entry's scale and zero: read and checked on open  # noqa: B018
+        if manifest.types is not None:
+            self._check_split_types()
 
     # -- sizes -----------------------------------------------------------------------------------
     @property
@@ -119,26 +123,148 @@ class Dataset:
 
         A second name beside :attr:`features` rather than a new meaning of it: ``features`` stays the
         memmap ``[N, D]`` that PyG users and the in-RAM readers index; this is the typed view (path,
-        row format, layout) the loader sizes from.  A homogeneous dataset has one key, ``NODE_FEATURES``."""
+        row format, layout) the loader sizes from.  A homogeneous dataset has one key, ``NODE_FEATURES``;
+        a typed one a key ``FeatureKey("node", T, "x")`` per node type ``T`` that has features (its
+        ``num_rows`` is the type's node count, row ``i`` the type's local node ``i``)."""
+        types = self.manifest.types
+        if types is not None:
+            return MappingProxyType({FeatureKey("node", t.name, "x"): self._feature_file(t.features, t.count)
+                                     for t in types.node_types if t.features is not None})
         f = self.manifest.features
         if f is None:
             return MappingProxyType({})
+        return MappingProxyType({NODE_FEATURES: self._feature_file(f, self.num_nodes)})
+
+    def _feature_file(self, f: Any, num_rows: int) -> FeatureFile:
         layout = RowLayout(row_bytes=f.row_bytes, stride=f.stride, layout=f.layout)  # type: ignore[arg-type]
         try:
             fmt = RowFormat.of_entry(f, self.path)
         except ConfigError as exc:  # scale/zero files that pass their checksum but hold a bad value
             raise DatasetCorruptError(f"{self.path}: the feature entry does not decode ({exc}); re-create the "
                                       "dataset") from exc
-        file = FeatureFile(path=self.path / f.file, num_rows=self.num_nodes, format=fmt, layout=layout)
-        return MappingProxyType({NODE_FEATURES: file})
+        return FeatureFile(path=self.path / f.file, num_rows=num_rows, format=fmt, layout=layout)
 
     @property
     def feature_file(self) -> FeatureFile:
         """The node feature file (``feature_files[NODE_FEATURES]``); a :class:`ConfigError` without features."""
+        self.require_homogeneous("one feature file for all nodes")
         file = self.feature_files.get(NODE_FEATURES)
         if file is None:
             raise ConfigError(f"dataset {self.path} has no features")
         return file
+
+    def require_homogeneous(self, what: str) -> None:
+        """A :class:`NotSupportedError` naming ``what`` (a typed dataset lacks it) when this dataset is typed."""
+        if self.manifest.types is not None:
+            raise NotSupportedError(
+                f"dataset {self.path} is heterogeneous ({len(self.node_types)} node types), so it has no {what}; "
+                "read a type's features with features_of(type) or feature_files[FeatureKey('node', type, 'x')], "
+                "sample it with HeteroNeighborSampler (OutreLoader takes homogeneous datasets only, for now)")
+
+    # -- node and edge types ---------------------------------------------------------------------
+    @property
+    def is_hetero(self) -> bool:
+        """True for a typed dataset (node and edge types in the manifest)."""
+        return self.manifest.types is not None
+
+    @property
+    def node_types(self) -> tuple[str, ...]:
+        """Node type names in global id order (``("_N",)`` for a homogeneous dataset: the one-type case)."""
+        types = self.manifest.types
+        return (DEFAULT_NODE_TYPE,) if types is None else tuple(t.name for t in types.node_types)
+
+    @property
+    def edge_types(self) -> tuple[EdgeType, ...]:
+        """``(src, rel, dst)`` triples; position ``i`` is edge type id ``i`` of :attr:`type_per_edge`."""
+        types = self.manifest.types
+        return (DEFAULT_EDGE_TYPE,) if types is None else tuple(e.key for e in types.edge_types)
+
+    def metadata(self) -> tuple[list[str], list[EdgeType]]:
+        """``(node_types, edge_types)`` as lists: what PyG's ``HeteroData.metadata()`` gives ``to_hetero``."""
+        return list(self.node_types), list(self.edge_types)
+
+    @property
+    def num_nodes_by_type(self) -> dict[str, int]:
+        types = self.manifest.types
+        if types is None:
+            return {DEFAULT_NODE_TYPE: self.num_nodes}
+        return {t.name: t.count for t in types.node_types}
+
+    @property
+    def num_edges_by_type(self) -> dict[EdgeType, int]:
+        types = self.manifest.types
+        if types is None:
+            return {DEFAULT_EDGE_TYPE: self.num_edges}
+        return {e.key: e.num_edges for e in types.edge_types}
+
+    @property
+    def target_types(self) -> tuple[str, ...]:
+        """The node types that carry labels (a homogeneous dataset with labels: its one type)."""
+        types = self.manifest.types
+        if types is None:
+            return () if self.manifest.labels is None else (DEFAULT_NODE_TYPE,)
+        return types.target_types
+
+    @cached_property
+    def node_type_offsets(self) -> np.ndarray:
+        """int64 ``[T + 1]``: node type ``node_types[t]`` owns global ids ``offsets[t]:offsets[t + 1]``."""
+        types = self.manifest.types
+        return np.array([0, self.num_nodes], np.int64) if types is None else types.offsets
+
+    @cached_property
+    def type_per_edge(self) -> np.ndarray:
+        """The edge type id of every CSC entry (uint8/uint16, beside ``indices``; all 0 when homogeneous),
+        read into RAM on first use (one or two bytes an edge).  Ranges are checked by the samplers'
+        kernels as they read it, and whole by :meth:`verify`."""
+        types = self.manifest.types
+        if types is None:
+            return np.zeros(self.num_edges, np.uint8)
+        return load_small(self.path, types.type_per_edge)
+
+    def type_index(self, node_type: str) -> int:
+        """The position of ``node_type`` in :attr:`node_types`; a :class:`ConfigError` naming the types."""
+        if node_type not in self.node_types:
+            raise ConfigError(f"dataset {self.path} has no node type {node_type!r}; it has {list(self.node_types)}")
+        return self.node_types.index(node_type)
+
+    def global_ids(self, node_type: str, local: Any) -> np.ndarray:
+        """Global ids of the nodes ``local`` (ids within ``node_type``, checked in range)."""
+        t = self.type_index(node_type)
+        lo, hi = self.node_type_offsets[t], self.node_type_offsets[t + 1]
+        return _node_id_array(local, int(hi - lo), f"{node_type!r} node ids") + lo
+
+    def local_ids(self, node_type: str, ids: Any) -> np.ndarray:
+        """Ids within ``node_type`` of the global ids ``ids`` (each must be a node of that type)."""
+        t = self.type_index(node_type)
+        lo, hi = int(self.node_type_offsets[t]), int(self.node_type_offsets[t + 1])
+        arr = _node_id_array(ids, self.num_nodes, "ids")
+        if arr.size and (arr.min() < lo or arr.max() >= hi):
+            bad = int(arr.min()) if arr.min() < lo else int(arr.max())
+            raise ConfigError(f"node {bad} is not of type {node_type!r} (ids [{lo}, {hi})); pass ids of that type")
+        return arr - lo
+
+    def features_of(self, node_type: str) -> np.ndarray | None:
+        """Node type ``node_type``'s feature matrix ``[count, dim]`` as a read-only memmap view (rows are
+        the type's local ids); None for a featureless type.  ``"_N"`` on a homogeneous dataset: :attr:`features`."""
+        t = self.type_index(node_type)
+        types = self.manifest.types
+        if types is None:
+            return None if self.manifest.features is None else self.features
+        f = types.node_types[t].features
+        if f is None:
+            return None
+        dtype = np.dtype(f.dtype)
+        return self._map(f.file, dtype, (types.node_types[t].count, f.stride // dtype.itemsize))[:, : f.dim]
+
+    def _check_split_types(self) -> None:
+        """Split ids of a typed dataset lie in its target types' id ranges."""
+        offsets, targets = self.node_type_offsets, set(self.target_types)
+        for name, ids in self._splits.items():
+            kinds = np.searchsorted(offsets, ids, side="right") - 1
+            bad = [self.node_types[k] for k in np.unique(kinds) if self.node_types[k] not in targets]
+            if bad:
+                raise DatasetCorruptError(f"{self.path}: split {name!r} holds nodes of type {bad[0]!r}, which is not a "
+                                          f"target type ({sorted(targets)}); re-create the dataset")
 
     # -- arrays ----------------------------------------------------------------------------------
     @cached_property
@@ -211,6 +337,7 @@ class Dataset:
         read-ahead window (megabytes on some disks), which would multiply a random gather's I/O by the
         window's size over a page's.
         """
+        self.require_homogeneous("[N, D] feature matrix")
         f = self.manifest.features
         if f is None:
             raise ConfigError(f"dataset {self.path} has no features; it is topology-only")
@@ -297,12 +424,37 @@ class Dataset:
                 raise DatasetCorruptError(
                     f"{self.path}: indices[{start}:{start + len(part)}] hold ids outside [0, {self.num_nodes}); re-convert"
                 )
+            if self.manifest.types is not None:
+                self._verify_types(start, part)
             start += len(part)
         if start != self.num_edges:
             raise DatasetCorruptError(f"{self.path}: {e.file} ends after {start} ids, the manifest says "
                                       f"{self.num_edges} (truncated); re-create the dataset")
         if self.manifest.features is not None:
             scan_features(self.path, self.manifest.features, self.num_nodes, items=chunk)
+        for t in () if self.manifest.types is None else self.manifest.types.node_types:
+            if t.features is not None:
+                scan_features(self.path, t.features, t.count, items=chunk)
+
+    def _verify_types(self, start: int, sources: np.ndarray) -> None:
+        """Edges ``start...`` (their ``sources``): each edge type id in range, its source and target of
+        the edge type's node types, each neighbour list sorted by edge type."""
+        tpe = self.type_per_edge[start : start + len(sources)].astype(np.int64)
+        fail = f"{self.path}: type_per_edge[{start}:{start + len(sources)}]"
+        if len(tpe) and tpe.max() >= len(self.edge_types):
+            raise DatasetCorruptError(f"{fail} holds edge type {int(tpe.max())} of {len(self.edge_types)}; re-convert")
+        offsets, kinds = self.node_type_offsets, {t: i for i, t in enumerate(self.node_types)}
+        src_of = np.array([kinds[s] for s, _, _ in self.edge_types], np.int64)
+        dst_of = np.array([kinds[d] for _, _, d in self.edge_types], np.int64)
+        targets = np.searchsorted(self.indptr, np.arange(start, start + len(sources)), side="right") - 1
+        src_kind = np.searchsorted(offsets, sources, side="right") - 1
+        dst_kind = np.searchsorted(offsets, targets, side="right") - 1
+        if not ((src_of[tpe] == src_kind) & (dst_of[tpe] == dst_kind)).all():
+            raise DatasetCorruptError(f"{fail} names an edge type whose node types disagree with the edge's ends; "
+                                      "re-convert")
+        drops = np.flatnonzero(np.diff(tpe) < 0) + 1
+        if len(drops) and (self.indptr[targets[drops]] != start + drops).any():
+            raise DatasetCorruptError(f"{fail}: a neighbour list is not sorted by edge type; re-convert")
 
     def summary(self) -> dict[str, Any]:
         """Counts, degree statistics, file sizes and split sizes (what ``outre info`` prints)."""
@@ -328,6 +480,7 @@ class Dataset:
             },
             "splits": {name: int(len(ids)) for name, ids in self._splits.items()},
             "edge_splits": {name: int(self.manifest.edge_splits[name].shape[1]) for name in self.edge_split_names},
+            "types": None if self.manifest.types is None else self._type_summary(),
             "bytes": sizes,
             "total_bytes": int(sum(sizes.values())),
             "meta": self.manifest.meta,
@@ -345,7 +498,21 @@ class Dataset:
                        range_min=float(lo.min()), range_max=float(hi.max()))
         return out
 
+    def _type_summary(self) -> dict[str, Any]:
+        """Per node type: count and features (dim, dtype); per edge type: edge count; the target types."""
+        assert self.manifest.types is not None  # the caller checks
+        return {
+            "node_types": {t.name: {"count": t.count, "feature_dim": 0 if t.features is None else t.features.dim,
+                                    "feature_dtype": None if t.features is None else t.features.dtype}
+                           for t in self.manifest.types.node_types},
+            "edge_types": {"__".join(e.key): e.num_edges for e in self.manifest.types.edge_types},
+            "target_types": list(self.manifest.types.target_types),
+        }
+
     def __repr__(self) -> str:
+        if self.is_hetero:
+            return (f"Dataset({str(self.path)!r}, node_types={self.num_nodes_by_type}, "
+                    f"edge_types={len(self.edge_types)}, num_edges={self.num_edges}, num_classes={self.num_classes})")
         return (f"Dataset({str(self.path)!r}, num_nodes={self.num_nodes}, num_edges={self.num_edges}, "
                 f"feature_dim={self.feature_dim}, num_classes={self.num_classes})")
 
@@ -391,6 +558,8 @@ def _check_files(root: Path, m: Manifest) -> None:
             if e.shape != (m.num_nodes,):
                 raise DatasetCorruptError(f"{root}: {what} shape {e.shape} != ({m.num_nodes},); re-create the dataset")
             entries.append((what, e.file, e.nbytes))
+    if m.types is not None:
+        entries += type_files(m.types)
     for what, name, expected in entries:
         p = confined(root, name, DatasetCorruptError, what)
         os.close(open_data_file(p, expected))  # a regular file (no FIFO, device, folder) of the exact size
@@ -400,7 +569,7 @@ def _file_names(m: Manifest) -> list[str]:
     """Every data file the manifest names."""
     entries = [m.indptr, m.indices, m.features, m.labels, m.original_ids, m.new_ids, *m.splits.values(),
                *m.edge_splits.values(), *([] if m.features is None else m.features.param_files)]
-    return [e.file for e in entries if e is not None]
+    return [e.file for e in entries if e is not None] + ([] if m.types is None else [f for _, f, _ in type_files(m.types)])
 
 
 def _node_id_array(ids: Any, num_nodes: int, what: str) -> np.ndarray:

@@ -1,8 +1,9 @@
 """A dataset's feature files by key: where each matrix lives, its row format and its row layout.
 
 :class:`FeatureKey` follows GraphBolt's ``(domain, type, name)`` model, so that edge features and
-the node types of a heterogeneous graph get keys of their own later; a homogeneous dataset today has
-one key, :data:`NODE_FEATURES`.  :class:`FeatureFile` is what every reader of a feature matrix needs
+the node types of a heterogeneous graph get keys of their own; a homogeneous dataset has
+one key, :data:`NODE_FEATURES`; a typed one a key ``FeatureKey("node", T, "x")`` per node type ``T``
+with features.  :class:`FeatureFile` is what every reader of a feature matrix needs
 (the disk sources, the memory source, the memory plan): its path, row count, :class:`RowFormat` and
 :class:`RowLayout`, built once from the manifest by :class:`~outre_async.store.Dataset`.
 """

@@ -12,12 +12,15 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import DatasetNotFoundError, FormatVersionError, ManifestError
 from ._safe_read import read_json
+
+if TYPE_CHECKING:
+    from ._type_manifest import TypesEntry
 
 FORMAT_NAME = "outre-async-dataset"
 FORMAT_VERSION = 2
@@ -44,6 +47,7 @@ ALLOWED_DTYPES = {
     "split": ("int64",),
     "node_ids": ("int64",),
     "edge_split": ("int64",),
+    "type_per_edge": ("uint8", "uint16"),
 }
 
 
@@ -107,9 +111,14 @@ class Manifest:
     new_ids: FileEntry | None = None
     # link prediction's supervision pairs by name (EDGE_SPLIT_NAMES), each FileEntry of shape [2, E]
     edge_splits: dict[str, FileEntry] = field(default_factory=dict)
+    # a heterogeneous dataset's node and edge types (``_type_manifest``); None: homogeneous.  Optional,
+    # so manifests without it (every homogeneous dataset) read as before
+    types: TypesEntry | None = None
 
     def to_json(self) -> str:
         doc = {"format": FORMAT_NAME, **asdict(self)}
+        if self.types is None:
+            del doc["types"]  # a homogeneous manifest is written exactly as before the section existed
         return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 
     def write(self, directory: Path) -> None:
@@ -144,9 +153,10 @@ def _parse(doc: dict[str, Any], path: Path, version: int = FORMAT_VERSION) -> Ma
         if (original_ids is None) != (new_ids is None):
             raise ManifestError(f"{path}: original_ids and new_ids come together (a reordered dataset's permutation "
                                 "and its inverse), one is missing; re-create the dataset")
+        num_nodes, num_edges = _int(doc["num_nodes"], "num_nodes", path), _int(doc["num_edges"], "num_edges", path)
         manifest = Manifest(
-            num_nodes=_int(doc["num_nodes"], "num_nodes", path),
-            num_edges=_int(doc["num_edges"], "num_edges", path),
+            num_nodes=num_nodes,
+            num_edges=num_edges,
             num_classes=_int(doc["num_classes"], "num_classes", path),
             indptr=_file_entry(doc["indptr"], "indptr", path),
             indices=_file_entry(doc["indices"], "indices", path),
@@ -164,15 +174,30 @@ def _parse(doc: dict[str, Any], path: Path, version: int = FORMAT_VERSION) -> Ma
                 for name, entry in _dict(doc.get("edge_splits", {}), "edge_splits", path).items()
             },
             format_version=version,
+            types=_types(doc.get("types"), path, num_nodes, num_edges),
         )
     except KeyError as exc:
         raise ManifestError(f"{path} lacks required key {exc}; re-create the dataset") from exc
     except (TypeError, ValueError) as exc:
         raise ManifestError(f"{path} has a malformed entry ({exc}); re-create the dataset") from exc
+    if manifest.types is not None and manifest.types.target_types and manifest.labels is None:
+        raise ManifestError(f"{path}: the types section names target types {list(manifest.types.target_types)} but "
+                            "the manifest has no labels; re-create the dataset")
+    if manifest.types is not None and manifest.features is not None:
+        raise ManifestError(f"{path}: a typed dataset keeps its features per node type, yet the manifest also names "
+                            "one feature file for all nodes; re-create the dataset")
     problem = check_classes(manifest.num_classes, manifest.num_nodes)
     if problem is not None:  # the trainer would allocate a num_classes-wide output layer from it
         raise ManifestError(f"{path}: {problem}; the manifest is damaged or hand-edited: re-create the dataset")
     return manifest
+
+
+def _types(doc: Any, path: Path, num_nodes: int, num_edges: int) -> TypesEntry | None:
+    if doc is None:
+        return None
+    from ._type_manifest import parse_types  # it builds on this module's entry parsers
+
+    return parse_types(doc, path, num_nodes=num_nodes, num_edges=num_edges)
 
 
 def class_bound(num_nodes: int) -> int:

@@ -22,6 +22,7 @@ from ..errors import DatasetError, OverwriteRefusedError
 from ._manifest import MANIFEST_NAME, read_manifest
 from ._safe_read import read_json
 from ._tempdir import parse_temp_name
+from ._type_manifest import type_files
 
 DATASET_SUBFOLDERS = ("partitions", "profile")  # written by outre into a dataset folder
 OwnedNames = Callable[[Path], Iterable[str]]
@@ -89,7 +90,8 @@ def dataset_names(out: Path) -> set[str]:
         raise refuse_not_ours(out, "dataset", f"{MANIFEST_NAME} unreadable: {exc}") from exc
     entries = [m.indptr, m.indices, m.features, m.labels, *m.splits.values(), m.original_ids, m.new_ids,
                *m.edge_splits.values(), *([] if m.features is None else m.features.param_files)]
-    return {MANIFEST_NAME, *DATASET_SUBFOLDERS, *(e.file for e in entries if e is not None)}
+    typed = [] if m.types is None else [name for _, name, _ in type_files(m.types)]
+    return {MANIFEST_NAME, *DATASET_SUBFOLDERS, *(e.file for e in entries if e is not None), *typed}
 
 
 def _inside(src: Path, out: Path) -> bool:

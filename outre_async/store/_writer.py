@@ -39,6 +39,9 @@ from ._masks import mask_hint
 from ._overwrite import check_overwrite, dataset_names
 from ._row_codec import QUANTIZER, CastError, ColumnRange, as_float32, decode_rows, encode_rows
 from ._row_format import RowFormat, storage_dtype
+from ._type_manifest import TypesEntry
+from ._type_names import EdgeType
+from ._typed_writes import check_schema, check_targets, types_entry, write_type_features, write_type_per_edge
 
 INT32_LIMIT = 2**31 - 1
 SPILL_NAME = "features.f32.spill"  # int8 without scales: float32 rows until the columns' ranges are known
@@ -116,10 +119,16 @@ class DatasetWriter:
         self._nodes_done = 0
         self._rows_done = 0
         self._labels: FileEntry | None = None
+        self._label_values: np.ndarray | None = None
         self._splits: dict[str, FileEntry] = {}
         self._split_ids: dict[str, np.ndarray] = {}
         self._node_ids: tuple[FileEntry, FileEntry] | None = None
         self._edge_splits: dict[str, FileEntry] = {}
+        # a typed dataset (``write_types``): (node types, edge types, type_per_edge entry, edge counts,
+        # target types) and the feature entry of each node type written with ``write_type_features``
+        self._types: tuple[list[tuple[str, int]], list[EdgeType], FileEntry, np.ndarray, tuple[str, ...]] | None = None
+        self._type_features: dict[str, FeatureEntry] = {}
+        self._row_layout_name = row_layout
         self._closed = False
 
     @property
@@ -244,6 +253,7 @@ class DatasetWriter:
                 f"label {int(labels.max())} is outside the class range [0, {self.num_classes}); fix num_classes or the labels"
             )
         self._labels = self._write_small("labels", labels)
+        self._label_values = labels  # a typed dataset checks them against its target types (``_finish``)
 
     def write_split(self, name: str, ids: np.ndarray) -> None:
         """Write the node ids of split ``name`` ('train', 'val' or 'test'): unique, in range, disjoint."""
@@ -314,6 +324,39 @@ class DatasetWriter:
         self._quantizer = QUANTIZER if format.encoding == "int8" else None
         self._rows_done = self.num_nodes
 
+    # -- node and edge types (a heterogeneous dataset, ``_type_manifest``) -----------------------------
+    def write_types(self, node_types: list[tuple[str, int]], edge_types: list[EdgeType], type_per_edge: np.ndarray,
+                    *, target_types: tuple[str, ...] = ()) -> None:
+        """Make this a typed dataset: node types ``(name, count)`` in global id order, edge types
+        ``(src, rel, dst)``, the edge type id of every CSC entry (after the whole topology; each list
+        sorted by it), and the types that carry the labels.  Features go in per type
+        (:meth:`write_type_features`), never through :meth:`append_features`."""
+        if self._layout is not None or self._nodes_done != self.num_nodes:
+            raise ConfigError("write_types needs the whole topology written first and a writer opened with feature_dim=0")
+        check_schema(node_types, edge_types, self.num_nodes)
+        names = [n for n, _ in node_types]
+        for t in target_types:
+            if t not in names:
+                raise InvalidGraphError(f"target type {t!r} is not among the node types {names}")
+        entry = write_type_per_edge(self._tmp, type_per_edge, self._indptr, len(edge_types))
+        counts = np.bincount(np.asarray(type_per_edge, np.int64), minlength=len(edge_types))
+        self._types = ([(n, int(c)) for n, c in node_types], list(edge_types), entry, counts, tuple(target_types))
+
+    def write_type_features(self, node_type: str, blocks: Any, *, dim: int, dtype: str = "float32") -> None:
+        """Write the features of ``node_type`` (after :meth:`write_types`): row blocks in node order, one row
+        per node of the type, ``dim`` values each, stored as ``dtype`` (float32 or float16)."""
+        if self._types is None:
+            raise ConfigError("write_type_features needs write_types first (it declares the node types)")
+        counts = dict(self._types[0])
+        if node_type not in counts:
+            raise InvalidGraphError(f"node type {node_type!r} is not among {list(counts)}")
+        if node_type in self._type_features:
+            raise ConfigError(f"the features of node type {node_type!r} were written already")
+        if dtype not in ("float32", "float16") or dim <= 0:
+            raise ConfigError(f"typed features need dim >= 1 and dtype float32 or float16, got {dim=} {dtype=}")
+        self._type_features[node_type] = write_type_features(self._tmp, node_type, counts[node_type], blocks,
+                                                             dim=dim, dtype=dtype, row_layout=self._row_layout_name)
+
     def _write_small(self, stem: str, array: np.ndarray) -> FileEntry:
         data = np.ascontiguousarray(array)
         (self._tmp / f"{stem}.bin").write_bytes(data.data)
@@ -352,6 +395,9 @@ class DatasetWriter:
     def _finish(self) -> Manifest:
         if self._nodes_done != self.num_nodes:
             raise InvalidGraphError(f"topology covers {self._nodes_done} of num_nodes={self.num_nodes} nodes")
+        if self._types is not None:
+            check_targets([n for n, _ in self._types[0]], [c for _, c in self._types[0]], self._types[4],
+                          self._label_values, self._split_ids)
         num_edges = int(self._indptr[-1])
         if num_edges == 0:
             raise InvalidGraphError("empty graph: no edges; an outre-async dataset needs at least one edge")
@@ -383,6 +429,7 @@ class DatasetWriter:
             original_ids=None if self._node_ids is None else self._node_ids[0],
             new_ids=None if self._node_ids is None else self._node_ids[1],
             edge_splits=dict(self._edge_splits),
+            types=self._types_entry(),
         )
 
     def _quantize_spill(self) -> None:
@@ -404,6 +451,12 @@ class DatasetWriter:
             os.fsync(dst.fileno())
         spill.unlink()
         self._range = None
+
+    def _types_entry(self) -> TypesEntry | None:
+        if self._types is None:
+            return None
+        node_types, edge_types, type_per_edge, edge_counts, target_types = self._types
+        return types_entry(node_types, edge_types, type_per_edge, edge_counts, self._type_features, target_types)
 
     def _feature_entry(self) -> FeatureEntry | None:
         if self._layout is None:

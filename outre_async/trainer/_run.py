@@ -161,6 +161,7 @@ def _train_into(ds: Dataset, config: TrainConfig, out: Path, *, resume: bool, fo
 
 
 def _check_dataset(ds: Dataset, task: str) -> None:
+    ds.require_homogeneous("[N, D] feature matrix for `outre train`")
     if task == "link":
         missing = [s for s in ("train", "val") if s not in ds.edge_split_names]
         if missing:

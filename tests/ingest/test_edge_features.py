@@ -27,11 +27,16 @@ def test_from_pyg_refuses_edge_features(tmp_path: Path, key: str) -> None:
     assert ds.num_edges == 3
 
 
-def test_link_prediction_targets_and_hetero_are_named(tmp_path: Path) -> None:
+def test_link_prediction_targets_and_hetero_edge_features_are_named(tmp_path: Path) -> None:
     with pytest.raises(oa.NotSupportedError, match="link prediction is not supported"):
         oa.from_pyg(_data(edge_label_index=torch.tensor([[0], [2]])), tmp_path / "a")
-    with pytest.raises(oa.ConfigError, match="heterogeneous"):
-        oa.from_pyg(HeteroData(), tmp_path / "b")
+    hetero = HeteroData()
+    hetero["a"].num_nodes = 3
+    hetero["a", "to", "a"].edge_index = torch.tensor([[0, 1], [1, 2]])
+    hetero["a", "to", "a"].edge_attr = torch.ones(2, 4)
+    with pytest.raises(oa.NotSupportedError, match=r"edge type \('a', 'to', 'a'\)\) holds per-edge data"):
+        oa.from_pyg(hetero, tmp_path / "b")
+    assert not (tmp_path / "b").exists()
 
 
 def test_convert_npz_refuses_then_drops_on_request(tmp_path: Path, capsys) -> None:
