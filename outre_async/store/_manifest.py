@@ -174,7 +174,7 @@ def _parse(doc: dict[str, Any], path: Path, version: int = FORMAT_VERSION) -> Ma
                 for name, entry in _dict(doc.get("edge_splits", {}), "edge_splits", path).items()
             },
             format_version=version,
-            types=_types(doc.get("types"), path, num_nodes, num_edges),
+            types=_types(doc.get("types"), path, num_nodes, num_edges, version),
         )
     except KeyError as exc:
         raise ManifestError(f"{path} lacks required key {exc}; re-create the dataset") from exc
@@ -192,12 +192,12 @@ def _parse(doc: dict[str, Any], path: Path, version: int = FORMAT_VERSION) -> Ma
     return manifest
 
 
-def _types(doc: Any, path: Path, num_nodes: int, num_edges: int) -> TypesEntry | None:
+def _types(doc: Any, path: Path, num_nodes: int, num_edges: int, version: int) -> TypesEntry | None:
     if doc is None:
         return None
     from ._type_manifest import parse_types  # it builds on this module's entry parsers
 
-    return parse_types(doc, path, num_nodes=num_nodes, num_edges=num_edges)
+    return parse_types(doc, path, num_nodes=num_nodes, num_edges=num_edges, version=version)
 
 
 def class_bound(num_nodes: int) -> int:

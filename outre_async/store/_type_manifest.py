@@ -71,10 +71,10 @@ def type_per_edge_dtype(num_edge_types: int) -> str:
     return "uint8" if num_edge_types <= 1 << 8 else "uint16"
 
 
-def parse_types(doc: Any, path: Path, *, num_nodes: int, num_edges: int) -> TypesEntry:
+def parse_types(doc: Any, path: Path, *, num_nodes: int, num_edges: int, version: int) -> TypesEntry:
     """The ``types`` section of the manifest at ``path``; :class:`ManifestError` on anything wrong."""
     doc = _dict(doc, "types", path)
-    node_types = tuple(_node_type(d, path) for d in _list(doc["node_types"], "types.node_types", path))
+    node_types = tuple(_node_type(d, path, version) for d in _list(doc["node_types"], "types.node_types", path))
     names = [t.name for t in node_types]
     if len(set(names)) != len(names):
         raise ManifestError(f"{path}: types.node_types lists a name twice ({names}); re-create the dataset")
@@ -129,11 +129,11 @@ def _known(name: str, names: set[str], path: Path) -> str:
     return name
 
 
-def _node_type(doc: Any, path: Path) -> NodeTypeEntry:
+def _node_type(doc: Any, path: Path, version: int) -> NodeTypeEntry:
     doc = _dict(doc, "types.node_types[]", path)
     features = doc.get("features")
     return NodeTypeEntry(name=_name(doc["name"], "node type", path), count=_int(doc["count"], "count", path),
-                         features=None if features is None else _feature_entry(features, path))
+                         features=None if features is None else _feature_entry(features, path, version))
 
 
 def _edge_type(doc: Any, names: set[str], path: Path) -> EdgeTypeEntry:
