@@ -23,6 +23,8 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
+from ._cache_hints import prefetch
+
 EMPTY = -1  # the key of a free bucket
 MIN_CAPACITY = 8
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -178,16 +180,17 @@ def bucket(table, key):
 
 
 def bucket_or_add(table, key, fill):
-    """:func:`bucket`, adding ``key`` with every value ``fill`` when the table lacks it (the owner
-    keeps the table at most half full, so there is always room)."""
+    """:func:`bucket`, adding ``key`` when the table lacks it, its first value ``fill`` and the others 0
+    (the owner keeps the table at most half full, so there is always room)."""
     if not isinstance(table, tuple):
         return key
     keys, vals = table
     b = place(keys, key)
     if keys[b] == EMPTY:
         keys[b] = key
-        for c in range(vals.shape[1]):
-            vals[b, c] = fill
+        vals[b, 0] = fill
+        for c in range(1, vals.shape[1]):
+            vals[b, c] = 0
     return b
 
 
@@ -195,6 +198,16 @@ def drop_bucket(table, b) -> None:
     """Free row ``b`` of a hash table (:func:`remove_at`); nothing when direct."""
     if isinstance(table, tuple):
         remove_at(table[0], table[1], b)
+
+
+def prefetch_home(table, key) -> None:
+    """Prefetch where ``key``'s values start: its row when direct, its home bucket's key and values."""
+    if isinstance(table, tuple):
+        h = home(key, len(table[0]) - 1)
+        prefetch(table[0], h)
+        prefetch(table[1], h)
+    else:
+        prefetch(table, key)
 
 
 def lookup(table, key, absent):
@@ -266,8 +279,9 @@ def _ol_bucket_or_add(table, key, fill):
         b = place(keys, key)
         if keys[b] == EMPTY:
             keys[b] = key
-            for c in range(vals.shape[1]):
-                vals[b, c] = fill
+            vals[b, 0] = fill
+            for c in range(1, vals.shape[1]):
+                vals[b, c] = 0
         return b
     return impl
 
@@ -277,6 +291,20 @@ def _ol_drop_bucket(table, b):
     if _direct(table):
         return lambda table, b: None
     return lambda table, b: remove_at(table[0], table[1], b)
+
+
+@overload(prefetch_home)
+def _ol_prefetch_home(table, key):
+    if _direct(table):
+        def direct(table, key):
+            prefetch(table, key)
+        return direct
+
+    def impl(table, key):
+        h = home(key, len(table[0]) - 1)
+        prefetch(table[0], h)
+        prefetch(table[1], h)
+    return impl
 
 
 @overload(lookup)

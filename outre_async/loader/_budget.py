@@ -7,13 +7,16 @@ the dataset's ``RowFormat``: 4 x the feature dim, float16 stores being widened t
 real batches, ``_batch_rows``; at most ``R``) and ``E`` = the most edges one batch can sample, the
 loader holds at most (``dim`` in the history lines: the history's own, its rows float32)::
 
-    slot table        8 N                                   (node -> slot map, look-ahead counts)
+    slot table        min(8 N, 16 c(rows + Q R + F))        (node -> slot map, look-ahead counts: the direct
+                                                             array, or a hash table of c(x) buckets, the power
+                                                             of two >= 2 x; Q = extract_queue + extractors +
+                                                             samplers pinned batches, F = foresight's ids)
     next-use chains   4 N + 16 R x (extract_queue + extractors)  (buffer_policy="next-use" only)
     feature buffer    rows x (f + 40)                       (rows + bookkeeping: node, refs, LRU)
     staging           2 x extractors x S                    (two chunks in flight per extractor; S = one
                                                              arena, a power of two, ``chunk_stage_bytes``)
     extractor work    extractors x (32 R + 1 MiB)           (unique ids, inverse, gather blocks)
-    sampler scratch   samplers x (4 N + 3 sub)              (relabel table + the kernel's growth)
+    sampler scratch   samplers x (min(4 N, 12 c(R)) + 3 sub)  (relabel array or hash table + the kernel's growth)
     subgraphs         (extract_queue + extractors + ready_queue + 1) x sub,   sub = 8 R + 24 E (n_id, edges, e_id)
                       (extract_queue by default: samplers + 2, deepened up to 32 within 2 % of the
                       budget and what it leaves above the floor, ``extract_depth``)
@@ -66,7 +69,7 @@ from .._units import format_bytes
 from ..cache._history_config import record_buffer_bytes
 from ..features._bounce import BouncePool
 from ..features._disk_probe import in_flight_for
-from ..features._buffer_kernels import next_use_bytes, slot_bytes, table_bytes
+from ..features._buffer_kernels import map_bytes, next_use_bytes, slot_bytes
 from ..features._disk_source import IOConfig, extract_work_bytes
 from ..features._staging import StagingPool, aligned_span, arena_bytes, least_arena_bytes
 from ..sampling._sampler import NeighborSampler, SampledSubgraph
@@ -134,6 +137,7 @@ class MemoryPlan:
     parts: dict[str, int]
     extract_queue: int = 0      # the extract queue's depth the parts count (``extract_depth``)
     foresight: int = 0          # batches foreseen beyond the queue (``foresight_depth``; 0: off)
+    map_entries: int | None = None  # the most nodes the buffer's map holds at once (``slot_map_entries``)
 
     @property
     def total(self) -> int:
@@ -175,7 +179,7 @@ def plan_memory(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str
         return plan
     part = {"foresight": foresight_bytes(cfg, sizes, depth)}
     try:
-        plan = _plan_parts(cfg, sizes, source=source, extra={**(extra or {}), **part})
+        plan = _plan_parts(cfg, sizes, source=source, extra={**(extra or {}), **part}, depth=depth)
     except ConfigError:
         if cfg.foresight is not None:  # asked for: its error names what the budget lacks
             raise
@@ -214,21 +218,27 @@ def foresight_rows(depth: int, sizes: Sizes) -> int:
     return depth * sizes.expected_rows
 
 
-def _plan_parts(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str, int] | None = None) -> MemoryPlan:
-    """:func:`plan_memory` without foresight."""
-    cfg = replace(cfg, extract_queue=extract_depth(cfg, sizes, source=source, extra=extra))
+def _plan_parts(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str, int] | None = None,
+                depth: int = 0) -> MemoryPlan:
+    """:func:`plan_memory` without foresight (``depth``: the foresight the ``extra`` parts hold, which the
+    buffer's map counts too).  The map's part grows with the buffer's rows (``slot_map_bytes``): the
+    fixed parts count it at the buffer's floor, and rows that make it larger pay for it (fewer rows)."""
+    cfg = replace(cfg, extract_queue=extract_depth(cfg, sizes, source=source, extra=extra, depth=depth))
     budget = cfg.budget_bytes
     io = IOConfig(**cfg.source_options) if source == "disk" else None
     slot, least_pool = sizes.slot_bytes, _least_pool(cfg, sizes)
+    floor_rows = _least_buffer_rows(cfg, sizes) if cfg.buffer_rows is None else min(cfg.buffer_rows, sizes.num_nodes)
     stage = _stage_bytes(cfg, sizes, io, budget)
     if budget is not None:  # smaller arenas rather than less room than the buffer's floor and two batches
         least, needed = _stage_bytes(cfg, sizes, io, 0), _least_buffer_rows(cfg, sizes) * slot + least_pool
-        while stage > least and sum(_fixed_parts(cfg, sizes, source, stage, extra).values()) + needed > budget:
+        while stage > least and sum(_fixed_parts(cfg, sizes, source, stage, extra, floor_rows, depth).values()) \
+                + needed > budget:
             stage //= 2
-    fixed = _fixed_parts(cfg, sizes, source, stage, extra)
+    fixed = _fixed_parts(cfg, sizes, source, stage, extra, floor_rows, depth)
     pool = default_pool(cfg, sizes)
     if budget is None:
         rows = min(cfg.buffer_rows or (cfg.num_extractors + 1) * sizes.expected_rows, sizes.num_nodes)
+        fixed["slot table"] = slot_map_bytes(cfg, sizes, rows, depth)
     else:
         free = budget - sum(fixed.values())
         if cfg.buffer_rows is not None:
@@ -236,11 +246,19 @@ def _plan_parts(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str
         else:
             least = _piece_buffer_rows(cfg, sizes, free - least_pool, slot)
             rows = min(sizes.num_nodes, max(least, (free - min(pool, free - least * slot)) // slot))
+            spend = rows * slot  # the map of more rows than the floor's may be larger: fewer rows pay for it
+            while rows > floor_rows and (over := rows * slot + slot_map_bytes(cfg, sizes, rows, depth)
+                                         - fixed["slot table"] - spend) > 0:
+                rows = max(floor_rows, rows - -(-over // slot))
+        free += fixed["slot table"]
+        fixed["slot table"] = slot_map_bytes(cfg, sizes, rows, depth)
+        free -= fixed["slot table"]
         pool = max(0, free - rows * slot)
     plan = MemoryPlan(buffer_rows=rows, stage_bytes=stage, extract_queue=cfg.extract_capacity,
-                      parts={"feature buffer": rows * slot, "batches": pool, **fixed})
+                      parts={"feature buffer": rows * slot, "batches": pool, **fixed},
+                      map_entries=slot_map_entries(cfg, sizes, rows, depth))
     if budget is not None and (plan.total > budget or pool < least_pool):
-        least_budget = plan_memory_floor(cfg, sizes, source=source, extra=extra)
+        least_budget = plan_memory_floor(cfg, sizes, source=source, extra=extra, depth=depth)
         raise ConfigError(
             f"memory_budget={budget} ({format_bytes(budget)}) is below the {least_budget} bytes "
             f"({format_bytes(least_budget)}) this loader needs: {_describe(plan, sizes)}; raise "
@@ -274,35 +292,67 @@ def check_fits_machine(plan: MemoryPlan, sizes: Sizes, available: int) -> None:
             "a smaller memory_budget, or lower batch_size, fanouts, num_extractors, num_samplers or queue depths")
 
 
-def plan_memory_floor(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str, int] | None = None) -> int:
+def plan_memory_floor(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str, int] | None = None,
+                      depth: int | None = None) -> int:
     """The smallest budget that fits: the buffer's floor (or ``buffer_rows``), two expected batches'
-    matrices, the smallest staging arenas and the extract queue's floor."""
+    matrices, the smallest staging arenas and the extract queue's floor (``depth``: the foresight
+    ``extra`` holds; None: the one asked for)."""
     cfg = replace(cfg, extract_queue=cfg.extract_capacity)
     io = IOConfig(**cfg.source_options) if source == "disk" else None
     stage = _stage_bytes(cfg, sizes, io, 0)
     rows = _least_buffer_rows(cfg, sizes) if cfg.buffer_rows is None else min(cfg.buffer_rows, sizes.num_nodes)
     # foresight asked for (a default one is left off where it does not fit), unless ``extra`` holds it already
     asked = 0 if "foresight" in (extra or {}) else foresight_bytes(cfg, sizes, cfg.foresight or 0)
+    depth = (cfg.foresight or 0) if depth is None else depth
     return (rows * sizes.slot_bytes + _least_pool(cfg, sizes)
-            + sum(_fixed_parts(cfg, sizes, source, stage, extra).values()) + asked)
+            + sum(_fixed_parts(cfg, sizes, source, stage, extra, rows, depth).values()) + asked)
 
 
-def extract_depth(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str, int] | None = None) -> int:
+def slot_map_entries(cfg: LoaderConfig, sizes: Sizes, rows: int, depth: int) -> int | None:
+    """The most nodes the feature buffer's map holds at once (``FeatureBuffer(map_entries=)``): every
+    slot's node, every row the pinned batches count (those in the extract queue, the extractors' and
+    one per sampler waiting to send, at most ``R`` rows each) and with foresight of ``depth`` batches its ids (``foresight_rows`` plus
+    one largest batch).  None for ``buffer_policy="next-use"``, whose kernels index the direct array."""
+    if cfg.buffer_policy == "next-use":
+        return None
+    pinned = sizes.max_rows * (cfg.extract_capacity + cfg.num_extractors + cfg.num_samplers)
+    foreseen = foresight_rows(depth, sizes) + sizes.max_rows if depth else 0
+    return rows + pinned + foreseen
+
+
+def slot_map_bytes(cfg: LoaderConfig, sizes: Sizes, rows: int, depth: int) -> int:
+    """The buffer's node -> slot map: the direct array (8 bytes a node) or, where smaller, a hash table
+    of :func:`slot_map_entries` (``_buffer_kernels.map_bytes``)."""
+    return map_bytes(sizes.num_nodes, slot_map_entries(cfg, sizes, rows, depth))
+
+
+def extract_depth(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str, int] | None = None,
+                  depth: int = 0) -> int:
     """The extract queue's depth: ``extract_queue`` if given, else its floor ``num_samplers + 2``
-    deepened up to ``EXTRACT_QUEUE`` by as many worst-case subgraphs as fit in ``LOOKAHEAD_SHARE`` of
-    the budget and in what the budget leaves above the floor (no budget: ``EXTRACT_QUEUE``); why
-    deeper: ``LoaderConfig.extract_capacity``."""
+    deepened up to ``EXTRACT_QUEUE`` by as many worst-case subgraphs (and the rows they pin in the
+    buffer's map, ``slot_map_bytes``) as fit in ``LOOKAHEAD_SHARE`` of the budget and in what the
+    budget leaves above the floor (no budget: ``EXTRACT_QUEUE``); why deeper:
+    ``LoaderConfig.extract_capacity``.  ``depth``: the foresight ``extra`` holds."""
     least = cfg.extract_capacity
     if cfg.extract_queue is not None or least >= EXTRACT_QUEUE:
         return least
     budget = cfg.budget_bytes
     if budget is None:
         return EXTRACT_QUEUE
-    room = min(int(LOOKAHEAD_SHARE * budget), budget - plan_memory_floor(cfg, sizes, source=source, extra=extra))
+    room = min(int(LOOKAHEAD_SHARE * budget),
+               budget - plan_memory_floor(cfg, sizes, source=source, extra=extra, depth=depth))
     per_batch = SampledSubgraph.planned_bytes(sizes.max_rows, sizes.max_edges)
     if cfg.buffer_policy == "next-use":
         per_batch += next_use_bytes(0, sizes.max_rows)
-    return least + max(0, min(EXTRACT_QUEUE - least, room // per_batch))
+    rows = _least_buffer_rows(cfg, sizes) if cfg.buffer_rows is None else min(cfg.buffer_rows, sizes.num_nodes)
+
+    def map_at(q: int) -> int:  # the buffer's map with q batches queued (a step function of q)
+        return slot_map_bytes(replace(cfg, extract_queue=q), sizes, rows, depth)
+
+    extra_q = max(0, min(EXTRACT_QUEUE - least, room // per_batch))
+    while extra_q and extra_q * per_batch + map_at(least + extra_q) - map_at(least) > room:
+        extra_q -= 1
+    return least + extra_q
 
 
 def _least_pool(cfg: LoaderConfig, sizes: Sizes) -> int:
@@ -382,11 +432,11 @@ def _floor_pow2(n: int) -> int:
 
 
 def _fixed_parts(cfg: LoaderConfig, sizes: Sizes, source: str, stage: int,
-                 extra: dict[str, int] | None = None) -> dict[str, int]:
+                 extra: dict[str, int] | None = None, rows: int = 0, depth: int = 0) -> dict[str, int]:
     n, r, e = sizes.num_nodes, sizes.max_rows, cfg.num_extractors
     sub = SampledSubgraph.planned_bytes(r, sizes.max_edges)
     parts = {
-        "slot table": table_bytes(n),
+        "slot table": slot_map_bytes(cfg, sizes, rows, depth),
         ("features in RAM" if source == "memory" else "staging"): _source_bytes(cfg, sizes, source, stage),
         "extractor work": e * extract_work_bytes(r),
         "sampler scratch": cfg.num_samplers * NeighborSampler.scratch_bytes(n, r, sizes.max_edges),
