@@ -84,6 +84,7 @@ def remove_at(keys, vals, i) -> None:
     """Free bucket ``i`` (it holds a key), shifting back the entries after it whose home allows."""
     mask = len(keys) - 1
     width = vals.shape[1]
+    keys[i] = EMPTY  # the hole: the scan below ends at it at the latest, even in a full table
     j = i
     while True:
         j = (j + 1) & mask
@@ -95,8 +96,8 @@ def remove_at(keys, vals, i) -> None:
             keys[i] = k
             for c in range(width):
                 vals[i, c] = vals[j, c]
+            keys[j] = EMPTY
             i = j
-    keys[i] = EMPTY
 
 
 @njit(cache=True, nogil=True)

@@ -16,7 +16,9 @@ loader holds at most (``dim`` in the history lines: the history's own, its rows 
     staging           2 x extractors x S                    (two chunks in flight per extractor; S = one
                                                              arena, a power of two, ``chunk_stage_bytes``)
     extractor work    extractors x (32 R + 1 MiB)           (unique ids, inverse, gather blocks)
-    sampler scratch   samplers x (min(4 N, 12 c(R)) + 3 sub)  (relabel array or hash table + the kernel's growth)
+    sampler relabel   samplers x min(4 N, 12 c(R))          (relabel scratch: the array, or a hash table of c(R)
+                                                             buckets where smaller; 8 N past 2^31 nodes)
+    sampler scratch   samplers x 3 sub                      (the kernel's growth)
     subgraphs         (extract_queue + extractors + ready_queue + 1) x sub,   sub = 8 R + 24 E (n_id, edges, e_id)
                       (extract_queue by default: samplers + 2, deepened up to 32 within 2 % of the
                       budget and what it leaves above the floor, ``extract_depth``)
@@ -62,14 +64,14 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ..errors import ConfigError, SmallBufferWarning
 from .._units import format_bytes
 from ..cache._history_config import record_buffer_bytes
 from ..features._bounce import BouncePool
 from ..features._disk_probe import in_flight_for
-from ..features._buffer_kernels import map_bytes, next_use_bytes, slot_bytes
+from ..features._buffer_kernels import map_bytes, next_use_bytes, slot_bytes, table_bytes
 from ..features._disk_source import IOConfig, extract_work_bytes
 from ..features._staging import StagingPool, aligned_span, arena_bytes, least_arena_bytes
 from ..sampling._sampler import NeighborSampler, SampledSubgraph
@@ -138,6 +140,7 @@ class MemoryPlan:
     extract_queue: int = 0      # the extract queue's depth the parts count (``extract_depth``)
     foresight: int = 0          # batches foreseen beyond the queue (``foresight_depth``; 0: off)
     map_entries: int | None = None  # the most nodes the buffer's map holds at once (``slot_map_entries``)
+    per_node: dict[str, int] = field(default_factory=dict)  # the parts' bytes per node of the graph (``node_bytes``)
 
     @property
     def total(self) -> int:
@@ -172,18 +175,32 @@ def plan_memory(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str
     """Size every part; ``source`` is ``"disk"``, ``"memory"`` or ``"injected"`` (see the module); ``extra``
     names parts other owners size (the history table), taken out of the budget before the buffer.
     Foresight (``foresight_depth``) is planned on the buffer the rest leaves, then its part taken out;
-    a default foresight that does not fit is left off."""
+    a default foresight that does not fit is left off.  Where the buffer's map is a hash table, the rows
+    foreseen enlarge it (``slot_map_entries``), so the buffer left with foresight may be smaller than
+    the one its depth was planned on: a default depth is then planned once more on that buffer."""
     plan = _plan_parts(cfg, sizes, source=source, extra=extra)
     depth = foresight_depth(replace(cfg, extract_queue=plan.extract_queue), sizes, plan.buffer_rows)
     if not depth:
         return plan
-    part = {"foresight": foresight_bytes(cfg, sizes, depth)}
     try:
-        plan = _plan_parts(cfg, sizes, source=source, extra={**(extra or {}), **part}, depth=depth)
+        plan = _with_foresight(cfg, sizes, source, extra, depth)
     except ConfigError:
         if cfg.foresight is not None:  # asked for: its error names what the budget lacks
             raise
         return plan
+    again = foresight_depth(replace(cfg, extract_queue=plan.extract_queue), sizes, plan.buffer_rows)
+    if cfg.foresight is None and 0 < again < depth:
+        try:
+            return _with_foresight(cfg, sizes, source, extra, again)
+        except ConfigError:
+            pass
+    return plan
+
+
+def _with_foresight(cfg: LoaderConfig, sizes: Sizes, source: str, extra: dict[str, int] | None,
+                    depth: int) -> MemoryPlan:
+    part = {"foresight": foresight_bytes(cfg, sizes, depth)}
+    plan = _plan_parts(cfg, sizes, source=source, extra={**(extra or {}), **part}, depth=depth)
     return replace(plan, foresight=depth)
 
 
@@ -256,7 +273,9 @@ def _plan_parts(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str
         pool = max(0, free - rows * slot)
     plan = MemoryPlan(buffer_rows=rows, stage_bytes=stage, extract_queue=cfg.extract_capacity,
                       parts={"feature buffer": rows * slot, "batches": pool, **fixed},
-                      map_entries=slot_map_entries(cfg, sizes, rows, depth))
+                      map_entries=slot_map_entries(cfg, sizes, rows, depth),
+                      per_node=node_bytes(cfg, sizes, {"slot table": fixed["slot table"],
+                                                       "sampler relabel": fixed["sampler relabel"]}))
     if budget is not None and (plan.total > budget or pool < least_pool):
         least_budget = plan_memory_floor(cfg, sizes, source=source, extra=extra, depth=depth)
         raise ConfigError(
@@ -318,6 +337,22 @@ def slot_map_entries(cfg: LoaderConfig, sizes: Sizes, rows: int, depth: int) -> 
     pinned = sizes.max_rows * (cfg.extract_capacity + cfg.num_extractors + cfg.num_samplers)
     foreseen = foresight_rows(depth, sizes) + sizes.max_rows if depth else 0
     return rows + pinned + foreseen
+
+
+def node_bytes(cfg: LoaderConfig, sizes: Sizes, parts: dict[str, int]) -> dict[str, int]:
+    """Bytes per node of the graph of the parts this plan sizes that are O(N) arrays: the buffer's map and
+    the samplers' relabel scratch where ``parts`` chose the direct array (0 where a hash table: sized by
+    what it holds), the next-use chains' heads.  Parts other owners size (the history's, the static
+    cache's and the neighbour cache's tables, partition mode's arrays) say theirs in docs/design/memory.md."""
+    n = sizes.num_nodes
+    out = {"slot table": table_bytes(1) if parts["slot table"] == table_bytes(n) and n else 0,
+           "sampler relabel": 0}
+    array = NeighborSampler.relabel_bytes(n, None)
+    if n and cfg.num_samplers and parts["sampler relabel"] == cfg.num_samplers * array:
+        out["sampler relabel"] = cfg.num_samplers * (array // n)
+    if cfg.buffer_policy == "next-use":
+        out["next-use chains"] = next_use_bytes(1, 0)
+    return out
 
 
 def slot_map_bytes(cfg: LoaderConfig, sizes: Sizes, rows: int, depth: int) -> int:
@@ -439,7 +474,8 @@ def _fixed_parts(cfg: LoaderConfig, sizes: Sizes, source: str, stage: int,
         "slot table": slot_map_bytes(cfg, sizes, rows, depth),
         ("features in RAM" if source == "memory" else "staging"): _source_bytes(cfg, sizes, source, stage),
         "extractor work": e * extract_work_bytes(r),
-        "sampler scratch": cfg.num_samplers * NeighborSampler.scratch_bytes(n, r, sizes.max_edges),
+        "sampler relabel": cfg.num_samplers * NeighborSampler.relabel_bytes(n, r),
+        "sampler scratch": cfg.num_samplers * 3 * sub,
         "subgraphs": (cfg.extract_capacity + e + cfg.ready_capacity + 1) * sub,
     }
     if source == "disk" and sizes.rows_into_slots and stage:  # merged reads into slots go through it
