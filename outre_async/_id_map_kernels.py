@@ -15,6 +15,9 @@ a removal is stale after it (callers look a key up again).
 
 Sizing is the owner's job: keep the entries at most half the capacity (``capacity_for``); a full
 table makes :func:`place` return -1 rather than loop.
+
+The kernels of other modules compile these helpers into themselves, and numba's on-disk cache is keyed
+by each kernel's own source file: a change here needs their caches cleared (as for ``_cache_hints``).
 """
 
 from __future__ import annotations
