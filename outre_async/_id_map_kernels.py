@@ -5,7 +5,8 @@ Why: a per-node array (``slot_of[v]``) costs its bytes for every node of the gra
 while the loader only ever maps the nodes a buffer, a queue or one batch holds at once; at 10^8 nodes
 the arrays alone were gigabytes.  A table sized by what it holds costs bytes per entry instead.
 
-Layout: ``keys`` int64 ``[cap]`` (``EMPTY`` = -1 marks a free bucket; node ids are >= 0) and ``vals``
+Layout: ``keys`` ``[cap]``, int64, or int32 where every node id fits (``key_dtype``: 4 bytes a bucket
+less; ``EMPTY`` = -1 marks a free bucket; node ids are >= 0) and ``vals``
 int32 ``[cap, W]`` (the entry's ``W`` values), ``cap`` a power of two.  Hashing: the id times the
 golden-ratio constant, its high half folded into the low one (``home``), masked to the capacity.
 Linear probing; deletion is backward shift (no tombstones): the entries after the removed one on its
@@ -29,6 +30,7 @@ from numba.extending import overload
 from ._cache_hints import prefetch
 
 EMPTY = -1  # the key of a free bucket
+INT32_MAX = 2**31 - 1
 MIN_CAPACITY = 8
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _FOLD = np.uint64(32)
@@ -39,11 +41,22 @@ def capacity_for(entries: int) -> int:
     return max(MIN_CAPACITY, 1 << max(0, (2 * int(entries) - 1).bit_length()))
 
 
-def new_table(capacity: int, width: int, fill: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Empty ``(keys, vals)`` of ``capacity`` buckets (a power of two) and ``width`` values each."""
+def key_dtype(num_nodes: int | None = None) -> np.dtype:
+    """Keys for ids below ``num_nodes``: int32 where they fit, else (or unknown) int64."""
+    return np.dtype(np.int32 if num_nodes is not None and num_nodes <= INT32_MAX else np.int64)
+
+
+def table_bytes(entries: int, width: int, num_nodes: int | None = None) -> int:
+    """What a table for ``entries`` keys below ``num_nodes`` takes (``capacity_for`` buckets)."""
+    return capacity_for(entries) * (key_dtype(num_nodes).itemsize + 4 * width)
+
+
+def new_table(capacity: int, width: int, fill: int = 0,
+              keys: np.dtype | type = np.int64) -> tuple[np.ndarray, np.ndarray]:
+    """Empty ``(keys, vals)`` of ``capacity`` buckets (a power of two), ``width`` values each."""
     if capacity < 1 or capacity & (capacity - 1):
         raise ValueError(f"capacity={capacity} should be a power of two")
-    return np.full(capacity, EMPTY, np.int64), np.full((capacity, width), fill, np.int32)
+    return np.full(capacity, EMPTY, keys), np.full((capacity, width), fill, np.int32)
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -52,8 +52,9 @@ import numpy as np
 from numba import njit
 
 from .._cache_hints import prefetch, prefetch_row
-from .._id_map_kernels import (bucket, bucket_or_add, capacity_for, drop_bucket, is_table, new_table, prefetch_home, rehash,
-                               values_of)
+from .._id_map_kernels import (bucket, bucket_or_add, capacity_for, drop_bucket, is_table, key_dtype, new_table,
+                               prefetch_home, rehash, values_of)
+from .._id_map_kernels import table_bytes as id_table_bytes
 
 HIT, READ, WAIT = 0, 1, 2  # what acquire decided for each row
 SLOT, WANTED = 0, 1  # columns of nodes
@@ -77,10 +78,10 @@ def table_bytes(num_nodes: int) -> int:
     return 8 * num_nodes
 
 
-def hash_map_bytes(entries: int) -> int:
-    """The node -> slot table as a hash table of ``entries`` nodes at most (an int64 key and the two
-    int32 values per bucket, ``capacity_for`` buckets)."""
-    return 16 * capacity_for(entries)
+def hash_map_bytes(entries: int, num_nodes: int) -> int:
+    """The node -> slot table as a hash table of ``entries`` nodes at most (a key, int32 where the node
+    ids fit, and the two int32 values per bucket, ``capacity_for`` buckets)."""
+    return id_table_bytes(entries, 2, num_nodes)
 
 
 def map_bytes(num_nodes: int, entries: int | None) -> int:
@@ -88,7 +89,7 @@ def map_bytes(num_nodes: int, entries: int | None) -> int:
     ``entries`` nodes (slots plus rows counted by pins and foresight; None: the array)."""
     if entries is None:
         return table_bytes(num_nodes)
-    return min(table_bytes(num_nodes), hash_map_bytes(entries))
+    return min(table_bytes(num_nodes), hash_map_bytes(entries, num_nodes))
 
 
 def reserve_map(nodes: tuple[np.ndarray, np.ndarray], entries: int) -> tuple[np.ndarray, np.ndarray]:
@@ -97,7 +98,7 @@ def reserve_map(nodes: tuple[np.ndarray, np.ndarray], entries: int) -> tuple[np.
     cap = capacity_for(entries)
     if cap <= len(nodes[0]):
         return nodes
-    keys, vals = new_table(cap, 2, -1)
+    keys, vals = new_table(cap, 2, -1, nodes[0].dtype)
     rehash(nodes[0], nodes[1], keys, vals)
     return keys, vals
 
@@ -117,8 +118,8 @@ def new_state(num_nodes: int, num_slots: int,
     lru_init(rec)
     if map_entries is not None:
         entries = max(map_entries, num_slots)
-        if hash_map_bytes(entries) < table_bytes(num_nodes):
-            return new_table(capacity_for(entries), 2, -1), rec
+        if hash_map_bytes(entries, num_nodes) < table_bytes(num_nodes):
+            return new_table(capacity_for(entries), 2, -1, key_dtype(num_nodes)), rec
     nodes = np.zeros((num_nodes, 2), dtype=np.int32)
     nodes[:, SLOT] = -1
     return nodes, rec

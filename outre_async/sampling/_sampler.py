@@ -23,8 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, DatasetCorruptError, InvalidGraphError
-from .._id_map import IdMap
-from .._id_map_kernels import capacity_for, new_table
+from .._id_map_kernels import capacity_for, key_dtype, new_table, table_bytes
 from .._rng import check_seed, stream_state
 from ..store._csc_kernels import max_degree
 from . import _sampler_kernels as K
@@ -89,11 +88,11 @@ class NeighborSampler:
     @staticmethod
     def relabel_bytes(num_nodes: int, max_nodes: int | None) -> int:
         """The relabel scratch of a call that reaches at most ``max_nodes`` nodes (None: no bound,
-        a fanout of -1): the smaller of the N-entry array and a hash table of that many keys."""
+        a fanout of -1): the smaller of the N-entry array and a hash table of that many keys (int32 keys where ids fit)."""
         array = (4 if num_nodes <= INT32_MAX else 8) * num_nodes
         if max_nodes is None:
             return array
-        return min(array, IdMap.planned_bytes(min(num_nodes, max_nodes)))
+        return min(array, table_bytes(min(num_nodes, max_nodes), 1, num_nodes))
 
     def __init__(self, data: Any, fanouts: Sequence[int], *, seed: int = 0) -> None:
         self.indptr, self.indices = _csc_arrays(data)
@@ -153,7 +152,7 @@ class NeighborSampler:
             return scratch
         if direct:
             return np.full(self.num_nodes, -1, dtype=self._scratch_dtype)
-        return new_table(cap, 1, -1)
+        return new_table(cap, 1, -1, key_dtype(self.num_nodes))
 
     def _raise(self, status: int, where: int, seeds: np.ndarray) -> None:
         if status == K.SEED_OUT_OF_RANGE:

@@ -110,8 +110,9 @@ def test_the_buffer_picks_the_smaller_map() -> None:
     """A table for the entries the plan names where that is smaller than 8 bytes a node; the array else
     (and always for next-use, whose kernels index the array)."""
     small = FeatureBuffer(100_000, 64, 4, map_entries=1000)
-    assert isinstance(small._map, tuple) and small.map_nbytes == K.hash_map_bytes(1000) == 16 * 2048
-    assert K.map_bytes(100_000, 1000) == 16 * 2048 and K.map_bytes(100_000, None) == 800_000
+    assert isinstance(small._map, tuple) and small.map_nbytes == K.hash_map_bytes(1000, 100_000) == 12 * 2048
+    assert small._map[0].dtype == np.int32  # node ids fit int32: 12 bytes a bucket
+    assert K.map_bytes(100_000, 1000) == 12 * 2048 and K.map_bytes(100_000, None) == 800_000
     big = FeatureBuffer(1000, 64, 4, map_entries=1000)
     assert isinstance(big._map, np.ndarray) and big.map_nbytes == K.map_bytes(1000, 1000) == 8000
     nu = FeatureBuffer(100_000, 64, 4, map_entries=1000, policy="next-use")
