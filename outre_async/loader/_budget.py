@@ -7,17 +7,18 @@ the dataset's ``RowFormat``: 4 x the feature dim, float16 stores being widened t
 real batches, ``_batch_rows``; at most ``R``) and ``E`` = the most edges one batch can sample, the
 loader holds at most (``dim`` in the history lines: the history's own, its rows float32)::
 
-    slot table        min(8 N, 16 c(rows + Q R + F))        (node -> slot map, look-ahead counts: the direct
+    slot table        min(8 N, 12 c(rows + Q R + F))        (node -> slot map, look-ahead counts: the direct
                                                              array, or a hash table of c(x) buckets, the power
                                                              of two >= 2 x; Q = extract_queue + extractors +
-                                                             samplers pinned batches, F = foresight's ids)
+                                                             samplers pinned batches, F = foresight's ids;
+                                                             16 c(.) past 2^31 nodes: int64 keys)
     next-use chains   4 N + 16 R x (extract_queue + extractors)  (buffer_policy="next-use" only)
     feature buffer    rows x (f + 40)                       (rows + bookkeeping: node, refs, LRU)
     staging           2 x extractors x S                    (two chunks in flight per extractor; S = one
                                                              arena, a power of two, ``chunk_stage_bytes``)
     extractor work    extractors x (32 R + 1 MiB)           (unique ids, inverse, gather blocks)
-    sampler relabel   samplers x min(4 N, 12 c(R))          (relabel scratch: the array, or a hash table of c(R)
-                                                             buckets where smaller; 8 N past 2^31 nodes)
+    sampler relabel   samplers x min(4 N, 8 c(R))           (relabel scratch: the array, or a hash table of c(R)
+                                                             buckets where smaller; 8 N and 12 c(R) past 2^31 nodes)
     sampler scratch   samplers x 3 sub                      (the kernel's growth)
     subgraphs         (extract_queue + extractors + ready_queue + 1) x sub,   sub = 8 R + 24 E (n_id, edges, e_id)
                       (extract_queue by default: samplers + 2, deepened up to 32 within 2 % of the
