@@ -153,7 +153,6 @@ class PartitionSampler:
         self.tiers = np.zeros(3, np.int64)
         self.foresight_tiers = np.zeros(3, np.int64)  # the same, for :meth:`sample_nodes` (not the batches' own)
         self._fanouts = self.plain._fanouts  # clamped to the graph's maximum in-degree
-        self._scratch = np.full(self.plain.num_nodes, -1, dtype=np.int32 if self.plain.num_nodes < 2**31 else np.int64)
 
     @property
     def fanouts(self) -> tuple[int, ...]:
@@ -190,8 +189,10 @@ class PartitionSampler:
         self.plain.check_mapped()  # tier 3 reads the dataset's indices (mapped when it did not fit RAM)
         tiers = self.tiers_of(macro, counts)
         state = stream_state(self.plain.seed, stream)
+        scratch = self.plain._take_scratch(len(seeds))  # the plain sampler's rule: array or hash table
         status, where, n_id, edge_index, e_id, nodes, edges = sample_multihop(
-            self.plain.indptr, self.plain.indices, seeds, self._fanouts, state, self._scratch, tiers, prune)
+            self.plain.indptr, self.plain.indices, seeds, self._fanouts, state, scratch, tiers, prune)
+        self.plain._pool.append(scratch)  # left empty on every path
         if status != OK:
             self.plain._raise(int(status), int(where), seeds)
         return SampledSubgraph(n_id, edge_index, tuple(int(x) for x in nodes), tuple(int(x) for x in edges),

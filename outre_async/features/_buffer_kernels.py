@@ -3,10 +3,14 @@ buffering): arrays in, arrays out.
 
 State (owned by one event loop, so no locks), laid out so that one row costs few cache misses:
 
-* ``nodes[N, 2]`` int32, one record per node: ``nodes[v, SLOT]`` its slot (-1: none) and
-  ``nodes[v, WANTED]`` its look-ahead counts: the low 20 bits (``PIN_MASK``) count the batches sampled
-  and queued, not yet extracted, that need it (pins), the bits above count in units of ``FORESEE`` the
-  batches further ahead whose rows the loader's foresight announced (``loader._foresight``);
+* ``nodes``, one int32 record of two values per node: ``SLOT`` its slot (-1: none) and ``WANTED`` its
+  look-ahead counts: the low 20 bits (``PIN_MASK``) count the batches sampled and queued, not yet
+  extracted, that need it (pins), the bits above count in units of ``FORESEE`` the batches further
+  ahead whose rows the loader's foresight announced (``loader._foresight``).  Either the direct array
+  ``[N, 2]`` (record of ``v`` at row ``v``) or a hash table ``(keys, vals)`` holding only the nodes
+  with a slot or a count (``outre_async.sampling._id_map_kernels``: an entry is added when a node gets either
+  and dropped when it has neither); the buffer picks the smaller (``map_bytes``), numba compiles
+  each kernel for both, and the next-use kernels take the direct array only;
 * ``rec[S + 3, 4]`` int64, one record per slot: ``PREV``, ``NEXT`` (its standby list links),
   ``NODE`` (-1: empty) and ``STATE`` = 2 x refs (pieces holding it) + valid (its row was read).
   Rows ``S``, ``S + 1`` and ``S + 2`` are the sentinels of three doubly-linked standby lists of slots
@@ -48,6 +52,9 @@ import numpy as np
 from numba import njit
 
 from .._cache_hints import prefetch, prefetch_row
+from ..sampling._id_map_kernels import (bucket, bucket_or_add, capacity_for, drop_bucket, is_table, key_dtype, new_table,
+                               prefetch_home, rehash, values_of)
+from ..sampling._id_map_kernels import table_bytes as id_table_bytes
 
 HIT, READ, WAIT = 0, 1, 2  # what acquire decided for each row
 SLOT, WANTED = 0, 1  # columns of nodes
@@ -67,8 +74,33 @@ def slot_bytes() -> int:
 
 
 def table_bytes(num_nodes: int) -> int:
-    """The node -> slot table: per node its slot and its look-ahead count (``nodes``, 2 x int32)."""
+    """The node -> slot table as a direct array: per node its slot and its look-ahead count (2 x int32)."""
     return 8 * num_nodes
+
+
+def hash_map_bytes(entries: int, num_nodes: int) -> int:
+    """The node -> slot table as a hash table of ``entries`` nodes at most (a key, int32 where the node
+    ids fit, and the two int32 values per bucket, ``capacity_for`` buckets)."""
+    return id_table_bytes(entries, 2, num_nodes)
+
+
+def map_bytes(num_nodes: int, entries: int | None) -> int:
+    """The node -> slot table the buffer builds: the smaller of the direct array and a hash table of
+    ``entries`` nodes (slots plus rows counted by pins and foresight; None: the array)."""
+    if entries is None:
+        return table_bytes(num_nodes)
+    return min(table_bytes(num_nodes), hash_map_bytes(entries, num_nodes))
+
+
+def reserve_map(nodes: tuple[np.ndarray, np.ndarray], entries: int) -> tuple[np.ndarray, np.ndarray]:
+    """A hash table ``nodes`` with room for ``entries`` at most half full: itself, or its entries
+    rehashed into a larger one."""
+    cap = capacity_for(entries)
+    if cap <= len(nodes[0]):
+        return nodes
+    keys, vals = new_table(cap, 2, -1, nodes[0].dtype)
+    rehash(nodes[0], nodes[1], keys, vals)
+    return keys, vals
 
 
 def next_use_bytes(num_nodes: int, queued_rows: int) -> int:
@@ -77,13 +109,19 @@ def next_use_bytes(num_nodes: int, queued_rows: int) -> int:
     return 4 * num_nodes + 16 * queued_rows
 
 
-def new_state(num_nodes: int, num_slots: int) -> tuple[np.ndarray, np.ndarray]:
-    """Fresh ``(nodes, rec)``: no node mapped, every slot empty on the cold list."""
-    nodes = np.zeros((num_nodes, 2), dtype=np.int32)
-    nodes[:, SLOT] = -1
+def new_state(num_nodes: int, num_slots: int,
+              map_entries: int | None = None) -> tuple[np.ndarray | tuple[np.ndarray, np.ndarray], np.ndarray]:
+    """Fresh ``(nodes, rec)``: no node mapped, every slot empty on the cold list; ``nodes`` a hash table
+    for ``map_entries`` nodes where that is smaller than the direct array (``map_bytes``)."""
     rec = np.zeros((num_slots + LISTS, 4), dtype=np.int64)
     rec[:, NODE] = -1
     lru_init(rec)
+    if map_entries is not None:
+        entries = max(map_entries, num_slots)
+        if hash_map_bytes(entries, num_nodes) < table_bytes(num_nodes):
+            return new_table(capacity_for(entries), 2, -1, key_dtype(num_nodes)), rec
+    nodes = np.zeros((num_nodes, 2), dtype=np.int32)
+    nodes[:, SLOT] = -1
     return nodes, rec
 
 
@@ -155,7 +193,7 @@ def _list_for(count) -> np.int64:
 def _list_of(nodes, rec, slot) -> np.int64:
     """The standby list a released slot belongs on (:func:`_list_for` of its row)."""
     node = rec[slot, NODE]
-    count = nodes[node, WANTED] if node >= 0 else 0
+    count = values_of(nodes)[bucket(nodes, node), WANTED] if node >= 0 else 0  # a node with a slot has a record
     return _list_for(count)
 
 
@@ -181,9 +219,23 @@ def evict_lru_slot(nodes, rec) -> np.int64:
         rec[cold + 1, PREV] if rec[cold + 1, NEXT] != cold + 1 else rec[cold + 2, PREV])
     _unlink(rec, s)
     old = rec[s, NODE]
-    target = max(old, 0)
-    nodes[target, SLOT] = -1 if old >= 0 else nodes[target, SLOT]
+    vals = values_of(nodes)
+    if is_table(nodes):
+        if old >= 0:
+            b = bucket(nodes, old)
+            vals[b, SLOT] = -1
+            _drop_idle(nodes, vals, b)
+    else:
+        target = max(old, 0)
+        vals[target, SLOT] = -1 if old >= 0 else vals[target, SLOT]
     return s
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _drop_idle(nodes, vals, b) -> None:
+    """A hash table forgets a node with neither a slot nor a count (nothing when direct)."""
+    if is_table(nodes) and b >= 0 and vals[b, SLOT] < 0 and vals[b, WANTED] == 0:
+        drop_bucket(nodes, b)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -191,6 +243,14 @@ def _prefetch_records(ids, nodes, rec, i, n) -> None:
     """Two-stage prefetch for a loop at row ``i`` of ``ids[:n]``: the node record of the row
     ``2 * AHEAD`` ahead, and the slot record of the row ``AHEAD`` ahead (its node record was
     prefetched ``AHEAD`` rows ago, so reading its slot is a hit by now)."""
+    prefetch_home(nodes, ids[min(i + 2 * AHEAD, n - 1)])
+    b = bucket(nodes, ids[min(i + AHEAD, n - 1)])
+    prefetch(rec, values_of(nodes)[max(b, 0), SLOT])
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _prefetch_direct(ids, nodes, rec, i, n) -> None:
+    """:func:`_prefetch_records` of the direct array (the next-use kernels')."""
     prefetch(nodes, ids[min(i + 2 * AHEAD, n - 1)])
     prefetch(rec, nodes[ids[min(i + AHEAD, n - 1)], SLOT])
 
@@ -206,11 +266,13 @@ def acquire(ids, nodes, rec, slots_out, action_out, limit, unpin=False) -> np.in
     :func:`withdraw` each row taken (the batch's pin counted exactly these ids), in the same pass:
     a held slot is on no standby list, so only the count changes.
     """
+    vals = values_of(nodes)
     n = min(len(ids), limit)
     for i in range(n):
         _prefetch_records(ids, nodes, rec, i, n)
         v = ids[i]
-        s = nodes[v, SLOT]
+        b = bucket(nodes, v)
+        s = vals[b, SLOT] if b >= 0 else -1
         if s >= 0:
             state = rec[s, STATE]
             if state > 0:  # valid, or held by a piece that is reading it
@@ -220,21 +282,23 @@ def acquire(ids, nodes, rec, slots_out, action_out, limit, unpin=False) -> np.in
                 slots_out[i] = s
                 action_out[i] = HIT if state & 1 else WAIT
                 if unpin:
-                    nodes[v, WANTED] -= 1
+                    vals[b, WANTED] -= 1
                 continue
             # a mapping without a row (a read that failed): drop it, read afresh
-            nodes[v, SLOT] = -1
+            vals[b, SLOT] = -1
             rec[s, NODE] = -1
             _unlink(rec, s)
             _append(rec, s, len(rec) - LISTS)
         if standby_empty(rec):
+            _drop_idle(nodes, vals, b)
             return i
-        s = evict_lru_slot(nodes, rec)
+        s = evict_lru_slot(nodes, rec)  # may move table entries: v's is looked up again
+        b = bucket_or_add(nodes, v, -1)
         rec[s, NODE] = v
         rec[s, STATE] = REF
-        nodes[v, SLOT] = s
+        vals[b, SLOT] = s
         if unpin:
-            nodes[v, WANTED] -= 1
+            vals[b, WANTED] -= 1
         slots_out[i] = s
         action_out[i] = READ
     return n
@@ -290,11 +354,13 @@ def gather_release(data, slots, out, nodes, rec) -> None:
 def announce(ids, nodes, rec) -> None:
     """A batch that needs ``ids`` was queued: count it, and move the standby slots of rows that just
     became wanted from the cold list to the wanted list."""
+    vals = values_of(nodes)
     for i in range(len(ids)):
         v = ids[i]
-        w = nodes[v, WANTED] + 1
-        nodes[v, WANTED] = w
-        s = nodes[v, SLOT]
+        b = bucket_or_add(nodes, v, -1)
+        w = vals[b, WANTED] + 1
+        vals[b, WANTED] = w
+        s = vals[b, SLOT]
         if w & PIN_MASK == 1 and s >= 0 and rec[s, STATE] < REF:
             _unlink(rec, s)
             _append(rec, s, len(rec) - 1)
@@ -305,25 +371,30 @@ def withdraw(ids, nodes, rec) -> None:
     """Undo :func:`announce` for ``ids`` (taken by their batch, or dropped): standby slots of rows no
     queued batch needs any more go to the tail of the foreseen list (a batch further ahead needs them)
     or of the cold list."""
+    vals = values_of(nodes)
     for i in range(len(ids)):
-        v = ids[i]
-        w = nodes[v, WANTED] - 1
-        nodes[v, WANTED] = w
-        s = nodes[v, SLOT]
+        b = bucket(nodes, ids[i])
+        if b < 0:  # a table lacks only ids nobody counted
+            continue
+        w = vals[b, WANTED] - 1
+        vals[b, WANTED] = w
+        s = vals[b, SLOT]
         if w & PIN_MASK == 0 and s >= 0 and rec[s, STATE] < REF:
             _unlink(rec, s)
             _park(rec, s, _list_for(w))
+        _drop_idle(nodes, vals, b)
 
 
 @njit(cache=True, nogil=True)
 def foresee(ids, nodes, rec) -> None:
     """A batch further ahead than the queue needs ``ids`` (the loader's foresight): count it, and move
     the standby slots of rows nothing needed before from the cold list to the foreseen list's tail."""
+    vals = values_of(nodes)
     for i in range(len(ids)):
-        v = ids[i]
-        w = nodes[v, WANTED] + FORESEE
-        nodes[v, WANTED] = w
-        s = nodes[v, SLOT]
+        b = bucket_or_add(nodes, ids[i], -1)
+        w = vals[b, WANTED] + FORESEE
+        vals[b, WANTED] = w
+        s = vals[b, SLOT]
         if w == FORESEE and s >= 0 and rec[s, STATE] < REF:
             _unlink(rec, s)
             _append(rec, s, len(rec) - LISTS + 1)
@@ -333,14 +404,18 @@ def foresee(ids, nodes, rec) -> None:
 def unforesee(ids, nodes, rec) -> None:
     """Undo :func:`foresee` for ``ids`` (their batch was pinned, or dropped): standby slots of rows
     nothing needs any more go back to the cold list's tail."""
+    vals = values_of(nodes)
     for i in range(len(ids)):
-        v = ids[i]
-        w = nodes[v, WANTED] - FORESEE
-        nodes[v, WANTED] = w
-        s = nodes[v, SLOT]
+        b = bucket(nodes, ids[i])
+        if b < 0:
+            continue
+        w = vals[b, WANTED] - FORESEE
+        vals[b, WANTED] = w
+        s = vals[b, SLOT]
         if w == 0 and s >= 0 and rec[s, STATE] < REF:
             _unlink(rec, s)
             _append(rec, s, len(rec) - LISTS)
+        _drop_idle(nodes, vals, b)
 
 
 @njit(cache=True, nogil=True)
@@ -350,7 +425,11 @@ def invalidate(slots, nodes, rec) -> None:
         s = slots[i]
         node = rec[s, NODE]
         if node >= 0:
-            nodes[node, SLOT] = -1
+            vals = values_of(nodes)
+            b = bucket(nodes, node)
+            if b >= 0:
+                vals[b, SLOT] = -1
+                _drop_idle(nodes, vals, b)
         rec[s, NODE] = -1
         rec[s, STATE] &= ~np.int64(1)
 
@@ -369,6 +448,28 @@ def gather_rows(data, slots, out) -> None:
         s = slots[i]
         for j in range(dim):
             out[i, j] = data[s, j]
+
+
+@njit(cache=True, nogil=True)
+def slots_of(ids, nodes, out) -> None:
+    """``out[i]``: the slot mapped to ``ids[i]`` (-1: none)."""
+    vals = values_of(nodes)
+    for i in range(len(ids)):
+        b = bucket(nodes, ids[i])
+        out[i] = vals[b, SLOT] if b >= 0 else -1
+
+
+@njit(cache=True, nogil=True)
+def cold_slot_count(nodes, rec, num_slots) -> np.int64:
+    """Standby slots whose row no queued batch pins (empty ones included)."""
+    vals = values_of(nodes)
+    n = 0
+    for s in range(num_slots):
+        if rec[s, STATE] < REF:
+            node = rec[s, NODE]
+            if node < 0 or vals[bucket(nodes, node), WANTED] & PIN_MASK == 0:
+                n += 1
+    return n
 
 
 # -- next-use eviction (Belady within the window of queued batches; tests/features/test_next_use.py) ---
@@ -532,7 +633,7 @@ def nu_acquire(ids, nodes, rec, head, occ, meta, slots_out, action_out, limit, u
     batch ``unpin_seq``'s pin in the same pass (the slot is held: only the chain changes)."""
     n = min(len(ids), limit)
     for i in range(n):
-        _prefetch_records(ids, nodes, rec, i, n)
+        _prefetch_direct(ids, nodes, rec, i, n)
         v = ids[i]
         s = nodes[v, SLOT]
         if s >= 0:

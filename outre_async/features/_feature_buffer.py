@@ -94,7 +94,8 @@ class FeatureBuffer:
     lists (cold, wanted) and the per-node look-ahead counts."""
 
     def __init__(self, num_nodes: int, num_slots: int, dim: int, *, held: np.dtype = FLOAT32, min_slots: int = 1,
-                 policy: str = POLICY, read_ahead: int | None = None, merge_rows: int = 0) -> None:
+                 policy: str = POLICY, read_ahead: int | None = None, merge_rows: int = 0,
+                 map_entries: int | None = None) -> None:
         self.policy = check_policy(policy)
         if num_slots < max(min_slots, 1):
             raise ConfigError(
@@ -105,11 +106,15 @@ class FeatureBuffer:
         self.data = page_aligned_zeros(num_slots, dim, held_dtype(held))  # rows as the format holds them
         self._words = row_words(self.data)  # the same bytes as the kernels copy them
         self._next_use = self.policy == "next-use"
+        self.num_nodes = num_nodes
+        # the node -> slot map (``_buffer_kernels``): the direct [N, 2] array, or with ``map_entries`` (the
+        # most nodes the loader's plan lets hold a slot or a count at once) a hash table where that is smaller
+        self._map: np.ndarray | tuple[np.ndarray, np.ndarray]
         if self._next_use:  # see _buffer_kernels: the occurrence chains and the next-use buckets
-            self._nodes, self._rec, self._head, self._occ, self._meta = K.new_next_use_state(
+            self._map, self._rec, self._head, self._occ, self._meta = K.new_next_use_state(
                 num_nodes, num_slots, NEXT_USE_BUCKETS, 1024)
         else:
-            self._nodes, self._rec = K.new_state(num_nodes, num_slots)
+            self._map, self._rec = K.new_state(num_nodes, num_slots, map_entries)
         self._last_seq = -1
         self.read_ahead = READ_AHEAD if read_ahead is None else read_ahead
         self.merge_rows = merge_rows  # rows this many ids apart share a read (the source's gap rule)
@@ -134,6 +139,31 @@ class FeatureBuffer:
         self._ahead_actions = np.zeros(3, dtype=np.int64)  # the same for rows read ahead (not batch rows)
 
     @property
+    def _nodes(self) -> np.ndarray:
+        """Every node's record ``[N, 2]`` (slot, look-ahead counts): the map itself when direct, else a
+        copy built from the table (for tests and inspection; O(N))."""
+        if not isinstance(self._map, tuple):
+            return self._map
+        keys, vals = self._map
+        out = np.zeros((self.num_nodes, 2), np.int32)
+        out[:, K.SLOT] = -1
+        held = keys >= 0
+        out[keys[held]] = vals[held]
+        return out
+
+    @property
+    def map_nbytes(self) -> int:
+        """What the node -> slot map holds now (``K.map_bytes`` plans it)."""
+        return sum(a.nbytes for a in self._map) if isinstance(self._map, tuple) else self._map.nbytes
+
+    def _reserve(self, extra: int) -> None:
+        """Keep a hash table map at most half full before ``extra`` more ids are counted: it holds at
+        most every slot's node and every node counted by a pin or a foresight (rehashed into a larger
+        table if the plan's ``map_entries`` fell short; direct maps need nothing)."""
+        if isinstance(self._map, tuple):
+            self._map = K.reserve_map(self._map, self.num_slots + self._pinned + self._foreseen + extra)
+
+    @property
     def _wanted(self) -> np.ndarray:
         """Pin count per node (the node records' look-ahead counts without their foresight part)."""
         return self._nodes[:, K.WANTED] & K.PIN_MASK
@@ -148,9 +178,10 @@ class FeatureBuffer:
         if self._next_use:
             if self._meta[K.FREE_COUNT] < len(ids):
                 self._occ = K.grow_occurrences(self._occ, self._meta, 2 * len(self._occ) + len(ids))
-            K.nu_announce(ids, seq, self._nodes, self._rec, self._head, self._occ, self._meta)
+            K.nu_announce(ids, seq, self._map, self._rec, self._head, self._occ, self._meta)
         else:
-            K.announce(ids, self._nodes, self._rec)
+            self._reserve(len(ids))
+            K.announce(ids, self._map, self._rec)
         self._pinned += len(ids)
         self._pin_order += 1
         pin = self._pins[seq] = Pin(self, ids, seq=seq, order=self._pin_order)
@@ -163,12 +194,13 @@ class FeatureBuffer:
         if self._next_use:
             raise ConfigError("foresight needs the 'lru-lookahead' buffer policy; pass foresight=0 with 'next-use'")
         ids = np.ascontiguousarray(ids) if ids.dtype in (np.int32, np.int64) else int64_ids(ids)  # int32 kept: half the bytes held
-        K.foresee(ids, self._nodes, self._rec)
+        self._reserve(len(ids))
+        K.foresee(ids, self._map, self._rec)
         self._foreseen += len(ids)
         return Foresight(self, ids)
 
     def _unforesee(self, ids: np.ndarray) -> None:
-        K.unforesee(ids, self._nodes, self._rec)
+        K.unforesee(ids, self._map, self._rec)
         self._foreseen -= len(ids)
 
     def foreseen_rows(self) -> int:
@@ -177,9 +209,9 @@ class FeatureBuffer:
 
     def _withdraw(self, ids: np.ndarray, seq: int) -> None:
         if self._next_use:
-            K.nu_withdraw(ids, seq, self._nodes, self._rec, self._head, self._occ, self._meta)
+            K.nu_withdraw(ids, seq, self._map, self._rec, self._head, self._occ, self._meta)
         else:
-            K.withdraw(ids, self._nodes, self._rec)
+            K.withdraw(ids, self._map, self._rec)
         self._pinned -= len(ids)
 
     def pinned_rows(self) -> int:
@@ -237,7 +269,9 @@ class FeatureBuffer:
         def missing() -> Iterator[np.ndarray]:  # lazily: a batch's rows are looked up only if the window gets that far
             for p in queued:
                 rest = p.ids[p.taken :]
-                seen.append(rest[self._nodes[rest, K.SLOT] < 0])
+                slots = np.empty(len(rest), np.int64)
+                K.slots_of(rest, self._map, slots)
+                seen.append(rest[slots < 0])
                 yield seen[-1]
 
         ids, batches = plan_window(own, missing(), min(room, self.cold_slots()), self.merge_rows)
@@ -345,10 +379,10 @@ class FeatureBuffer:
         slots = np.empty(min(len(ids), limit), dtype=np.int64)
         actions = np.empty(len(slots), dtype=np.int8)
         if self._next_use:
-            taken = int(K.nu_acquire(ids, self._nodes, self._rec, self._head, self._occ, self._meta, slots, actions,
+            taken = int(K.nu_acquire(ids, self._map, self._rec, self._head, self._occ, self._meta, slots, actions,
                                      limit, seq if unpin else -1))
         else:
-            taken = int(K.acquire(ids, self._nodes, self._rec, slots, actions, limit, unpin))
+            taken = int(K.acquire(ids, self._map, self._rec, slots, actions, limit, unpin))
         if taken == 0 and len(slots):
             return None
         acq = Acquisition(ids=ids[:taken], slots=slots[:taken], actions=actions[:taken])
@@ -379,7 +413,7 @@ class FeatureBuffer:
                 await source.read_rows_into(read_ids, self.data, read_slots)
                 K.mark_valid(read_slots, self._rec)
         except BaseException as exc:
-            K.invalidate(read_slots, self._nodes, self._rec)
+            K.invalidate(read_slots, self._map, self._rec)
             self._settle(acq, exc)
             if ahead is not None:
                 self._settle(ahead, exc)
@@ -422,14 +456,14 @@ class FeatureBuffer:
         acq.released = True
         if self._next_use:
             if copy_to is None:
-                K.nu_release(acq.slots, self._nodes, self._rec, self._head, self._occ, self._meta)
+                K.nu_release(acq.slots, self._map, self._rec, self._head, self._occ, self._meta)
             else:
-                K.nu_gather_release(self._words, acq.slots, self._out_words(copy_to), self._nodes, self._rec, self._head, self._occ,
+                K.nu_gather_release(self._words, acq.slots, self._out_words(copy_to), self._map, self._rec, self._head, self._occ,
                                     self._meta)
         elif copy_to is None:
-            K.release(acq.slots, self._nodes, self._rec)
+            K.release(acq.slots, self._map, self._rec)
         else:
-            K.gather_release(self._words, acq.slots, self._out_words(copy_to), self._nodes, self._rec)
+            K.gather_release(self._words, acq.slots, self._out_words(copy_to), self._map, self._rec)
         self._released.set()
 
     def free_slots(self) -> int:
@@ -439,10 +473,7 @@ class FeatureBuffer:
     def cold_slots(self) -> int:
         """Standby slots whose rows no queued batch needs (empty ones included; foreseen ones too): what
         a window may read into without evicting a row a pinned batch will take."""
-        rec = self._rec[: self.num_slots]
-        node = rec[:, K.NODE]
-        pins = self._nodes[np.maximum(node, 0), K.WANTED] & K.PIN_MASK
-        return int(((rec[:, K.STATE] < K.REF) & ((node < 0) | (pins == 0))).sum())
+        return int(K.cold_slot_count(self._map, self._rec, self.num_slots))
 
     def stats(self) -> dict[str, int | float]:
         c: dict[str, int | float] = dict(self.counters)

@@ -8,13 +8,19 @@ or on a CPU device the larger of held and delivered: the batch is decoded in pla
 real batches, ``_batch_rows``; at most ``R``) and ``E`` = the most edges one batch can sample, the
 loader holds at most (``dim`` in the history lines: the history's own, its rows float32)::
 
-    slot table        8 N                                   (node -> slot map, look-ahead counts)
+    slot table        min(8 N, 12 c(rows + Q R + F))        (node -> slot map, look-ahead counts: the direct
+                                                             array, or a hash table of c(x) buckets, the power
+                                                             of two >= 2 x; Q = extract_queue + extractors +
+                                                             samplers pinned batches, F = foresight's ids;
+                                                             16 c(.) past 2^31 nodes: int64 keys)
     next-use chains   4 N + 16 R x (extract_queue + extractors)  (buffer_policy="next-use" only)
     feature buffer    rows x (f + 40)                       (rows + bookkeeping: node, refs, LRU)
     staging           2 x extractors x S                    (two chunks in flight per extractor; S = one
                                                              arena, a power of two, ``chunk_stage_bytes``)
     extractor work    extractors x (32 R + 1 MiB)           (unique ids, inverse, gather blocks)
-    sampler scratch   samplers x (4 N + 3 sub)              (relabel table + the kernel's growth)
+    sampler relabel   samplers x min(4 N, 8 c(R))           (relabel scratch: the array, or a hash table of c(R)
+                                                             buckets where smaller; 8 N and 12 c(R) past 2^31 nodes)
+    sampler scratch   samplers x 3 sub                      (the kernel's growth)
     subgraphs         (extract_queue + extractors + ready_queue + 1) x sub,   sub = 8 R + 24 E (n_id, edges, e_id)
                       (extract_queue by default: samplers + 2, deepened up to ``EXTRACT_QUEUE`` within
                       ``LOOKAHEAD_SHARE`` of the budget and what it leaves above the floor, ``extract_depth``)
@@ -61,14 +67,14 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ..errors import ConfigError, SmallBufferWarning
 from .._units import format_bytes
 from ..cache._history_config import record_buffer_bytes
 from ..features._bounce import BouncePool
 from ..features._disk_probe import in_flight_for
-from ..features._buffer_kernels import next_use_bytes, slot_bytes, table_bytes
+from ..features._buffer_kernels import map_bytes, next_use_bytes, slot_bytes, table_bytes
 from ..features._disk_source import IOConfig, extract_work_bytes
 from ..features._staging import StagingPool, aligned_span, arena_bytes, least_arena_bytes
 from ..sampling._sampler import NeighborSampler, SampledSubgraph
@@ -136,6 +142,8 @@ class MemoryPlan:
     parts: dict[str, int]
     extract_queue: int = 0      # the extract queue's depth the parts count (``extract_depth``)
     foresight: int = 0          # batches foreseen beyond the queue (``foresight_depth``; 0: off)
+    map_entries: int | None = None  # the most nodes the buffer's map holds at once (``slot_map_entries``)
+    per_node: dict[str, int] = field(default_factory=dict)  # the parts' bytes per node of the graph (``node_bytes``)
 
     @property
     def total(self) -> int:
@@ -180,18 +188,32 @@ def plan_memory(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str
     """Size every part; ``source`` is ``"disk"``, ``"memory"`` or ``"injected"`` (see the module); ``extra``
     names parts other owners size (the history table), taken out of the budget before the buffer.
     Foresight (``foresight_depth``) is planned on the buffer the rest leaves, then its part taken out;
-    a default foresight that does not fit is left off."""
+    a default foresight that does not fit is left off.  Where the buffer's map is a hash table, the rows
+    foreseen enlarge it (``slot_map_entries``), so the buffer left with foresight may be smaller than
+    the one its depth was planned on: a default depth is then planned once more on that buffer."""
     plan = _plan_parts(cfg, sizes, source=source, extra=extra)
     depth = foresight_depth(replace(cfg, extract_queue=plan.extract_queue), sizes, plan.buffer_rows)
     if not depth:
         return plan
-    part = {"foresight": foresight_bytes(cfg, sizes, depth)}
     try:
-        plan = _plan_parts(cfg, sizes, source=source, extra={**(extra or {}), **part})
+        plan = _with_foresight(cfg, sizes, source, extra, depth)
     except ConfigError:
         if cfg.foresight is not None:  # asked for: its error names what the budget lacks
             raise
         return plan
+    again = foresight_depth(replace(cfg, extract_queue=plan.extract_queue), sizes, plan.buffer_rows)
+    if cfg.foresight is None and 0 < again < depth:
+        try:
+            return _with_foresight(cfg, sizes, source, extra, again)
+        except ConfigError:
+            pass
+    return plan
+
+
+def _with_foresight(cfg: LoaderConfig, sizes: Sizes, source: str, extra: dict[str, int] | None,
+                    depth: int) -> MemoryPlan:
+    part = {"foresight": foresight_bytes(cfg, sizes, depth)}
+    plan = _plan_parts(cfg, sizes, source=source, extra={**(extra or {}), **part}, depth=depth)
     return replace(plan, foresight=depth)
 
 
@@ -226,21 +248,27 @@ def foresight_rows(depth: int, sizes: Sizes) -> int:
     return depth * sizes.expected_rows
 
 
-def _plan_parts(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str, int] | None = None) -> MemoryPlan:
-    """:func:`plan_memory` without foresight."""
-    cfg = replace(cfg, extract_queue=extract_depth(cfg, sizes, source=source, extra=extra))
+def _plan_parts(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str, int] | None = None,
+                depth: int = 0) -> MemoryPlan:
+    """:func:`plan_memory` without foresight (``depth``: the foresight the ``extra`` parts hold, which the
+    buffer's map counts too).  The map's part grows with the buffer's rows (``slot_map_bytes``): the
+    fixed parts count it at the buffer's floor, and rows that make it larger pay for it (fewer rows)."""
+    cfg = replace(cfg, extract_queue=extract_depth(cfg, sizes, source=source, extra=extra, depth=depth))
     budget = cfg.budget_bytes
     io = IOConfig(**cfg.source_options) if source == "disk" else None
     slot, least_pool = sizes.slot_bytes, _least_pool(cfg, sizes)
+    floor_rows = _least_buffer_rows(cfg, sizes) if cfg.buffer_rows is None else min(cfg.buffer_rows, sizes.num_nodes)
     stage = _stage_bytes(cfg, sizes, io, budget)
     if budget is not None:  # smaller arenas rather than less room than the buffer's floor and two batches
         least, needed = _stage_bytes(cfg, sizes, io, 0), _least_buffer_rows(cfg, sizes) * slot + least_pool
-        while stage > least and sum(_fixed_parts(cfg, sizes, source, stage, extra).values()) + needed > budget:
+        while stage > least and sum(_fixed_parts(cfg, sizes, source, stage, extra, floor_rows, depth).values()) \
+                + needed > budget:
             stage //= 2
-    fixed = _fixed_parts(cfg, sizes, source, stage, extra)
+    fixed = _fixed_parts(cfg, sizes, source, stage, extra, floor_rows, depth)
     pool = default_pool(cfg, sizes)
     if budget is None:
         rows = min(cfg.buffer_rows or (cfg.num_extractors + 1) * sizes.expected_rows, sizes.num_nodes)
+        fixed["slot table"] = slot_map_bytes(cfg, sizes, rows, depth)
     else:
         free = budget - sum(fixed.values())
         if cfg.buffer_rows is not None:
@@ -248,11 +276,21 @@ def _plan_parts(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str
         else:
             least = _piece_buffer_rows(cfg, sizes, free - least_pool, slot)
             rows = min(sizes.num_nodes, max(least, (free - min(pool, free - least * slot)) // slot))
+            spend = rows * slot  # the map of more rows than the floor's may be larger: fewer rows pay for it
+            while rows > floor_rows and (over := rows * slot + slot_map_bytes(cfg, sizes, rows, depth)
+                                         - fixed["slot table"] - spend) > 0:
+                rows = max(floor_rows, rows - -(-over // slot))
+        free += fixed["slot table"]
+        fixed["slot table"] = slot_map_bytes(cfg, sizes, rows, depth)
+        free -= fixed["slot table"]
         pool = max(0, free - rows * slot)
     plan = MemoryPlan(buffer_rows=rows, stage_bytes=stage, extract_queue=cfg.extract_capacity,
-                      parts={"feature buffer": rows * slot, "batches": pool, **fixed})
+                      parts={"feature buffer": rows * slot, "batches": pool, **fixed},
+                      map_entries=slot_map_entries(cfg, sizes, rows, depth),
+                      per_node=node_bytes(cfg, sizes, {"slot table": fixed["slot table"],
+                                                       "sampler relabel": fixed["sampler relabel"]}))
     if budget is not None and (plan.total > budget or pool < least_pool):
-        least_budget = plan_memory_floor(cfg, sizes, source=source, extra=extra)
+        least_budget = plan_memory_floor(cfg, sizes, source=source, extra=extra, depth=depth)
         raise ConfigError(
             f"memory_budget={budget} ({format_bytes(budget)}) is below the {least_budget} bytes "
             f"({format_bytes(least_budget)}) this loader needs: {_describe(plan, sizes)}; raise "
@@ -285,35 +323,83 @@ def check_fits_machine(plan: MemoryPlan, sizes: Sizes, available: int) -> None:
             "a smaller memory_budget, or lower batch_size, fanouts, num_extractors, num_samplers or queue depths")
 
 
-def plan_memory_floor(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str, int] | None = None) -> int:
+def plan_memory_floor(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str, int] | None = None,
+                      depth: int | None = None) -> int:
     """The smallest budget that fits: the buffer's floor (or ``buffer_rows``), two expected batches'
-    matrices, the smallest staging arenas and the extract queue's floor."""
+    matrices, the smallest staging arenas and the extract queue's floor (``depth``: the foresight
+    ``extra`` holds; None: the one asked for)."""
     cfg = replace(cfg, extract_queue=cfg.extract_capacity)
     io = IOConfig(**cfg.source_options) if source == "disk" else None
     stage = _stage_bytes(cfg, sizes, io, 0)
     rows = _least_buffer_rows(cfg, sizes) if cfg.buffer_rows is None else min(cfg.buffer_rows, sizes.num_nodes)
     # foresight asked for (a default one is left off where it does not fit), unless ``extra`` holds it already
     asked = 0 if "foresight" in (extra or {}) else foresight_bytes(cfg, sizes, cfg.foresight or 0)
+    depth = (cfg.foresight or 0) if depth is None else depth
     return (rows * sizes.slot_bytes + _least_pool(cfg, sizes)
-            + sum(_fixed_parts(cfg, sizes, source, stage, extra).values()) + asked)
+            + sum(_fixed_parts(cfg, sizes, source, stage, extra, rows, depth).values()) + asked)
 
 
-def extract_depth(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str, int] | None = None) -> int:
+def slot_map_entries(cfg: LoaderConfig, sizes: Sizes, rows: int, depth: int) -> int | None:
+    """The most nodes the feature buffer's map holds at once (``FeatureBuffer(map_entries=)``): every
+    slot's node, every row the pinned batches count (those in the extract queue, the extractors' and
+    one per sampler waiting to send, at most ``R`` rows each) and with foresight of ``depth`` batches its ids (``foresight_rows`` plus
+    one largest batch).  None for ``buffer_policy="next-use"``, whose kernels index the direct array."""
+    if cfg.buffer_policy == "next-use":
+        return None
+    pinned = sizes.max_rows * (cfg.extract_capacity + cfg.num_extractors + cfg.num_samplers)
+    foreseen = foresight_rows(depth, sizes) + sizes.max_rows if depth else 0
+    return rows + pinned + foreseen
+
+
+def node_bytes(cfg: LoaderConfig, sizes: Sizes, parts: dict[str, int]) -> dict[str, int]:
+    """Bytes per node of the graph of the parts this plan sizes that are O(N) arrays: the buffer's map and
+    the samplers' relabel scratch where ``parts`` chose the direct array (0 where a hash table: sized by
+    what it holds), the next-use chains' heads.  Parts other owners size (the history's, the static
+    cache's and the neighbour cache's tables, partition mode's arrays) say theirs in docs/design/memory.md."""
+    n = sizes.num_nodes
+    out = {"slot table": table_bytes(1) if parts["slot table"] == table_bytes(n) and n else 0,
+           "sampler relabel": 0}
+    array = NeighborSampler.relabel_bytes(n, None)
+    if n and cfg.num_samplers and parts["sampler relabel"] == cfg.num_samplers * array:
+        out["sampler relabel"] = cfg.num_samplers * (array // n)
+    if cfg.buffer_policy == "next-use":
+        out["next-use chains"] = next_use_bytes(1, 0)
+    return out
+
+
+def slot_map_bytes(cfg: LoaderConfig, sizes: Sizes, rows: int, depth: int) -> int:
+    """The buffer's node -> slot map: the direct array (8 bytes a node) or, where smaller, a hash table
+    of :func:`slot_map_entries` (``_buffer_kernels.map_bytes``)."""
+    return map_bytes(sizes.num_nodes, slot_map_entries(cfg, sizes, rows, depth))
+
+
+def extract_depth(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str, int] | None = None,
+                  depth: int = 0) -> int:
     """The extract queue's depth: ``extract_queue`` if given, else its floor ``num_samplers + 2``
-    deepened up to ``EXTRACT_QUEUE`` by as many worst-case subgraphs as fit in ``LOOKAHEAD_SHARE`` of
-    the budget and in what the budget leaves above the floor (no budget: ``EXTRACT_QUEUE``); why
-    deeper: ``LoaderConfig.extract_capacity``."""
+    deepened up to ``EXTRACT_QUEUE`` by as many worst-case subgraphs (and the rows they pin in the
+    buffer's map, ``slot_map_bytes``) as fit in ``LOOKAHEAD_SHARE`` of the budget and in what the
+    budget leaves above the floor (no budget: ``EXTRACT_QUEUE``); why deeper:
+    ``LoaderConfig.extract_capacity``.  ``depth``: the foresight ``extra`` holds."""
     least = cfg.extract_capacity
     if cfg.extract_queue is not None or least >= EXTRACT_QUEUE:
         return least
     budget = cfg.budget_bytes
     if budget is None:
         return EXTRACT_QUEUE
-    room = min(int(LOOKAHEAD_SHARE * budget), budget - plan_memory_floor(cfg, sizes, source=source, extra=extra))
+    room = min(int(LOOKAHEAD_SHARE * budget),
+               budget - plan_memory_floor(cfg, sizes, source=source, extra=extra, depth=depth))
     per_batch = SampledSubgraph.planned_bytes(sizes.max_rows, sizes.max_edges)
     if cfg.buffer_policy == "next-use":
         per_batch += next_use_bytes(0, sizes.max_rows)
-    return least + max(0, min(EXTRACT_QUEUE - least, room // per_batch))
+    rows = _least_buffer_rows(cfg, sizes) if cfg.buffer_rows is None else min(cfg.buffer_rows, sizes.num_nodes)
+
+    def map_at(q: int) -> int:  # the buffer's map with q batches queued (a step function of q)
+        return slot_map_bytes(replace(cfg, extract_queue=q), sizes, rows, depth)
+
+    extra_q = max(0, min(EXTRACT_QUEUE - least, room // per_batch))
+    while extra_q and extra_q * per_batch + map_at(least + extra_q) - map_at(least) > room:
+        extra_q -= 1
+    return least + extra_q
 
 
 def _least_pool(cfg: LoaderConfig, sizes: Sizes) -> int:
@@ -393,14 +479,15 @@ def _floor_pow2(n: int) -> int:
 
 
 def _fixed_parts(cfg: LoaderConfig, sizes: Sizes, source: str, stage: int,
-                 extra: dict[str, int] | None = None) -> dict[str, int]:
+                 extra: dict[str, int] | None = None, rows: int = 0, depth: int = 0) -> dict[str, int]:
     n, r, e = sizes.num_nodes, sizes.max_rows, cfg.num_extractors
     sub = SampledSubgraph.planned_bytes(r, sizes.max_edges)
     parts = {
-        "slot table": table_bytes(n),
+        "slot table": slot_map_bytes(cfg, sizes, rows, depth),
         ("features in RAM" if source == "memory" else "staging"): _source_bytes(cfg, sizes, source, stage),
         "extractor work": e * extract_work_bytes(r),
-        "sampler scratch": cfg.num_samplers * NeighborSampler.scratch_bytes(n, r, sizes.max_edges),
+        "sampler relabel": cfg.num_samplers * NeighborSampler.relabel_bytes(n, r),
+        "sampler scratch": cfg.num_samplers * 3 * sub,
         "subgraphs": (cfg.extract_capacity + e + cfg.ready_capacity + 1) * sub,
     }
     if source == "disk" and sizes.rows_into_slots and stage:  # merged reads into slots go through it

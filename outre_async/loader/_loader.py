@@ -425,7 +425,7 @@ class OutreLoader(SyncIteration, StatefulEpochs):
         out["expected_rows_per_batch"] = self._setup.sizes.batch_rows
         out["memory"] = {"budget": self._setup.budget, "planned": self.memory.total,
                          "budget_auto": self.auto_budget.describe() if self.auto_budget is not None else None,
-                         **self.memory.parts}
+                         **self.memory.parts, "per_node": dict(self.memory.per_node)}
         out["ranks"] = {"rank": place.rank, "world_size": place.world_size, "local_world_size": place.local_world_size}
         extract, ready = self._channels
         out["queues"] = queue_stats({"extract": extract.statistics(), "ready": ready.statistics()})

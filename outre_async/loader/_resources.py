@@ -77,7 +77,7 @@ class Resources:
         if source is None:
             source = _open_source(cfg, ds, plan.source_options())
         buffer = FeatureBuffer(ds.num_nodes, plan.buffer_rows, ds.feature_dim, held=ds.row_format.held,
-                               policy=cfg.buffer_policy, merge_rows=source.merge_rows)
+                               policy=cfg.buffer_policy, merge_rows=source.merge_rows, map_entries=plan.map_entries)
         engine = copy_engine_for(device, cfg.device_depth)  # None on the CPU
         row = ds.row_format.delivering(cfg.x_dtype)
         on_host = decodes_on_host(cfg.device)

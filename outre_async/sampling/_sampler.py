@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, DatasetCorruptError, InvalidGraphError
+from ._id_map_kernels import capacity_for, key_dtype, new_table, table_bytes
 from .._rng import check_seed, stream_state
 from ..store._csc_kernels import max_degree
 from . import _sampler_kernels as K
@@ -70,16 +71,28 @@ class NeighborSampler:
 
     ``data`` is a :class:`~outre_async.Dataset` (its ``indptr`` and memory-mapped ``indices``) or an
     ``(indptr, indices)`` pair.  Thread-safe: each concurrent :meth:`sample` call takes its own
-    relabel scratch (one N-entry int32 array, int64 past 2**31 nodes) from a small pool that grows
-    to the highest concurrency seen, so two executor threads sampling at once hold two scratches.
+    relabel scratch from a small pool that grows to the highest concurrency seen, so two executor
+    threads sampling at once hold two scratches.  The scratch (:meth:`relabel_bytes`) is a hash table
+    sized by the most nodes the call can reach (the seeds plus the fanouts' edge bound) where that is
+    smaller than an N-entry array (int32, int64 past 2**31 nodes), else the array: on a large graph a
+    batch reaches a sliver of the nodes, and an array per sampler was bytes per node of every process.
     """
 
     @staticmethod
     def scratch_bytes(num_nodes: int, max_nodes: int, max_edges: int) -> int:
         """What one sampling call holds besides its result: the relabel scratch and the kernel's
         growth (three subgraphs of ``max_nodes`` / ``max_edges``)."""
-        relabel = 4 if num_nodes <= INT32_MAX else 8
-        return relabel * num_nodes + 3 * SampledSubgraph.planned_bytes(max_nodes, max_edges)
+        return (NeighborSampler.relabel_bytes(num_nodes, max_nodes)
+                + 3 * SampledSubgraph.planned_bytes(max_nodes, max_edges))
+
+    @staticmethod
+    def relabel_bytes(num_nodes: int, max_nodes: int | None) -> int:
+        """The relabel scratch of a call that reaches at most ``max_nodes`` nodes (None: no bound,
+        a fanout of -1): the smaller of the N-entry array and a hash table of that many keys (int32 keys where ids fit)."""
+        array = (4 if num_nodes <= INT32_MAX else 8) * num_nodes
+        if max_nodes is None:
+            return array
+        return min(array, table_bytes(min(num_nodes, max_nodes), 1, num_nodes))
 
     def __init__(self, data: Any, fanouts: Sequence[int], *, seed: int = 0) -> None:
         self.indptr, self.indices = _csc_arrays(data)
@@ -89,7 +102,7 @@ class NeighborSampler:
         self.seed = check_seed(seed)
         self._fanouts = np.asarray(clamp_fanouts(self.fanouts, int(max_degree(self.indptr))), dtype=np.int64)
         self._scratch_dtype = np.int32 if self.num_nodes <= INT32_MAX else np.int64
-        self._pool: list[np.ndarray] = []
+        self._pool: list[np.ndarray | tuple[np.ndarray, np.ndarray]] = []
 
     @property
     def num_nodes(self) -> int:
@@ -101,7 +114,7 @@ class NeighborSampler:
         seeds = _as_seeds(seeds)
         self.check_mapped()
         state = stream_state(self.seed, stream)
-        scratch = self._take_scratch()
+        scratch = self._take_scratch(len(seeds))
         status, where, n_id, edge_index, e_id, nodes, edges = K.sample_multihop(
             self.indptr, self.indices, seeds, self._fanouts, state, scratch, None, prune)
         self._pool.append(scratch)  # only on a normal return: the kernel left it all -1 again
@@ -115,11 +128,31 @@ class NeighborSampler:
         only that; ``loader._foresight``)."""
         return self.sample(seeds, stream).n_id
 
-    def _take_scratch(self) -> np.ndarray:
+    def reach(self, num_seeds: int) -> int | None:
+        """The most nodes a call with ``num_seeds`` seeds can reach, or None when a fanout of -1
+        (or a bound past the kernel's cap) leaves it unbounded."""
+        if not len(self._fanouts) or not num_seeds:
+            return min(num_seeds, self.num_nodes)
+        edges = int(K._edge_bound(num_seeds, self._fanouts))
+        return min(self.num_nodes, num_seeds + edges) if edges else None
+
+    def _take_scratch(self, num_seeds: int = 0) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+        """A relabel scratch for a call of ``num_seeds`` seeds: the array or a hash table large enough
+        (:meth:`relabel_bytes`), from the pool when one there fits (else a new one; the misfit is dropped)."""
+        reach = self.reach(num_seeds)
+        direct = self.relabel_bytes(self.num_nodes, reach) == (4 if self.num_nodes <= INT32_MAX else 8) * self.num_nodes
+        cap = 0 if direct or reach is None else capacity_for(reach)
         try:
-            return self._pool.pop()  # atomic: concurrent callers never share a scratch
+            scratch = self._pool.pop()  # atomic: concurrent callers never share a scratch
         except IndexError:
+            scratch = None
+        if direct and isinstance(scratch, np.ndarray):
+            return scratch
+        if not direct and isinstance(scratch, tuple) and len(scratch[0]) >= cap:
+            return scratch
+        if direct:
             return np.full(self.num_nodes, -1, dtype=self._scratch_dtype)
+        return new_table(cap, 1, -1, key_dtype(self.num_nodes))
 
     def _raise(self, status: int, where: int, seeds: np.ndarray) -> None:
         if status == K.SEED_OUT_OF_RANGE:

@@ -7,7 +7,9 @@ without replacement) so the whole batch runs in one ``nogil`` stretch.  The call
   are v's in-neighbours (messages flow neighbour -> v);
 * ``seeds`` int64 [B] (unique), ``fanouts`` int64 [H] (each > 0, or -1 for all neighbours);
 * ``state`` uint64 [1]: splitmix64 state (``_rng.stream_state(seed, stream)``), advanced in place;
-* ``g2l`` [N] int32/int64 filled with -1: the global -> local relabel scratch.  It is reset before
+* ``g2l``: the global -> local relabel scratch, either [N] int32/int64 filled with -1 or an empty
+  hash table ``(keys, vals)`` (``outre_async.sampling._id_map_kernels``, one int32 value, room for every node
+  the batch can reach at most half full: ``NeighborSampler`` picks the smaller).  It is reset before
   returning by touching only the entries that were set (O(sampled), not O(N)), on every path.
 
 Relabelling: seeds get local ids ``0..B-1`` in the given order, then each hop's newly discovered
@@ -57,6 +59,7 @@ import numpy as np
 from numba import njit
 
 from .._cache_hints import prefetch
+from ._id_map_kernels import assign, forget, lookup
 from .._rng import bounded
 
 OK, SEED_OUT_OF_RANGE, SEED_REPEATED, NEIGHBOR_OUT_OF_RANGE = 0, 1, 2, 3
@@ -159,9 +162,9 @@ def _add_seeds(seeds, num_nodes, g2l, n_id):
         v = seeds[i]
         if v < 0 or v >= num_nodes:
             return SEED_OUT_OF_RANGE, i
-        if g2l[v] >= 0:
+        if lookup(g2l, v, -1) >= 0:
             return SEED_REPEATED, i
-        g2l[v] = i
+        assign(g2l, v, i)
         n_id[i] = v
     return OK, len(seeds)
 
@@ -244,10 +247,10 @@ def _emit(arr, start, csc_start, m, d, picks, t, g2l, n_id, rows, cols, eids, n_
         u = arr[start + off]
         if u < 0 or u >= num_nodes:
             return off, n_total, e
-        local = g2l[u]
+        local = lookup(g2l, u, -1)
         if local < 0:
             local = n_total
-            g2l[u] = n_total
+            assign(g2l, u, n_total)
             n_id[n_total] = u
             n_total += 1
         rows[e] = local
@@ -326,8 +329,7 @@ def _grow(buf, need):
 @njit(cache=True, nogil=True)
 def _reset(g2l, n_id, count):
     """Undo the relabelling of ``n_id[:count]``: O(sampled), so a batch never pays O(N)."""
-    for i in range(count):
-        g2l[n_id[i]] = -1
+    forget(g2l, n_id, count, -1)
 
 
 @njit(cache=True, nogil=True)

@@ -17,6 +17,7 @@ from outre_async.loader._budget import (
     expected_batch_bytes,
     plan_memory,
     plan_memory_floor,
+    slot_map_bytes,
 )
 from outre_async.sampling._plan import max_edges_per_batch
 from outre_async.store import RowFormat
@@ -183,10 +184,23 @@ def test_the_default_extract_queue_deepens_within_four_percent_of_the_budget_and
     floor = plan_memory_floor(cfg, IGB_LIKE, source="disk")
     at_floor = LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget=floor)
     assert plan_memory(at_floor, IGB_LIKE, source="disk").extract_queue == 4
-    tight = LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget=floor + 3 * sub + 1)  # room: 3 slots
+    # room: 3 slots and the rows they pin in the buffer's map (a hash table here: 1 M nodes, 8 pinned batches)
+    grown = (slot_map_bytes(replace(at_floor, extract_queue=7), IGB_LIKE, 128 * at_floor.num_extractors, 0)
+             - slot_map_bytes(replace(at_floor, extract_queue=4), IGB_LIKE, 128 * at_floor.num_extractors, 0))
+    assert grown > 0
+    tight = LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget=floor + 3 * sub + grown + 1)
     assert plan_memory(tight, IGB_LIKE, source="disk").extract_queue == 4 + 3
-    mid = LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget=400 << 20)  # 4 %: 16 slots
-    assert plan_memory(mid, IGB_LIKE, source="disk").extract_queue == 4 + int(0.04 * (400 << 20)) // sub == 20
+    short = LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget=floor + 3 * sub + 1)  # the map's growth left out
+    assert plan_memory(short, IGB_LIKE, source="disk").extract_queue < 4 + 3
+    mid = LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget=400 << 20)  # 4 %: 16 subgraphs, less the map's growth
+    room, rows = int(0.04 * (400 << 20)), 128 * mid.num_extractors
+
+    def growth(q: int) -> int:  # 16 more batches pin enough rows that the map turns into the 8 MB array
+        return (slot_map_bytes(replace(mid, extract_queue=4 + q), IGB_LIKE, rows, 0)
+                - slot_map_bytes(replace(mid, extract_queue=4), IGB_LIKE, rows, 0))
+
+    fits = max(q for q in range(61) if q * sub + growth(q) <= room)
+    assert room // sub == 16 and plan_memory(mid, IGB_LIKE, source="disk").extract_queue == 4 + fits == 19
     given = LoaderConfig(fanouts=(10, 5), batch_size=512, memory_budget="1.6GiB", extract_queue=3)
     assert plan_memory(given, IGB_LIKE, source="disk").extract_queue == 3
     assert plan_memory(LoaderConfig(fanouts=(10, 5), batch_size=512), IGB_LIKE, source="disk").extract_queue == 64

@@ -37,8 +37,10 @@ def test_a_subgraph_and_the_sampler_s_scratch_report_what_they_hold() -> None:
     assert sub.e_id is not None
     held = sub.n_id.nbytes + sub.edge_index.nbytes + sub.e_id.nbytes
     assert SampledSubgraph.planned_bytes(sub.num_nodes, sub.num_edges) == held
-    assert NeighborSampler.scratch_bytes(300, 0, 0) == sampler._take_scratch().nbytes
-    assert NeighborSampler.scratch_bytes(300, 5, 7) == 300 * 4 + 3 * SampledSubgraph.planned_bytes(5, 7)
+    assert NeighborSampler.relabel_bytes(300, 300) == sampler._take_scratch(300).nbytes == 300 * 4  # the array
+    table = sampler._take_scratch(1)  # reaches 1 + 4 + 12 nodes: a 64-bucket hash table is smaller
+    assert NeighborSampler.relabel_bytes(300, 17) == sum(a.nbytes for a in table) == 64 * 8  # int32 keys
+    assert NeighborSampler.scratch_bytes(300, 5, 7) == 16 * 8 + 3 * SampledSubgraph.planned_bytes(5, 7)
 
 
 def test_staging_bounce_and_foresight_size_their_own_memory() -> None:

@@ -383,3 +383,70 @@ def test_kernels_run_and_agree_with_numba_disabled() -> None:
     out = sampler.sample(np.arange(0, 200, 13), 5)
     assert n_id == out.n_id.tolist() and edge_index == out.edge_index.tolist()
     assert nodes == list(out.num_sampled_nodes)
+
+
+def _table(cap: int):
+    from outre_async.sampling._id_map_kernels import new_table
+    return new_table(cap, 1, -1)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 400), max_deg=st.integers(0, 30), graph_seed=st.integers(0, 1000),
+       fanouts=st.lists(st.sampled_from([1, 2, 5, 10, -1]), min_size=1, max_size=3),
+       num_seeds=st.integers(0, 40), seed=st.integers(0, 1000), simple=st.booleans())
+def test_hash_table_relabel_equals_the_array(n, max_deg, graph_seed, fanouts, num_seeds, seed, simple) -> None:
+    """The relabel scratch as a hash table gives the same sample as the N-entry array, bit for bit,
+    and is left empty (sized for every node: the kernel does not grow it)."""
+    from outre_async.sampling._id_map_kernels import EMPTY, capacity_for
+    indptr, indices = random_csc(n, max_deg, graph_seed, simple=simple)
+    seeds = np.random.default_rng(seed).choice(n, size=min(num_seeds, n), replace=False).astype(np.int64)
+    f = np.asarray(fanouts, np.int64)
+    array = np.full(n, -1, np.int32)
+    table = _table(capacity_for(n))
+    a = K.sample_multihop(indptr, indices, seeds, f, stream_state(seed, 3), array)
+    b = K.sample_multihop(indptr, indices, seeds, f, stream_state(seed, 3), table)
+    for x, y in zip(a, b, strict=True):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    assert (array == -1).all() and (table[0] == EMPTY).all()
+
+
+def test_the_sampler_picks_the_smaller_relabel_scratch() -> None:
+    """A batch that reaches few of many nodes relabels through a hash table sized by its reach; a
+    fanout of -1 (no bound) or a reach near N keeps the array.  Same batches either way."""
+    from outre_async.sampling._id_map_kernels import EMPTY
+    indptr, indices = random_csc(20_000, 12, seed=4)
+    small = oa.NeighborSampler((indptr, indices), [3, 2], seed=0)
+    seeds = np.arange(0, 20_000, 400)  # 50 seeds reach at most 50 + 150 + 300 nodes
+    sub = small.sample(seeds, 1)
+    keys, vals = small._pool[0]
+    assert len(keys) == 1024 and (keys == EMPTY).all()
+    assert oa.NeighborSampler.relabel_bytes(20_000, 500) == sum(a.nbytes for a in small._pool[0]) == 1024 * 8
+    assert oa.NeighborSampler.scratch_bytes(20_000, 500, 0) == 1024 * 8 + 3 * SampledSubgraph.planned_bytes(500, 0)
+    expected = K.sample_multihop(indptr, indices, seeds.astype(np.int64), np.array([3, 2]), stream_state(0, 1),
+                                 np.full(20_000, -1, np.int32))
+    np.testing.assert_array_equal(sub.n_id, expected[2])
+    np.testing.assert_array_equal(sub.edge_index, expected[3])
+    whole = oa.NeighborSampler((indptr, indices), [-1], seed=0)
+    whole.sample(seeds, 1)
+    assert isinstance(whole._pool[0], np.ndarray) and (whole._pool[0] == -1).all()
+    assert oa.NeighborSampler.relabel_bytes(20_000, None) == 4 * 20_000
+    assert oa.NeighborSampler.relabel_bytes(2_000, 1_500) == 4 * 2_000  # a table would be larger
+
+
+def test_table_scratch_stays_clean_after_errors() -> None:
+    from outre_async.sampling._id_map_kernels import EMPTY
+    indptr, indices = random_csc(5_000, 8, seed=0)
+    sampler = oa.NeighborSampler((indptr, indices), [3, 3], seed=0)
+    sampler.sample([1, 4, 2], 0)
+    with pytest.raises(oa.ConfigError, match="node 4 is at positions 1 and 3"):
+        sampler.sample([1, 4, 2, 4], 0)
+    keys, _ = sampler._pool[0]
+    assert (keys == EMPTY).all()
+    indices = indices.copy()
+    indices[indptr[7]:indptr[8]] = 9_999  # node 7's in-neighbours do not exist
+    bad = oa.NeighborSampler((indptr, indices), [3, 3], seed=0)
+    bad.sample([1, 2], 0)
+    if indptr[8] > indptr[7]:
+        with pytest.raises(oa.errors.DatasetCorruptError):
+            bad.sample([7], 0)
+    assert (bad._pool[0][0] == EMPTY).all()
