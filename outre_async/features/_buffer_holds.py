@@ -31,6 +31,19 @@ def row_words(rows: np.ndarray) -> np.ndarray:
     return rows.view(np.dtype(f"u{rows.dtype.itemsize}"))
 
 
+def node_records(node_map: np.ndarray | tuple[np.ndarray, np.ndarray], num_nodes: int) -> np.ndarray:
+    """Every node's record ``[N, 2]`` (slot, look-ahead counts) of a buffer's node map: the direct
+    array itself, or a copy built from a hash table (for tests and inspection; O(N))."""
+    if not isinstance(node_map, tuple):
+        return node_map
+    keys, vals = node_map
+    out = np.zeros((num_nodes, 2), np.int32)
+    out[:, K.SLOT] = -1
+    held = keys >= 0
+    out[keys[held]] = vals[held]
+    return out
+
+
 def page_aligned_zeros(rows: int, dim: int, dtype: np.dtype = FLOAT32) -> np.ndarray:
     """A zeroed ``[rows, dim]`` array of ``dtype`` (the rows' held dtype) whose first byte is page
     aligned, so that where a row is a whole number of sectors every slot is sector aligned and a disk

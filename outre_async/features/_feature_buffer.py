@@ -16,47 +16,20 @@ piece as the batch takes its rows, and :meth:`Pin.release` drops what is left (a
 shutdown).  Pinning never makes a batch wait: with only wanted rows on standby, a piece evicts the
 one pinned last (needed furthest ahead).
 
-Foresight (:meth:`foresee`): the loader also announces the rows of batches beyond the queue
-(``loader._foresight``); their standby slots sit on a third, *foreseen* list, evicted after the cold list
-and before the wanted one, and windows may read into them (a window's rows are needed sooner).  A
-:class:`Foresight` hold is dropped when its batch is pinned.  Counted beside the pins in the same node
-record (``_buffer_kernels``), so it costs no memory per node; only ``"lru-lookahead"`` has it.
+Foresight (:meth:`foresee`): the rows of batches beyond the queue (``loader._foresight``) sit on a third,
+*foreseen* standby list, evicted after the cold list and before the wanted one; counted beside the pins
+in the node record, so it costs nothing per node (``"lru-lookahead"`` only).
 
-Eviction policies (``policy=``, :data:`POLICIES`): ``"lru-lookahead"`` (the default) is the above,
-pins as a preference on two standby lists; ``"next-use"`` keeps each pinned batch's seq
-per row, so a row's *next use* is the seq of the first queued batch needing it, and evicts the row
-whose next use is furthest (Belady within the window of queued batches), rows no queued batch needs
-first, least recently released first (LRU beyond the window); ``tests/features/test_next_use.py``
-checks it against a windowed Belady reference.  It is not the default because both policies read
-about as many rows on igb-like and products-like batches (``benchmarks/simulate_cache_policies.py
---buffer-policy``): almost every eviction takes a row no queued batch needs, where both policies are
-LRU, and the order among wanted rows rarely decides;
-what cut the reads was the deeper window (``LoaderConfig.extract_capacity``).  Next-use costs 4 more
-bytes per node and 16 per pinned row.
+Eviction policies (``policy=``): ``"lru-lookahead"`` (the default) is the above, pins as a preference
+on two standby lists; ``"next-use"`` evicts the row whose next use among the queued batches is furthest
+(Belady within the window; ``tests/features/test_next_use.py``).  Window reads (``read_ahead``,
+``_window_plan``): a piece no window planned also takes slots for the missing rows of the next queued
+batches that share a merged read with the plan, read in one request per batch they serve.  Both, and
+why the default is what it is, are in ``docs/design/reads.md`` ("The feature buffer's policies and windows").
 
-Window reads (``read_ahead``, default 12, ``READ_AHEAD``; ``_window_plan``): a piece of a batch that no window
-planned also takes slots for the rows of the next queued batches (up to ``read_ahead`` of them) that
-no slot holds and that share a merged read with another row of the plan (``merge_rows``: the source's
-gap rule in rows; 0, e.g. in memory: nothing is read ahead), whole batches while the plan fits the
-piece's share of the slots and the standby slots no queued batch needs; the rows are read in the
-same request as the piece's own, so the source merges the window's union into few reads, and those
-batches, now planned, read only their lone rows.  The rows stay pinned by their own batches, which
-find them valid or await the read.  Never waits for slots.  Wider windows trade rows for I/Os: a
-sliding read-ahead of the next batch reads the fewest rows (closest to Belady's MIN) in the most
-I/Os, windows of more batches far fewer I/Os for somewhat more rows (``benchmarks/
-simulate_cache_policies.py`` on igb-like's ordered copy).  Rows read early hold slots until their
-batch comes, which is what costs the rows above MIN.  A window is read as one request per batch it
-serves (``_window_plan.window_groups``: each merged read goes with the first batch that needs it; the
-piece's own request takes those that hold its rows), at that batch's priority (``_read_priority``), in
-tasks of the buffer's (:meth:`aclose` ends them): read as one request, every batch of the window waited
-for all of it and the next window was planned only then, so the disk idled between windows.
-
-Copies: a piece of at least ``COPY_OFF_LOOP_BYTES`` is copied into the batch matrix by the buffer's copy
-thread (:meth:`_copy_out`), so the event loop reaps and submits reads meanwhile.
-
-Waiting: a piece waits for a release only when every slot is held by a piece being read or copied
-(each of which finishes without needing more slots), so a buffer of any size ≥ 1 row never
-deadlocks; :meth:`extract` caps a piece at ``piece_rows`` so concurrent batches share the slots.
+A piece of at least ``COPY_OFF_LOOP_BYTES`` is copied out by the buffer's copy thread (:meth:`_copy_out`)
+while the loop reaps reads.  A piece waits for a release only when every slot is held by a piece being
+read or copied, so a buffer of any size >= 1 row never deadlocks; ``piece_rows`` caps a piece.
 
 Only the event loop thread touches this object's state (no locks); the copy thread only reads slots a
 piece holds and writes that piece's part of a batch matrix.  Cancellation rule: a cancelled
@@ -75,20 +48,20 @@ import numpy as np
 from ..errors import ConfigError
 from ..store._row_format import FLOAT32, held_dtype
 from . import _buffer_kernels as K
-from ._buffer_holds import Acquisition, Foresight, Pin, SlotReader, int64_ids, page_aligned_zeros, row_words
+from ._buffer_holds import (Acquisition, Foresight, Pin, SlotReader, int64_ids, node_records, page_aligned_zeros,
+                            row_words)
 from ._disk_source import uncancellable
 from ._policies import check_policy
 from ._read_priority import URGENT, read_priority
 from ._window_plan import plan_window, window_groups
 
 POLICY = "lru-lookahead"  # the default eviction policy (the module docstring says why)
-READ_AHEAD = 12  # queued batches after an unplanned one that its window may read along (:meth:`FeatureBuffer._read_ahead`);
-# 16 before foresight: with it, 12 read fewer rows on papers-like and products-like for a few more
-# merged reads on igb-like (``benchmarks/replay_window_reads.py``)
+READ_AHEAD = 12  # queued batches a window may read along (:meth:`FeatureBuffer._read_ahead`; benchmarks/replay_window_reads.py)
 NEXT_USE_BUCKETS = 256  # next-use lists, one per queued seq modulo this (above any queue's span of seqs)
 
+COPY_OFF_LOOP_BYTES = 1 << 20  # pieces at least this large are copied by the copy thread
 
-COPY_OFF_LOOP_BYTES = 1 << 20  # pieces at least this large are copied by the copy thread (``_copy_out``)
+
 class FeatureBuffer:
     """``num_slots`` rows of ``dim`` values in their held words (``RowFormat.held``) plus GNNDrive's mapping table and two standby
     lists (cold, wanted) and the per-node look-ahead counts."""
@@ -98,10 +71,8 @@ class FeatureBuffer:
                  map_entries: int | None = None) -> None:
         self.policy = check_policy(policy)
         if num_slots < max(min_slots, 1):
-            raise ConfigError(
-                f"feature buffer of {num_slots=} rows is smaller than the {max(min_slots, 1)} rows asked for; "
-                "raise buffer_rows / memory_budget"
-            )
+            raise ConfigError(f"feature buffer of {num_slots=} rows is smaller than the {max(min_slots, 1)} rows asked "
+                              "for; raise buffer_rows / memory_budget")
         self.num_slots = num_slots
         self.data = page_aligned_zeros(num_slots, dim, held_dtype(held))  # rows as the format holds them
         self._words = row_words(self.data)  # the same bytes as the kernels copy them
@@ -140,16 +111,8 @@ class FeatureBuffer:
 
     @property
     def _nodes(self) -> np.ndarray:
-        """Every node's record ``[N, 2]`` (slot, look-ahead counts): the map itself when direct, else a
-        copy built from the table (for tests and inspection; O(N))."""
-        if not isinstance(self._map, tuple):
-            return self._map
-        keys, vals = self._map
-        out = np.zeros((self.num_nodes, 2), np.int32)
-        out[:, K.SLOT] = -1
-        held = keys >= 0
-        out[keys[held]] = vals[held]
-        return out
+        """Every node's record ``[N, 2]`` (slot, look-ahead counts): the map, or a copy built from a table."""
+        return node_records(self._map, self.num_nodes)
 
     @property
     def map_nbytes(self) -> int:
