@@ -1,15 +1,18 @@
-"""Checks of the per-node integer arrays a :class:`DatasetWriter` records: ids in range, labels
-dense from 0, a relabelling that is a permutation.
+"""Checks of per-node integer arrays: those a :class:`DatasetWriter` records (ids in range, labels
+dense from 0, a relabelling that is a permutation) and the node ids a :class:`Dataset` is asked about.
 
-Apart from the writer because they are pure functions of the arrays and the node count: the writer
-calls them before anything is written, so a bad id never reaches a file a kernel later indexes.
+Apart from the writer and the reader because they are pure functions of the arrays and the node
+count: the writer calls them before anything is written, so a bad id never reaches a file a kernel
+later indexes, and the reader before any id is mapped through a permutation or a type's range.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from ..errors import InvalidGraphError
+from ..errors import ConfigError, InvalidGraphError
 from ._manifest import check_classes
 
 
@@ -55,3 +58,16 @@ def permutation_and_inverse(original_ids: np.ndarray, num_nodes: int) -> tuple[n
         raise InvalidGraphError(f"original_ids is not a permutation: original node {int(np.argmax(inverse < 0))} "
                                 "is missing (and another is listed twice)")
     return perm, inverse
+
+
+def node_id_array(ids: Any, num_nodes: int, what: str) -> np.ndarray:
+    """``ids`` a reader is asked about (``Dataset.original_ids``, ``global_ids``...) as a fresh int64
+    array, checked to be integers in ``[0, num_nodes)``: a :class:`ConfigError` naming the first bad one."""
+    arr = np.asarray(ids)
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        raise ConfigError(f"{what} must be integer node ids, got dtype {arr.dtype}")
+    arr = arr.astype(np.int64, copy=True)
+    if arr.size and (arr.min() < 0 or arr.max() >= num_nodes):
+        bad = int(arr.min()) if arr.min() < 0 else int(arr.max())
+        raise ConfigError(f"{what} hold {bad}, outside [0, {num_nodes}); pass node ids of this dataset")
+    return arr
