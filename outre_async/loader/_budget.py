@@ -61,14 +61,14 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from ..errors import ConfigError, SmallBufferWarning
 from .._units import format_bytes
 from ..cache._history_config import record_buffer_bytes
 from ..features._bounce import BouncePool
 from ..features._disk_probe import in_flight_for
-from ..features._buffer_kernels import next_use_bytes, slot_bytes, table_bytes
+from ..features._buffer_kernels import next_use_bytes, table_bytes
 from ..features._disk_source import IOConfig, extract_work_bytes
 from ..features._staging import StagingPool, aligned_span, arena_bytes, least_arena_bytes
 from ..sampling._sampler import NeighborSampler, SampledSubgraph
@@ -76,10 +76,19 @@ from ..store._row_format import RowFormat
 from ._batch_memory import BatchMemory
 from ._config import EXTRACT_QUEUE, LoaderConfig
 from ._foresight import held_id_bytes
+# the plan's input and output types live in ``_plan_sizes``; every caller imports them from here
+from ._plan_sizes import SLOT_BYTES, MemoryPlan, Sizes
 from ._read_depth import uring_depth
 
+__all__ = [
+    "BOUNCE_SHARE", "FORESIGHT_MAX", "FORESIGHT_REACH", "LEASE_BYTES", "LOOKAHEAD_SHARE", "MIN_BATCHES",
+    "MIN_ROWS_PER_EXTRACTOR", "OUT_OF_TURN_MARGIN", "PIECE_ROWS_PER_EXTRACTOR", "SLOT_BYTES", "MemoryPlan", "Sizes",
+    "batch_row_bytes", "bounce_bytes", "check_fits_machine", "chunk_stage_bytes", "decodes_on_host", "default_pool",
+    "expected_batch_bytes", "extract_depth", "foresight_bytes", "foresight_depth", "foresight_rows",
+    "macro_adjacency_bytes", "macro_blocks", "plan_memory", "plan_memory_floor", "warn_small_buffer",
+]
+
 # every part's bytes come from its owner (``planned_bytes`` and kin, next to the code that allocates it)
-SLOT_BYTES = slot_bytes()  # per buffer slot besides its row
 LEASE_BYTES = BatchMemory.row_bookkeeping_bytes()    # per row of a batch in flight besides its features
 MIN_ROWS_PER_EXTRACTOR = 128  # the buffer's floor: a piece of reads in flight for every extractor
 PIECE_ROWS_PER_EXTRACTOR = 4096  # the buffer's piece floor where the budget allows (module docstring)
@@ -90,75 +99,6 @@ LOOKAHEAD_SHARE = 0.04  # the default extract queue deepens within this share of
 BOUNCE_SHARE = 0.02  # the io_uring source's bounce pages take at most this share of the budget (bounce_bytes)
 FORESIGHT_REACH = 3.5  # default foresight: the batches in sight need this many times the buffer's rows (foresight_depth)
 FORESIGHT_MAX = 256  # default foresight: at most this many batches beyond the queue
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Sizes:
-    """What the plan needs to know about the dataset and the batches."""
-
-    num_nodes: int
-    format: RowFormat   # one feature row: its stored, held and delivered bytes
-    stride: int         # bytes between stored rows (the layout's)
-    max_rows: int       # R
-    max_edges: int      # E
-    batch_rows: int | None = None  # r, the rows one batch is expected to need (None: R)
-    partition_bytes: int = 0  # partition mode: the partition set's arrays, slots and grouped seeds (P)
-    macro_block_bytes: int = 0  # partition mode: the largest macro batch's adjacency block (M)
-    macro_top_bytes: tuple[int, ...] = ()  # partition mode: item j, the most j blocks of one epoch take (T(j))
-    interleave: int = 0  # partition mode: macro batches interleaved (i)
-    rows_into_slots: bool = False  # the disk source reads the buffer's rows into its slots (no staging)
-
-    @property
-    def dim(self) -> int:
-        return self.format.dim
-
-    @property
-    def row_bytes(self) -> int:
-        """Bytes of one stored row (dim x itemsize), without the layout's padding."""
-        return self.format.stored_row_bytes
-
-    @property
-    def slot_bytes(self) -> int:
-        """Bytes of one feature buffer slot: its held row and its bookkeeping."""
-        return self.format.held_row_bytes + SLOT_BYTES
-
-    @property
-    def expected_rows(self) -> int:
-        return self.max_rows if self.batch_rows is None else min(self.batch_rows, self.max_rows)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class MemoryPlan:
-    """The loader's parts in bytes (``parts``), the buffer rows and the staging arena they imply."""
-
-    buffer_rows: int
-    stage_bytes: int            # S (0 when the source is not a disk source the loader opens)
-    parts: dict[str, int]
-    extract_queue: int = 0      # the extract queue's depth the parts count (``extract_depth``)
-    foresight: int = 0          # batches foreseen beyond the queue (``foresight_depth``; 0: off)
-
-    @property
-    def total(self) -> int:
-        return sum(self.parts.values())
-
-    @property
-    def batch_bytes(self) -> int:
-        """The byte pool of batch matrices in flight (``_batch_memory``)."""
-        return self.parts["batches"]
-
-    @property
-    def out_of_turn_bytes(self) -> int:
-        """Ordered mode: the budget of batches sent out of turn (``_out_of_turn``); 0 otherwise."""
-        return self.parts.get("reorder buffer", 0)
-
-    def source_options(self) -> dict[str, int]:
-        """Staging and bounce sizes for the disk source the loader opens (empty when it opens none)."""
-        if not self.stage_bytes:
-            return {}
-        out = {"max_stage_bytes": self.stage_bytes, "max_staging_bytes": self.parts["staging"]}
-        if "read bounce" in self.parts:
-            out["bounce_bytes"] = self.parts["read bounce"]
-        return out
 
 
 def batch_row_bytes(row: RowFormat, *, on_host: bool = True) -> int:
