@@ -68,7 +68,7 @@ from .._units import format_bytes
 from ..cache._history_config import record_buffer_bytes
 from ..features._bounce import BouncePool
 from ..features._disk_probe import in_flight_for
-from ..features._buffer_kernels import next_use_bytes, table_bytes
+from ..features._buffer_kernels import next_use_bytes, slot_bytes, table_bytes
 from ..features._disk_source import IOConfig, extract_work_bytes
 from ..features._staging import StagingPool, aligned_span, arena_bytes, least_arena_bytes
 from ..sampling._sampler import NeighborSampler, SampledSubgraph
@@ -77,7 +77,7 @@ from ._batch_memory import BatchMemory
 from ._config import EXTRACT_QUEUE, LoaderConfig
 from ._foresight import held_id_bytes
 # the plan's input and output types live in ``_plan_sizes``; every caller imports them from here
-from ._plan_sizes import SLOT_BYTES, MemoryPlan, Sizes
+from ._plan_sizes import MemoryPlan, Sizes
 from ._read_depth import uring_depth
 
 __all__ = [
@@ -89,6 +89,7 @@ __all__ = [
 ]
 
 # every part's bytes come from its owner (``planned_bytes`` and kin, next to the code that allocates it)
+SLOT_BYTES = slot_bytes()  # per buffer slot besides its row (``Sizes.slot_bytes`` adds the same owner's count)
 LEASE_BYTES = BatchMemory.row_bookkeeping_bytes()    # per row of a batch in flight besides its features
 MIN_ROWS_PER_EXTRACTOR = 128  # the buffer's floor: a piece of reads in flight for every extractor
 PIECE_ROWS_PER_EXTRACTOR = 4096  # the buffer's piece floor where the budget allows (module docstring)
