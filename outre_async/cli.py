@@ -169,26 +169,13 @@ def _args_info(p: argparse.ArgumentParser) -> None:
 
 def _cmd_info(args: argparse.Namespace) -> dict[str, Any]:
     from .store._dataset import open_dataset
+    from .store._info_lines import dataset_lines
 
     ds = open_dataset(args.dataset)
     if args.verify:
         ds.verify()
     s = ds.summary()
-    deg = s["in_degree"]
-    lines = [
-        f"dataset      {s['path']}",
-        f"nodes        {s['num_nodes']:,}",
-        f"edges        {s['num_edges']:,}  ({ds.indices.dtype} ids)",
-        f"in-degree    mean {deg['mean']:.2f}  median {deg['median']:.0f}  p99 {deg['p99']:.0f}  "
-        f"max {deg['max']:,}  isolated {deg['isolated']:,}",
-        *(_type_lines(s["types"]) if s["types"] else
-          [f"features     {s['feature_dim']} x {s['feature_dtype']}  {s['row_layout']}{_encoding_line(s)}"]),
-        f"classes      {s['num_classes']}",
-        "splits       " + ("  ".join(f"{k} {v:,}" for k, v in s["splits"].items()) or "none"),
-        *(["edge splits  " + "  ".join(f"{k} {v:,}" for k, v in s["edge_splits"].items())] if s["edge_splits"] else []),
-        f"size         {format_bytes(s['total_bytes'])}  "
-        + "  ".join(f"{k} {format_bytes(v)}" for k, v in s["bytes"].items()),
-    ]
+    lines = dataset_lines(s, ds.indices.dtype)
     if args.verify:
         lines.append("verify       ok (every neighbour id in range, every feature value finite)")
     from .partition._cli import info_lines
@@ -198,35 +185,6 @@ def _cmd_info(args: argparse.Namespace) -> dict[str, Any]:
     lines += info_lines(s["partitions"])
     _say(args, "\n".join(lines))
     return s
-
-
-def _encoding_line(s: dict[str, Any]) -> str:
-    """What ``outre info`` adds to the features line: the stored words of bfloat16, an int8 entry's
-    quantizer and scales, and the error of the cast that wrote them."""
-    enc, cast = s["feature_encoding"] or {}, s["meta"].get("feature_cast")
-    text = f"  stored as {enc['stored_as']}" if enc and enc["stored_as"] != enc["encoding"] else ""
-    if "quantizer" in enc:
-        text += (f"  {enc['quantizer']} scales {enc['scale_min']:.3g}..{enc['scale_max']:.3g}"
-                 f" (values {enc['range_min']:.3g}..{enc['range_max']:.3g})")
-    if cast:
-        text += f"  cast error: max abs {cast['max_abs_error']:.3g}, relative RMS {cast['relative_rms']:.3g}"
-    return text
-
-
-def _type_lines(types: dict[str, Any]) -> list[str]:
-    """``outre info``'s lines for a typed dataset: a node type a line (count, features, target), then an
-    edge type a line (edge count)."""
-    nodes, edges = types["node_types"], types["edge_types"]
-    width = max(len(n) for n in nodes)
-    count = max(len(f"{t['count']:,}") for t in nodes.values())
-    lines = []
-    for name, t in nodes.items():
-        feats = f"features {t['feature_dim']} x {t['feature_dtype']}" if t["feature_dim"] else "featureless"
-        target = "  (target)" if name in types["target_types"] else ""
-        lines.append(f"node type    {name:<{width}}  {t['count']:>{count},}  {feats}{target}")
-    ewidth = max(len(e) for e in edges)
-    lines += [f"edge type    {name:<{ewidth}}  {n:,}" for name, n in edges.items()]
-    return lines
 
 
 # -- split-edges -----------------------------------------------------------------------------------

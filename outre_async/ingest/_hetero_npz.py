@@ -16,6 +16,7 @@ import numpy as np
 from ..errors import InputFormatError
 from ..store._type_names import edge_type_str, parse_edge_type
 from ._hetero import HeteroArrays
+from ._npz_members import csr_features, scalar_int
 
 
 def is_hetero(arrays: dict[str, np.ndarray]) -> bool:
@@ -24,18 +25,16 @@ def is_hetero(arrays: dict[str, np.ndarray]) -> bool:
 
 def hetero_arrays(arrays: dict[str, np.ndarray], path: Path) -> HeteroArrays:
     """Read the typed schema out of the members of one archive (each key checked present)."""
-    from ._npz import _csr, _scalar_int  # the homogeneous reader's checks, shared
-
     node_types = [str(t) for t in _names(arrays, "node_types", path)]
     edge_types = [parse_edge_type(str(e), InputFormatError) for e in _names(arrays, "edge_types", path)]
-    counts = {t: _scalar_int(_member(arrays, f"num_nodes__{t}", path), f"num_nodes__{t}", path) for t in node_types}
+    counts = {t: scalar_int(_member(arrays, f"num_nodes__{t}", path), f"num_nodes__{t}", path) for t in node_types}
     x = {}
     for t in node_types:
         csr = [f"x__{t}_{part}" for part in ("indptr", "indices", "data", "shape")]
         if f"x__{t}" in arrays:
             x[t] = arrays[f"x__{t}"]
         elif any(k in arrays for k in csr):
-            x[t] = _csr(*(_member(arrays, k, path) for k in csr), path)
+            x[t] = csr_features(*(_member(arrays, k, path) for k in csr), path)
     return HeteroArrays(
         description=str(path), format="npz-hetero", num_nodes=counts,
         edge_index={et: _member(arrays, f"edge_index__{edge_type_str(et)}", path) for et in edge_types},

@@ -15,10 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputFormatError, InvalidGraphError
+from ..errors import InputFormatError
 from ._arrays import CSRFeatures, array_source
 from ._edge_features import EDGE_KEYS, check_edge_features
 from ._hetero_npz import hetero_arrays, is_hetero
+from ._npz_members import csr_features, scalar_int
 from ._source import PathLike, existing_path, parse_options, write_source
 
 
@@ -46,7 +47,7 @@ def from_npz(
             f"no 'edge_index' array (have {sorted(arrays)}); expected int64 [2, E]", path=path
         )
     if num_nodes is None and "num_nodes" in arrays:
-        num_nodes = _scalar_int(arrays["num_nodes"], "num_nodes", path)
+        num_nodes = scalar_int(arrays["num_nodes"], "num_nodes", path)
     check_edge_features([k for k in EDGE_KEYS if k in arrays], str(path), drop=o.drop_edge_features)
     splits = {name: arrays.get(f"{name}_idx") for name in ("train", "val", "test")}
     x = _npz_features(arrays, path)
@@ -107,14 +108,6 @@ def _available_memory() -> int | None:
     return None
 
 
-def _scalar_int(value: np.ndarray, key: str, path: Path) -> int:
-    if value.shape != () or not np.issubdtype(value.dtype, np.integer):
-        raise InvalidGraphError(
-            f"{path}: {key} must be an integer scalar, got {value.dtype} {list(value.shape)}"
-        )
-    return int(value)
-
-
 def _npz_features(arrays: dict[str, np.ndarray], path: Path) -> np.ndarray | CSRFeatures | None:
     csr_keys = ("x_indptr", "x_indices", "x_data", "x_shape")
     present = [k for k in csr_keys if k in arrays]
@@ -126,27 +119,4 @@ def _npz_features(arrays: dict[str, np.ndarray], path: Path) -> np.ndarray | CSR
         raise InputFormatError(
             f"sparse features need all of {list(csr_keys)}, found only {present}", path=path
         )
-    return _csr(arrays["x_indptr"], arrays["x_indices"], arrays["x_data"], arrays["x_shape"], path)
-
-
-def _csr(
-    indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, shape: np.ndarray, path: Path
-) -> CSRFeatures:
-    """Check a CSR matrix completely before any of it is densified."""
-    if shape.shape != (2,) or not np.issubdtype(shape.dtype, np.integer) or shape.min() <= 0:
-        raise InvalidGraphError(
-            f"{path}: x_shape must be two positive integers, got {shape.tolist()}"
-        )
-    rows, cols = int(shape[0]), int(shape[1])
-    ok = indptr.shape == (rows + 1,) and np.issubdtype(indptr.dtype, np.integer) and indptr[0] == 0
-    ok = ok and indices.ndim == 1 and data.shape == indices.shape and indptr[-1] == len(indices)
-    ok = ok and bool((np.diff(indptr) >= 0).all()) and np.issubdtype(indices.dtype, np.integer)
-    if not ok:
-        raise InvalidGraphError(
-            f"{path}: x_indptr/x_indices/x_data do not form a CSR matrix of shape {[rows, cols]}"
-        )
-    if len(indices) and (indices.min() < 0 or indices.max() >= cols):
-        raise InvalidGraphError(f"{path}: x_indices hold column ids outside [0, {cols})")
-    if not np.issubdtype(data.dtype, np.number):
-        raise InvalidGraphError(f"{path}: x_data must be numeric, got {data.dtype}")
-    return CSRFeatures(indptr, indices, data, (rows, cols))
+    return csr_features(arrays["x_indptr"], arrays["x_indices"], arrays["x_data"], arrays["x_shape"], path)

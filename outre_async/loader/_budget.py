@@ -67,14 +67,14 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from ..errors import ConfigError, SmallBufferWarning
 from .._units import format_bytes
 from ..cache._history_config import record_buffer_bytes
 from ..features._bounce import BouncePool
 from ..features._disk_probe import in_flight_for
-from ..features._buffer_kernels import map_bytes, next_use_bytes, slot_bytes, table_bytes
+from ..features._buffer_kernels import next_use_bytes, slot_bytes
 from ..features._disk_source import IOConfig, extract_work_bytes
 from ..features._staging import StagingPool, aligned_span, arena_bytes, least_arena_bytes
 from ..sampling._sampler import NeighborSampler, SampledSubgraph
@@ -82,10 +82,23 @@ from ..store._row_format import RowFormat
 from ._batch_memory import BatchMemory
 from ._config import EXTRACT_QUEUE, LoaderConfig
 from ._foresight import held_id_bytes
+# the plan's input and output types live in ``_plan_sizes``, its O(N) parts in ``_node_parts``;
+# every caller imports them from here
+from ._node_parts import foresight_rows, node_bytes, slot_map_bytes, slot_map_entries
+from ._plan_sizes import MemoryPlan, Sizes
 from ._read_depth import uring_depth
 
+__all__ = [
+    "BOUNCE_SHARE", "FORESIGHT_MAX", "FORESIGHT_REACH", "LEASE_BYTES", "LOOKAHEAD_SHARE", "MIN_BATCHES",
+    "MIN_ROWS_PER_EXTRACTOR", "OUT_OF_TURN_MARGIN", "PIECE_ROWS_PER_EXTRACTOR", "SLOT_BYTES", "MemoryPlan", "Sizes",
+    "batch_row_bytes", "bounce_bytes", "check_fits_machine", "chunk_stage_bytes", "decodes_on_host", "default_pool",
+    "expected_batch_bytes", "extract_depth", "foresight_bytes", "foresight_depth", "foresight_rows",
+    "macro_adjacency_bytes", "macro_blocks", "node_bytes", "plan_memory", "plan_memory_floor", "slot_map_bytes",
+    "slot_map_entries", "warn_small_buffer",
+]
+
 # every part's bytes come from its owner (``planned_bytes`` and kin, next to the code that allocates it)
-SLOT_BYTES = slot_bytes()  # per buffer slot besides its row
+SLOT_BYTES = slot_bytes()  # per buffer slot besides its row (``Sizes.slot_bytes`` adds the same owner's count)
 LEASE_BYTES = BatchMemory.row_bookkeeping_bytes()    # per row of a batch in flight besides its features
 MIN_ROWS_PER_EXTRACTOR = 128  # the buffer's floor: a piece of reads in flight for every extractor
 PIECE_ROWS_PER_EXTRACTOR = 4096  # the buffer's piece floor where the budget allows (module docstring)
@@ -96,77 +109,6 @@ LOOKAHEAD_SHARE = 0.04  # the default extract queue deepens within this share of
 BOUNCE_SHARE = 0.02  # the io_uring source's bounce pages take at most this share of the budget (bounce_bytes)
 FORESIGHT_REACH = 3.5  # default foresight: the batches in sight need this many times the buffer's rows (foresight_depth)
 FORESIGHT_MAX = 256  # default foresight: at most this many batches beyond the queue
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Sizes:
-    """What the plan needs to know about the dataset and the batches."""
-
-    num_nodes: int
-    format: RowFormat   # one feature row: its stored, held and delivered bytes
-    stride: int         # bytes between stored rows (the layout's)
-    max_rows: int       # R
-    max_edges: int      # E
-    batch_rows: int | None = None  # r, the rows one batch is expected to need (None: R)
-    partition_bytes: int = 0  # partition mode: the partition set's arrays, slots and grouped seeds (P)
-    macro_block_bytes: int = 0  # partition mode: the largest macro batch's adjacency block (M)
-    macro_top_bytes: tuple[int, ...] = ()  # partition mode: item j, the most j blocks of one epoch take (T(j))
-    interleave: int = 0  # partition mode: macro batches interleaved (i)
-    rows_into_slots: bool = False  # the disk source reads the buffer's rows into its slots (no staging)
-
-    @property
-    def dim(self) -> int:
-        return self.format.dim
-
-    @property
-    def row_bytes(self) -> int:
-        """Bytes of one stored row (dim x itemsize), without the layout's padding."""
-        return self.format.stored_row_bytes
-
-    @property
-    def slot_bytes(self) -> int:
-        """Bytes of one feature buffer slot: its held row and its bookkeeping."""
-        return self.format.held_row_bytes + SLOT_BYTES
-
-    @property
-    def expected_rows(self) -> int:
-        return self.max_rows if self.batch_rows is None else min(self.batch_rows, self.max_rows)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class MemoryPlan:
-    """The loader's parts in bytes (``parts``), the buffer rows and the staging arena they imply."""
-
-    buffer_rows: int
-    stage_bytes: int            # S (0 when the source is not a disk source the loader opens)
-    parts: dict[str, int]
-    extract_queue: int = 0      # the extract queue's depth the parts count (``extract_depth``)
-    foresight: int = 0          # batches foreseen beyond the queue (``foresight_depth``; 0: off)
-    map_entries: int | None = None  # the most nodes the buffer's map holds at once (``slot_map_entries``)
-    per_node: dict[str, int] = field(default_factory=dict)  # the parts' bytes per node of the graph (``node_bytes``)
-
-    @property
-    def total(self) -> int:
-        return sum(self.parts.values())
-
-    @property
-    def batch_bytes(self) -> int:
-        """The byte pool of batch matrices in flight (``_batch_memory``)."""
-        return self.parts["batches"]
-
-    @property
-    def out_of_turn_bytes(self) -> int:
-        """Ordered mode: the budget of batches sent out of turn (``_out_of_turn``); 0 otherwise."""
-        return self.parts.get("reorder buffer", 0)
-
-    def source_options(self) -> dict[str, int]:
-        """Staging and bounce sizes for the disk source the loader opens (empty when it opens none)."""
-        if not self.stage_bytes:
-            return {}
-        out = {"max_stage_bytes": self.stage_bytes, "max_staging_bytes": self.parts["staging"]}
-        if "read bounce" in self.parts:
-            out["bounce_bytes"] = self.parts["read bounce"]
-        return out
 
 
 def batch_row_bytes(row: RowFormat, *, on_host: bool = True) -> int:
@@ -241,11 +183,6 @@ def foresight_bytes(cfg: LoaderConfig, sizes: Sizes, depth: int) -> int:
         return 0
     return held_id_bytes(sizes.num_nodes) * (foresight_rows(depth, sizes) + sizes.max_rows) + cfg.num_samplers * (
         SampledSubgraph.planned_bytes(sizes.max_rows, sizes.max_edges))
-
-
-def foresight_rows(depth: int, sizes: Sizes) -> int:
-    """The ids foresight of ``depth`` batches may hold at once (``foresight_bytes``' first term, in ids)."""
-    return depth * sizes.expected_rows
 
 
 def _plan_parts(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str, int] | None = None,
@@ -337,40 +274,6 @@ def plan_memory_floor(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: di
     depth = (cfg.foresight or 0) if depth is None else depth
     return (rows * sizes.slot_bytes + _least_pool(cfg, sizes)
             + sum(_fixed_parts(cfg, sizes, source, stage, extra, rows, depth).values()) + asked)
-
-
-def slot_map_entries(cfg: LoaderConfig, sizes: Sizes, rows: int, depth: int) -> int | None:
-    """The most nodes the feature buffer's map holds at once (``FeatureBuffer(map_entries=)``): every
-    slot's node, every row the pinned batches count (those in the extract queue, the extractors' and
-    one per sampler waiting to send, at most ``R`` rows each) and with foresight of ``depth`` batches its ids (``foresight_rows`` plus
-    one largest batch).  None for ``buffer_policy="next-use"``, whose kernels index the direct array."""
-    if cfg.buffer_policy == "next-use":
-        return None
-    pinned = sizes.max_rows * (cfg.extract_capacity + cfg.num_extractors + cfg.num_samplers)
-    foreseen = foresight_rows(depth, sizes) + sizes.max_rows if depth else 0
-    return rows + pinned + foreseen
-
-
-def node_bytes(cfg: LoaderConfig, sizes: Sizes, parts: dict[str, int]) -> dict[str, int]:
-    """Bytes per node of the graph of the parts this plan sizes that are O(N) arrays: the buffer's map and
-    the samplers' relabel scratch where ``parts`` chose the direct array (0 where a hash table: sized by
-    what it holds), the next-use chains' heads.  Parts other owners size (the history's, the static
-    cache's and the neighbour cache's tables, partition mode's arrays) say theirs in docs/design/memory.md."""
-    n = sizes.num_nodes
-    out = {"slot table": table_bytes(1) if parts["slot table"] == table_bytes(n) and n else 0,
-           "sampler relabel": 0}
-    array = NeighborSampler.relabel_bytes(n, None)
-    if n and cfg.num_samplers and parts["sampler relabel"] == cfg.num_samplers * array:
-        out["sampler relabel"] = cfg.num_samplers * (array // n)
-    if cfg.buffer_policy == "next-use":
-        out["next-use chains"] = next_use_bytes(1, 0)
-    return out
-
-
-def slot_map_bytes(cfg: LoaderConfig, sizes: Sizes, rows: int, depth: int) -> int:
-    """The buffer's node -> slot map: the direct array (8 bytes a node) or, where smaller, a hash table
-    of :func:`slot_map_entries` (``_buffer_kernels.map_bytes``)."""
-    return map_bytes(sizes.num_nodes, slot_map_entries(cfg, sizes, rows, depth))
 
 
 def extract_depth(cfg: LoaderConfig, sizes: Sizes, *, source: str, extra: dict[str, int] | None = None,

@@ -30,13 +30,12 @@ from typing import TYPE_CHECKING, Any
 from numpy.typing import ArrayLike
 
 from ..errors import ConfigError, LoaderForkedError, PipelineClosed
-from .._units import available_memory, format_bytes
+from .._units import available_memory
 from ..aio._channel import Channel
 from ..aio._loop_thread import LoopThread, forked_message
 from ..cache._history_config import HistoryConfig
 from ..features._decode import RowDecoder
 from ..features._device_rows import assemble_x
-from ..machine._cores import sized_from_cores
 from ..store._dataset import Dataset, open_dataset
 from ..store._safe_read import fd_exhausted
 from ._auto_budget import AutoBudget, with_default_budget
@@ -46,17 +45,18 @@ from ._budget import MemoryPlan, batch_row_bytes, check_fits_machine, decodes_on
 from ._config import BACKENDS, LoaderConfig, first_row_defaults
 from ._delivery import AsyncEpoch, Delivery, EpochStream, ToDevice
 from ._device_copy import CopyEngine, Transfer
-from ._epoch_io import IOMark, latest_epoch_io
+from ._epoch_io import IOMark
 from ._extract_stage import ExtractStage
 from ._foresight import EpochForesight, ForesightTotals
 from ._epoch_rule import EpochToken, OneEpochAtATime
 from ._history import EpochHistory, build_owner
 from ._link_input import link_input
+from ._loader_report import LoaderReport
 from ._layout import choose_layout
 from ._options import CacheOptions, IOOptions, PartitionOptions, PipelineOptions, RankOptions
 from ._out_of_turn import OutOfTurnMemory
 from ._pipeline import EpochParts
-from ._profiling import load_plan, profile_stats
+from ._profiling import load_plan
 from ._pyg_names import check_dataset_argument, check_transform
 from ._resume import Progress
 from ._resources import ResourceBox, Resources
@@ -64,7 +64,6 @@ from ._sample_stage import SampleStage
 from ._setup import loader_config, loader_setup
 from ._stateful import StatefulEpochs
 from ._sync_api import SyncIteration
-from ._stats import device_resident, queue_stats, resource_stats, row_stats, stage_stats
 from ._tiers import tier_caches
 
 if TYPE_CHECKING:
@@ -75,7 +74,7 @@ __all__ = ["BACKENDS", "LoaderConfig", "OutreLoader"]
 _FIRST_ROW = first_row_defaults()  # the signature's defaults: LoaderConfig's, written once there
 
 
-class OutreLoader(SyncIteration, StatefulEpochs):
+class OutreLoader(SyncIteration, StatefulEpochs, LoaderReport):
     """Streams PyG mini-batches of ``split`` through samplers, io_uring extractors and bounded queues.
 
     Its own keywords are ``NeighborLoader``'s first row (what to iterate, fanouts, batch size, order,
@@ -391,65 +390,3 @@ class OutreLoader(SyncIteration, StatefulEpochs):
         if self._resume is not None:  # a loaded state's epoch: the batches it has left
             return self._resume.num_batches - len(self._resume.delivered)
         return self._setup.items.num_batches(self._epoch)  # the next epoch's (partition mode: they vary)
-
-    def __repr__(self) -> str:
-        cfg, res = self.config, self._res
-        split = self._setup.split if isinstance(self._setup.split, str) else "<ids>"
-        what = f"input_nodes={split!r} ({len(self._setup.seeds)} seeds)"
-        if self._links is not None:
-            what = (f"edge_label_index={self._links.name or '<pairs>'!r} ({self._links.pairs.shape[1]} pairs, "
-                    f"neg_sampling={None if self._links.negatives is None else self._links.negatives.mode!r})")
-        backend = res.source.backend if res is not None else cfg.backend
-        budget = self.auto_budget.describe() if self.auto_budget is not None else format_bytes(cfg.budget_bytes or 0)
-        return (f"OutreLoader(dataset={str(self.dataset.path)!r}, {what}, "
-                f"fanouts={list(cfg.fanouts)}, batch_size={cfg.batch_size}, batches={len(self)}, "
-                f"order={'plan' if cfg.ordered else 'completion'}, backend={backend!r}, memory_budget={budget}, "
-                f"planned={format_bytes(self.memory.total)}{', partitions=' + repr(cfg.partitions) if cfg.partitions else ''}, "
-                f"state={self._state()})")
-
-    def _state(self) -> str:
-        """``open`` (resources held), ``closed`` (released by ``close()`` / ``aclose()``; the next
-        iteration opens them again) or ``not opened`` (nothing iterated or opened yet)."""
-        if self._res is not None:
-            return "open"
-        return "closed" if self._box.closed is not None else "not opened"
-
-    def stats(self) -> dict[str, Any]:
-        """Per-stage counters (design §9): batches, busy seconds, stall, queue depths, buffer and I/O
-        figures; backend, buffer and I/O stay reported (as of the close) after the loader is closed."""
-        out = stage_stats(self._sample.counters, self._extract.counters, self._delivery.counters, self._links)
-        out["epochs_started"] = self._epoch
-        out["buffer_rows"] = self.buffer_rows
-        out["max_rows_per_batch"] = self._setup.sizes.max_rows
-        place = self._setup.place
-        out["expected_rows_per_batch"] = self._setup.sizes.batch_rows
-        out["memory"] = {"budget": self._setup.budget, "planned": self.memory.total,
-                         "budget_auto": self.auto_budget.describe() if self.auto_budget is not None else None,
-                         **self.memory.parts, "per_node": dict(self.memory.per_node)}
-        out["ranks"] = {"rank": place.rank, "world_size": place.world_size, "local_world_size": place.local_world_size}
-        extract, ready = self._channels
-        out["queues"] = queue_stats({"extract": extract.statistics(), "ready": ready.statistics()})
-        out["device"] = {"device": self.config.device, "depth": self.config.device_depth,
-                         **self._delivery.device_counters, "resident": device_resident(self._gpu, self._history)}
-        res = self._res
-        out.update(resource_stats(res.snapshot() if res is not None else self._box.closed))
-        # what the loader chose for this machine (``_cores``: the defaults sized from the usable cores)
-        out["workers"] = {**sized_from_cores(), "num_samplers": self.config.num_samplers,
-                          "num_extractors": self.config.num_extractors,
-                          "io_depth": out.get("io", {}).get("max_in_flight")}
-        if self._gate is not None:
-            out["out_of_turn"] = self._gate.stats()
-        if self._setup.partitioned is not None:
-            out["neighbor_lists"] = self._setup.partitioned.stats()
-        if self._history is not None:
-            out["history"] = self._history.stats()
-        if self._applied is not None:
-            out["profile"] = profile_stats(self._applied.info, out, self._static)
-        out["epoch_io"] = latest_epoch_io(self._io_marks, res.source.stats() if res is not None else None,
-                                          self.config.disk_probe, self._applied.info if self._applied else None,
-                                          self.dataset.row_layout.stride)  # the latest epoch's reads
-        out["layout"] = self._layout.stats()
-        out["buffer_policy"] = self.config.buffer_policy
-        out["foresight"] = {"depth": self.config.foresight, **self._foresight_totals.stats()}
-        out["feature_rows"] = row_stats(self._setup.sizes.format, self.config.device)
-        return out

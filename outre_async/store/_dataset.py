@@ -41,23 +41,26 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError, DatasetCorruptError, DatasetNotFoundError, NotSupportedError
+from ..errors import ConfigError, DatasetCorruptError, DatasetNotFoundError
 from .._units import available_memory
 from ._feature_file import NODE_FEATURES, FeatureFile, FeatureKey
+from ._dataset_summary import summarize
 from ._file_reads import (
     blocks, check_disjoint, check_split, load_small, open_data_file, scan_features, scan_indptr, scan_labels, scan_node_ids,
 )
 from ._layout import RowLayout
 from ._manifest import EDGE_SPLIT_NAMES, MANIFEST_NAME, SPLIT_NAMES, Manifest, read_manifest
+from ._id_checks import node_id_array
 from ._paths import confined
 from ._row_format import RowFormat
 from ._type_manifest import type_files
-from ._type_names import DEFAULT_EDGE_TYPE, DEFAULT_NODE_TYPE, EdgeType
+from ._typed_dataset import TypedDataset
 from ._watch import WATCH_INTERVAL_S, Fingerprint, FileWatch
 
 
-class Dataset:
-    """An opened, validated dataset directory.  Cheap to open; arrays are loaded lazily."""
+class Dataset(TypedDataset):
+    """An opened, validated dataset directory.  Cheap to open; arrays are loaded lazily.  Its node
+    and edge types (``node_types``, ``global_ids``, ``features_of``...) come from :class:`TypedDataset`."""
 
     def __init__(self, path: Path, manifest: Manifest, *, indices_in_ram: bool | None = None) -> None:
         self.path = path
@@ -153,119 +156,6 @@ class Dataset:
             raise ConfigError(f"dataset {self.path} has no features")
         return file
 
-    def require_homogeneous(self, what: str) -> None:
-        """A :class:`NotSupportedError` naming ``what`` (a typed dataset lacks it) when this dataset is typed."""
-        if self.manifest.types is not None:
-            raise NotSupportedError(
-                f"dataset {self.path} is heterogeneous ({len(self.node_types)} node types), so it has no {what}; "
-                "read a type's features with features_of(type) or feature_files[FeatureKey('node', type, 'x')], "
-                "sample it with HeteroNeighborSampler (OutreLoader takes homogeneous datasets only, for now)")
-
-    # -- node and edge types ---------------------------------------------------------------------
-    @property
-    def is_hetero(self) -> bool:
-        """True for a typed dataset (node and edge types in the manifest)."""
-        return self.manifest.types is not None
-
-    @property
-    def node_types(self) -> tuple[str, ...]:
-        """Node type names in global id order (``("_N",)`` for a homogeneous dataset: the one-type case)."""
-        types = self.manifest.types
-        return (DEFAULT_NODE_TYPE,) if types is None else tuple(t.name for t in types.node_types)
-
-    @property
-    def edge_types(self) -> tuple[EdgeType, ...]:
-        """``(src, rel, dst)`` triples; position ``i`` is edge type id ``i`` of :attr:`type_per_edge`."""
-        types = self.manifest.types
-        return (DEFAULT_EDGE_TYPE,) if types is None else tuple(e.key for e in types.edge_types)
-
-    def metadata(self) -> tuple[list[str], list[EdgeType]]:
-        """``(node_types, edge_types)`` as lists: what PyG's ``HeteroData.metadata()`` gives ``to_hetero``."""
-        return list(self.node_types), list(self.edge_types)
-
-    @property
-    def num_nodes_by_type(self) -> dict[str, int]:
-        types = self.manifest.types
-        if types is None:
-            return {DEFAULT_NODE_TYPE: self.num_nodes}
-        return {t.name: t.count for t in types.node_types}
-
-    @property
-    def num_edges_by_type(self) -> dict[EdgeType, int]:
-        types = self.manifest.types
-        if types is None:
-            return {DEFAULT_EDGE_TYPE: self.num_edges}
-        return {e.key: e.num_edges for e in types.edge_types}
-
-    @property
-    def target_types(self) -> tuple[str, ...]:
-        """The node types that carry labels (a homogeneous dataset with labels: its one type)."""
-        types = self.manifest.types
-        if types is None:
-            return () if self.manifest.labels is None else (DEFAULT_NODE_TYPE,)
-        return types.target_types
-
-    @cached_property
-    def node_type_offsets(self) -> np.ndarray:
-        """int64 ``[T + 1]``: node type ``node_types[t]`` owns global ids ``offsets[t]:offsets[t + 1]``."""
-        types = self.manifest.types
-        return np.array([0, self.num_nodes], np.int64) if types is None else types.offsets
-
-    @cached_property
-    def type_per_edge(self) -> np.ndarray:
-        """The edge type id of every CSC entry (uint8/uint16, beside ``indices``; all 0 when homogeneous),
-        read into RAM on first use (one or two bytes an edge).  Ranges are checked by the samplers'
-        kernels as they read it, and whole by :meth:`verify`."""
-        types = self.manifest.types
-        if types is None:
-            return np.zeros(self.num_edges, np.uint8)
-        return load_small(self.path, types.type_per_edge)
-
-    def type_index(self, node_type: str) -> int:
-        """The position of ``node_type`` in :attr:`node_types`; a :class:`ConfigError` naming the types."""
-        if node_type not in self.node_types:
-            raise ConfigError(f"dataset {self.path} has no node type {node_type!r}; it has {list(self.node_types)}")
-        return self.node_types.index(node_type)
-
-    def global_ids(self, node_type: str, local: Any) -> np.ndarray:
-        """Global ids of the nodes ``local`` (ids within ``node_type``, checked in range)."""
-        t = self.type_index(node_type)
-        lo, hi = self.node_type_offsets[t], self.node_type_offsets[t + 1]
-        return _node_id_array(local, int(hi - lo), f"{node_type!r} node ids") + lo
-
-    def local_ids(self, node_type: str, ids: Any) -> np.ndarray:
-        """Ids within ``node_type`` of the global ids ``ids`` (each must be a node of that type)."""
-        t = self.type_index(node_type)
-        lo, hi = int(self.node_type_offsets[t]), int(self.node_type_offsets[t + 1])
-        arr = _node_id_array(ids, self.num_nodes, "ids")
-        if arr.size and (arr.min() < lo or arr.max() >= hi):
-            bad = int(arr.min()) if arr.min() < lo else int(arr.max())
-            raise ConfigError(f"node {bad} is not of type {node_type!r} (ids [{lo}, {hi})); pass ids of that type")
-        return arr - lo
-
-    def features_of(self, node_type: str) -> np.ndarray | None:
-        """Node type ``node_type``'s feature matrix ``[count, dim]`` as a read-only memmap view (rows are
-        the type's local ids); None for a featureless type.  ``"_N"`` on a homogeneous dataset: :attr:`features`."""
-        t = self.type_index(node_type)
-        types = self.manifest.types
-        if types is None:
-            return None if self.manifest.features is None else self.features
-        f = types.node_types[t].features
-        if f is None:
-            return None
-        dtype = np.dtype(f.dtype)
-        return self._map(f.file, dtype, (types.node_types[t].count, f.stride // dtype.itemsize))[:, : f.dim]
-
-    def _check_split_types(self) -> None:
-        """Split ids of a typed dataset lie in its target types' id ranges."""
-        offsets, targets = self.node_type_offsets, set(self.target_types)
-        for name, ids in self._splits.items():
-            kinds = np.searchsorted(offsets, ids, side="right") - 1
-            bad = [self.node_types[k] for k in np.unique(kinds) if self.node_types[k] not in targets]
-            if bad:
-                raise DatasetCorruptError(f"{self.path}: split {name!r} holds nodes of type {bad[0]!r}, which is not a "
-                                          f"target type ({sorted(targets)}); re-create the dataset")
-
     # -- arrays ----------------------------------------------------------------------------------
     @cached_property
     def indptr(self) -> np.ndarray:
@@ -355,13 +245,13 @@ class Dataset:
         """The original dataset's id of each node ``ids`` of this one (int64), e.g. of a batch's
         ``n_id``, to report predictions per original node; ``ids`` unchanged (as int64) when this
         dataset is not a reordered one.  Ids outside ``[0, num_nodes)`` are a :class:`ConfigError`."""
-        ids = _node_id_array(ids, self.num_nodes, "ids")
+        ids = node_id_array(ids, self.num_nodes, "ids")
         return ids if self.manifest.original_ids is None else self._permutation[0][ids]
 
     def ids_of_original(self, original: Any) -> np.ndarray:
         """This dataset's id of each original node id in ``original`` (the inverse of
         :meth:`original_ids`), e.g. to pick the seeds of original nodes."""
-        ids = _node_id_array(original, self.num_nodes, "original ids")
+        ids = node_id_array(original, self.num_nodes, "original ids")
         return ids if self.manifest.new_ids is None else self._permutation[1][ids]
 
     @cached_property
@@ -436,78 +326,12 @@ class Dataset:
             if t.features is not None:
                 scan_features(self.path, t.features, t.count, items=chunk)
 
-    def _verify_types(self, start: int, sources: np.ndarray) -> None:
-        """Edges ``start...`` (their ``sources``): each edge type id in range, its source and target of
-        the edge type's node types, each neighbour list sorted by edge type."""
-        tpe = self.type_per_edge[start : start + len(sources)].astype(np.int64)
-        fail = f"{self.path}: type_per_edge[{start}:{start + len(sources)}]"
-        if len(tpe) and tpe.max() >= len(self.edge_types):
-            raise DatasetCorruptError(f"{fail} holds edge type {int(tpe.max())} of {len(self.edge_types)}; re-convert")
-        offsets, kinds = self.node_type_offsets, {t: i for i, t in enumerate(self.node_types)}
-        src_of = np.array([kinds[s] for s, _, _ in self.edge_types], np.int64)
-        dst_of = np.array([kinds[d] for _, _, d in self.edge_types], np.int64)
-        targets = np.searchsorted(self.indptr, np.arange(start, start + len(sources)), side="right") - 1
-        src_kind = np.searchsorted(offsets, sources, side="right") - 1
-        dst_kind = np.searchsorted(offsets, targets, side="right") - 1
-        if not ((src_of[tpe] == src_kind) & (dst_of[tpe] == dst_kind)).all():
-            raise DatasetCorruptError(f"{fail} names an edge type whose node types disagree with the edge's ends; "
-                                      "re-convert")
-        drops = np.flatnonzero(np.diff(tpe) < 0) + 1
-        if len(drops) and (self.indptr[targets[drops]] != start + drops).any():
-            raise DatasetCorruptError(f"{fail}: a neighbour list is not sorted by edge type; re-convert")
-
     def summary(self) -> dict[str, Any]:
-        """Counts, degree statistics, file sizes and split sizes (what ``outre info`` prints)."""
+        """Counts, degree statistics, file sizes and split sizes (what ``outre info`` prints; the
+        fields are assembled in ``_dataset_summary``)."""
         deg = self.in_degrees()
-        sizes = {p.name: p.stat().st_size for p in sorted(self.path.iterdir()) if p.is_file()}
-        return {
-            "path": str(self.path),
-            "num_nodes": self.num_nodes,
-            "num_edges": self.num_edges,
-            "num_classes": self.num_classes,
-            "feature_dim": self.feature_dim,
-            "feature_dtype": None if self.manifest.features is None else self.manifest.features.encoding,
-            "feature_encoding": None if self.manifest.features is None else self._encoding_summary(),
-            "row_layout": None if self.manifest.features is None else {
-                "row_bytes": self.manifest.features.row_bytes,
-                "stride": self.manifest.features.stride,
-                "layout": self.manifest.features.layout,
-            },
-            "in_degree": {
-                "mean": float(deg.mean()), "median": float(np.median(deg)),
-                "max": int(deg.max()), "p99": float(np.percentile(deg, 99)),
-                "isolated": int((deg == 0).sum()),
-            },
-            "splits": {name: int(len(ids)) for name, ids in self._splits.items()},
-            "edge_splits": {name: int(self.manifest.edge_splits[name].shape[1]) for name in self.edge_split_names},
-            "types": None if self.manifest.types is None else self._type_summary(),
-            "bytes": sizes,
-            "total_bytes": int(sum(sizes.values())),
-            "meta": self.manifest.meta,
-        }
-
-    def _encoding_summary(self) -> dict[str, Any]:
-        """The stored encoding of the features: its words, bytes a row, and an int8 entry's scales."""
-        f, fmt = self.manifest.features, self.row_format
-        assert f is not None  # callers check
-        out: dict[str, Any] = {"encoding": f.encoding, "stored_as": f.dtype, "row_bytes": f.row_bytes,
-                               "format_version": self.manifest.format_version}
-        if fmt.scale is not None and fmt.zero is not None:
-            lo, hi = fmt.scale * (-128 - fmt.zero), fmt.scale * (127 - fmt.zero)
-            out.update(quantizer=f.quantizer, scale_min=float(fmt.scale.min()), scale_max=float(fmt.scale.max()),
-                       range_min=float(lo.min()), range_max=float(hi.max()))
-        return out
-
-    def _type_summary(self) -> dict[str, Any]:
-        """Per node type: count and features (dim, dtype); per edge type: edge count; the target types."""
-        assert self.manifest.types is not None  # the caller checks
-        return {
-            "node_types": {t.name: {"count": t.count, "feature_dim": 0 if t.features is None else t.features.dim,
-                                    "feature_dtype": None if t.features is None else t.features.dtype}
-                           for t in self.manifest.types.node_types},
-            "edge_types": {"__".join(e.key): e.num_edges for e in self.manifest.types.edge_types},
-            "target_types": list(self.manifest.types.target_types),
-        }
+        fmt = None if self.manifest.features is None else self.row_format
+        return summarize(self.path, self.manifest, deg, self._splits, fmt)
 
     def __repr__(self) -> str:
         if self.is_hetero:
@@ -570,17 +394,6 @@ def _file_names(m: Manifest) -> list[str]:
     entries = [m.indptr, m.indices, m.features, m.labels, m.original_ids, m.new_ids, *m.splits.values(),
                *m.edge_splits.values(), *([] if m.features is None else m.features.param_files)]
     return [e.file for e in entries if e is not None] + ([] if m.types is None else [f for _, f, _ in type_files(m.types)])
-
-
-def _node_id_array(ids: Any, num_nodes: int, what: str) -> np.ndarray:
-    arr = np.asarray(ids)
-    if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        raise ConfigError(f"{what} must be integer node ids, got dtype {arr.dtype}")
-    arr = arr.astype(np.int64, copy=True)
-    if arr.size and (arr.min() < 0 or arr.max() >= num_nodes):
-        bad = int(arr.min()) if arr.min() < 0 else int(arr.max())
-        raise ConfigError(f"{what} hold {bad}, outside [0, {num_nodes}); pass node ids of this dataset")
-    return arr
 
 
 def _random_access_map(fd: int, dtype: np.dtype, shape: tuple[int, ...], *, random: bool = True) -> np.ndarray:

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ManifestError
-from ._manifest import FeatureEntry, FileEntry, _dict, _feature_entry, _file_entry, _int, _str
+from ._manifest_entries import FeatureEntry, FileEntry, _dict, _feature_entry, _file_entry, _int, _str
 from ._type_names import EdgeType, type_name_problem
 
 

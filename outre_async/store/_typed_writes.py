@@ -1,7 +1,8 @@
 """The files a typed dataset adds, written into a :class:`DatasetWriter`'s temporary folder.
 
-Kept apart from the writer so that it stays about the homogeneous layout; the writer calls these and
-puts the returned entries into the manifest's ``types`` section (``_type_manifest``).  Like the rest of
+Kept apart from the writer so that it stays about the homogeneous layout; the writer's
+:class:`~outre_async.store._typed_section.TypedSection` calls these and puts the returned entries into
+the manifest's ``types`` section (``_type_manifest``).  Like the rest of
 the writer they only ever write inside the temporary folder, which is renamed into place whole.
 """
 

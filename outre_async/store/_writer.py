@@ -31,6 +31,7 @@ import numpy as np
 
 from ..errors import ConfigError, DatasetExistsError, InvalidGraphError
 from ._file_reads import not_finite
+from ._id_checks import check_ids, check_labels, permutation_and_inverse
 from ._install import install_directory
 from ._layout import RowLayout, RowLayoutName, choose_row_layout
 from ._litter import open_temp_dir
@@ -39,9 +40,8 @@ from ._masks import mask_hint
 from ._overwrite import check_overwrite, dataset_names
 from ._row_codec import QUANTIZER, CastError, ColumnRange, as_float32, decode_rows, encode_rows
 from ._row_format import RowFormat, storage_dtype
-from ._type_manifest import TypesEntry
 from ._type_names import EdgeType
-from ._typed_writes import check_schema, check_targets, types_entry, write_type_features, write_type_per_edge
+from ._typed_section import TypedSection
 
 INT32_LIMIT = 2**31 - 1
 SPILL_NAME = "features.f32.spill"  # int8 without scales: float32 rows until the columns' ranges are known
@@ -124,10 +124,7 @@ class DatasetWriter:
         self._split_ids: dict[str, np.ndarray] = {}
         self._node_ids: tuple[FileEntry, FileEntry] | None = None
         self._edge_splits: dict[str, FileEntry] = {}
-        # a typed dataset (``write_types``): (node types, edge types, type_per_edge entry, edge counts,
-        # target types) and the feature entry of each node type written with ``write_type_features``
-        self._types: tuple[list[tuple[str, int]], list[EdgeType], FileEntry, np.ndarray, tuple[str, ...]] | None = None
-        self._type_features: dict[str, FeatureEntry] = {}
+        self._types: TypedSection | None = None  # a typed dataset (``write_types``)
         self._row_layout_name = row_layout
         self._closed = False
 
@@ -161,7 +158,7 @@ class DatasetWriter:
         if int(counts.sum()) != len(nbrs):
             raise InvalidGraphError(f"in-degrees sum to {int(counts.sum())} but {len(nbrs)} neighbours given")
         if len(nbrs):
-            _check_ids(nbrs, self.num_nodes, "edge endpoint")
+            check_ids(nbrs, self.num_nodes, "edge endpoint")
         self._indptr[start + 1 : stop + 1] = self._indptr[start] + np.cumsum(counts, dtype=np.int64)
         self._nodes_done = stop
         assert self._indices_file is not None
@@ -236,22 +233,7 @@ class DatasetWriter:
 
     def write_labels(self, labels: np.ndarray) -> None:
         """Write per-node class labels; ``-1`` marks an unlabelled node."""
-        labels = np.asarray(labels)
-        if labels.shape != (self.num_nodes,) or not np.issubdtype(labels.dtype, np.integer):
-            raise InvalidGraphError(f"labels must be integers of shape [{self.num_nodes}], got {labels.dtype} {labels.shape}")
-        labels = labels.astype(np.int64, copy=False)
-        if labels.min() < -1:
-            raise InvalidGraphError(f"labels must be >= -1 (-1 = unlabelled), found {int(labels.min())}")
-        if self.num_classes is None:
-            problem = check_classes(int(labels.max()) + 1, self.num_nodes)
-            if problem is not None:  # a stray label (10**12) would size the model's output layer
-                raise InvalidGraphError(f"label {int(labels.max())} makes {problem}; class ids must be dense 0..C-1: "
-                                        "renumber the labels (np.unique(y, return_inverse=True)) or fix the stray one")
-            self.num_classes = int(labels.max()) + 1
-        elif labels.max() >= self.num_classes:
-            raise InvalidGraphError(
-                f"label {int(labels.max())} is outside the class range [0, {self.num_classes}); fix num_classes or the labels"
-            )
+        labels, self.num_classes = check_labels(labels, self.num_nodes, self.num_classes)
         self._labels = self._write_small("labels", labels)
         self._label_values = labels  # a typed dataset checks them against its target types (``_finish``)
 
@@ -264,7 +246,7 @@ class DatasetWriter:
             raise InvalidGraphError(f"split {name!r} must be a 1-D integer array, got {ids.dtype} {ids.shape}")
         given, ids = ids, ids.astype(np.int64, copy=False)
         if len(ids):
-            _check_ids(ids, self.num_nodes, f"split {name!r} node id")
+            check_ids(ids, self.num_nodes, f"split {name!r} node id")
         uniq = np.unique(ids)
         if len(uniq) != len(ids):
             raise InvalidGraphError(f"split {name!r} lists {len(ids) - len(uniq)} node ids more than once"
@@ -286,22 +268,13 @@ class DatasetWriter:
             raise InvalidGraphError(f"edge split {name!r} must be integer pairs of shape [2, E], got {pairs.dtype} {pairs.shape}")
         pairs = pairs.astype(np.int64, copy=False)
         if pairs.size:
-            _check_ids(pairs, self.num_nodes, f"edge split {name!r} node id")
+            check_ids(pairs, self.num_nodes, f"edge split {name!r} node id")
         self._edge_splits[name] = self._write_small(f"edge_split_{name}", pairs)
 
     def write_node_ids(self, original_ids: np.ndarray) -> None:
         """Mark this dataset as a relabelled one: node ``i`` is node ``original_ids[i]`` of the original
         (a permutation of ``0..N-1``); its inverse is written beside it (``Dataset.original_ids``)."""
-        perm = np.asarray(original_ids)
-        if perm.shape != (self.num_nodes,) or not np.issubdtype(perm.dtype, np.integer):
-            raise InvalidGraphError(f"original_ids must be integers of shape [{self.num_nodes}], got {perm.dtype} {perm.shape}")
-        perm = perm.astype(np.int64, copy=False)
-        _check_ids(perm, self.num_nodes, "original id")
-        inverse = np.full(self.num_nodes, -1, np.int64)
-        inverse[perm] = np.arange(self.num_nodes, dtype=np.int64)
-        if (inverse < 0).any():
-            raise InvalidGraphError(f"original_ids is not a permutation: original node {int(np.argmax(inverse < 0))} "
-                                    "is missing (and another is listed twice)")
+        perm, inverse = permutation_and_inverse(original_ids, self.num_nodes)
         self._node_ids = (self._write_small("original_ids", perm), self._write_small("new_ids", inverse))
 
     def adopt_features(self, name: str, *, format: RowFormat, layout: RowLayout) -> None:
@@ -333,29 +306,15 @@ class DatasetWriter:
         (:meth:`write_type_features`), never through :meth:`append_features`."""
         if self._layout is not None or self._nodes_done != self.num_nodes:
             raise ConfigError("write_types needs the whole topology written first and a writer opened with feature_dim=0")
-        check_schema(node_types, edge_types, self.num_nodes)
-        names = [n for n, _ in node_types]
-        for t in target_types:
-            if t not in names:
-                raise InvalidGraphError(f"target type {t!r} is not among the node types {names}")
-        entry = write_type_per_edge(self._tmp, type_per_edge, self._indptr, len(edge_types))
-        counts = np.bincount(np.asarray(type_per_edge, np.int64), minlength=len(edge_types))
-        self._types = ([(n, int(c)) for n, c in node_types], list(edge_types), entry, counts, tuple(target_types))
+        self._types = TypedSection(self._tmp, self._indptr, self.num_nodes, node_types, edge_types, type_per_edge,
+                                   target_types=tuple(target_types), row_layout=self._row_layout_name)
 
     def write_type_features(self, node_type: str, blocks: Any, *, dim: int, dtype: str = "float32") -> None:
         """Write the features of ``node_type`` (after :meth:`write_types`): row blocks in node order, one row
         per node of the type, ``dim`` values each, stored as ``dtype`` (float32 or float16)."""
         if self._types is None:
             raise ConfigError("write_type_features needs write_types first (it declares the node types)")
-        counts = dict(self._types[0])
-        if node_type not in counts:
-            raise InvalidGraphError(f"node type {node_type!r} is not among {list(counts)}")
-        if node_type in self._type_features:
-            raise ConfigError(f"the features of node type {node_type!r} were written already")
-        if dtype not in ("float32", "float16") or dim <= 0:
-            raise ConfigError(f"typed features need dim >= 1 and dtype float32 or float16, got {dim=} {dtype=}")
-        self._type_features[node_type] = write_type_features(self._tmp, node_type, counts[node_type], blocks,
-                                                             dim=dim, dtype=dtype, row_layout=self._row_layout_name)
+        self._types.write_features(node_type, blocks, dim=dim, dtype=dtype)
 
     def _write_small(self, stem: str, array: np.ndarray) -> FileEntry:
         data = np.ascontiguousarray(array)
@@ -396,8 +355,7 @@ class DatasetWriter:
         if self._nodes_done != self.num_nodes:
             raise InvalidGraphError(f"topology covers {self._nodes_done} of num_nodes={self.num_nodes} nodes")
         if self._types is not None:
-            check_targets([n for n, _ in self._types[0]], [c for _, c in self._types[0]], self._types[4],
-                          self._label_values, self._split_ids)
+            self._types.check_targets(self._label_values, self._split_ids)
         num_edges = int(self._indptr[-1])
         if num_edges == 0:
             raise InvalidGraphError("empty graph: no edges; an outre-async dataset needs at least one edge")
@@ -429,7 +387,7 @@ class DatasetWriter:
             original_ids=None if self._node_ids is None else self._node_ids[0],
             new_ids=None if self._node_ids is None else self._node_ids[1],
             edge_splits=dict(self._edge_splits),
-            types=self._types_entry(),
+            types=None if self._types is None else self._types.entry(),
         )
 
     def _quantize_spill(self) -> None:
@@ -452,12 +410,6 @@ class DatasetWriter:
         spill.unlink()
         self._range = None
 
-    def _types_entry(self) -> TypesEntry | None:
-        if self._types is None:
-            return None
-        node_types, edge_types, type_per_edge, edge_counts, target_types = self._types
-        return types_entry(node_types, edge_types, type_per_edge, edge_counts, self._type_features, target_types)
-
     def _feature_entry(self) -> FeatureEntry | None:
         if self._layout is None:
             return None
@@ -479,9 +431,3 @@ class DatasetWriter:
             f"{self.path} appeared while writing; choose another path or pass overwrite"))
         self._tmpdir.release()
 
-
-def _check_ids(ids: np.ndarray, num_nodes: int, what: str) -> None:
-    lo, hi = int(ids.min()), int(ids.max())
-    if lo < 0 or hi >= num_nodes:
-        bad = lo if lo < 0 else hi
-        raise InvalidGraphError(f"{what} {bad} is out of range [0, {num_nodes}); check num_nodes or the input ids")
