@@ -16,7 +16,7 @@ import outre_async as oa
 from outre_async.cli import main
 from outre_async.errors import InputFormatError, InvalidGraphError
 
-SHARED = Path("/work/shared/data")
+SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data"  # ../shared beside the checkout
 
 
 def _hetero_data(seed: int = 0) -> HeteroData:

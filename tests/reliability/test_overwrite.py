@@ -23,7 +23,7 @@ from outre_async.cli import main
 from outre_async.store._install import install_directory, replace_by_two_renames
 from outre_async.store._rename import rename_exchange
 
-CORA = Path("/work/shared/data/cora.npz")
+CORA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "cora.npz"  # ../shared beside the checkout
 SMALL = {"num_nodes": 300, "feature_dim": 8}
 
 

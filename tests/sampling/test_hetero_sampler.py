@@ -20,6 +20,9 @@ from outre_async._rng import stream_state
 from outre_async.errors import ConfigError, DatasetCorruptError
 from outre_async.sampling import _hetero_kernels as HK
 from outre_async.sampling._sampler_kernels import OK
+from torch_geometric import typing as pyg_typing
+
+HAS_PYG_SAMPLER = pyg_typing.WITH_PYG_LIB or pyg_typing.WITH_TORCH_SPARSE  # PyG's NeighborLoader samples with one
 
 
 @pytest.fixture(scope="module")
@@ -114,6 +117,7 @@ def _our_sets(out, node_types, edge_types):
     return nodes, edges
 
 
+@pytest.mark.skipif(not HAS_PYG_SAMPLER, reason="PyG's hetero NeighborLoader needs pyg-lib or torch-sparse (docs/how-to/bench.md)")
 @settings(max_examples=25, deadline=None)
 @given(graph_seed=st.integers(0, 2**32 - 1), avg_edges=st.integers(2, 80), hops=st.integers(1, 3),
        form=st.sampled_from(["all", "beyond_degree", "dict"]), table_seed=st.integers(0, 2**32 - 1),
