@@ -44,10 +44,25 @@ class EpochTotals:
         return asdict(self)
 
 
+# what one training batch gives the epoch: its mean loss, the targets it got right, the targets it has
+Objective = Callable[[nn.Module, Any], tuple[torch.Tensor, int, int]]
+
+
+def node_objective(model: nn.Module, batch: Any) -> tuple[torch.Tensor, int, int]:
+    """Cross-entropy on the batch's labelled seeds; with none, a zero loss that still reaches every
+    parameter (the step :func:`train_epoch` takes with ``every_step``)."""
+    logits, target = _labelled(model, batch)
+    if not len(target):
+        return logits.sum() * 0.0, 0, 0
+    return F.cross_entropy(logits, target), int((logits.argmax(-1) == target).sum()), len(target)
+
+
 def train_epoch(model: nn.Module, batches: Iterable, optimizer: torch.optim.Optimizer, *,
                 every_step: bool = False, epoch: int | None = None, totals: EpochTotals | None = None,
-                after_batch: Callable[[EpochTotals], None] | None = None) -> EpochResult:
-    """One pass over ``batches``: cross-entropy on the labelled seeds, one optimizer step per batch.
+                after_batch: Callable[[EpochTotals], None] | None = None,
+                objective: Objective = node_objective) -> EpochResult:
+    """One pass over ``batches``: ``objective``'s loss (cross-entropy on the labelled seeds by default;
+    edge batches: ``trainer._link.link_objective``), one optimizer step per batch.
 
     A batch without a labelled seed is skipped, unless ``every_step`` (data parallel: every rank must
     take every step, or the others wait forever in DDP's all-reduce): it then takes a step with a zero
@@ -65,18 +80,17 @@ def train_epoch(model: nn.Module, batches: Iterable, optimizer: torch.optim.Opti
     t = totals if totals is not None else EpochTotals()
     before = t.seconds
     for step, batch in enumerate(batches, 1):  # step: the batch's place in the epoch, skipped ones counted
-        logits, target = _labelled(model, batch)
-        if len(target) or every_step:
+        loss, correct, seen = objective(model, batch)
+        if seen or every_step:
             optimizer.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(logits, target) if len(target) else logits.sum() * 0.0
             value = loss.item()
             if not math.isfinite(value):
                 raise _non_finite(value, batch, epoch, step)
             loss.backward()
             optimizer.step()
-            t.loss_sum += value * len(target)
-            t.correct += int((logits.argmax(-1) == target).sum())
-            t.seen += len(target)
+            t.loss_sum += value * seen
+            t.correct += correct
+            t.seen += seen
             t.count += 1
         if after_batch is not None:
             after_batch(replace(t, seconds=before + time.perf_counter() - start))

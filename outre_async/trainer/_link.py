@@ -11,17 +11,14 @@ pairs the score's sign gets right.  Evaluation is :func:`~outre_async.evaluate_l
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .._train import EpochResult, EpochTotals, _non_finite
+from .._train import EpochResult, EpochTotals, train_epoch
 from ..layerwise import inference
 from ..links import dot, evaluate_links
 from ..store._dataset import Dataset
@@ -63,34 +60,21 @@ def make_decoder(name: str, hidden: int) -> nn.Module:
     return MLPDecoder(hidden) if name == "mlp" else DotDecoder()
 
 
+def link_objective(model: nn.Module, batch: Any) -> tuple[torch.Tensor, int, int]:
+    """BCE on the batch's ``edge_label`` (positives 1, negatives 0); "correct": the score's sign agrees."""
+    score = model(batch.x, batch.edge_index, batch.edge_label_index)
+    label = batch.edge_label.float()
+    loss = F.binary_cross_entropy_with_logits(score, label)
+    return loss, int(((score > 0).float() == label).sum()), len(label)
+
+
 def train_link_epoch(model: nn.Module, batches: Iterable, optimizer: torch.optim.Optimizer, *, epoch: int | None = None,
                      totals: EpochTotals | None = None, every_step: bool = False,
                      after_batch: Callable[[EpochTotals], None] | None = None) -> EpochResult:
-    """One pass over edge batches: BCE on ``edge_label``, one optimizer step per batch (the node task's
-    :func:`~outre_async._train.train_epoch` contract: sums carried in ``totals``, a non-finite loss
-    stops before its step).  ``every_step`` is the node task's keyword; edge batches always step."""
-    model.train()
-    start = time.perf_counter()
-    t = totals if totals is not None else EpochTotals()
-    before = t.seconds
-    for step, batch in enumerate(batches, 1):
-        score = model(batch.x, batch.edge_index, batch.edge_label_index)
-        label = batch.edge_label.float()
-        optimizer.zero_grad(set_to_none=True)
-        loss = F.binary_cross_entropy_with_logits(score, label)
-        value = loss.item()
-        if not math.isfinite(value):
-            raise _non_finite(value, batch, epoch, step)
-        loss.backward()
-        optimizer.step()
-        t.loss_sum += value * len(label)
-        t.correct += int(((score > 0).float() == label).sum())
-        t.seen += len(label)
-        t.count += 1
-        if after_batch is not None:
-            after_batch(replace(t, seconds=before + time.perf_counter() - start))
-    return EpochResult(loss=t.loss_sum / max(t.seen, 1), accuracy=t.correct / max(t.seen, 1),
-                       seconds=before + time.perf_counter() - start, batches=t.count, seeds=t.seen)
+    """One pass over edge batches: :func:`~outre_async._train.train_epoch` with :func:`link_objective`
+    (an edge batch always has pairs, so every batch takes its step)."""
+    return train_epoch(model, batches, optimizer, every_step=every_step, epoch=epoch, totals=totals,
+                       after_batch=after_batch, objective=link_objective)
 
 
 @torch.no_grad()
